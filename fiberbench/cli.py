@@ -1,0 +1,57 @@
+"""The `fiberbench` command line: one subcommand per data, scoring and building task."""
+
+import argparse
+import importlib
+import logging
+import sys
+
+# Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`.
+COMMANDS = {
+    "build-dataset": (
+        "fiberbench.data.build",
+        "Build FIBER (or data in its release format) into a Hub-native Parquet dataset folder.",
+    ),
+    "blank": (
+        "fiberbench.data.blanking",
+        "Blank one noun phrase per clip in captioning data, as the FIBER release was made.",
+    ),
+    "answers": (
+        "fiberbench.data.answers",
+        "Merge crowd-sourced answers into the release format's additional_answers.",
+    ),
+    "agreement": (
+        "fiberbench.data.agreement",
+        "Human agreement (the paper's Table 2) of a release-format file.",
+    ),
+    "stats": (
+        "fiberbench.data.stats",
+        "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
+    ),
+}
+
+
+def build_parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in `argv` is imported, so `--help` stays fast."""
+    parser = argparse.ArgumentParser(
+        prog="fiberbench",
+        description="FIBER, the video fill-in-the-blanks benchmark: data, scoring and tools.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        subparser = subparsers.add_parser(name, help=help_text, description=help_text)
+        if name in argv:
+            module = importlib.import_module(module_name)
+            module.add_arguments(subparser)
+            subparser.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return args.run(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
