@@ -1,0 +1,1 @@
+"""The `fiber_metric` evaluate module (this folder is uploadable to the Hub as it is)."""

@@ -1,0 +1,476 @@
+"""FIBER metric: exact match and token-set F1 of fill-in-the-blank answers against many correct answers.
+
+This file is the whole `fiber_metric` evaluate module; it imports nothing from the FIBER package so
+that its folder can be pushed to the Hub as it is. Besides the `evaluate` class it defines the plain
+functions that do the work (`normalize_answer`, `exact_match`, `f1`, `score_predictions`,
+`correct_at_k`, `average_precision`, `references_from_example`, `human_agreement`).
+
+Answers that normalize to nothing (e.g. "The!" or ""): two such answers match, with EM 1 and
+F1 1; against an answer that keeps at least one token, EM and F1 are 0. (The FIBER release
+divided by zero in the first case.)
+"""
+
+import math
+import re
+import string
+
+import datasets
+import evaluate
+
+
+_CITATION = """\
+@inproceedings{castro-etal-2022-fiber,
+    title = "{FIB}er: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
+    author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
+      Liu, Nan and Stroud, Jonathan C. and Mihalcea, Rada",
+    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics",
+    year = "2022",
+    publisher = "Association for Computational Linguistics",
+}
+"""
+
+_DESCRIPTION = """\
+The FIBER metric scores answers to video fill-in-the-blank questions. Each blank has many correct
+answers (the original phrase plus every annotator's answers), so an answer is scored against all
+of them: exact match (EM) is 1 when the normalized answer equals any normalized correct answer,
+and F1 is the best token-set F1 over the correct answers. Normalization lower-cases, deletes
+ASCII punctuation and the whole words "a", "an" and "the", and collapses white space. Scores are
+means over blanks, in percent. Optional outputs: per-example scores, scores by semantic
+category, Correct@K and MAP of ranked candidate answers (e.g. beams), and, with the config
+"human_agreement", the human agreement of the paper's Table 2.
+"""
+
+_KWARGS_DESCRIPTION = """
+Scores predicted answers against the correct answers of each blank.
+
+Args:
+    predictions (`list` of `str`): one predicted answer per blank.
+    references (`list` of `list` of `str`): for each blank, its correct answers: the label and
+        every annotator's answers, flattened (`references_from_example` builds this list from a
+        FIBER row). A single string is read as a list of one answer (label-only scoring).
+    per_example (`bool`, defaults to `False`): also return the score of every blank.
+    categories (`list` of `str`, optional): the semantic category of every blank (the paper's
+        Table 4); adds scores by category.
+    candidates (`list` of `list` of `str`, optional): for every blank, the model's ranked candidate
+        answers, best first (e.g. its beams); adds Correct@K and MAP.
+
+Returns:
+    exact_match (`float`): mean exact match, in percent (0-100).
+    f1 (`float`): mean of the best token-set F1 over each blank's correct answers, in percent (0-100).
+    exact_match_per_example (`list` of `int`): with `per_example`, 0 or 1 for every blank, in input order.
+    f1_per_example (`list` of `float`): with `per_example`, the F1 of every blank, from 0 to 1.
+    exact_match_by_category, f1_by_category (`dict` of `str` to `float`): with `categories`, the
+        means in percent (0-100) within each category;
+    count_by_category (`dict` of `str` to `int`): with `categories`, the number of blanks of each.
+    correct_at_k (`dict` of `str` to `float`): with `candidates`, for K = 1, 2, 4, 8, ... up to the
+        longest candidate list, the percent (0-100) of blanks with a correct candidate in the top K.
+    map (`float`): with `candidates`, the mean average precision of the candidate lists, in percent (0-100).
+
+    A candidate is correct when it exactly matches a correct answer after normalization. Candidates
+    that normalize to the same string count once, at their first rank: the rest are dropped before
+    ranking. Average precision is the mean of Precision@k over the ranks k that hold a correct
+    candidate, and 0 when none does.
+
+    Empty answers: an answer that normalizes to nothing (e.g. "The!") against a correct answer that
+    also does scores EM 1 and F1 1; against one that keeps a token, 0. An empty `predictions` list
+    gives 0 for every score. Lists of different lengths, a blank with no correct answer and
+    non-string items raise a `ValueError` that names the index.
+
+    With the config "human_agreement" (`evaluate.load(path, "human_agreement")`), `compute` takes
+    `labels` (`list` of `str`) and `additional_answers` (for every blank, one list of answers per
+    annotator) and returns the human agreement of the paper's Table 2 (see `human_agreement`).
+
+Examples:
+    The first two blanks of the paper's Table 7, filled in by T5 + I3D and by text-only T5:
+
+    >>> fiber_metric = evaluate.load("metric/fiber_metric")
+    >>> references = [
+    ...     ["adirondacks", "cliff", "climb", "frozen waterfall", "gully", "hill", "ice", "icy cliff",
+    ...      "ledge", "mountain", "ravine", "slope", "snow"],
+    ...     ["building", "doors", "entryway", "foyer", "his home", "his house", "home", "house",
+    ...      "living room", "room", "shorts", "t-shirt"],
+    ... ]
+    >>> fiber_metric.compute(predictions=["a mountain", "a room"], references=references)
+    {'exact_match': 100.0, 'f1': 100.0}
+    >>> fiber_metric.compute(predictions=["a tree", "a gym"], references=references)
+    {'exact_match': 0.0, 'f1': 0.0}
+
+    Partial overlap: "icy mountain" shares one token with "mountain" and with "icy cliff":
+
+    >>> results = fiber_metric.compute(
+    ...     predictions=["icy mountain", "The house!"], references=references, per_example=True
+    ... )
+    >>> print(round(results["f1"], 2), results["f1_per_example"], results["exact_match_per_example"])
+    83.33 [0.6666666666666666, 1.0] [0, 1]
+
+    Ranked candidates; "a cliff" and "Cliff" are one candidate, so "hill" is second:
+
+    >>> results = fiber_metric.compute(
+    ...     predictions=["a tree", "a room"],
+    ...     references=references,
+    ...     candidates=[["a tree", "a cliff", "Cliff", "hill"], ["a room", "a gym"]],
+    ... )
+    >>> results["correct_at_k"], round(results["map"], 2)
+    ({'1': 50.0, '2': 100.0, '4': 100.0}, 79.17)
+"""
+
+
+_ARTICLE_OR_PUNCTUATION = re.compile(r"\b(?:a|an|the)\b|[" + re.escape(string.punctuation) + "]")
+
+
+def normalize_answer(text):
+    """Lower-cases, deletes ASCII punctuation and the words "a", "an", "the", collapses white space.
+
+    One pass over the lower-cased text, as in the FIBER release: whole words are found before any
+    punctuation is deleted, and deleted characters leave no space behind, so "a-team" becomes
+    "team" and "water-filled" becomes "waterfilled". Every run of white space, even a lone tab or
+    no-break space, becomes one space (the release kept a lone tab, which broke exact matches).
+
+    >>> normalize_answer("  The Water-filled   balloons!")
+    'waterfilled balloons'
+    """
+    return " ".join(_ARTICLE_OR_PUNCTUATION.sub("", text.lower()).split())
+
+
+class _TokenSets(dict):
+    """Normalized answer -> its set of tokens (F1 counts a repeated token once), made on first use."""
+
+    def __missing__(self, normalized):
+        tokens = self[normalized] = frozenset(normalized.split())
+        return tokens
+
+
+def _best_match(normalized, correct_normalized, token_sets):
+    """(EM, best F1) of one normalized answer against normalized correct answers.
+
+    Token-set F1 is TP / (TP + (FP + FN) / 2), that is 2 TP / (|answer| + |correct answer|): the
+    same float. Its denominator is 0 only when both normalize to "", which is an exact match.
+    """
+    if normalized in correct_normalized:
+        return 1, 1.0
+    tokens = token_sets[normalized]
+    other_token_sets = map(token_sets.__getitem__, correct_normalized)
+    return 0, max(2 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets)
+
+
+def _mean(values):
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def _mean_std(values):
+    """Mean and population standard deviation (0 and 0 for no values)."""
+    mean = _mean(values)
+    return mean, math.sqrt(_mean([(value - mean) ** 2 for value in values]))
+
+
+def _as_list(values, name):
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list, got {type(values).__name__}")
+    return list(values)
+
+
+def _check_string(value, name):
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {type(value).__name__}: {value!r}")
+    return value
+
+
+def _check_strings(values, name):
+    """`values` as a list of strings; an error names the first bad item by its index."""
+    values = _as_list(values, name)
+    if not set(map(type, values)) <= {str}:  # the fast test; the loop finds the culprit (or a str subclass)
+        for index, value in enumerate(values):
+            _check_string(value, f"{name}[{index}]")
+    return values
+
+
+def _check_answers(answers, name):
+    """A blank's correct answers as a non-empty list of strings (a string is one answer)."""
+    if isinstance(answers, str):
+        return [answers]
+    answers = _check_strings(answers, name)
+    if not answers:
+        raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
+    return answers
+
+
+def _check_same_length(values, other_values, name, other_name):
+    if len(values) != len(other_values):
+        index = min(len(values), len(other_values))
+        missing = other_name if len(values) > len(other_values) else name
+        raise ValueError(
+            f"{name} and {other_name} differ in length ({len(values)} != {len(other_values)}):"
+            f" {missing}[{index}] is missing"
+        )
+
+
+def _check_pairs(values, others, name, other_name, check_other):
+    """`values` as a list of strings, and `others`, as long, with each item checked by `check_other`."""
+    values = _check_strings(values, name)
+    others = _as_list(others, other_name)
+    _check_same_length(values, others, name, other_name)
+    return values, [check_other(item, f"{other_name}[{index}]") for index, item in enumerate(others)]
+
+
+def _check_predictions(predictions, references):
+    """Validated predictions and references (each a list of answers); errors name the index."""
+    return _check_pairs(predictions, references, "predictions", "references", _check_answers)
+
+
+def _check_annotators(annotators, name):
+    """One blank's annotators as lists of strings (one list per annotator)."""
+    return [_check_strings(answers, f"{name}[{index}]") for index, answers in enumerate(_as_list(annotators, name))]
+
+
+def _check_annotations(labels, additional_answers):
+    """Validated labels and per-annotator answers, as `human_agreement` takes them."""
+    return _check_pairs(labels, additional_answers, "labels", "additional_answers", _check_annotators)
+
+
+def _score_example(prediction, references):
+    normalized = normalize_answer(_check_string(prediction, "prediction"))
+    correct = [normalize_answer(answer) for answer in _check_answers(references, "references")]
+    return _best_match(normalized, correct, _TokenSets())
+
+
+def exact_match(prediction, references):
+    """1 if the normalized prediction equals any normalized reference, else 0.
+
+    >>> exact_match("The Mountain.", ["cliff", "mountain"])
+    1
+    """
+    return _score_example(prediction, references)[0]
+
+
+def f1(prediction, references):
+    """The best token-set F1 (0 to 1) of the prediction against any of the references.
+
+    >>> f1("icy mountain", ["mountain", "icy cliff"])
+    0.6666666666666666
+    """
+    return _score_example(prediction, references)[1]
+
+
+def _distinct_hits(candidates, correct_normalized):
+    """For each distinct normalized candidate, in rank order: whether it is a correct answer."""
+    distinct = dict.fromkeys(normalize_answer(candidate) for candidate in candidates)  # keeps first ranks
+    return [normalized in correct_normalized for normalized in distinct]
+
+
+def _correct_at_k(hits, k):
+    return int(any(hits[:k]))
+
+
+def _average_precision(hits):
+    precisions = []  # Precision@rank at each rank that holds a correct candidate
+    for rank, hit in enumerate(hits, start=1):
+        if hit:
+            precisions.append((len(precisions) + 1) / rank)
+    return _mean(precisions)
+
+
+def _ranking_hits(candidates, references):
+    candidates = _check_strings(candidates, "candidates")
+    correct = {normalize_answer(answer) for answer in _check_answers(references, "references")}
+    return _distinct_hits(candidates, correct)
+
+
+def correct_at_k(candidates, references, k):
+    """1 if one of the first `k` distinct candidates (after normalization) is a correct answer, else 0.
+
+    >>> correct_at_k(["a tree", "Tree!", "cliff"], ["cliff", "mountain"], k=2)
+    1
+    """
+    return _correct_at_k(_ranking_hits(candidates, references), k)
+
+
+def average_precision(candidates, references):
+    """Mean of Precision@k over the ranks k of correct distinct candidates; 0 when none is correct.
+
+    >>> average_precision(["cliff", "a tree", "hill", "the Cliff"], ["cliff", "hill"])
+    0.8333333333333333
+    """
+    return _average_precision(_ranking_hits(candidates, references))
+
+
+def references_from_example(example, label_only=False):
+    """The correct answers of one FIBER row: its label, then every annotator's answers, without repeats.
+
+    >>> references_from_example({"label": "a dog", "additional_answers": [["dog", "a dog"], ["puppy"]]})
+    ['a dog', 'dog', 'puppy']
+    """
+    answers = [_check_string(example.get("label"), "label")]
+    if not label_only:
+        for index, annotator_answers in enumerate(example.get("additional_answers") or []):
+            answers.extend(_check_strings(annotator_answers, f"additional_answers[{index}]"))
+    return list(dict.fromkeys(answers))
+
+
+def _scores_by_category(categories, exact_matches, f1s):
+    """Means in percent and counts within each category (the paper's Table 4), categories sorted."""
+    categories = _check_strings(categories, "categories")
+    _check_same_length(exact_matches, categories, "predictions", "categories")
+    indices_by_category = {}
+    for index, category in enumerate(categories):
+        indices_by_category.setdefault(category, []).append(index)
+    groups = sorted(indices_by_category.items())
+    return {
+        "exact_match_by_category": {name: 100 * _mean([exact_matches[i] for i in rows]) for name, rows in groups},
+        "f1_by_category": {name: 100 * _mean([f1s[i] for i in rows]) for name, rows in groups},
+        "count_by_category": {name: len(rows) for name, rows in groups},
+    }
+
+
+def _ranking_scores(candidates, correct):
+    """Correct@K for K = 1, 2, 4, ... up to the longest list, and MAP, in percent."""
+    candidates = _as_list(candidates, "candidates")
+    _check_same_length(correct, candidates, "predictions", "candidates")
+    hits = [
+        _distinct_hits(_check_strings(ranked, f"candidates[{index}]"), set(answers))
+        for index, (ranked, answers) in enumerate(zip(candidates, correct))
+    ]
+    longest = max((len(ranked) for ranked in candidates), default=0)
+    ks = [2**power for power in range(max(longest, 1).bit_length())]
+    return {
+        "correct_at_k": {str(k): 100 * _mean([_correct_at_k(row, k) for row in hits]) for k in ks},
+        "map": 100 * _mean([_average_precision(row) for row in hits]),
+    }
+
+
+def score_predictions(predictions, references, per_example=False, categories=None, candidates=None):
+    """What `compute` returns (see its documentation), as a plain function.
+
+    Every distinct string is normalized once, so scoring stays fast with many answers per blank.
+
+    >>> score_predictions(["a mountain", "gym"], [["mountain", "cliff"], ["room"]])
+    {'exact_match': 50.0, 'f1': 50.0}
+    """
+    predictions, references = _check_predictions(predictions, references)
+    distinct = {*predictions, *(text for answers in references for text in answers)}
+    normalized = {text: normalize_answer(text) for text in distinct}
+    correct = [[normalized[text] for text in answers] for answers in references]
+    token_sets = _TokenSets()
+    scores = [_best_match(normalized[text], answers, token_sets) for text, answers in zip(predictions, correct)]
+    exact_matches = [em for em, _ in scores]
+    f1s = [f1_score for _, f1_score in scores]
+    results = {"exact_match": 100 * _mean(exact_matches), "f1": 100 * _mean(f1s)}
+    if per_example:
+        results["exact_match_per_example"] = exact_matches
+        results["f1_per_example"] = f1s
+    if categories is not None:
+        results.update(_scores_by_category(categories, exact_matches, f1s))
+    if candidates is not None:
+        results.update(_ranking_scores(candidates, correct))
+    return results
+
+
+def human_agreement(labels, additional_answers):
+    """Human agreement of the paper's Table 2, by leaving one annotator out, in percent.
+
+    Each annotator's first answer (and, separately, each of their answers) is scored by EM and
+    best F1 against the answers of every other annotator of the blank, the label counting as one
+    more annotator (a reference only: it is not scored itself). Means are taken per caption (the
+    mean within a caption, then across captions) and per answer (across all scored answers), each
+    with its population standard deviation. An annotator whose answers all normalize to nothing
+    (the label included) is left out of that caption and counted in `num_annotators_left_out`; an
+    annotator with no one left to compare with is not scored.
+
+    >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["a puppy"], ["cat"]]])
+    >>> results["first_answers_per_caption_exact_match"], results["num_first_answers"]
+    (66.66666666666666, 3)
+    """
+    labels, additional_answers = _check_annotations(labels, additional_answers)
+    # For first answers and for all answers: (per caption (EM, F1) means, per answer (EM, F1) scores).
+    scores = {"first_answers": ([], []), "all_answers": ([], [])}
+    left_out = 0
+    token_sets = _TokenSets()
+    for label, annotators in zip(labels, additional_answers):
+        normalized = [[normalize_answer(text) for text in answers] for answers in [[label], *annotators]]  # 0: label
+        kept = [i for i, answers in enumerate(normalized) if any(answers)]
+        left_out += len(normalized) - len(kept)
+        caption = {"first_answers": [], "all_answers": []}
+        for i in kept:
+            others = [answer for j in kept if j != i for answer in normalized[j]]
+            if i > 0 and others:
+                answer_scores = [_best_match(answer, others, token_sets) for answer in normalized[i]]
+                caption["first_answers"].append(answer_scores[0])
+                caption["all_answers"].extend(answer_scores)
+        for which, (per_caption, per_answer) in scores.items():
+            if caption[which]:
+                per_caption.append(tuple(_mean(column) for column in zip(*caption[which])))
+                per_answer.extend(caption[which])
+    results = {}
+    for which, (per_caption, per_answer) in scores.items():
+        for level, rows in (("per_caption", per_caption), ("per_answer", per_answer)):
+            for metric, column in zip(("exact_match", "f1"), zip(*rows) if rows else ((), ())):
+                mean, std = _mean_std(column)
+                results[f"{which}_{level}_{metric}"] = 100 * mean
+                results[f"{which}_{level}_{metric}_std"] = 100 * std
+    results["num_captions"] = len(scores["first_answers"][0])
+    results["num_first_answers"] = len(scores["first_answers"][1])
+    results["num_all_answers"] = len(scores["all_answers"][1])
+    results["num_annotators_left_out"] = left_out
+    return results
+
+
+# Each config: its input features (in the order its check takes them), the check run on every
+# batch before `evaluate` stores it (its features would silently turn a non-string item after the
+# first into a string), and the scorer.
+_CONFIGS = {
+    "default": (
+        datasets.Features(
+            {
+                # Nested references only: with a flat option listed first, `evaluate` silently stores
+                # lists as strings such as "['a', 'b']"; the check wraps a flat string instead.
+                "predictions": datasets.Value("string"),
+                "references": datasets.Sequence(datasets.Value("string")),
+            }
+        ),
+        _check_predictions,
+        score_predictions,
+    ),
+    "human_agreement": (
+        datasets.Features(
+            {
+                "labels": datasets.Value("string"),
+                "additional_answers": datasets.Sequence(datasets.Sequence(datasets.Value("string"))),
+            }
+        ),
+        _check_annotations,
+        human_agreement,
+    ),
+}
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class FiberMetric(evaluate.Metric):
+    def _info(self):
+        if self.config_name not in _CONFIGS:
+            raise ValueError(f"Unknown config {self.config_name!r}: use one of {sorted(_CONFIGS)}")
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=_CONFIGS[self.config_name][0],
+            homepage="https://lit.eecs.umich.edu/fiber/",
+            reference_urls=["https://arxiv.org/abs/2210.05038"],  # FIRE: Correct@K and MAP
+        )
+
+    def add_batch(self, **batch):
+        """Checks a batch (an error names the index within it), then stores it."""
+        names = list(self.features)
+        try:
+            checked = _CONFIGS[self.config_name][1](*(batch.get(name) for name in names))
+        except ValueError as error:
+            if not len(self):
+                raise
+            raise ValueError(f"{error} (in the batch added after the first {len(self)} examples)") from None
+        super().add_batch(**{**batch, **dict(zip(names, checked))})
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Checks one example, then stores it."""
+        example = {"predictions": prediction, "references": reference, **kwargs}
+        self.add_batch(**{name: [example.get(name)] for name in self.features})
+
+    def _compute(self, **inputs):
+        return _CONFIGS[self.config_name][2](**inputs)

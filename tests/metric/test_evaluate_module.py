@@ -1,0 +1,128 @@
+"""The evaluate module: loading from its folder and from a copy, batches, input checks, doctests, card, Space."""
+
+import doctest
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+
+import evaluate
+import evaluate.utils
+import pytest
+
+from fiberbench.metric import METRIC_PATH, score_predictions
+from fiberbench.metric.fiber_metric import fiber_metric as metric_module
+
+REPO_ROOT = METRIC_PATH.parents[1]
+# Run in a fresh interpreter: loads each folder path given, scores, and says whether the project was imported.
+LOAD_AND_SCORE = """
+import json, sys
+import evaluate
+outputs = []
+for path in sys.argv[1:]:
+    metric = evaluate.load(path)
+    agreement = evaluate.load(path, "human_agreement")
+    outputs.append({
+        "scores": metric.compute(predictions=["a mountain", "The gym!"], references=[["mountain", "hill"], ["room"]]),
+        "agreement": agreement.compute(labels=["x"], additional_answers=[[["x"], ["y"]]])["num_first_answers"],
+    })
+imported = any(name.startswith("fiberbench") for name in sys.modules)
+print(json.dumps({"outputs": outputs, "project_imported": imported}))
+"""
+
+
+@pytest.mark.slow
+def test_loads_in_a_fresh_process_from_the_repository_and_from_a_copy(tmp_path):
+    copy = tmp_path / "elsewhere" / "fiber_metric"
+    shutil.copytree(METRIC_PATH, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_EVALUATE_OFFLINE": "1"}
+    completed = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_SCORE, "metric/fiber_metric", str(copy)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
+    )
+    output = json.loads(completed.stdout.strip().splitlines()[-1])
+    expected = {"scores": {"exact_match": 50.0, "f1": 50.0}, "agreement": 2}
+    assert output == {"outputs": [expected, expected], "project_imported": False}
+
+
+def test_add_batch_then_compute_equals_one_compute(fiber_metric, table_7_references):
+    predictions = ["a mountain", "a room", "viewers!", "a tree", "The!"]
+    references = [*table_7_references, ["tree", "forest"], "the"]
+    kwargs = {
+        "per_example": True,
+        "categories": ["Location", "Location", "Person", "Object", "Object"],
+        "candidates": [["a hill", "mountain"], ["room"], [], ["bush", "Tree", "a tree"], ["The!"]],
+    }
+    at_once = fiber_metric.compute(predictions=predictions, references=references, **kwargs)
+    fiber_metric.add_batch(predictions=predictions[:2], references=references[:2])
+    fiber_metric.add_batch(predictions=predictions[2:], references=references[2:])
+    assert fiber_metric.compute(**kwargs) == at_once
+    for prediction, answers in zip(predictions, references):
+        fiber_metric.add(prediction=prediction, reference=answers)
+    assert fiber_metric.compute(**kwargs) == at_once
+    assert at_once == score_predictions(predictions, references, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("predictions", "references", "message"),
+    [
+        (["a", 3], [["a"], ["b"]], r"predictions\[1\] must be a string, got int"),  # evaluate would store "3"
+        (["a", "b"], [["a"], ["b", 3]], r"references\[1\]\[1\] must be a string"),
+        (["a", "b"], [["a"], []], r"references\[1\] is empty"),
+        (["a", "b"], [["a"]], r"references\[1\] is missing"),
+    ],
+)
+def test_compute_checks_every_item(fiber_metric, predictions, references, message):
+    with pytest.raises(ValueError, match=message):
+        fiber_metric.compute(predictions=predictions, references=references)
+
+
+def test_a_bad_later_batch_names_its_own_index(fiber_metric):
+    fiber_metric.add_batch(predictions=["a", "b"], references=[["a"], ["b"]])
+    with pytest.raises(ValueError, match=r"predictions\[0\] must be a string.*after the first 2 examples"):
+        fiber_metric.add_batch(predictions=[None], references=[["c"]])
+    assert fiber_metric.compute() == {"exact_match": 100.0, "f1": 100.0}
+
+
+def test_empty_compute_gives_zeros(fiber_metric):
+    assert fiber_metric.compute(predictions=[], references=[]) == {"exact_match": 0.0, "f1": 0.0}
+
+
+def test_unknown_config_is_refused():
+    with pytest.raises(ValueError, match=r"Unknown config 'table_2'.*human_agreement"):
+        evaluate.load(str(METRIC_PATH), "table_2")
+
+
+def test_docstring_examples_run(monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)  # the examples load "metric/fiber_metric"
+    results = doctest.testmod(metric_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert results.failed == 0
+    assert results.attempted >= 15
+    assert ">>> fiber_metric.compute(" in metric_module.FiberMetric.__doc__  # _KWARGS_DESCRIPTION is tested
+
+
+def test_card_examples_run_and_card_states_the_definitions(monkeypatch):
+    monkeypatch.chdir(REPO_ROOT)
+    card = (METRIC_PATH / "README.md").read_text()
+    test = doctest.DocTestParser().get_doctest(card, {}, "README.md", str(METRIC_PATH / "README.md"), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
+    assert len(test.examples) >= 8
+    assert card.startswith("---\n") and "app_file: app.py" in card
+    prose = " ".join(card.split())
+    for statement in ("`string.punctuation`", "token-*set* F1", "0-100", "normalize to nothing", "EM 1 and F1 1"):
+        assert statement in prose
+
+
+def test_space_app_launches_the_widget_on_the_module_beside_it(monkeypatch, tmp_path):
+    space = tmp_path / "space"  # a Space is cloned under its own name, not fiber_metric
+    shutil.copytree(METRIC_PATH, space, ignore=shutil.ignore_patterns("__pycache__"))
+    launched = []
+    monkeypatch.setattr(evaluate.utils, "launch_gradio_widget", launched.append)
+    runpy.run_path(str(space / "app.py"))
+    (module,) = launched
+    assert module.name == "fiber_metric"
+    assert module.compute(predictions=["The Room"], references=[["room"]]) == {"exact_match": 100.0, "f1": 100.0}

@@ -1,0 +1,209 @@
+"""EM and F1: properties of normalization and of both scores, the paper's hand-worked cases, bad input."""
+
+import random
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fiberbench.metric import exact_match, f1, normalize_answer, references_from_example, score_predictions
+
+WORD = st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=6) | st.sampled_from(
+    ["a", "an", "the", "The", "man", "dog", "red", "car", "ice"]
+)
+SEPARATOR = st.sampled_from([" ", "  ", "\t", "\n", " \xa0 "])
+# Punctuation that can stand at either end of a word; "_" is left out because `\b` counts it as part of
+# a word (test_one_pass_normalization).
+PUNCTUATION = st.text(alphabet=string.punctuation.replace("_", ""), max_size=2)
+ANSWER = st.builds(lambda words, sep: sep.join(words), st.lists(WORD, max_size=4), SEPARATOR)
+ANY_TEXT = st.text(alphabet=string.ascii_letters + string.punctuation + " \t\xa0é", max_size=12) | ANSWER
+REFERENCES = st.lists(ANY_TEXT, min_size=1, max_size=5)
+
+
+def set_f1_as_written(prediction: str, answer: str) -> float:
+    """The SPEC's formula, TP / (TP + (FP + FN) / 2), with both empty defined as 1."""
+    tokens, other = set(normalize_answer(prediction).split()), set(normalize_answer(answer).split())
+    if not tokens and not other:
+        return 1.0
+    true_positives = len(tokens & other)
+    return true_positives / (true_positives + (len(tokens - other) + len(other - tokens)) / 2)
+
+
+@given(ANY_TEXT, REFERENCES)
+def test_exact_match_implies_f1_of_one_and_f1_is_in_zero_one(prediction, references):
+    score = f1(prediction, references)
+    assert 0.0 <= score <= 1.0
+    if exact_match(prediction, references):
+        assert score == 1.0
+
+
+@given(ANY_TEXT, REFERENCES)
+def test_scores_are_the_max_over_answers_and_equal_the_formula(prediction, references):
+    assert exact_match(prediction, references) == max(exact_match(prediction, [answer]) for answer in references)
+    assert f1(prediction, references) == max(set_f1_as_written(prediction, answer) for answer in references)
+
+
+@given(ANY_TEXT, ANY_TEXT)
+def test_f1_is_symmetric_for_single_answers(answer, other):
+    assert f1(answer, [other]) == f1(other, [answer])
+    assert exact_match(answer, [other]) == exact_match(other, [answer])
+
+
+@given(ANY_TEXT, REFERENCES, st.randoms(use_true_random=False))
+def test_scores_ignore_the_order_of_answers(prediction, references, rng):
+    shuffled = rng.sample(references, len(references))
+    assert exact_match(prediction, shuffled) == exact_match(prediction, references)
+    assert f1(prediction, shuffled) == f1(prediction, references)
+
+
+@given(ANY_TEXT)
+def test_normalization_ignores_ascii_case(text):
+    assert normalize_answer(text.swapcase()) == normalize_answer(text)
+
+
+@given(st.lists(WORD, min_size=1, max_size=5), st.lists(st.sampled_from(["a", "an", "the", "The", "A"]), max_size=3))
+def test_normalization_ignores_articles(words, articles):
+    rng = random.Random(len(words))
+    with_articles = list(words)
+    for article in articles:
+        with_articles.insert(rng.randrange(len(with_articles) + 1), article)
+    assert normalize_answer(" ".join(with_articles)) == normalize_answer(" ".join(words))
+
+
+@given(st.lists(st.tuples(PUNCTUATION, WORD, PUNCTUATION), min_size=1, max_size=4))
+def test_normalization_ignores_punctuation_around_words(parts):
+    plain = " ".join(word for _, word, _ in parts)
+    punctuated = " ".join(before + word + after for before, word, after in parts)
+    assert normalize_answer(punctuated) == normalize_answer(plain)
+
+
+@given(ANY_TEXT)
+def test_normalization_leaves_no_punctuation_capitals_or_extra_space(text):
+    # Not idempotent, as one pass: "a_" gives "a", which gives "" (test_one_pass_normalization).
+    normalized = normalize_answer(text)
+    assert normalized == " ".join(normalized.split())
+    assert not set(normalized) & set(string.punctuation + string.ascii_uppercase)
+
+
+@settings(max_examples=50)
+@given(st.lists(st.tuples(ANY_TEXT, REFERENCES), max_size=6))
+def test_batch_scores_equal_the_per_example_functions(examples):
+    predictions = [prediction for prediction, _ in examples]
+    references = [answers for _, answers in examples]
+    results = score_predictions(predictions, references, per_example=True)
+    assert results["exact_match_per_example"] == [exact_match(p, r) for p, r in examples]
+    assert results["f1_per_example"] == [f1(p, r) for p, r in examples]
+    assert results["f1"] == pytest.approx(100 * sum(results["f1_per_example"]) / max(len(examples), 1))
+
+
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [
+        ("Water-filled balloons.", "waterfilled balloons"),  # SPEC: deleted, not replaced by a space
+        ("a-team", "team"),  # whole words are found before punctuation goes
+        ("The dog's bowl", "dogs bowl"),
+        ("the's", "s"),
+        ("theater", "theater"),
+        ("a_", "a"),  # `\b` counts "_" as part of a word, as the FIBER release's regex does
+        ("  A   MAN \t on\nthe  street ", "man on street"),
+        ("The!", ""),
+    ],
+)
+def test_one_pass_normalization(text, normalized):
+    assert normalize_answer(text) == normalized
+
+
+@pytest.mark.parametrize(
+    ("predictions", "exact_matches"),
+    [(["a mountain", "a room", "a camera"], [1, 1, 1]), (["a tree", "a gym", "a woman"], [0, 0, 0])],
+    ids=["T5 + I3D", "T5 fine-tuned"],
+)
+def test_table_7_answers_score_as_in_the_paper(predictions, exact_matches, table_7_references):
+    results = score_predictions(predictions, table_7_references, per_example=True)
+    assert results["exact_match_per_example"] == exact_matches
+    assert [100 * score for score in results["f1_per_example"]] == [100 * em for em in exact_matches]
+
+
+def test_figure_1_answers_give_partial_f1():
+    answers = ["balloons", "balloons filled with water", "balloons of water", "pink balloon", "pink water balloon",
+               "things", "water", "water balloons", "water-filled balloons"]
+    assert exact_match("Water-filled balloons!", answers) == 1
+    assert exact_match("a water balloon", answers) == 0
+    assert f1("a water balloon", answers) == pytest.approx(0.8)  # {water, balloon} in "pink water balloon"
+    assert f1("red balloons", answers) == pytest.approx(2 / 3)  # "balloons"
+
+
+@pytest.mark.parametrize(
+    ("prediction", "references", "scores"),
+    [
+        ("The!", ["the"], (1, 1.0)),  # both normalize to nothing
+        ("", ["An.", "dog"], (1, 1.0)),
+        ("The!", ["dog"], (0, 0.0)),
+        ("dog", ["", "the"], (0, 0.0)),
+        ("red red car", ["car red"], (0, 1.0)),  # token SETS: order and repeats do not count
+        ("red car", ["red"], (0, 2 / 3)),
+    ],
+)
+def test_edge_cases(prediction, references, scores):
+    assert (exact_match(prediction, references), f1(prediction, references)) == pytest.approx(scores)
+
+
+def test_empty_input_gives_zeros():
+    results = score_predictions([], [], per_example=True, categories=[], candidates=[])
+    assert results == {
+        "exact_match": 0.0, "f1": 0.0, "exact_match_per_example": [], "f1_per_example": [],
+        "exact_match_by_category": {}, "f1_by_category": {}, "count_by_category": {},
+        "correct_at_k": {"1": 0.0}, "map": 0.0,
+    }
+
+
+def test_flat_references_score_against_the_label_alone():
+    assert score_predictions(["a dog", "cat"], ["dog", "the dog"]) == {"exact_match": 50.0, "f1": 50.0}
+
+
+def test_scores_by_category(table_7_references):
+    results = score_predictions(
+        ["a mountain", "a gym", "a camera"], table_7_references, categories=["Location", "Location", "Object"]
+    )
+    assert results["exact_match_by_category"] == {"Location": 50.0, "Object": 100.0}
+    assert results["f1_by_category"] == {"Location": 50.0, "Object": 100.0}
+    assert results["count_by_category"] == {"Location": 2, "Object": 1}
+
+
+@pytest.mark.parametrize(
+    ("predictions", "references", "kwargs", "message"),
+    [
+        (["a", "b"], [["a"]], {}, r"differ in length \(2 != 1\): references\[1\] is missing"),
+        (["a"], [["a"], ["b"]], {}, r"predictions\[1\] is missing"),
+        (["a", "b"], [["a"], []], {}, r"references\[1\] is empty"),
+        (["a", "b"], [["a"], None], {}, r"references\[1\] must be a list"),
+        (["a", 3], [["a"], ["b"]], {}, r"predictions\[1\] must be a string, got int"),
+        (["a", "b"], [["a"], ["b", None]], {}, r"references\[1\]\[1\] must be a string, got NoneType"),
+        ("a", ["a"], {}, r"predictions must be a list, got str"),
+        (["a"], [["a"]], {"categories": [None]}, r"categories\[0\] must be a string"),
+        (["a"], [["a"]], {"categories": []}, r"categories\[0\] is missing"),
+        (["a"], [["a"]], {"candidates": [["a", 1]]}, r"candidates\[0\]\[1\] must be a string"),
+    ],
+)
+def test_bad_input_names_the_index(predictions, references, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        score_predictions(predictions, references, **kwargs)
+
+
+def test_single_example_functions_check_their_input():
+    with pytest.raises(ValueError, match=r"references is empty"):
+        f1("a", [])
+    with pytest.raises(ValueError, match=r"prediction must be a string"):
+        exact_match(None, ["a"])
+
+
+def test_references_from_example():
+    row = {"label": "A dog", "additional_answers": [["dog", "A dog"], ["puppy", "dog"], []]}
+    assert references_from_example(row) == ["A dog", "dog", "puppy"]
+    assert references_from_example(row, label_only=True) == ["A dog"]
+    assert references_from_example({"label": "a cat", "additional_answers": []}) == ["a cat"]
+    with pytest.raises(ValueError, match=r"additional_answers\[1\]\[0\] must be a string"):
+        references_from_example({"label": "a", "additional_answers": [["b"], [None]]})
+    with pytest.raises(ValueError, match=r"label must be a string"):
+        references_from_example({"additional_answers": [["b"]]})
