@@ -12,3 +12,13 @@ def nlp():
     import spacy
 
     return spacy.load(TEST_SPACY_PIPELINE)
+
+
+@pytest.fixture(scope="session")
+def built_sample(tmp_path_factory):
+    """The bundled sample built by `fiberbench build-dataset` (configs `text` and `i3d`): its folder."""
+    from fiberbench.cli import main
+
+    output_dir = tmp_path_factory.mktemp("built_sample") / "fiber"
+    assert main(["build-dataset", "--output_dir", str(output_dir), "--max_shard_size", "5MB"]) == 0
+    return output_dir

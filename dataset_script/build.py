@@ -1,0 +1,312 @@
+"""`fiberbench build-dataset`: run the FIBER builder and write a Hub-native Parquet dataset folder.
+
+The folder holds `text/{split}-*.parquet`, `i3d/{split}-*.parquet` (when features are given) and a
+README.md card whose YAML declares the configs and their features, so `load_dataset(folder)` and
+`load_dataset(folder, "i3d")` read it and `--push_to_hub` publishes it as it is.
+"""
+
+import argparse
+import logging
+import os
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+
+from .fiber.card import make_dataset_card
+from .fiber.fiber import (
+    CATEGORY_FILES,
+    I3D_WRITER_BATCH_SIZE,
+    RELEASE_CATEGORY_URLS,
+    RELEASE_URLS,
+    SPLIT_FILES,
+    Fiber,
+)
+from .fiber.validation import InvalidRecordError
+from .sample import SAMPLE_DIR
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_SHARD_SIZE = "500MB"
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where release-format data comes from: JSON files, optional category files and features folder."""
+
+    split_files: dict[str, str]
+    category_files: dict[str, str]
+    features_dir: str | None
+    description: str
+    synthetic: bool = False
+
+    @classmethod
+    def release(cls, features_dir: str | Path | None = None) -> "Sources":
+        """The official release, downloaded from its URLs (needs the internet)."""
+        return cls(
+            dict(RELEASE_URLS),
+            dict(RELEASE_CATEGORY_URLS),
+            _absolute(features_dir),
+            "the official FIBER release files (https://lit.eecs.umich.edu/fiber/)",
+        )
+
+    @classmethod
+    def sample(cls) -> "Sources":
+        """The SYNTHETIC sample bundled with the package, with its features."""
+        return cls.from_location(SAMPLE_DIR, SAMPLE_DIR / "i3d")
+
+    @classmethod
+    def from_location(cls, location: str | Path, features_dir: str | Path | None = None) -> "Sources":
+        """A local folder, or a base URL, holding train.json, val.json and test.json.
+
+        A local folder's category files (categories_val.tsv or val_label_categories.tsv, and the
+        same for test) are used when present; a URL's are not looked for.
+        """
+        location = str(location)
+        if location.startswith(("http://", "https://")):
+            base = location.rstrip("/")
+            split_files = {split: f"{base}/{name}" for split, name in SPLIT_FILES.items()}
+            return cls(split_files, {}, _absolute(features_dir), f"the files at {base}")
+        folder = Path(location).absolute()
+        missing = [name for name in SPLIT_FILES.values() if not (folder / name).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (expected the release's train/val/test JSON)")
+        synthetic = folder.resolve() == SAMPLE_DIR.resolve()
+        return cls(
+            {split: str(folder / name) for split, name in SPLIT_FILES.items()},
+            {
+                split: str(path)
+                for split, names in CATEGORY_FILES.items()
+                if (path := next((folder / name for name in names if (folder / name).is_file()), None))
+            },
+            _absolute(features_dir),
+            "the bundled SYNTHETIC sample" if synthetic else f"the local folder `{folder.name}`",
+            synthetic,
+        )
+
+
+def _absolute(path: str | Path | None) -> str | None:
+    return None if path is None else str(Path(path).absolute())
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What a build wrote: the folder, rows per config and split, and the records it skipped."""
+
+    output_dir: Path
+    num_examples: dict[str, dict[str, int]]
+    invalid_records: dict[str, list[InvalidRecordError]]
+
+
+def _prepare(config: str, sources: Sources, work_dir: Path, skip_invalid: bool, max_shard_size: str) -> Fiber:
+    """Run the builder for one config into `work_dir/prepared/<config>` as Parquet shards."""
+    builder = Fiber(
+        config_name=config,
+        # A fresh cache inside the build: no earlier build's info can leak into this one.
+        cache_dir=str(work_dir / "cache"),
+        split_files=sources.split_files,
+        category_files=sources.category_files,
+        features_dir=sources.features_dir,
+        skip_invalid=skip_invalid,
+        writer_batch_size=I3D_WRITER_BATCH_SIZE if config == "i3d" else None,
+    )
+    logger.info("Building the %r config from %s", config, sources.description)
+    try:
+        builder.download_and_prepare(
+            str(work_dir / "prepared" / config),
+            # Downloads go to the shared cache so that a rebuild does not fetch the release again.
+            download_config=datasets.DownloadConfig(cache_dir=datasets.config.DOWNLOADED_DATASETS_PATH),
+            file_format="parquet",
+            max_shard_size=max_shard_size,
+        )
+    except datasets.exceptions.DatasetGenerationError as error:
+        # datasets wraps whatever the generator raised; an invalid record is the user's to fix.
+        if isinstance(error.__cause__, InvalidRecordError):
+            raise error.__cause__ from None
+        raise
+    return builder
+
+
+def _move_shards(builder: Fiber, prepared_dir: Path, config_dir: Path) -> dict[str, list[Path]]:
+    """Move the builder's `fiber-<split>[-i-of-n].parquet` files to `<config>/<split>-i-of-n.parquet`."""
+    config_dir.mkdir(parents=True)
+    shards = {}
+    for split in builder.info.splits:
+        files = sorted(prepared_dir.glob(f"{builder.dataset_name}-{split}*.parquet"))
+        shards[split] = [config_dir / f"{split}-{index:05d}-of-{len(files):05d}.parquet" for index in range(len(files))]
+        for source, target in zip(files, shards[split]):
+            os.replace(source, target)
+    return shards
+
+
+def _publish(dataset_dir: Path, output_dir: Path, work_dir: Path, overwrite: bool) -> None:
+    """Rename the finished folder into place, so that `output_dir` is either absent or complete.
+
+    With `overwrite`, the old folder is moved aside first and put back if the rename fails.
+    """
+    previous = work_dir / "previous"
+    if overwrite and output_dir.exists():
+        os.replace(output_dir, previous)
+    try:
+        os.replace(dataset_dir, output_dir)
+    except OSError as error:  # a non-empty folder appeared there meanwhile
+        if previous.exists():
+            os.replace(previous, output_dir)
+        raise FileExistsError(f"{output_dir} already exists") from error
+
+
+def build_dataset(
+    sources: Sources | str | Path,
+    output_dir: str | Path,
+    *,
+    skip_invalid: bool = False,
+    max_shard_size: str = DEFAULT_MAX_SHARD_SIZE,
+    overwrite: bool = False,
+    repo_id: str | None = None,
+) -> BuildResult:
+    """Build FIBER (or data in its release format) into the Hub-native folder `output_dir`.
+
+    The `text` config is always built, the `i3d` config when `sources` has a features folder. All
+    work happens in a hidden folder beside `output_dir` that is renamed into place at the end and
+    removed on any failure: a failed build leaves nothing at `output_dir`.
+
+    Args:
+        sources: a `Sources`, or a local folder / base URL (see `Sources.from_location`).
+        output_dir: the folder to write; it must not exist unless `overwrite`.
+        skip_invalid: skip invalid records (counted in the result and the card) instead of failing.
+        max_shard_size: the largest Parquet shard, before compression (e.g. "500MB").
+        overwrite: replace an existing `output_dir` (only once the new one is complete).
+        repo_id: the Hub repository it is meant for, named in the card's usage example.
+
+    Raises:
+        InvalidRecordError: a record is invalid (naming the file, record index and field).
+        FileExistsError: `output_dir` exists and `overwrite` is not set.
+    """
+    if not isinstance(sources, Sources):
+        sources = Sources.from_location(sources)
+    output_dir = Path(output_dir).absolute()
+    if output_dir.exists() and not overwrite:
+        raise FileExistsError(f"{output_dir} already exists (pass --overwrite_output_dir to replace it)")
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.incomplete-", dir=output_dir.parent))
+    try:
+        dataset_dir = work_dir / "dataset"
+        configs = ["text", "i3d"] if sources.features_dir else ["text"]
+        infos, data_files, shards, invalid_records = {}, {}, {}, {}
+        for config in configs:
+            builder = _prepare(config, sources, work_dir, skip_invalid, max_shard_size)
+            shards[config] = _move_shards(builder, work_dir / "prepared" / config, dataset_dir / config)
+            infos[config] = builder.info
+            data_files[config] = {split: f"{config}/{split}-*.parquet" for split in builder.info.splits}
+            invalid_records[config] = builder.invalid_records
+        card = make_dataset_card(
+            infos,
+            data_files,
+            shards["text"],
+            source=sources.description,
+            synthetic=sources.synthetic,
+            skipped={config: len(errors) for config, errors in invalid_records.items()},
+            repo_hint=repo_id or output_dir.name,
+        )
+        card.save(dataset_dir / "README.md")
+        _publish(dataset_dir, output_dir, work_dir, overwrite)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    num_examples = {
+        config: {split: split_info.num_examples for split, split_info in info.splits.items()}
+        for config, info in infos.items()
+    }
+    return BuildResult(output_dir, num_examples, invalid_records)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `build-dataset` flags."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--data_dir",
+        help="Local folder or base URL with train.json, val.json, test.json (and, in a local folder, "
+        "categories_val.tsv, categories_test.tsv). Default: the bundled SYNTHETIC sample, with its features.",
+    )
+    source.add_argument(
+        "--release",
+        action="store_true",
+        help="Download the official FIBER release (JSON and category files; needs the internet).",
+    )
+    parser.add_argument(
+        "--features_dir",
+        type=Path,
+        help="Folder of I3D features, {video_id}_{start:06d}_{end:06d}.npy of shape (1, T, 1024): "
+        "adds the `i3d` config. For the real data, VaTeX's I3D features, downloaded and extracted.",
+    )
+    parser.add_argument("--output_dir", type=Path, default=Path("fiber"), help="Folder to write (default: ./fiber).")
+    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace --output_dir if it exists.")
+    parser.add_argument(
+        "--skip_invalid", action="store_true", help="Skip invalid records (counted and reported) instead of stopping."
+    )
+    parser.add_argument(
+        "--max_shard_size",
+        default=DEFAULT_MAX_SHARD_SIZE,
+        help=f"Largest Parquet shard before compression (default: {DEFAULT_MAX_SHARD_SIZE}).",
+    )
+    parser.add_argument("--push_to_hub", metavar="REPO_ID", help="Push the built folder to this Hub dataset repo.")
+    parser.add_argument("--hub_private_repo", action="store_true", help="Create the Hub repo as private.")
+
+
+def _sources_from_args(args: argparse.Namespace) -> Sources:
+    if args.release:
+        return Sources.release(args.features_dir)
+    if args.data_dir is None and args.features_dir is None:
+        return Sources.sample()
+    return Sources.from_location(args.data_dir or SAMPLE_DIR, args.features_dir)
+
+
+def _log_summary(result: BuildResult) -> None:
+    for config, splits in result.num_examples.items():
+        sizes = ", ".join(f"{split} {count:,}" for split, count in splits.items())
+        logger.info("%s: %s", config, sizes)
+    for config, errors in result.invalid_records.items():
+        if errors:
+            counts = Counter((error.file, error.field) for error in errors)
+            details = "; ".join(f"{count} in {file} ({field})" for (file, field), count in counts.items())
+            logger.warning("%s: skipped %d invalid record(s): %s", config, len(errors), details)
+    logger.info("Wrote %s", result.output_dir)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build, report, and push when asked; 1 (with the reason logged) when the data is invalid."""
+    try:
+        result = build_dataset(
+            _sources_from_args(args),
+            args.output_dir,
+            skip_invalid=args.skip_invalid,
+            max_shard_size=args.max_shard_size,
+            overwrite=args.overwrite_output_dir,
+            repo_id=args.push_to_hub,
+        )
+    except InvalidRecordError as error:
+        logger.error("%s (pass --skip_invalid to skip invalid records)", error)
+        return 1
+    except (FileExistsError, FileNotFoundError, ConnectionError) as error:
+        logger.error("%s", error)
+        return 1
+    _log_summary(result)
+    if args.push_to_hub:
+        # Imported here: pushing is optional and the Hub client code is not needed to build.
+        from fiberbench.hub import HubPushError, push_folder
+
+        try:
+            url = push_folder(
+                result.output_dir,
+                args.push_to_hub,
+                repo_type="dataset",
+                private=args.hub_private_repo,
+                commit_message="Upload FIBER built with `fiberbench build-dataset`",
+            )
+        except HubPushError as error:
+            logger.error("Built %s, but the push failed: %s", result.output_dir, error)
+            return 1
+        logger.info("Pushed to %s", url)
+    return 0

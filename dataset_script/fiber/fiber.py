@@ -1,0 +1,211 @@
+"""FIBER, the video fill-in-the-blanks benchmark, as a `datasets` builder with configs `text` and `i3d`.
+
+datasets >= 4 no longer runs loading scripts, so this builder is not loaded by `load_dataset`:
+`fiberbench build-dataset` runs it and writes a Hub-native Parquet folder that `load_dataset` reads.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from ..json_records import read_json_records
+from .validation import (
+    VIDEO_FEATURE_SIZE,
+    InvalidRecordError,
+    feature_file_name,
+    load_video_features,
+    read_category_rows,
+    validate_category_row,
+    validate_record,
+)
+
+logger = datasets.logging.get_logger(__name__)
+
+_CITATION = """\
+@inproceedings{castro-etal-2022-fiber,
+    title = "{FIBER}: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
+    author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
+      Liu, Nan and Stroud, Jonathan and Mihalcea, Rada",
+    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics
+      (Volume 1: Long Papers)",
+    year = "2022",
+    publisher = "Association for Computational Linguistics",
+    url = "https://aclanthology.org/2022.acl-long.209",
+}
+"""
+
+_DESCRIPTION = """\
+FIBER is a video fill-in-the-blanks benchmark: given a ~10 s video and one of its English captions
+with one noun phrase replaced by a blank `_____`, generate a phrase that fills the blank. Built from
+VaTeX v1.1; every validation and test blank has many correct answers (the original phrase plus the
+answers of about 9 crowd annotators).
+"""
+
+_HOMEPAGE = "https://lit.eecs.umich.edu/fiber/"
+
+# The official release files, as linked from the project's GitHub README
+# (https://github.com/MichiganNLP/video-fill-in-the-blank) and used by its data module; the category
+# files are the ones behind the paper's Table 4. `?dl=1` makes Dropbox serve the file itself. These
+# links were taken from the release's code and have not been fetched from here (no network).
+RELEASE_URLS = {
+    "train": "https://www.dropbox.com/s/lc3e1ave94hz9tu/train.json?dl=1",
+    "validation": "https://www.dropbox.com/s/t1dpotaz2sjjtxk/val.json?dl=1",
+    "test": "https://www.dropbox.com/s/2nr7kooprjti975/test.json?dl=1",
+}
+RELEASE_CATEGORY_URLS = {
+    "validation": "https://www.dropbox.com/s/3zxz9jtivg7oedr/val_label_categories.tsv?dl=1",
+    "test": "https://www.dropbox.com/s/77koxiu59q2w0vl/test_label_categories.tsv?dl=1",
+}
+# The I3D features are VaTeX's (https://eric-xw.github.io/vatex-website/download.html), tens of GB:
+# they are downloaded and extracted by hand and passed as a local folder.
+
+# File names in a local copy of the release: the JSON files keep their names; the category files
+# are looked for under the sample's names, then under the names of the release's downloads.
+SPLIT_FILES = {"train": "train.json", "validation": "val.json", "test": "test.json"}
+CATEGORY_FILES = {
+    "validation": ("categories_val.tsv", "val_label_categories.tsv"),
+    "test": ("categories_test.tsv", "test_label_categories.tsv"),
+}
+
+# An i3d row is ~128 KB (32 x 1024 float32): the writer keeps this many rows in memory before
+# writing a Parquet row group, so memory stays flat in the number of clips.
+I3D_WRITER_BATCH_SIZE = 64
+
+
+def _read_records(source: str, path: str) -> Iterator[dict[str, Any]]:
+    """The records of a release JSON file, one at a time: memory does not grow with the file."""
+    try:
+        yield from read_json_records(path)
+    except ValueError as error:  # not JSON, or not a list of objects: the file cannot be read on
+        raise InvalidRecordError(source, None, None, str(error)) from error
+
+
+@dataclass
+class FiberConfig(datasets.BuilderConfig):
+    """BuilderConfig for FIBER.
+
+    Args:
+        with_video_features: add `video_features`, the clip's I3D features, float32 (T, 1024).
+        split_files: split name ("train", "validation", "test") -> path or URL of a release JSON file.
+        category_files: split name -> path or URL of a tab-separated `video_id`/`category` file
+            (the paper's Table 4 categories); splits without one get `category` None.
+        features_dir: local folder of `{video_id}_{start:06d}_{end:06d}.npy` files, required by `i3d`.
+        skip_invalid: skip (and count in `Fiber.invalid_records`) records that fail validation,
+            instead of stopping at the first one.
+    """
+
+    with_video_features: bool = False
+    split_files: dict[str, str] = field(default_factory=dict)
+    category_files: dict[str, str] = field(default_factory=dict)
+    features_dir: str | None = None
+    skip_invalid: bool = False
+
+
+class Fiber(datasets.GeneratorBasedBuilder):
+    """FIBER: one example per clip, its masked caption, its label and the annotators' answers."""
+
+    BUILDER_CONFIG_CLASS = FiberConfig
+    BUILDER_CONFIGS = [
+        FiberConfig(name="text", description="Captions, blanks and answers."),
+        FiberConfig(
+            name="i3d",
+            description="Captions, blanks and answers, plus each clip's I3D features (T, 1024).",
+            with_video_features=True,
+        ),
+    ]
+    DEFAULT_CONFIG_NAME = "text"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.config.with_video_features and not self.config.features_dir:
+            raise ValueError(f"Config {self.config.name!r} needs `features_dir`, the folder of I3D .npy files.")
+        # Filled while generating when `skip_invalid` is set: the errors of the skipped records.
+        self.invalid_records: list[InvalidRecordError] = []
+
+    def _info(self) -> datasets.DatasetInfo:
+        features = {
+            "video_id": datasets.Value("string"),
+            "video_start_time": datasets.Value("int32"),
+            "video_end_time": datasets.Value("int32"),
+            "caption": datasets.Value("string"),
+            "masked_caption": datasets.Value("string"),
+            "label": datasets.Value("string"),
+            "additional_answers": datasets.List(datasets.List(datasets.Value("string"))),
+            "category": datasets.Value("string"),
+        }
+        if self.config.with_video_features:
+            features["video_features"] = datasets.Array2D(shape=(None, VIDEO_FEATURE_SIZE), dtype="float32")
+        return datasets.DatasetInfo(
+            description=_DESCRIPTION,
+            features=datasets.Features(features),
+            homepage=_HOMEPAGE,
+            citation=_CITATION,
+        )
+
+    def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:
+        missing = set(SPLIT_FILES) - set(self.config.split_files)
+        if missing:
+            raise ValueError(f"`split_files` lacks the split(s) {sorted(missing)}.")
+        try:
+            data_paths = dl_manager.download(self.config.split_files)
+            category_paths = dl_manager.download(self.config.category_files)
+        except OSError as error:  # datasets reports an unreachable URL as FileNotFoundError(url)
+            raise ConnectionError(
+                f"Could not get the data files ({error}). Without the internet, build the bundled sample "
+                "or a local copy of the release instead."
+            ) from error
+        return [
+            datasets.SplitGenerator(
+                name=split,
+                gen_kwargs={
+                    "source": self.config.split_files[split],
+                    "path": data_paths[split],
+                    "category_source": self.config.category_files.get(split),
+                    "category_path": category_paths.get(split),
+                },
+            )
+            for split in SPLIT_FILES
+        ]
+
+    def _skip_or_raise(self, error: InvalidRecordError) -> None:
+        if not self.config.skip_invalid:
+            raise error
+        logger.warning("Skipping an invalid record: %s", error)
+        self.invalid_records.append(error)
+
+    def _read_categories(self, source: str | None, path: str | None) -> dict[str, str]:
+        """video_id -> category from a category file (none: an empty mapping)."""
+        if path is None:
+            return {}
+        categories = {}
+        for index, row in enumerate(read_category_rows(path, file=source)):
+            try:
+                video_id, category = validate_category_row(row, file=source, index=index)
+            except InvalidRecordError as error:
+                self._skip_or_raise(error)
+                continue
+            categories[video_id] = category
+        return categories
+
+    def _generate_examples(
+        self, source: str, path: str, category_source: str | None, category_path: str | None
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Validate each record, join its category and, for `i3d`, read its features (clip by clip)."""
+        categories = self._read_categories(category_source, category_path)
+        features_dir = Path(self.config.features_dir) if self.config.with_video_features else None
+        for index, record in enumerate(_read_records(source, path)):
+            try:
+                example = validate_record(record, file=source, index=index)
+                if features_dir is not None:
+                    file_name = feature_file_name(
+                        example["video_id"], example["video_start_time"], example["video_end_time"]
+                    )
+                    example["video_features"] = load_video_features(features_dir / file_name, file=source, index=index)
+            except InvalidRecordError as error:
+                self._skip_or_raise(error)
+                continue
+            example["category"] = categories.get(example["video_id"])
+            yield index, example

@@ -1,0 +1,231 @@
+"""Make the bundled SYNTHETIC sample of FIBER: release-format JSON, category TSVs and I3D-like features.
+
+The sample is designed so that the blank can be recovered from the video features but not from
+the text. Every clip shows one "item" (an object, a person or a place) drawn uniformly and
+independently of its caption template, and the templates are category-neutral ("The camera slowly
+pans to show _____."), so a text-only model cannot beat the most-frequent-answer guess by much.
+The clip's features carry the item: a signature of dimensions owned by the item is active in most
+frames, among a few random distractor dimensions. Features are sparse and quantized on purpose,
+so the `.npy` files compress to a few MB in git.
+
+Run ``python -m fiberbench.data.fiber.make_sample`` to rewrite ``sample/`` (deterministic: the same
+seed gives byte-identical files).
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import string
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..sample import SAMPLE_DIR
+from .validation import BLANK, VIDEO_FEATURE_SIZE, feature_file_name
+
+SEED = 2022
+# Keyed by the release's file stems. Enough clips for a tiny model to learn the items in minutes
+# on a CPU, few enough for the whole folder to stay under 1 MB compressed.
+CLIPS_PER_SPLIT = {"train": 400, "val": 60, "test": 60}
+# Frames per clip, uniform; real I3D clips have about 32 (one feature per 8 frames at 25 fps).
+FRAME_RANGE = (16, 40)
+# Each item owns SIGNATURE_SIZE dimensions, set in a SIGNATURE_FRAME_RATE share of the frames;
+# DISTRACTORS_PER_FRAME random dimensions per frame are noise (they may hit other items' dims).
+SIGNATURE_SIZE = 8
+SIGNATURE_FRAME_RATE = 0.7
+DISTRACTORS_PER_FRAME = 3
+# Few distinct values and mostly zeros: the .npy files compress about 100-fold in git.
+FEATURE_VALUES = np.array([0.5, 1.0, 1.5, 2.0], dtype=np.float32)
+VIDEO_ID_ALPHABET = string.ascii_letters + string.digits + "_-"
+CLIP_SECONDS = 10
+
+SAMPLE_README = """\
+# FIBER bundled sample: SYNTHETIC data
+
+Everything in this folder is SYNTHETIC. It is not FIBER, not VaTeX and not I3D: no video, caption or
+answer here comes from a person. It exists so that the package can be built, tested and demonstrated
+offline in seconds.
+
+- Format: exactly the release's: `train.json` ({train} clips), `val.json` ({val}), `test.json` ({test}),
+  `categories_val.tsv` and `categories_test.tsv` (`video_id`, `category`, with a header row), and one
+  `i3d/{{video_id}}_{{start:06d}}_{{end:06d}}.npy` per clip, float32 of shape (1, T, 1024), T varying.
+- Design: each clip shows one of 15 items (5 objects, 5 people, 5 places) drawn uniformly and
+  independently of a category-neutral caption template, so the text alone does not tell the item;
+  the features carry it (a per-item signature of dimensions active in most frames, plus random
+  distractor dimensions). A model that uses the features can beat a text-only model by far.
+- Made by `make_sample.py` (seed {seed}); rerun it to get byte-identical files.
+"""
+
+
+@dataclass(frozen=True)
+class Item:
+    """What a synthetic clip shows: its answers (most natural first) and its Table 4 category."""
+
+    answers: tuple[str, ...]
+    category: str
+
+
+# Some answer words are shared across items ("a person", "a room", "an instrument") so that F1
+# gives partial credit, as it does on the real data.
+ITEMS = (
+    Item(("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"), "Passive entity"),
+    Item(("a bicycle", "a bike", "a vehicle"), "Passive entity"),
+    Item(("a laptop", "a computer", "a laptop computer"), "Passive entity"),
+    Item(("a pizza", "some food", "a pizza pie"), "Passive entity"),
+    Item(("a kite", "a flying toy", "a toy"), "Passive entity"),
+    Item(("a chef", "a cook", "a person"), "Person"),
+    Item(("a firefighter", "a fireman", "a person"), "Person"),
+    Item(("a ballerina", "a dancer", "a young woman"), "Person"),
+    Item(("a doctor", "a physician", "a person"), "Person"),
+    Item(("a police officer", "a policeman", "a cop", "a person"), "Person"),
+    Item(("a beach", "the seaside", "the shore"), "Location"),
+    Item(("a kitchen", "a room", "a cooking area"), "Location"),
+    Item(("a gym", "a fitness room", "a room"), "Location"),
+    Item(("a park", "a public park", "a green area"), "Location"),
+    Item(("a stage", "a concert stage", "a platform"), "Location"),
+)
+
+SUBJECTS = ("A man", "A woman", "A young girl", "A boy", "Someone", "An old man", "A teenager")
+
+# Category-neutral: any item fits any template. `{subject}` varies; the blank may open the caption.
+TEMPLATES = (
+    "{subject} is looking at _____ for a while.",
+    "The camera slowly pans to show _____.",
+    "_____ can be seen clearly in this video.",
+    "{subject} points at _____ and smiles.",
+    "{subject} talks about _____ in front of the camera.",
+    "{subject} records _____ with a phone.",
+    "_____ appears on the screen for a few seconds.",
+    "{subject} walks toward _____ slowly.",
+    "There is _____ in the video while {subject_lower} speaks.",
+    "{subject} describes _____ to the viewers.",
+)
+
+
+def make_video_id(rng: random.Random) -> str:
+    """A YouTube-style id: 11 characters of [A-Za-z0-9_-]."""
+    return "".join(rng.choice(VIDEO_ID_ALPHABET) for _ in range(11))
+
+
+def make_caption(template: str, subject: str, answer: str) -> tuple[str, str, str]:
+    """(caption, masked_caption, label); a blank that opens the caption gets a capital, as in the release."""
+    masked_caption = template.format(subject=subject, subject_lower=subject.lower())
+    label = answer[0].upper() + answer[1:] if masked_caption.startswith(BLANK) else answer
+    return masked_caption.replace(BLANK, label), masked_caption, label
+
+
+def make_annotations(rng: random.Random, item: Item) -> list[list[str]]:
+    """3 to 5 annotators, each giving 1 to 3 of the item's answers, the most natural ones likelier first."""
+    weights = [1.0 / (rank + 1) for rank in range(len(item.answers))]
+    annotations = []
+    for _ in range(rng.randint(3, 5)):
+        remaining = list(item.answers)
+        remaining_weights = list(weights)
+        answers = []
+        for _ in range(rng.randint(1, min(3, len(item.answers)))):
+            choice = rng.choices(range(len(remaining)), weights=remaining_weights)[0]
+            answers.append(remaining.pop(choice))
+            remaining_weights.pop(choice)
+        annotations.append(answers)
+    return annotations
+
+
+def make_features(rng: np.random.Generator, item_index: int, num_frames: int) -> np.ndarray:
+    """(1, T, 1024) float32: the item's signature dims in ~70% of frames, plus random distractor dims."""
+    features = np.zeros((num_frames, VIDEO_FEATURE_SIZE), dtype=np.float32)
+    signature = np.arange(item_index * SIGNATURE_SIZE, (item_index + 1) * SIGNATURE_SIZE)
+    active_frames = np.flatnonzero(rng.random(num_frames) < SIGNATURE_FRAME_RATE)
+    features[np.ix_(active_frames, signature)] = rng.choice(FEATURE_VALUES, (len(active_frames), SIGNATURE_SIZE))
+    distractors = rng.integers(0, VIDEO_FEATURE_SIZE, (num_frames, DISTRACTORS_PER_FRAME))
+    features[np.arange(num_frames)[:, None], distractors] = rng.choice(FEATURE_VALUES, distractors.shape)
+    return features[None]
+
+
+def make_record(rng: random.Random, video_id: str, item: Item, annotated: bool) -> dict:
+    """One release-format record showing `item`, in a random template (with annotators if `annotated`)."""
+    start = rng.randrange(0, 300)
+    caption, masked_caption, label = make_caption(rng.choice(TEMPLATES), rng.choice(SUBJECTS), item.answers[0])
+    return {
+        "video_id": video_id,
+        "video_start_time": start,
+        "video_end_time": start + CLIP_SECONDS,
+        "caption": caption,
+        "masked_caption": masked_caption,
+        "label": label,
+        "additional_answers": make_annotations(rng, item) if annotated else [],
+    }
+
+
+def write_split(
+    folder: Path,
+    split: str,
+    num_clips: int,
+    text_rng: random.Random,
+    feature_rng: np.random.Generator,
+    frame_range: tuple[int, int],
+    video_ids: set[str],
+) -> None:
+    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`."""
+    records, category_lines = [], ["video_id\tcategory"]
+    while len(records) < num_clips:
+        video_id = make_video_id(text_rng)
+        if video_id in video_ids:
+            continue
+        video_ids.add(video_id)
+        item_index = text_rng.randrange(len(ITEMS))
+        record = make_record(text_rng, video_id, ITEMS[item_index], annotated=split != "train")
+        records.append(record)
+        category_lines.append(f"{video_id}\t{ITEMS[item_index].category}")
+        num_frames = int(feature_rng.integers(frame_range[0], frame_range[1] + 1))
+        np.save(
+            folder / "i3d" / feature_file_name(video_id, record["video_start_time"], record["video_end_time"]),
+            make_features(feature_rng, item_index, num_frames),
+        )
+    (folder / f"{split}.json").write_text(json.dumps(records, indent=1) + "\n")
+    if split != "train":
+        (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n")
+
+
+def make_sample(
+    output_dir: Path,
+    clips_per_split: dict[str, int] = CLIPS_PER_SPLIT,
+    frame_range: tuple[int, int] = FRAME_RANGE,
+    seed: int = SEED,
+) -> None:
+    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`.
+
+    `output_dir` is replaced whole and atomically (built beside it, then renamed), so a stale
+    feature file from an earlier run never survives and an interrupted run leaves the old sample.
+    """
+    output_dir = Path(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    text_rng = random.Random(seed)
+    feature_rng = np.random.default_rng(seed)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
+    try:
+        (staging / "i3d").mkdir()
+        video_ids: set[str] = set()
+        for split, num_clips in clips_per_split.items():
+            write_split(staging, split, num_clips, text_rng, feature_rng, frame_range, video_ids)
+        (staging / "README.md").write_text(SAMPLE_README.format(seed=seed, **clips_per_split))
+        if output_dir.exists():
+            shutil.rmtree(output_dir)
+        os.replace(staging, output_dir)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output_dir", type=Path, default=SAMPLE_DIR, help="Where to write the sample.")
+    parser.add_argument("--seed", type=int, default=SEED, help="Random seed (the bundled sample uses the default).")
+    args = parser.parse_args()
+    make_sample(args.output_dir, seed=args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Validation of FIBER release-format records, category files and I3D feature files.
+
+Every check raises `InvalidRecordError`, whose message names the file, the record index and the
+field, so that a bad record in a 28,000-record file can be found at once.
+"""
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BLANK = "_____"
+VIDEO_FEATURE_SIZE = 1024
+# A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
+# id is turned into a file name, so ids are checked before any path is built from them.
+VIDEO_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+# A run of five or more underscores: a blank, well formed only when it is exactly `_____`.
+UNDERSCORE_RUN_PATTERN = re.compile(r"_{5,}")
+
+
+class InvalidRecordError(ValueError):
+    """A record (or category row, or feature file) that breaks the release format.
+
+    `index` and `field` are None for errors of a whole file (not JSON, a missing column).
+    """
+
+    def __init__(self, file: str, index: int | None, field: str | None, problem: str) -> None:
+        self.file = file
+        self.index = index
+        self.field = field
+        self.problem = problem
+        where = [file] + ([f"record {index}"] if index is not None else []) + ([f"field '{field}'"] if field else [])
+        super().__init__(": ".join(where + [problem]))
+
+
+def _require_type(value: Any, expected: type, *, file: str, index: int, field: str) -> None:
+    # `bool` is a subclass of `int`, but `true` is no time in seconds.
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
+
+
+def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
+    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`)."""
+    _require_type(video_id, str, file=file, index=index, field="video_id")
+    if not VIDEO_ID_PATTERN.fullmatch(video_id):
+        raise InvalidRecordError(
+            file, index, "video_id", f"{video_id!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')"
+        )
+    return video_id
+
+
+def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[list[str]]:
+    field = "additional_answers"
+    _require_type(value, list, file=file, index=index, field=field)
+    for annotator, answers in enumerate(value):
+        if not isinstance(answers, list) or not answers:
+            raise InvalidRecordError(file, index, field, f"annotator {annotator}: expected a non-empty list of answers")
+        for position, answer in enumerate(answers):
+            if not isinstance(answer, str) or not answer.strip():
+                raise InvalidRecordError(
+                    file, index, field, f"annotator {annotator}, answer {position}: expected a non-empty string"
+                )
+    return value
+
+
+def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
+    """Check one release-format record and return its example fields (without category or features).
+
+    `additional_answers` may be absent (as in train) and becomes `[]`; `caption` may be absent and
+    becomes None, but when present the label put into the blank must give it back.
+    """
+    if not isinstance(record, dict):
+        raise InvalidRecordError(file, index, "(record)", f"expected a JSON object, got {type(record).__name__}")
+    for field in ("video_id", "video_start_time", "video_end_time", "masked_caption", "label"):
+        if field not in record:
+            raise InvalidRecordError(file, index, field, "missing")
+
+    video_id = validate_video_id(record["video_id"], file=file, index=index)
+    start, end = record["video_start_time"], record["video_end_time"]
+    _require_type(start, int, file=file, index=index, field="video_start_time")
+    _require_type(end, int, file=file, index=index, field="video_end_time")
+    if start < 0:
+        raise InvalidRecordError(file, index, "video_start_time", f"must not be negative, got {start}")
+    if start >= end:
+        problem = f"must be greater than video_start_time ({end} <= {start})"
+        raise InvalidRecordError(file, index, "video_end_time", problem)
+
+    masked_caption, label = record["masked_caption"], record["label"]
+    _require_type(masked_caption, str, file=file, index=index, field="masked_caption")
+    blanks = UNDERSCORE_RUN_PATTERN.findall(masked_caption)
+    if blanks != [BLANK]:
+        raise InvalidRecordError(
+            file, index, "masked_caption", f"expected exactly one blank {BLANK!r}, found {blanks or 'none'}"
+        )
+    _require_type(label, str, file=file, index=index, field="label")
+    if not label.strip():
+        raise InvalidRecordError(file, index, "label", "empty")
+
+    caption = record.get("caption")
+    if caption is not None:
+        _require_type(caption, str, file=file, index=index, field="caption")
+        if masked_caption.replace(BLANK, label) != caption:
+            raise InvalidRecordError(
+                file, index, "caption", f"the label {label!r} put into the blank does not give the caption {caption!r}"
+            )
+
+    additional_answers = record.get("additional_answers", [])
+    return {
+        "video_id": video_id,
+        "video_start_time": start,
+        "video_end_time": end,
+        "caption": caption,
+        "masked_caption": masked_caption,
+        "label": label,
+        "additional_answers": _validate_additional_answers(additional_answers, file=file, index=index),
+    }
+
+
+def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:
+    """The rows of a tab-separated category file whose header row names `video_id` and `category`.
+
+    The release's files have these two columns among others (ignored); so does the bundled sample.
+    """
+    with open(path, newline="", encoding="utf-8") as stream:
+        reader = csv.DictReader(stream, delimiter="\t")
+        missing = {"video_id", "category"} - set(reader.fieldnames or ())
+        if missing:
+            raise InvalidRecordError(file, None, None, f"no {' or '.join(sorted(missing))} column in the header row")
+        return list(reader)
+
+
+def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tuple[str, str]:
+    """(video_id, category) of one category row."""
+    video_id = validate_video_id(row["video_id"], file=file, index=index)
+    category = (row["category"] or "").strip()
+    if not category:
+        raise InvalidRecordError(file, index, "category", "empty")
+    return video_id, category
+
+
+def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
+    """The clip's I3D features as float32 (T, 1024), from a release `.npy` of shape (1, T, 1024)."""
+    field = "video_features"
+    if not path.is_file():
+        raise InvalidRecordError(file, index, field, f"feature file not found: {path}")
+    try:
+        features = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise InvalidRecordError(file, index, field, f"cannot read {path}: {error}") from error
+    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != VIDEO_FEATURE_SIZE:
+        raise InvalidRecordError(
+            file, index, field, f"{path.name}: expected shape (1, T, {VIDEO_FEATURE_SIZE}), got {features.shape}"
+        )
+    if not np.issubdtype(features.dtype, np.floating):
+        raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")
+    if not np.isfinite(features).all():
+        raise InvalidRecordError(file, index, field, f"{path.name}: contains NaN or infinite values")
+    return features[0].astype(np.float32, copy=False)
+
+
+def feature_file_name(video_id: str, start: int, end: int) -> str:
+    """The release's I3D file name for a clip: `{video_id}_{start:06d}_{end:06d}.npy`."""
+    return f"{video_id}_{start:06d}_{end:06d}.npy"
+

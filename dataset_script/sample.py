@@ -1,0 +1,59 @@
+"""The bundled synthetic sample: where it lives, and `load_sample` to get it as a built `DatasetDict`.
+
+`datasets` and the builder are imported inside the functions: `fiberbench.data` is imported by
+every `fiberbench` subcommand, and most of them never build anything.
+"""
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import datasets
+
+SAMPLE_DIR = Path(__file__).parent / "fiber" / "sample"
+
+logger = logging.getLogger(__name__)
+
+
+def sample_fingerprint() -> str:
+    """A hash of the sample's files and of the code that builds them, naming its cache folder."""
+    from . import build, json_records
+    from .fiber import card, fiber, validation
+
+    digest = hashlib.sha256()
+    code_modules = (build, json_records, card, fiber, validation)
+    code_files = [Path(module.__file__) for module in code_modules] + [card.CARD_TEMPLATE_PATH]
+    sample_files = sorted(path for path in SAMPLE_DIR.rglob("*") if path.is_file())
+    for path in code_files + sample_files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def built_sample_dir() -> Path:
+    """The sample built into a Hub-native folder (both configs), building it on first use."""
+    import datasets
+
+    from .build import Sources, build_dataset
+
+    folder = Path(datasets.config.HF_DATASETS_CACHE) / "fiberbench" / f"sample-{sample_fingerprint()}"
+    if not (folder / "README.md").is_file():
+        logger.info("Building the bundled sample into %s", folder)
+        try:
+            build_dataset(Sources.sample(), folder)
+        except FileExistsError:
+            logger.info("Another process built the sample into %s first", folder)
+    return folder
+
+
+def load_sample(config_name: str = "text") -> "datasets.DatasetDict":
+    """The bundled SYNTHETIC sample as a `datasets.DatasetDict` (train, validation, test).
+
+    `config_name` is "text" or "i3d" (which adds `video_features`, float32 of shape (T, 1024)).
+    """
+    import datasets
+
+    # An absolute path: `load_dataset` of a bare name may return an older cached copy.
+    return datasets.load_dataset(str(built_sample_dir().resolve()), config_name)
