@@ -1,0 +1,138 @@
+"""Push a local folder (dataset, model or metric Space) to the Hugging Face Hub in one commit.
+
+Every FIBER artifact is a folder that is uploadable as it is, so one function serves the dataset
+builder (`fiberbench build-dataset --push_to_hub`), the training script (`--push_to_hub
+--hub_model_id`) and the metric Space. It talks to the Hub at `HF_ENDPOINT` (default
+https://huggingface.co), so the same code pushes to a private Hub or to the tests' local server.
+"""
+
+import logging
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import CommitOperationAdd, HfApi, get_token
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
+logger = logging.getLogger(__name__)
+
+REPO_TYPES = ("model", "dataset", "space")
+
+# A Space needs an SDK at creation; the metric Space runs `evaluate`'s Gradio widget (app.py).
+SPACE_SDK = "gradio"
+
+# Build and editor leftovers that never belong in a Hub repo.
+IGNORED_PARTS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints"})
+IGNORED_SUFFIXES = frozenset({".pyc", ".pyo"})
+
+
+class HubPushError(RuntimeError):
+    """A push that did not complete: bad repo id, no token, or the Hub refused or could not be reached."""
+
+
+def push_folder(
+    folder: str | Path,
+    repo_id: str,
+    repo_type: str = "model",
+    token: str | None = None,
+    commit_message: str | None = None,
+    private: bool = False,
+) -> str:
+    """Create `repo_id` if needed and upload every file of `folder` to it in a single commit.
+
+    Args:
+        folder: the local folder; its layout is kept in the repo (``__pycache__`` and ``.git`` are skipped).
+        repo_id: ``"namespace/name"`` (or ``"name"`` for the token owner's namespace).
+        repo_type: ``"model"``, ``"dataset"`` or ``"space"`` (a Gradio Space).
+        token: a Hub token; defaults to ``HF_TOKEN`` or the token saved by ``hf auth login``.
+        commit_message: defaults to ``"Upload <folder name> with fiberbench"``.
+        private: create the repo as private (an existing repo keeps its visibility).
+
+    Returns:
+        The repo URL, e.g. ``https://huggingface.co/datasets/ORG/fiber``.
+
+    Raises:
+        ValueError: `repo_type` is not one of `REPO_TYPES`.
+        HubPushError: the folder is missing or empty, the repo id is not valid, no token is
+            available (all checked before any network call), or creating the repo or the commit
+            failed. After this error the repo may exist, but no commit of this push was confirmed.
+    """
+    if repo_type not in REPO_TYPES:
+        raise ValueError(f"repo_type must be one of {REPO_TYPES}, got {repo_type!r}")
+    folder = Path(folder)
+    files = _files_to_upload(folder)
+    token = check_can_push(repo_id, token)
+
+    api = HfApi(token=token)
+    operations = [
+        CommitOperationAdd(path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=path)
+        for path in files
+    ]
+    try:
+        repo_url = api.create_repo(
+            repo_id,
+            repo_type=repo_type,
+            private=private,
+            exist_ok=True,
+            space_sdk=SPACE_SDK if repo_type == "space" else None,
+        )
+        # One create_commit, not upload_folder: with hf_xet installed upload_folder may split a
+        # folder into several commits, and a half-pushed dataset must never look complete.
+        commit = api.create_commit(
+            repo_id,
+            operations,
+            repo_type=repo_type,
+            commit_message=commit_message or f"Upload {folder.name} with fiberbench",
+        )
+    except httpx2.TransportError as err:
+        raise HubPushError(
+            f"Could not reach the Hub at {api.endpoint} while pushing {folder} to {repo_type} repo "
+            f"'{repo_id}': {err}. The push did not complete; check the network or HF_ENDPOINT."
+        ) from err
+    # HfHubHTTPError (RepositoryNotFoundError, 401/403, ...) is an OSError; the client raises
+    # ValueError for rejected README metadata and RuntimeError when an LFS upload fails.
+    except (httpx2.HTTPError, OSError, ValueError, RuntimeError) as err:
+        raise HubPushError(
+            f"Pushing {folder} to {repo_type} repo '{repo_id}' at {api.endpoint} failed, "
+            f"the push did not complete: {err}"
+        ) from err
+    logger.info("Pushed %d files from %s to %s (commit %s)", len(files), folder, repo_url, commit.oid)
+    return str(repo_url)
+
+
+def check_can_push(repo_id: str, token: str | None = None) -> str:
+    """Check, without any network call, that a push to `repo_id` can start; returns the token to use.
+
+    `push_folder` runs it first; a long job (a build, a training run) should run it before its
+    work, so that a wrong repo id or a missing login fails in a second rather than at the end.
+
+    Raises:
+        HubPushError: the repo id is not valid, or no token is given, in HF_TOKEN or saved by
+            ``hf auth login``.
+    """
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as err:
+        raise HubPushError(f"Invalid Hub repo id {repo_id!r}: {err}") from err
+    token = token or get_token()
+    if not token:
+        raise HubPushError(
+            f"No Hugging Face token to push to '{repo_id}': set HF_TOKEN, run `hf auth login`, or pass a token"
+        )
+    return token
+
+
+def _files_to_upload(folder: Path) -> list[Path]:
+    """The files of `folder`, sorted, without build and editor leftovers."""
+    if not folder.is_dir():
+        raise HubPushError(f"Cannot push {folder}: it is not a folder")
+    files = sorted(
+        path
+        for path in folder.rglob("*")
+        if path.is_file()
+        and IGNORED_PARTS.isdisjoint(path.relative_to(folder).parts)
+        and path.suffix not in IGNORED_SUFFIXES
+    )
+    if not files:
+        raise HubPushError(f"Cannot push {folder}: it holds no files")
+    return files
