@@ -16,6 +16,8 @@ from pathlib import Path
 
 import datasets
 
+from fiberbench.hub import HubPushError, check_can_push, push_folder
+
 from .fiber.card import make_dataset_card
 from .fiber.fiber import (
     CATEGORY_FILES,
@@ -276,8 +278,11 @@ def _log_summary(result: BuildResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build, report, and push when asked; 1 (with the reason logged) when the data is invalid."""
+    """Build, report, and push when asked; 1 (with the reason logged) when the data or the push fails."""
     try:
+        if args.push_to_hub:
+            # A wrong repo id or a missing login fails now, not after the build.
+            check_can_push(args.push_to_hub)
         result = build_dataset(
             _sources_from_args(args),
             args.output_dir,
@@ -289,14 +294,11 @@ def run(args: argparse.Namespace) -> int:
     except InvalidRecordError as error:
         logger.error("%s (pass --skip_invalid to skip invalid records)", error)
         return 1
-    except (FileExistsError, FileNotFoundError, ConnectionError) as error:
+    except (FileExistsError, FileNotFoundError, ConnectionError, HubPushError) as error:
         logger.error("%s", error)
         return 1
     _log_summary(result)
     if args.push_to_hub:
-        # Imported here: pushing is optional and the Hub client code is not needed to build.
-        from fiberbench.hub import HubPushError, push_folder
-
         try:
             url = push_folder(
                 result.output_dir,

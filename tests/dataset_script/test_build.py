@@ -147,21 +147,12 @@ def test_a_crash_before_the_end_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_push_to_hub_pushes_the_built_folder(tmp_path, monkeypatch):
-    import fiberbench.hub
-
-    pushed = []
-
-    def fake_push_folder(folder, repo_id, repo_type="model", **kwargs):
-        pushed.append((sorted(path.name for path in folder.iterdir()), repo_id, repo_type))
-        return f"https://huggingface.co/datasets/{repo_id}"
-
-    monkeypatch.setattr(fiberbench.hub, "push_folder", fake_push_folder)
+def test_push_to_hub_with_an_invalid_repo_id_fails_before_building(tmp_path, caplog):
+    # The real push round trip runs against a local Hub server in tests/hub/.
     output_dir = tmp_path / "fiber"
-    assert main(["build-dataset", "--data_dir", str(SAMPLE_DIR), "--output_dir", str(output_dir),
-                 "--push_to_hub", "someone/fiber-sample"]) == 0
-    assert pushed == [(["README.md", "text"], "someone/fiber-sample", "dataset")]
-    assert 'load_dataset("someone/fiber-sample")' in (output_dir / "README.md").read_text()
+    assert main(["build-dataset", "--output_dir", str(output_dir), "--push_to_hub", "not a/valid/repo"]) == 1
+    assert "Invalid Hub repo id 'not a/valid/repo'" in caplog.text
+    assert not output_dir.exists()
 
 
 def test_release_urls_are_the_online_default():
