@@ -1,0 +1,259 @@
+"""`fiberbench blank`: blank one noun chunk per clip of captioning data, as the FIBER release was made.
+
+The official procedure (paper §3.1): tidy each caption, take a clip's FIRST caption in which
+spaCy finds a noun chunk, pick one of its noun chunks with one `random.choice` (Python's `random`
+seeded with 2, clips in input order) and replace exactly that character span by `_____`. Clips
+with no noun chunk are dropped. The same input, pipeline and seed give the release's records.
+
+Parsing runs batched and, with `--num_proc`, in worker processes; the random choices are made
+here, in input order, so the output does not depend on the number of processes. Input and output
+are streamed, so corpora larger than memory work.
+"""
+
+import argparse
+import itertools
+import logging
+import multiprocessing
+import random
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from spacy.language import Language
+from tqdm.auto import tqdm
+
+from fiberbench.modeling.noun_phrases import BLANK, DEFAULT_PIPELINE, load_spacy_pipeline, parse_texts
+
+from .json_records import read_json_records, write_json_records
+
+logger = logging.getLogger(__name__)
+
+# Clips sent to a worker at a time; a few such tasks per worker are in flight at once.
+CLIPS_PER_TASK = 512
+TASKS_IN_FLIGHT_PER_WORKER = 2
+
+# A clip's first caption with noun chunks: the tidied caption and the chunks' character spans.
+Candidate = tuple[str, list[tuple[int, int]]]
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One captioned clip of the input."""
+
+    video_id: str
+    video_start_time: int
+    video_end_time: int
+    captions: tuple[str, ...]
+
+
+def tidy_caption(caption: str) -> str:
+    """Strip, upper-case the first character and end with a period, as the release did."""
+    caption = caption.strip()
+    caption = caption[0].upper() + caption[1:]
+    return caption if caption.endswith(".") else caption + "."
+
+
+def parse_clip_id(clip_id: str) -> tuple[str, int, int]:
+    """Split a VaTeX `videoID` "{video_id}_{start:06d}_{end:06d}"; the video id may contain "_"."""
+    parts = clip_id.rsplit("_", maxsplit=2)
+    if len(parts) != 3 or not (parts[0] and parts[1].isdigit() and parts[2].isdigit()):
+        raise ValueError(f"expected '{{video_id}}_{{start}}_{{end}}' with integer times, got {clip_id!r}")
+    video_id, start, end = parts
+    return video_id, int(start), int(end)
+
+
+def clip_from_record(record: dict, video_id_column: str = "videoID", captions_column: str = "enCap") -> Clip:
+    """Read a clip from an input record; a ValueError names the bad field."""
+    for column in (video_id_column, captions_column):
+        if column not in record:
+            raise ValueError(f"field {column!r} is missing (fields: {sorted(record)})")
+    clip_id, captions = record[video_id_column], record[captions_column]
+    if not isinstance(clip_id, str):
+        raise ValueError(f"field {video_id_column!r} must be a string, got {clip_id!r}")
+    if not isinstance(captions, list | tuple) or not all(isinstance(caption, str) for caption in captions):
+        raise ValueError(f"field {captions_column!r} must be a list of strings, got {captions!r}")
+    try:
+        video_id, start, end = parse_clip_id(clip_id)
+    except ValueError as error:
+        raise ValueError(f"field {video_id_column!r}: {error}") from None
+    return Clip(video_id, start, end, tuple(captions))
+
+
+def first_captions_with_noun_chunks(
+    nlp: Language, caption_lists: list[tuple[str, ...]], batch_size: int | None = None
+) -> list[Candidate | None]:
+    """For each clip, its first tidied caption with a noun chunk and the chunks' spans (or None).
+
+    Parsing goes in rounds, the first caption of every clip, then the next caption of the clips
+    still without a chunk, and so on: the result is the same as parsing every caption, with about
+    a tenth of the work on VaTeX (almost every first caption has a chunk). Blank captions are
+    skipped (the official script failed on them).
+    """
+    found: list[Candidate | None] = [None] * len(caption_lists)
+    pending = [
+        (index, [tidy_caption(caption) for caption in captions if caption.strip()])
+        for index, captions in enumerate(caption_lists)
+    ]
+    pending = [(index, captions) for index, captions in pending if captions]
+    while pending:
+        still_pending = []
+        docs = parse_texts(nlp, (captions[0] for _, captions in pending), batch_size)
+        for (index, captions), doc in zip(pending, docs):
+            spans = [(chunk.start_char, chunk.end_char) for chunk in doc.noun_chunks]
+            if spans:
+                found[index] = (doc.text, spans)
+            elif len(captions) > 1:
+                still_pending.append((index, captions[1:]))
+        pending = still_pending
+    return found
+
+
+def blank_record(clip: Clip, candidate: Candidate, rng: random.Random) -> dict:
+    """The release-format record of `clip`, with one randomly chosen noun chunk blanked."""
+    caption, spans = candidate
+    start, end = rng.choice(spans)
+    return {
+        "video_id": clip.video_id,
+        "video_start_time": clip.video_start_time,
+        "video_end_time": clip.video_end_time,
+        "caption": caption,
+        "masked_caption": caption[:start] + BLANK + caption[end:],
+        "label": caption[start:end],
+    }
+
+
+_worker_state: dict = {}
+
+
+def _start_worker(pipeline_path: str, batch_size: int | None) -> None:
+    _worker_state.update(nlp=load_spacy_pipeline(pipeline_path), batch_size=batch_size)
+
+
+def _find_in_worker(caption_lists: list[tuple[str, ...]]) -> list[Candidate | None]:
+    return first_captions_with_noun_chunks(_worker_state["nlp"], caption_lists, _worker_state["batch_size"])
+
+
+def _candidates_per_batch(
+    batches: Iterable[list[Clip]], nlp: Language, num_proc: int, batch_size: int | None
+) -> Iterator[tuple[list[Clip], list[Candidate | None]]]:
+    """Each batch of clips with its candidates, in input order, parsed here or in `num_proc` workers.
+
+    Only a few batches per worker are in flight, so the input is read no faster than it is
+    parsed (`Pool.imap` would read all of it ahead). Workers are spawned, not forked, so that
+    pipelines running on torch are safe, and load the parent's pipeline from its folder.
+    """
+    if num_proc == 1:
+        for batch in batches:
+            yield batch, first_captions_with_noun_chunks(nlp, [clip.captions for clip in batch], batch_size)
+        return
+    if nlp.path is None:
+        raise ValueError("--num_proc > 1 needs a spaCy pipeline loaded from disk (a package or a folder).")
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(num_proc, initializer=_start_worker, initargs=(str(nlp.path), batch_size)) as pool:
+        in_flight = deque()
+        for batch in batches:
+            in_flight.append((batch, pool.apply_async(_find_in_worker, ([clip.captions for clip in batch],))))
+            if len(in_flight) >= num_proc * TASKS_IN_FLIGHT_PER_WORKER:
+                batch, result = in_flight.popleft()
+                yield batch, result.get()
+        for batch, result in in_flight:
+            yield batch, result.get()
+
+
+def blank_clips(
+    clips: Iterable[Clip], nlp: Language, seed: int = 2, num_proc: int = 1, batch_size: int | None = None
+) -> Iterator[tuple[Clip, dict | None]]:
+    """Each clip with its blanked record, or None when no caption has a noun chunk; input order.
+
+    One `random.choice` is drawn per blanked clip, in input order, from `random.Random(seed)`
+    (the same stream as the official `random.seed(seed)` and `random.choice`).
+    """
+    rng = random.Random(seed)
+    clips = iter(clips)
+    batches = iter(lambda: list(itertools.islice(clips, CLIPS_PER_TASK)), [])
+    for batch, candidates in _candidates_per_batch(batches, nlp, num_proc, batch_size):
+        for clip, candidate in zip(batch, candidates):
+            yield clip, None if candidate is None else blank_record(clip, candidate, rng)
+
+
+def _input_records(args: argparse.Namespace) -> tuple[Iterable[dict], int | None]:
+    """The input's records and, when known, their number: a JSON / JSON Lines file or a HF dataset."""
+    path = Path(args.input)
+    if path.is_file():
+        return read_json_records(path), None
+    import datasets
+
+    if path.is_dir():
+        dataset = datasets.load_from_disk(str(path))
+        if isinstance(dataset, datasets.DatasetDict):
+            if args.split not in dataset:
+                raise ValueError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split.")
+            dataset = dataset[args.split]
+        return dataset, len(dataset)
+    return datasets.load_dataset(args.input, split=args.split, streaming=True), None
+
+
+def _read_clips(records: Iterable[dict], args: argparse.Namespace, summary: Counter) -> Iterator[Clip]:
+    """The input's clips; a bad record is an error naming it, or with --skip_invalid, counted and skipped."""
+    for index, record in enumerate(records):
+        summary["clips read"] += 1
+        try:
+            yield clip_from_record(record, args.video_id_column, args.captions_column)
+        except ValueError as error:
+            message = f"{args.input}: record {index}: {error}"
+            if not args.skip_invalid:
+                raise ValueError(message) from None
+            logger.warning("Skipping invalid record: %s", message)
+            summary["dropped: invalid record"] += 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "input",
+        help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved "
+        "with `save_to_disk`, or a Hub dataset name (streamed).",
+    )
+    parser.add_argument("--output_file", required=True, type=Path, help="Blanked records (.json, or .jsonl).")
+    parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
+    parser.add_argument(
+        "--spacy_model",
+        default=DEFAULT_PIPELINE,
+        help="spaCy pipeline; the release used en_core_web_trf (if missing, an installed smaller one, with a warning).",
+    )
+    parser.add_argument("--num_proc", type=int, default=1, help="Processes that parse (output is identical).")
+    parser.add_argument(
+        "--batch_size", type=int, default=None, help="Texts per nlp.pipe batch (default: the pipeline's)."
+    )
+    parser.add_argument("--video_id_column", default="videoID", help="Field holding '{video_id}_{start}_{end}'.")
+    parser.add_argument("--captions_column", default="enCap", help="Field holding the list of English captions.")
+    parser.add_argument("--split", default="train", help="Split of a dataset input.")
+    parser.add_argument("--skip_invalid", action="store_true", help="Skip (and count) bad records instead of failing.")
+
+
+def _records_counting_drops(pairs: Iterable[tuple[Clip, dict | None]], summary: Counter) -> Iterator[dict]:
+    """The blanked records of (clip, record or None) pairs, counting the dropped clips by reason."""
+    for clip, record in pairs:
+        if record is not None:
+            yield record
+        elif any(caption.strip() for caption in clip.captions):
+            summary["dropped: no noun chunk in any caption"] += 1
+        else:
+            summary["dropped: no caption"] += 1
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.num_proc < 1:
+        raise ValueError(f"--num_proc must be at least 1, got {args.num_proc}")
+    nlp = load_spacy_pipeline(args.spacy_model)
+    records, total = _input_records(args)
+    summary = Counter()
+    pairs = blank_clips(_read_clips(records, args, summary), nlp, args.seed, args.num_proc, args.batch_size)
+    progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
+    blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
+    logger.info("Wrote %s", args.output_file)
+    logger.info("clips read: %d", summary.pop("clips read", 0))
+    logger.info("blanked: %d", blanked)
+    for reason, count in sorted(summary.items()):
+        logger.info("%s: %d", reason, count)
+    return 0

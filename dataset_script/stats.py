@@ -1,0 +1,213 @@
+"""`fiberbench stats`: answer statistics of a release-format file, as in the paper's Table 1 and appendix.
+
+For the original phrases (labels) and the annotated answers: the noun-phrase share, unique answers
+per caption and per annotator, characters per token, tokens per answer and visual-word use
+(Table 1), gender-word shares (§A.5), the top-20 answers (Fig. 5) and the POS-sequence
+distribution (Fig. 7). Written as JSON and Markdown, and as PNG charts when matplotlib is installed
+(`pip install fiber-benchmark[plots]`).
+"""
+
+import argparse
+import json
+import logging
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from spacy.language import Language
+
+from fiberbench.metric import normalize_answer
+from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, answer_spans, is_noun_phrase_span, load_spacy_pipeline
+
+from .json_records import atomic_output, read_records_with_fields
+
+logger = logging.getLogger(__name__)
+
+# §A.5 of the paper, verbatim.
+GENDER_WORDS = {
+    "male": ("boy", "brother", "father", "guy", "he", "him", "himself", "his", "male", "man", "son"),
+    "female": ("daughter", "female", "girl", "her", "herself", "lady", "mother", "she", "sister", "woman"),
+    "neutral": ("adult", "baby", "child", "human", "kid", "parent", "people", "person", "sibling"),
+}
+# The paper counts "visual words (color, number, or size)" without publishing its lists; these are
+# ours, and are written into every report beside the numbers they give.
+VISUAL_WORDS = {
+    "color": tuple("black blue brown gold golden gray green grey orange pink purple red silver white yellow".split()),
+    "number": tuple("one two three four five six seven eight nine ten eleven twelve twenty hundred dozen pair".split()),
+    "size": tuple("big enormous giant huge large little long massive medium mini short small tall tiny".split()),
+}
+TOP_ANSWERS = 20
+TOP_POS_SEQUENCES = 10
+GROUPS = {"labels": "original phrases", "annotations": "annotated answers"}
+
+
+def _percent(count: int, total: int) -> float | None:
+    return 100 * count / total if total else None
+
+
+def _mean_std(values: list[float]) -> dict:
+    """Mean and population standard deviation (None for no values)."""
+    if not values:
+        return {"mean": None, "std": None}
+    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
+
+
+def _ranked(counter: Counter, total: int, top: int) -> list[dict]:
+    """The `top` most common items with their counts and shares (ties in first-seen order)."""
+    return [
+        {"value": value, "count": count, "percent": _percent(count, total)} for value, count in counter.most_common(top)
+    ]
+
+
+def answer_statistics(answers: list[str], spans: list) -> dict:
+    """Statistics of one group of answers; `spans` are their spans in their filled captions."""
+    tokens = [normalize_answer(answer).split() for answer in answers]
+    word_sets = [set(answer_tokens) for answer_tokens in tokens]
+    visual_words = {word for words in VISUAL_WORDS.values() for word in words}
+    pos_sequences = Counter(" ".join(token.pos_ for token in span) for span in spans if span is not None)
+    return {
+        "num_answers": len(answers),
+        "noun_phrases_percent": _percent(
+            sum(span is not None and is_noun_phrase_span(span) for span in spans), len(answers)
+        ),
+        "characters_per_token": _mean_std([len(token) for answer_tokens in tokens for token in answer_tokens]),
+        "tokens": _mean_std([len(answer_tokens) for answer_tokens in tokens]),
+        "visual_words_percent": _percent(sum(bool(words & visual_words) for words in word_sets), len(answers)),
+        "gender_words_percent": {
+            gender: _percent(sum(bool(words.intersection(gender_words)) for words in word_sets), len(answers))
+            for gender, gender_words in GENDER_WORDS.items()
+        },
+        "top_answers": _ranked(Counter(" ".join(answer_tokens) for answer_tokens in tokens), len(answers), TOP_ANSWERS),
+        "pos_sequences": _ranked(pos_sequences, len(answers), TOP_POS_SEQUENCES),
+    }
+
+
+def compute_stats(records: list[dict], nlp: Language, batch_size: int = 256) -> dict:
+    """All statistics of release-format records (`additional_answers` may be missing, as in train)."""
+    groups = {
+        "labels": [(record["masked_caption"], record["label"]) for record in records],
+        "annotations": [
+            (record["masked_caption"], answer)
+            for record in records
+            for annotator_answers in record.get("additional_answers", [])
+            for answer in annotator_answers
+        ],
+    }
+    pairs = groups["labels"] + groups["annotations"]
+    spans = list(answer_spans([caption for caption, _ in pairs], [answer for _, answer in pairs], nlp, batch_size))
+    stats = {"num_captions": len(records), "spacy_pipeline": f"{nlp.lang}_{nlp.meta['name']}-{nlp.meta['version']}"}
+    split = len(groups["labels"])
+    for name, group_spans in (("labels", spans[:split]), ("annotations", spans[split:])):
+        stats[name] = answer_statistics([answer for _, answer in groups[name]], group_spans)
+
+    annotated = [record["additional_answers"] for record in records if record.get("additional_answers")]
+    unique = [
+        [{normalize_answer(answer) for answer in answers} - {""} for answers in annotators] for annotators in annotated
+    ]
+    stats["annotations"]["unique_answers_per_caption"] = _mean_std([len(set().union(*sets)) for sets in unique])
+    stats["annotations"]["unique_answers_per_caption_per_annotator"] = _mean_std(
+        [statistics.fmean(len(answers) for answers in sets) for sets in unique]
+    )
+    stats["word_lists"] = {"gender (paper §A.5)": GENDER_WORDS, "visual (ours; the paper has no list)": VISUAL_WORDS}
+    return stats
+
+
+def _percent_cell(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}%"
+
+
+def _mean_std_cell(value: dict | None) -> str:
+    return "–" if value is None or value["mean"] is None else f"{value['mean']:.2f} ± {value['std']:.2f}"
+
+
+# Table 1 of the paper: (row title, statistic, cell format); the per-caption rows are of annotations only.
+TABLE_1_ROWS = (
+    ("Noun phrases", "noun_phrases_percent", _percent_cell),
+    ("Unique answers per caption", "unique_answers_per_caption", _mean_std_cell),
+    ("Unique answers per caption per annotator", "unique_answers_per_caption_per_annotator", _mean_std_cell),
+    ("Characters per token", "characters_per_token", _mean_std_cell),
+    ("Tokens", "tokens", _mean_std_cell),
+    ("Visual word use (color, number, or size)", "visual_words_percent", _percent_cell),
+)
+
+
+def stats_markdown(stats: dict, source: str) -> str:
+    """The statistics as a Markdown report: Table 1, gender words, top answers, POS sequences."""
+    labels, annotations = stats["labels"], stats["annotations"]
+    rows = [(title, *(cell(group.get(key)) for group in (labels, annotations))) for title, key, cell in TABLE_1_ROWS]
+    rows += [
+        (
+            f"{gender.capitalize()} words",
+            *(_percent_cell(group["gender_words_percent"][gender]) for group in (labels, annotations)),
+        )
+        for gender in GENDER_WORDS
+    ]
+    lines = [
+        f"# FIBER answer statistics of {source}",
+        "",
+        f"{stats['num_captions']} captions; {labels['num_answers']} original phrases, {annotations['num_answers']} "
+        f"annotated answers. spaCy pipeline: {stats['spacy_pipeline']}. Tokens are counted after normalization; "
+        "the noun-phrase share is of the answers as given (use `fiberbench answers --keep_non_noun_phrases` "
+        "for the share before filtering).",
+        "",
+        "| Statistic | Original phrases | Annotated |",
+        "|---|---|---|",
+        *(f"| {' | '.join(row)} |" for row in rows),
+    ]
+    for title, key in (("Top answers (normalized)", "top_answers"), ("POS sequences", "pos_sequences")):
+        lines += ["", f"## {title}", "", "| Rank | Original phrases | % | Annotated | % |", "|---|---|---|---|---|"]
+        ranked = (labels[key], annotations[key])
+        for rank in range(max(map(len, ranked))):
+            cells = [
+                f"{entries[rank]['value']} | {entries[rank]['percent']:.2f}" if rank < len(entries) else " | "
+                for entries in ranked
+            ]
+            lines.append(f"| {rank + 1} | {cells[0]} | {cells[1]} |")
+    lines += ["", "## Word lists", ""]
+    for kind, lists in stats["word_lists"].items():
+        lines += [f"- {kind}, {name}: {', '.join(words)}" for name, words in lists.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_charts(stats: dict, output_dir: Path) -> list[Path]:
+    """PNG bar charts of the top answers and POS sequences; none (with a note) without matplotlib."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        logger.warning(
+            "matplotlib is not installed: no charts. Install them with `pip install fiber-benchmark[plots]`."
+        )
+        return []
+    paths = []
+    for key, title in (("top_answers", "Top answers"), ("pos_sequences", "POS sequences")):
+        figure = Figure(figsize=(11, 0.3 * max(len(stats[group][key]) for group in GROUPS) + 1.5), layout="constrained")
+        axes = figure.subplots(1, len(GROUPS), squeeze=False)[0]
+        for ax, (group, group_title) in zip(axes, GROUPS.items()):
+            entries = stats[group][key][::-1]  # the largest at the top
+            ax.barh([entry["value"] for entry in entries], [entry["percent"] for entry in entries], color="tab:blue")
+            ax.set_title(f"{title}: {group_title}")
+            ax.set_xlabel(f"% of {stats[group]['num_answers']} answers")
+        path = output_dir / f"{key}.png"
+        with atomic_output(path) as temporary:
+            figure.savefig(temporary, dpi=120)
+        paths.append(path)
+    return paths
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
+    parser.add_argument("--output_dir", type=Path, required=True, help="Where stats.json, stats.md and the PNGs go.")
+    parser.add_argument("--spacy_model", default=DEFAULT_PIPELINE, help="spaCy pipeline for noun phrases and POS tags.")
+    parser.add_argument("--batch_size", type=int, default=256, help="Texts per nlp.pipe batch.")
+
+
+def run(args: argparse.Namespace) -> int:
+    records = read_records_with_fields(args.file, ("masked_caption", "label"))
+    stats = compute_stats(records, load_spacy_pipeline(args.spacy_model), args.batch_size)
+    outputs = {"stats.json": json.dumps(stats, indent=2) + "\n", "stats.md": stats_markdown(stats, args.file.name)}
+    for name, text in outputs.items():
+        with atomic_output(args.output_dir / name) as temporary:
+            temporary.write_text(text, encoding="utf-8")
+    written = [args.output_dir / name for name in outputs] + write_charts(stats, args.output_dir)
+    logger.info("Wrote %s", ", ".join(map(str, written)))
+    return 0

