@@ -1,0 +1,96 @@
+"""Train the small T5-style tokenizer shipped in modeling/tokenizer/ on the bundled sample's text.
+
+Tiny FIBER models for tests and demos need a tokenizer with T5's special tokens (`<pad>` 0,
+`</s>` 1, `<unk>` 2, `<extra_id_0>`..`<extra_id_99>`) and no download; T5's own has 32k pieces,
+far more than the sample needs. Run `python -m fiberbench.modeling.make_sample_tokenizer` after
+the sample changes: the same sample always gives the same tokenizer.
+
+The vocabulary is built from word counts rather than by `tokenizers`' unigram trainer: on a corpus
+this small the trainer keeps about 190 pieces, nearly single characters, and "a swimming pool"
+then needs more tokens than the paper's 10-token answer limit allows.
+"""
+
+import argparse
+import json
+import logging
+import math
+import os
+import re
+import string
+import tempfile
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from transformers import AutoTokenizer, T5TokenizerFast
+
+from fiberbench.data import SAMPLE_DIR
+
+from . import SAMPLE_TOKENIZER_PATH
+
+logger = logging.getLogger(__name__)
+
+
+def sample_texts(sample_dir: Path) -> Iterator[str]:
+    """Every caption and answer of the sample's splits (the blank itself is never tokenized)."""
+    for split in ("train", "val", "test"):
+        for record in json.loads((sample_dir / f"{split}.json").read_text(encoding="utf-8")):
+            yield record["caption"]
+            yield record["label"]
+            for answers in record["additional_answers"]:
+                yield from answers
+
+
+def word_pieces(text: str) -> Iterator[str]:
+    """The pieces a word-level vocabulary needs for `text`: "▁word" per word, punctuation alone."""
+    for chunk in text.split():
+        for i, piece in enumerate(re.findall(r"\w+|[^\w\s]", chunk)):
+            yield "\u2581" + piece if i == 0 else piece
+
+
+def train_tokenizer(texts: Iterable[str]) -> T5TokenizerFast:
+    """A T5 tokenizer (unigram, T5's special tokens, 100 sentinels) whose pieces are the words of `texts`.
+
+    Each piece scores its log frequency; every character seen, and every printable ASCII one, is
+    kept with a lower score, so text with new words is spelled out rather than turned into `<unk>`.
+    """
+    texts = list(texts)
+    counts = Counter(piece for text in texts for piece in word_pieces(text))
+    total = sum(counts.values())
+    pieces = [(piece, math.log(count / total)) for piece, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    fallback_score = min(score for _, score in pieces) - 10.0
+    seen = {character for text in texts for character in text if not character.isspace()}
+    characters = sorted((seen | set(string.ascii_letters + string.digits + string.punctuation)) - set(counts))
+    # T5's layout: <pad> 0, </s> 1, <unk> 2, the pieces, then the sentinels with <extra_id_0> last.
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("\u2581", fallback_score)]
+    vocab += pieces + [(character, fallback_score) for character in characters]
+    vocab += [(f"<extra_id_{i}>", 0.0) for i in reversed(range(100))]
+    return T5TokenizerFast(vocab=vocab)
+
+
+def save_tokenizer(tokenizer: T5TokenizerFast, output_dir: Path) -> None:
+    """Save the tokenizer's files into `output_dir`, each replaced atomically."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=output_dir.parent) as staging:
+        for saved in tokenizer.save_pretrained(staging):
+            os.replace(saved, output_dir / Path(saved).name)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sample_dir", type=Path, default=SAMPLE_DIR, help="folder with train/val/test.json")
+    parser.add_argument("--output_dir", type=Path, default=SAMPLE_TOKENIZER_PATH)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+
+    texts = list(sample_texts(args.sample_dir))
+    tokenizer = train_tokenizer(texts)
+    save_tokenizer(tokenizer, args.output_dir)
+    reloaded = AutoTokenizer.from_pretrained(args.output_dir)
+    if reloaded(texts).input_ids != tokenizer(texts).input_ids:
+        raise RuntimeError(f"The tokenizer saved in {args.output_dir} does not reload with the same ids.")
+    logger.info("Saved a %d-token tokenizer trained on %d texts to %s", len(tokenizer), len(texts), args.output_dir)
+
+
+if __name__ == "__main__":
+    main()

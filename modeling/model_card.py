@@ -1,0 +1,127 @@
+"""make_model_card: the README.md of a trained FIBER model, with the Hub metadata (datasets, base model, results)."""
+
+from collections.abc import Mapping
+from typing import Any
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+TASK_TYPE = "text2text-generation"
+TASK_NAME = "Video fill-in-the-blanks"
+FUSION_DESCRIPTIONS = {
+    "none": "none (text only: T5 fine-tuned without the video)",
+    "early": "early (projected video features follow the caption's token embeddings through the T5 encoder)",
+    "late": "late (a video transformer beside the T5 text encoder, then a fusion transformer over both)",
+}
+
+
+def make_model_card(
+    results: Mapping[str, float],
+    *,
+    base_model: str,
+    dataset_name: str,
+    fusion: str,
+    hyperparameters: Mapping[str, Any],
+    model_name: str = "fiber-t5",
+    dataset_config: str | None = None,
+    split: str = "test",
+    single_feature: bool = False,
+) -> str:
+    """The model card (README.md text) of a trained FIBER model.
+
+    Args:
+        results: metric name to value as the training script reports them (`fiber_metric` scores
+            are percentages, e.g. `{"exact_match": 56.2, "f1": 71.4}`); every numeric entry goes
+            into the card's `model-index`, so the Hub shows it.
+        base_model: the checkpoint training started from (`"t5-base"`, a Hub id or a folder name).
+        dataset_name: the dataset's Hub id (or local name) the results were computed on.
+        fusion: the model's fusion, `"none"`, `"early"` or `"late"`.
+        hyperparameters: the training settings to list (learning rate, batch size, epochs, ...).
+        model_name: the model's Hub id (or name), shown in the `model-index` and the usage example.
+        dataset_config: the dataset config (`"text"` or `"i3d"`), if any.
+        split: the split the results are on.
+        single_feature: whether the model saw one feature per clip (the paper's "1f" variants).
+
+    Returns:
+        Markdown that starts with a YAML block (`base_model`, `datasets`, `metrics`, `tags`,
+        `model-index`); `ModelCard(text).data` reads it back.
+    """
+    if fusion not in FUSION_DESCRIPTIONS:
+        raise ValueError(f"`fusion` must be one of {tuple(FUSION_DESCRIPTIONS)}, got {fusion!r}.")
+    scores = {name: float(value) for name, value in results.items() if isinstance(value, int | float)}
+    eval_results = [
+        EvalResult(
+            task_type=TASK_TYPE,
+            task_name=TASK_NAME,
+            dataset_type=dataset_name,
+            dataset_name="FIBER",
+            dataset_config=dataset_config,
+            dataset_split=split,
+            metric_type=name,
+            metric_name=name.replace("_", " ").capitalize(),
+            metric_value=value,
+        )
+        for name, value in scores.items()
+    ]
+    video = "one I3D feature per clip" if single_feature else "the clip's I3D features"
+    fusion_line = FUSION_DESCRIPTIONS[fusion] + ("" if fusion == "none" else f", reading {video}")
+    video_argument = "" if fusion == "none" else ", video_features=[features]"
+    evaluated_on = f"{split} split" + (f", {dataset_config} config" if dataset_config else "")
+    tags = ["fiber", "video", "fill-in-the-blanks", "t5"] + ([] if fusion == "none" else ["i3d", f"{fusion}-fusion"])
+    card_data = ModelCardData(
+        base_model=base_model,
+        datasets=[dataset_name],
+        language="en",
+        library_name="transformers",
+        license="apache-2.0",
+        metrics=sorted(scores),
+        model_name=model_name,
+        pipeline_tag=TASK_TYPE,
+        tags=tags,
+        eval_results=eval_results or None,
+    )
+    results_table = "\n".join(f"| {name} | {value:.2f} |" for name, value in scores.items())
+    settings_table = "\n".join(f"| {name} | {value} |" for name, value in hyperparameters.items())
+    body = f"""
+# {model_name}
+
+A FIBER model: `{base_model}` fine-tuned to fill the blank of a video caption on `{dataset_name}`.
+Fusion: {fusion_line}.
+
+The input is the masked caption with its blank `_____` as `<extra_id_0>`; the model generates
+`<extra_id_0> answer <extra_id_1>`. Decoding follows the paper: beam search, at most 10 new tokens,
+no repeated bigrams, only `</s>` after `<extra_id_1>`, and the first beam that is a noun phrase in
+the blank.
+
+## Use
+
+```python
+from transformers import AutoModelForSeq2SeqLM, AutoProcessor
+
+model = AutoModelForSeq2SeqLM.from_pretrained("{model_name}", trust_remote_code=True)
+processor = AutoProcessor.from_pretrained("{model_name}", trust_remote_code=True)
+print(model.fill_blanks(processor, ["A man plays _____ on a stage."]{video_argument}))
+```
+The noun-phrase choice needs spaCy and an English pipeline (`en_core_web_trf` as in the paper).
+
+## Results ({evaluated_on})
+
+| metric | value |
+|---|---|
+{results_table}
+
+## Training
+
+| setting | value |
+|---|---|
+{settings_table}
+
+## Citation
+
+Santiago Castro, Ruoyao Wang, Pingxuan Huang, Ian Stewart, Oana Ignat, Nan Liu, Jonathan C. Stroud
+and Rada Mihalcea. 2022. FIBER: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation
+Framework. In Proceedings of ACL 2022. https://lit.eecs.umich.edu/fiber/
+"""
+    return str(ModelCard(f"---\n{card_data.to_yaml()}\n---\n{body}"))
+
+
+__all__ = ["make_model_card"]

@@ -1,0 +1,315 @@
+"""FiberT5ForConditionalGeneration: T5 that fills a caption's blank, reading I3D features by early or late fusion."""
+
+import contextlib
+import copy
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import LogitsProcessorList, T5ForConditionalGeneration
+from transformers import initialization as init
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+from transformers.models.t5.modeling_t5 import T5Block, T5LayerNorm, T5Stack
+from transformers.utils import logging
+from transformers.utils.generic import can_return_tuple
+
+from .configuration_fiber_t5 import FiberT5Config
+from .decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases, paper_generation_config
+from .noun_phrases import load_spacy_pipeline
+from .processing_fiber import FiberProcessor
+
+logger = logging.get_logger(__name__)
+
+
+@dataclass
+class FiberT5EncoderOutput(BaseModelOutput):
+    """
+    The encoder's output, plus the mask of `last_hidden_state`.
+
+    attention_mask (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+        1 on the positions the decoder may attend to: the text mask for `fusion="none"`, else the
+        mask of the packed text and video. `generate` expands it over beams with the rest of the
+        output, so the decoder always gets a mask that matches the encoder's sequence.
+    """
+
+    attention_mask: torch.LongTensor | None = None
+
+
+def pack(
+    first: torch.Tensor, first_mask: torch.Tensor, second: torch.Tensor, second_mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Concatenate two padded sequences row by row, moving each row's padding to its end.
+
+    T5's relative position bias looks at positions, not at the mask: left between the text and
+    the video, the text padding would shift the video by an amount that depends on the other
+    captions of the batch, and an example's output would change with its batch. Packed, every
+    row reads exactly as it does alone.
+
+    Shapes: (B, L1, d), (B, L1), (B, L2, d), (B, L2) -> (B, L, d), (B, L), where L is the longest
+    row without padding.
+    """
+    hidden = torch.cat([first, second], dim=1)
+    mask = torch.cat([first_mask, second_mask.to(first_mask.dtype)], dim=1)
+    # A stable sort on "is padding" keeps the real positions first, in their order.
+    order = torch.argsort((mask == 0).to(torch.int8), dim=1, stable=True)[:, : int(mask.sum(dim=1).max())]
+    return hidden.gather(1, order[..., None].expand(-1, -1, hidden.shape[-1])), mask.gather(1, order)
+
+
+class FiberT5TransformerStack(nn.Module):
+    """T5 encoder blocks over embeddings: the video and fusion transformers of late fusion.
+
+    Like T5's encoder without the token embedding: the first block owns a relative position bias
+    that the other blocks share, and a final RMS norm closes the stack.
+    """
+
+    def __init__(self, config: FiberT5Config, num_layers: int):
+        super().__init__()
+        self.config = config
+        self.block = nn.ModuleList(
+            [T5Block(config, has_relative_attention_bias=i == 0, layer_idx=i) for i in range(num_layers)]
+        )
+        self.final_layer_norm = T5LayerNorm(config.d_model, eps=config.layer_norm_epsilon)
+        self.dropout = nn.Dropout(config.dropout_rate)
+
+    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        # hidden_states: (B, L, d_model); attention_mask: (B, L)
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        hidden_states = self.dropout(hidden_states)
+        position_bias = None
+        for block in self.block:
+            hidden_states, position_bias, _ = block(hidden_states, mask, position_bias)
+        return self.dropout(self.final_layer_norm(hidden_states))
+
+
+class FiberT5Encoder(T5Stack):
+    """T5's encoder, extended to read video features (paper §4.2).
+
+    - `"none"`: T5's encoder over the caption.
+    - `"early"`: the caption's token embeddings, then the linearly projected video features, through
+      T5's encoder as one sequence.
+    - `"late"`: T5's encoder over the caption and a video transformer over the projected features,
+      then a fusion transformer over both outputs.
+
+    The T5 parameters keep `T5Stack`'s names (`block.*`, `final_layer_norm`), so T5 checkpoints load
+    into them as they are; the video parameters are `video_projection`, `video_encoder` and
+    `fusion_encoder`.
+    """
+
+    def __init__(self, config: FiberT5Config):
+        super().__init__(config)
+        if config.fusion != "none":
+            self.video_projection = nn.Linear(config.video_feature_size, config.d_model)
+        if config.fusion == "late":
+            self.video_encoder = FiberT5TransformerStack(config, config.num_video_layers)
+            self.fusion_encoder = FiberT5TransformerStack(config, config.num_fusion_layers)
+        # Again: `T5Stack.__init__` ran it before the video modules existed.
+        self.post_init()
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        # T5's default would give this new Linear std `initializer_factor` (1.0), blowing the features up
+        # ~32x. LeCun-normal instead: each projected unit keeps the mean square of the input features.
+        if module is getattr(self, "video_projection", None):
+            init.normal_(module.weight, mean=0.0, std=self.config.initializer_factor * module.in_features**-0.5)
+            init.zeros_(module.bias)
+        else:
+            super()._init_weights(module)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        video_features: torch.FloatTensor | None = None,
+        video_attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> FiberT5EncoderOutput:
+        r"""
+        Encode a caption and, unless `fusion="none"`, its video: the one place where the two are joined,
+        for `forward` and `generate` alike.
+
+        video_features (`torch.FloatTensor` of shape `(batch_size, frames, video_feature_size)`):
+            The clip's features (I3D), zero-padded; required unless `fusion="none"`.
+        video_attention_mask (`torch.Tensor` of shape `(batch_size, frames)`, *optional*):
+            1 on real frames, 0 on padding; all ones when not given.
+
+        Returns a [`FiberT5EncoderOutput`] whose `attention_mask` goes with `last_hidden_state`.
+        """
+        if (video_features is None) != (self.config.fusion == "none"):
+            raise ValueError(
+                f"A model with fusion={self.config.fusion!r} "
+                + ("takes no video_features." if video_features is not None else "needs video_features.")
+            )
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d_model)
+        if attention_mask is None:
+            attention_mask = torch.ones(inputs_embeds.shape[:2], dtype=torch.long, device=inputs_embeds.device)
+        if self.config.fusion == "none":
+            text = super().forward(inputs_embeds=inputs_embeds, attention_mask=attention_mask, **kwargs)
+            return FiberT5EncoderOutput(**text, attention_mask=attention_mask)
+
+        video = self.video_projection(video_features.to(self.video_projection.weight.dtype))  # (B, F, d_model)
+        if video_attention_mask is None:
+            video_attention_mask = torch.ones(video.shape[:2], dtype=torch.long, device=video.device)
+        if self.config.fusion == "early":
+            embeds, mask = pack(inputs_embeds, attention_mask, video, video_attention_mask)  # (B, <=T+F, d_model)
+            joint = super().forward(inputs_embeds=embeds, attention_mask=mask, **kwargs)
+            return FiberT5EncoderOutput(**joint, attention_mask=mask)
+
+        text = super().forward(inputs_embeds=inputs_embeds, attention_mask=attention_mask, **kwargs)
+        video = self.video_encoder(video, video_attention_mask)
+        hidden, mask = pack(text.last_hidden_state, attention_mask, video, video_attention_mask)
+        return FiberT5EncoderOutput(
+            last_hidden_state=self.fusion_encoder(hidden, mask),
+            hidden_states=text.hidden_states,
+            attentions=text.attentions,
+            attention_mask=mask,
+        )
+
+
+class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
+    r"""
+    The FIBER model (paper §4): T5 with a [`FiberT5Encoder`] that also reads the clip's video
+    features, trained to generate `<extra_id_0> {answer} <extra_id_1>` for a caption whose blank is
+    `<extra_id_0>`. With `fusion="none"` it is exactly [`T5ForConditionalGeneration`].
+
+    Start from any T5 checkpoint with one call: `FiberT5ForConditionalGeneration.from_pretrained(
+    "t5-base", fusion="early")`. Use [`FiberProcessor`] for inputs and [`fill_blanks`] for answers.
+    """
+
+    config_class = FiberT5Config
+
+    def __init__(self, config: FiberT5Config):
+        config.validate_fusion()  # `from_pretrained(..., fusion=...)` sets the field after the config's own check
+        super().__init__(config)
+        encoder_config = copy.deepcopy(config)
+        encoder_config.is_decoder = False
+        encoder_config.use_cache = False
+        # T5's encoder is replaced by the one that reads video too; its weights keep their names. (The
+        # plain one built above costs nothing under `from_pretrained`, which builds on the meta device.)
+        self.encoder = FiberT5Encoder(encoder_config)
+        self.generation_config = paper_generation_config(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        video_features: torch.FloatTensor | None = None,
+        video_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: FiberT5EncoderOutput | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        r"""
+        T5's forward, with the video and the decoder cross-attending to the joint sequence.
+
+        video_features (`torch.FloatTensor` of shape `(batch_size, frames, video_feature_size)`):
+            The clip's features (I3D), zero-padded; required unless `fusion="none"`.
+        video_attention_mask (`torch.Tensor` of shape `(batch_size, frames)`, *optional*):
+            1 on real frames, 0 on padding; all ones when not given.
+        encoder_outputs ([`FiberT5EncoderOutput`], *optional*):
+            A previous output of `self.encoder` (as `generate` passes it); its `attention_mask`
+            masks the cross-attention.
+
+        Other arguments (`labels`, `decoder_input_ids`, ...) are [`T5ForConditionalGeneration`]'s.
+        """
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                video_features=video_features,
+                video_attention_mask=video_attention_mask,
+                inputs_embeds=inputs_embeds,
+            )
+        return super().forward(
+            attention_mask=encoder_outputs.attention_mask, encoder_outputs=encoder_outputs, **kwargs
+        )
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """Load a FIBER checkpoint, or start one from any T5 checkpoint (`"t5-base"`, `"google/t5-v1_1-base"`, ...).
+
+        This is the whole T5 weight mapping: the T5 parts of this model have the parameter names of
+        `T5ForConditionalGeneration`, so a T5 checkpoint's weights load onto them unchanged, and the
+        video weights it lacks are initialized by `FiberT5Encoder._init_weights` and logged.
+        Keyword arguments that name config fields set them (`fusion="early"`,
+        `num_video_layers=2`, ...). A model started from T5 gets the paper's generation settings.
+        """
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        model, loading_info = super().from_pretrained(
+            pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
+        )
+        if model.config.architectures != [cls.__name__]:
+            # Another architecture's checkpoint (T5): its generation settings are not FIBER's.
+            model.config.architectures = [cls.__name__]
+            model.generation_config = paper_generation_config(model.config)
+            new_modules = Counter(".".join(key.split(".")[:2]) for key in loading_info["missing_keys"])
+            logger.warning(
+                f"Started {cls.__name__} (fusion={model.config.fusion!r}) from {pretrained_model_name_or_path}: "
+                "its weights fill the T5 parts; new, freshly initialized: "
+                + (", ".join(f"{name} ({count} tensors)" for name, count in sorted(new_modules.items())) or "nothing")
+            )
+        return (model, loading_info) if output_loading_info else model
+
+    @torch.no_grad()
+    def fill_blanks(
+        self,
+        processor: FiberProcessor,
+        masked_captions: Sequence[str],
+        video_features: Sequence | None = None,
+        num_beams: int | None = None,
+        only_noun_phrases: bool = True,
+        nlp=None,
+        return_candidates: bool = False,
+        batch_size: int = 32,
+    ) -> list[str] | list[tuple[str, list[str]]]:
+        """Fill the blank of each masked caption: tokenize, batch, beam-search, extract and choose.
+
+        Args:
+            processor ([`FiberProcessor`]): the processor the model was trained with.
+            masked_captions: captions with one `_____` each (or one caption).
+            video_features: one feature array per caption (frames, size); required unless `fusion="none"`.
+            num_beams: beam size; the model's `generation_config.num_beams` (the paper's) when None.
+            only_noun_phrases: answer with the first beam that is a noun phrase in the blank (paper
+                App. B.2), else the first beam.
+            nlp: the spaCy pipeline for the noun-phrase check; `load_spacy_pipeline()` when None.
+            return_candidates: also return each example's ranked, deduplicated beam answers.
+            batch_size: examples per `generate` call.
+
+        Inputs go to the model's device (`model.to("cuda")` first to use a GPU); on CUDA it runs
+        in bfloat16 autocast where the GPU supports it. The model is never moved: it may be in the
+        middle of training, placed by Accelerate.
+        """
+        masked_captions = [masked_captions] if isinstance(masked_captions, str) else list(masked_captions)
+        video_features = None if video_features is None else list(video_features)
+        num_beams = num_beams or self.generation_config.num_beams
+        end_rule = LogitsProcessorList(
+            [EosAfterAnswerLogitsProcessor(processor.answer_end_token_id, processor.tokenizer.eos_token_id)]
+        )
+        on_bf16_gpu = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_bf16_gpu else contextlib.nullcontext()
+        candidates = []
+        for start in range(0, len(masked_captions), batch_size):
+            videos = None if video_features is None else video_features[start : start + batch_size]
+            inputs = processor(masked_captions[start : start + batch_size], video_features=videos).to(self.device)
+            with autocast:
+                sequences = self.generate(
+                    **inputs, num_beams=num_beams, num_return_sequences=num_beams, logits_processor=end_rule
+                )
+            answers = processor.decode_answers(sequences)
+            candidates += [list(dict.fromkeys(answers[i : i + num_beams])) for i in range(0, len(answers), num_beams)]
+
+        if only_noun_phrases:
+            chosen = choose_noun_phrases(masked_captions, candidates, load_spacy_pipeline() if nlp is None else nlp)
+        else:
+            chosen = [ranked[0] for ranked in candidates]
+        return list(zip(chosen, candidates)) if return_candidates else chosen
+
+
+__all__ = ["FiberT5Encoder", "FiberT5EncoderOutput", "FiberT5ForConditionalGeneration"]

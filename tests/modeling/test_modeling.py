@@ -1,0 +1,221 @@
+"""FiberT5ForConditionalGeneration: fusions train, batching changes nothing, "none" is T5, T5 starts, save/load."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
+
+from fiberbench.modeling import FUSIONS, FiberT5Config, FiberT5ForConditionalGeneration
+
+
+def model_inputs(processor, clips, fusion, labels=True):
+    """The processor's batch for `clips`, with video unless the model is text-only."""
+    return processor(
+        [clip["masked_caption"] for clip in clips],
+        video_features=None if fusion == "none" else [clip["video"] for clip in clips],
+        labels=[clip["label"] for clip in clips] if labels else None,
+    )
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+def test_forward_backward_reaches_every_weight(fusion, make_model, processor, sample_clips):
+    model = make_model(fusion).train()
+    batch = model_inputs(processor, sample_clips, fusion)
+    output = model(**batch)
+    assert output.logits.shape == (*batch["labels"].shape, model.config.vocab_size)
+    assert torch.isfinite(output.loss)
+    output.loss.backward()
+    without_gradient = [
+        name for name, parameter in model.named_parameters() if parameter.grad is None or not parameter.grad.any()
+    ]
+    assert without_gradient == []
+
+
+@pytest.mark.parametrize("fusion", ["early", "late"])
+def test_gradients_reach_the_video_projection_and_features(fusion, make_model, processor, sample_clips):
+    model = make_model(fusion)
+    batch = model_inputs(processor, sample_clips, fusion)
+    batch["video_features"].requires_grad_(True)
+    model(**batch).loss.backward()
+    assert model.encoder.video_projection.weight.grad.abs().sum() > 0
+    real_frames = batch["video_attention_mask"].bool()
+    assert batch["video_features"].grad[real_frames].abs().sum(dim=-1).gt(0).all()
+    assert not batch["video_features"].grad[~real_frames].any()
+
+
+@pytest.mark.parametrize("fusion", ["early", "late"])
+def test_forward_in_a_batch_equals_forward_alone(fusion, make_model, processor, sample_clips):
+    model = make_model(fusion)
+    logits = model(**model_inputs(processor, sample_clips, fusion)).logits
+    for index, clip in enumerate(sample_clips):
+        alone = model(**model_inputs(processor, [clip], fusion)).logits
+        torch.testing.assert_close(logits[index : index + 1, : alone.shape[1]], alone, rtol=0, atol=1e-4)
+
+
+@pytest.mark.parametrize("fusion", FUSIONS)
+@pytest.mark.parametrize("num_beams", [1, 4])
+def test_generate_in_a_batch_equals_generate_alone(fusion, num_beams, make_model, processor, sample_clips):
+    """Batch 3 with different caption and video lengths: each example gets what it gets alone."""
+    model = make_model(fusion)
+    settings = {"num_beams": num_beams, "num_return_sequences": num_beams}
+    settings |= {"output_scores": True, "return_dict_in_generate": True}
+    batched = model.generate(**model_inputs(processor, sample_clips, fusion, labels=False), **settings)
+    for index, clip in enumerate(sample_clips):
+        alone = model.generate(**model_inputs(processor, [clip], fusion, labels=False), **settings)
+        rows = batched.sequences[index * num_beams : (index + 1) * num_beams]
+        length = alone.sequences.shape[1]
+        assert torch.equal(rows[:, :length], alone.sequences)
+        assert torch.isin(rows[:, length:], torch.tensor([model.config.pad_token_id, model.config.eos_token_id])).all()
+        if num_beams > 1:
+            scores = batched.sequences_scores[index * num_beams : (index + 1) * num_beams]
+            torch.testing.assert_close(scores, alone.sequences_scores, rtol=0, atol=1e-4)
+
+
+def test_fusion_none_is_exactly_t5(make_model, processor, sample_clips):
+    model = make_model("none")
+    t5 = T5ForConditionalGeneration(T5Config(**model.config.to_diff_dict())).eval()
+    t5.load_state_dict(model.state_dict())
+    batch = model_inputs(processor, sample_clips, "none")
+    ours, theirs = model(**batch), t5(**batch)
+    assert torch.equal(ours.logits, theirs.logits)
+    assert torch.equal(ours.loss, theirs.loss)
+    del batch["labels"]
+    settings = {"num_beams": 2, "max_new_tokens": 10, "no_repeat_ngram_size": 2}
+    assert torch.equal(model.generate(**batch, **settings), t5.generate(**batch, **settings))
+
+
+def test_video_inputs_must_match_the_fusion(make_model, processor, sample_clips):
+    with pytest.raises(ValueError, match="needs video_features"):
+        make_model("early")(**model_inputs(processor, sample_clips, "none"))
+    with pytest.raises(ValueError, match="takes no video_features"):
+        make_model("none")(**model_inputs(processor, sample_clips, "early"))
+
+
+@pytest.fixture(params=["t5", "t5-v1_1"])
+def t5_checkpoint(request, tmp_path, tokenizer):
+    """A tiny plain T5 checkpoint (model_type "t5"), as `t5-base` or `google/t5-v1_1-base` would be on the Hub."""
+    # Like t5-base's config.json: T5Config has no field for the decoder start, checkpoints carry it.
+    sizes = {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1, "num_heads": 4}
+    if request.param == "t5-v1_1":
+        sizes |= {"feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}
+    config = T5Config(vocab_size=len(tokenizer), decoder_start_token_id=0, **sizes)
+    torch.manual_seed(1)
+    t5 = T5ForConditionalGeneration(config).eval()
+    t5.save_pretrained(tmp_path / request.param)
+    return tmp_path / request.param, t5
+
+
+def test_start_from_a_t5_checkpoint(t5_checkpoint, caplog):
+    folder, t5 = t5_checkpoint
+    model = FiberT5ForConditionalGeneration.from_pretrained(folder, fusion="late")
+    assert model.config.fusion == "late"
+    ours = model.state_dict()
+    for name, weight in t5.state_dict().items():
+        assert torch.equal(ours[name], weight), name
+    assert "encoder.video_projection (2 tensors)" in caplog.text
+    assert "encoder.video_encoder" in caplog.text and "encoder.fusion_encoder" in caplog.text
+    # LeCun-normal, not T5's std 1.0: std 1024 ** -0.5.
+    assert 0.025 < model.encoder.video_projection.weight.std() < 0.038
+    generation = model.generation_config
+    assert (generation.num_beams, generation.max_new_tokens, generation.no_repeat_ngram_size) == (8, 10, 2)
+    assert generation.early_stopping is True
+    assert not hasattr(generation, "fusion")
+
+
+def test_text_only_start_from_t5_gives_t5s_outputs(t5_checkpoint, processor, sample_clips):
+    folder, t5 = t5_checkpoint
+    model = FiberT5ForConditionalGeneration.from_pretrained(folder)
+    batch = model_inputs(processor, sample_clips, "none")
+    expected = T5ForConditionalGeneration.from_pretrained(folder)(**batch).logits
+    assert torch.equal(model(**batch).logits, expected)
+    assert torch.equal(expected, t5(**batch).logits)
+
+
+def test_a_bad_fusion_fails_when_loading(t5_checkpoint):
+    with pytest.raises(ValueError, match="`fusion` must be one of"):
+        FiberT5ForConditionalGeneration.from_pretrained(t5_checkpoint[0], fusion="middle")
+
+
+def test_save_and_load_by_registration(tmp_path, make_model, processor, sample_clips):
+    model = make_model("early")
+    model.save_pretrained(tmp_path)
+    files = {path.name for path in tmp_path.iterdir()}
+    assert "model.safetensors" in files
+    assert not any(name.endswith((".bin", ".pt", ".pth", ".ckpt")) for name in files)
+    assert {"configuration_fiber_t5.py", "modeling_fiber_t5.py", "decoding.py", "noun_phrases.py"} <= files
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert auto_map["AutoModelForSeq2SeqLM"] == "modeling_fiber_t5.FiberT5ForConditionalGeneration"
+
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), FiberT5Config)
+    batch = model_inputs(processor, sample_clips, "early")
+    expected = model(**batch).logits
+    for auto_class in (AutoModelForSeq2SeqLM, AutoModel):
+        loaded = auto_class.from_pretrained(tmp_path)
+        assert type(loaded) is FiberT5ForConditionalGeneration
+        assert torch.equal(loaded(**batch).logits, expected)
+        assert loaded.generation_config.num_beams == 4
+
+
+REMOTE_CODE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from transformers import AutoModelForSeq2SeqLM, AutoProcessor
+
+    folder = sys.argv[1]
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
+    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=True)
+    inputs = json.load(open(f"{folder}/inputs.json"))
+    videos = [np.load(f"{folder}/video_{i}.npy") for i in range(len(inputs["captions"]))]
+    logits = model(**processor(inputs["captions"], video_features=videos, labels=inputs["labels"])).logits
+    filled = model.fill_blanks(
+        processor, inputs["captions"], video_features=videos, only_noun_phrases=False, return_candidates=True
+    )
+    print(json.dumps({
+        "modules": [type(model).__module__, type(processor).__module__],
+        "imported_fiberbench": any(name.split(".")[0] == "fiberbench" for name in sys.modules),
+        "logits": logits.tolist(),
+        "filled": filled,
+    }))
+    """
+)
+
+
+@pytest.mark.slow
+def test_trust_remote_code_in_a_fresh_process(tmp_path, make_model, processor, sample_clips):
+    model = make_model("early")
+    model.save_pretrained(tmp_path)
+    processor.save_pretrained(tmp_path)
+    captions, labels = [clip["masked_caption"] for clip in sample_clips], [clip["label"] for clip in sample_clips]
+    (tmp_path / "inputs.json").write_text(json.dumps({"captions": captions, "labels": labels}))
+    for index, clip in enumerate(sample_clips):
+        np.save(tmp_path / f"video_{index}.npy", clip["video"])
+
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    environment |= {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", REMOTE_CODE_SCRIPT, str(tmp_path)],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    remote = json.loads(run.stdout.strip().splitlines()[-1])
+
+    assert remote["imported_fiberbench"] is False
+    assert all(module.startswith("transformers_modules.") for module in remote["modules"])
+    videos = [clip["video"] for clip in sample_clips]
+    logits = model(**processor(captions, video_features=videos, labels=labels)).logits
+    torch.testing.assert_close(torch.tensor(remote["logits"]), logits, rtol=0, atol=1e-6)
+    filled = model.fill_blanks(
+        processor, captions, video_features=videos, only_noun_phrases=False, return_candidates=True
+    )
+    assert remote["filled"] == [[answer, candidates] for answer, candidates in filled]
