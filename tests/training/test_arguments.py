@@ -1,0 +1,121 @@
+"""Flags, YAML configs and the checks that fail before any work."""
+
+import pytest
+
+from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, parse_args, read_config
+from fiberbench.training.models import resolve_fusion
+
+TABLE_3_CONFIGS = (
+    "most_frequent_answer",
+    "t5_zero_shot",
+    "t5_fine_tuned",
+    "t5_1f_i3d",
+    "t5_i3d",
+    "late_fusion_t5_1f_i3d",
+    "late_fusion_t5_i3d",
+)
+
+
+def write_config(tmp_path, text: str):
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_are_the_paper_setup():
+    args = parse_args(["--model_name_or_path", "t5-base", "--dataset_name", "fiber"])
+    assert not args.sample_demo
+    assert (args.per_device_train_batch_size, args.num_train_epochs, args.learning_rate) == (64, 10, 1e-4)
+    assert args.lr_scheduler_type == "linear" and args.num_warmup_steps is None  # None: one epoch
+    assert args.weight_decay == 0.0 and args.only_noun_phrases and args.spacy_pipeline == "en_core_web_trf"
+    assert args.do_train and args.do_eval and args.do_predict
+
+
+def test_no_model_and_no_dataset_layers_the_sample_demo_under_flags():
+    demo = read_config(SAMPLE_DEMO_CONFIG)
+    args = parse_args(["--fusion", "none"])
+    assert args.sample_demo
+    assert args.learning_rate == demo["learning_rate"] and args.output_dir == demo["output_dir"]
+    assert args.fusion == "none"
+
+
+def test_a_config_file_overrides_the_demo_and_flags_override_the_file(tmp_path):
+    path = write_config(tmp_path, "learning_rate: 0.01\nnum_train_epochs: 2\ndo_eval: false\n")
+    args = parse_args(["--config", str(path), "--num_train_epochs", "3"])
+    assert args.sample_demo and args.learning_rate == 0.01 and not args.do_eval
+    assert args.num_train_epochs == 3
+    assert args.per_device_train_batch_size == read_config(SAMPLE_DEMO_CONFIG)["per_device_train_batch_size"]
+
+
+@pytest.mark.parametrize("name", TABLE_3_CONFIGS)
+def test_every_table_3_row_has_a_config_that_parses(name):
+    args = parse_args(["--config", name])
+    assert not args.sample_demo
+    assert args.dataset_name == "fiber"
+    assert args.output_dir == f"outputs/{name}"
+
+
+def test_table_3_configs_are_all_shipped():
+    assert {path.stem for path in CONFIGS_DIR.glob("*.yaml")} == {*TABLE_3_CONFIGS, "sample_demo"}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("learning_rat: 0.1\n", "unknown key(s) learning_rat"),
+        ("fusion: middle\n", "invalid choice: 'middle'"),
+        ("num_train_epochs: many\n", "invalid positive_int value"),
+        ("num_train_epochs: 0\n", "must be a positive integer"),
+        ("do_train: maybe\n", "could not read"),
+        ("with_tracking: 1\n", "could not read"),
+        ("output_dir: [a, b]\n", "must be a single value"),
+        ("- fusion\n", "expected a mapping"),
+    ],
+)
+def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, message):
+    path = write_config(tmp_path, text)
+    with pytest.raises(ValueError, match="config.yaml") as error:
+        parse_args(["--config", str(path)])
+    assert message in str(error.value)
+
+
+def test_unknown_fusion_flag_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--fusion", "middle"])
+    assert "invalid choice: 'middle'" in capsys.readouterr().err
+
+
+def test_missing_config_file_lists_the_shipped_ones():
+    with pytest.raises(FileNotFoundError, match="t5_i3d"):
+        parse_args(["--config", "no_such_config"])
+
+
+@pytest.mark.parametrize(
+    "argv, error, message",
+    [
+        (["--resume_from_checkpoint", "no/such/step_10"], FileNotFoundError, "no such checkpoint folder"),
+        (["--no-do_train", "--no-do_eval", "--no-do_predict"], ValueError, "Nothing to do"),
+        (["--baseline", "most_frequent_answer", "--model_name_or_path", "t5-base"], ValueError, "uses no model"),
+        (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], ValueError, "tiny model"),
+        (["--push_to_hub", "--hub_model_id", "not a repo id"], ValueError, "invalid Hub repo id"),
+        (["--push_to_hub", "--no-do_train"], ValueError, "needs training"),
+    ],
+)
+def test_impossible_combinations_fail_before_any_work(argv, error, message):
+    with pytest.raises(error, match=message):
+        parse_args(argv)
+
+
+def test_push_without_a_token_fails_before_training(monkeypatch, tmp_path):
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(ValueError, match="needs a Hub token"):
+        parse_args(["--push_to_hub", "--hub_model_id", "org/fiber"])
+
+
+def test_fusion_comes_from_the_flag_else_the_paper_main_model():
+    assert resolve_fusion(parse_args(["--fusion", "late"])) == "late"
+    assert resolve_fusion(parse_args(["--fusion", "late", "--baseline", "most_frequent_answer"])) == "none"
+    assert resolve_fusion(parse_args(["--config", str(SAMPLE_DEMO_CONFIG), "--fusion", "early"])) == "early"
+    with pytest.raises(ValueError, match="--single_feature"):
+        resolve_fusion(parse_args(["--single_feature", "--fusion", "none"]))

@@ -1,0 +1,283 @@
+"""Command-line arguments of `training/train.py`, with YAML config files and checks that run before any work.
+
+The argparse defaults are the one source of truth and reproduce the paper's setup (App. B.1). A
+`--config FILE.yaml` replaces defaults, and flags given on the command line replace the file.
+With neither a model nor a dataset given, `configs/sample_demo.yaml` is layered under the user's
+config: the main job, which trains a tiny model on the bundled sample in a few minutes on a CPU.
+"""
+
+import argparse
+from pathlib import Path
+
+import yaml
+from huggingface_hub import get_token
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+from transformers import SchedulerType
+
+CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
+
+FUSIONS = ("none", "early", "late")
+BASELINES = ("most_frequent_answer",)
+MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def checkpointing_steps(text: str) -> str | int:
+    """argparse type: "epoch" or a positive number of optimizer steps, as in the HF example scripts."""
+    return text if text == "epoch" else positive_int(text)
+
+
+def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
+    """The flags, spelled as in the HF example scripts; every true/false flag also has a --no- form."""
+    parser = argparse.ArgumentParser(
+        description="Train and evaluate a FIBER model (T5 with optional I3D fusion) with Accelerate.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        exit_on_error=exit_on_error,
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        help="A YAML file (or the name of one in training/configs/, e.g. t5_i3d) whose keys are this "
+        "script's flags; flags on the command line override it.",
+    )
+
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--dataset_name",
+        default=None,
+        help="Hub id or local folder of a FIBER-format dataset; default: the sample bundled with the package.",
+    )
+    data.add_argument(
+        "--dataset_config_name",
+        default=None,
+        help='Dataset config; default: "i3d" when the model fuses video, else "text".',
+    )
+    data.add_argument(
+        "--single_feature",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Use only the I3D feature around the 3rd second of each clip (the paper's 1f variants).",
+    )
+
+    model = parser.add_argument_group("model")
+    model.add_argument(
+        "--model_name_or_path",
+        default=None,
+        help="T5 or FIBER checkpoint (Hub id or folder); default: a tiny model built from the shipped tokenizer.",
+    )
+    model.add_argument(
+        "--config_overrides",
+        default=None,
+        help='For the tiny model only: comma-separated config settings, e.g. "d_model=64,num_layers=2".',
+    )
+    model.add_argument(
+        "--fusion",
+        choices=FUSIONS,
+        default=None,
+        help='Video fusion; default: the checkpoint\'s own for a FIBER checkpoint, else "early" (T5 + I3D).',
+    )
+    model.add_argument(
+        "--baseline",
+        choices=BASELINES,
+        default=None,
+        help="Run a baseline instead of a model: the training set's most frequent answer for every blank.",
+    )
+
+    training = parser.add_argument_group("training")
+    training.add_argument("--do_train", action=argparse.BooleanOptionalAction, default=True, help="Train.")
+    training.add_argument("--per_device_train_batch_size", type=positive_int, default=64)
+    training.add_argument("--learning_rate", type=float, default=1e-4)
+    training.add_argument("--weight_decay", type=float, default=0.0, help="0 makes AdamW the paper's Adam.")
+    training.add_argument("--num_train_epochs", type=positive_int, default=10)
+    training.add_argument(
+        "--max_train_steps",
+        type=positive_int,
+        default=None,
+        help="Total optimizer steps; overrides --num_train_epochs and sets the learning-rate schedule's length.",
+    )
+    training.add_argument("--gradient_accumulation_steps", type=positive_int, default=1)
+    training.add_argument("--lr_scheduler_type", choices=[kind.value for kind in SchedulerType], default="linear")
+    training.add_argument(
+        "--num_warmup_steps",
+        type=int,
+        default=None,
+        help="Warm-up optimizer steps; default: one epoch, as in the paper.",
+    )
+    training.add_argument("--seed", type=int, default=42)
+    training.add_argument(
+        "--mixed_precision",
+        choices=MIXED_PRECISIONS,
+        default="auto",
+        help='"auto": bf16 on a GPU that has it, else whatever `accelerate launch` was given.',
+    )
+
+    evaluation = parser.add_argument_group("evaluation and decoding")
+    evaluation.add_argument(
+        "--do_eval",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Evaluate on the validation split after each epoch (and once without training).",
+    )
+    evaluation.add_argument(
+        "--do_predict",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Evaluate the final model on the test split.",
+    )
+    evaluation.add_argument("--per_device_eval_batch_size", type=positive_int, default=64)
+    evaluation.add_argument(
+        "--num_beams",
+        type=positive_int,
+        default=None,
+        help="Beam size; default: the model's generation config (the paper's: early 4, late 8, text only 2).",
+    )
+    evaluation.add_argument(
+        "--only_noun_phrases",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Answer with the first beam that is a noun phrase (else the first beam), as in the paper.",
+    )
+    evaluation.add_argument(
+        "--spacy_pipeline",
+        default="en_core_web_trf",
+        help="spaCy pipeline of the noun-phrase check (falls back with a warning to an installed English one).",
+    )
+
+    outputs = parser.add_argument_group("outputs, checkpoints and sharing")
+    outputs.add_argument("--output_dir", default="outputs/fiber", help="Where results and the model are written.")
+    outputs.add_argument(
+        "--checkpointing_steps",
+        type=checkpointing_steps,
+        default=None,
+        help='Save the training state every N optimizer steps, or "epoch" after each epoch.',
+    )
+    outputs.add_argument(
+        "--resume_from_checkpoint",
+        default=None,
+        help="A step_N or epoch_N folder written by --checkpointing_steps; training continues where it stopped.",
+    )
+    outputs.add_argument(
+        "--with_tracking", action=argparse.BooleanOptionalAction, default=False, help="Log metrics to --report_to."
+    )
+    outputs.add_argument("--report_to", default="tensorboard", help='Tracker(s) for Accelerate, e.g. "tensorboard".')
+    outputs.add_argument(
+        "--push_to_hub",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Push the final model with its model card.",
+    )
+    outputs.add_argument("--hub_model_id", default=None, help="Repo id; default: the output folder's name.")
+    outputs.add_argument("--hub_token", default=None, help="Hub token; default: HF_TOKEN or the saved login.")
+    return parser
+
+
+def resolve_config_path(name: str) -> Path:
+    """`name` as a path, or as a config shipped in training/configs/ (with or without ".yaml")."""
+    candidates = [Path(name), CONFIGS_DIR / name, CONFIGS_DIR / f"{name}.yaml"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"--config {name}: no such file, and no config of that name in {CONFIGS_DIR} "
+        f"(shipped: {', '.join(sorted(path.stem for path in CONFIGS_DIR.glob('*.yaml')))})"
+    )
+
+
+def read_config(path: Path) -> dict:
+    """The YAML file's settings, typed and checked by the parser itself.
+
+    argparse applies neither `type` nor `choices` to defaults, so the settings are turned back
+    into flags and parsed: a YAML value gets exactly the checks a command-line value gets, and an
+    unknown key is an error rather than silently ignored.
+    """
+    with open(path, encoding="utf-8") as file:
+        settings = yaml.safe_load(file) or {}
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path}: expected a mapping of flag names to values, got {type(settings).__name__}")
+    parser = build_parser(exit_on_error=False)
+    known = set(vars(parser.parse_args([]))) - {"config"}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)}; valid keys are the flags of train.py.")
+    flags = []
+    for key, value in settings.items():
+        if isinstance(value, bool):
+            flags.append(f"--{key}" if value else f"--no-{key}")
+        elif isinstance(value, (list, dict)):
+            raise ValueError(f"{path}: {key} must be a single value, got {value!r}")
+        elif value is not None:
+            flags += [f"--{key}", str(value)]
+    try:
+        parsed, leftover = parser.parse_known_args(flags)
+    except argparse.ArgumentError as error:
+        raise ValueError(f"{path}: {error}") from error
+    if leftover:
+        raise ValueError(f"{path}: could not read {' '.join(leftover)} (a true/false flag given another value?)")
+    return {key: getattr(parsed, key) for key in settings}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse flags over the optional --config file; with no model and no dataset, over the sample demo.
+
+    Sets `args.sample_demo` (whether the demo config was layered in) and `args.config_path`.
+    """
+    parser = build_parser()
+    config_name = parser.parse_known_args(argv)[0].config
+    config_path = resolve_config_path(config_name) if config_name else None
+    user_settings = read_config(config_path) if config_path else {}
+    parser.set_defaults(**user_settings)
+    args = parser.parse_args(argv)
+    args.sample_demo = args.model_name_or_path is None and args.dataset_name is None
+    if args.sample_demo and config_path != SAMPLE_DEMO_CONFIG:
+        parser.set_defaults(**{**read_config(SAMPLE_DEMO_CONFIG), **user_settings})
+        args = parser.parse_args(argv)
+        args.sample_demo = True
+    args.config_path = str(config_path) if config_path else None
+    check_args(args)
+    return args
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Fail on argument combinations that cannot work, before anything is loaded or trained."""
+    if not (args.do_train or args.do_eval or args.do_predict):
+        raise ValueError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
+    if args.resume_from_checkpoint is not None:
+        checkpoint = Path(args.resume_from_checkpoint)
+        if not checkpoint.is_dir():
+            raise FileNotFoundError(f"--resume_from_checkpoint {checkpoint}: no such checkpoint folder.")
+        if not args.do_train:
+            raise ValueError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
+    if args.baseline is not None and args.model_name_or_path is not None:
+        raise ValueError(f"--baseline {args.baseline} uses no model; drop --model_name_or_path.")
+    if args.config_overrides is not None and args.model_name_or_path is not None:
+        raise ValueError(
+            "--config_overrides applies to the tiny model built from scratch, not to --model_name_or_path."
+        )
+    if args.push_to_hub:
+        check_push(args)
+
+
+def hub_repo_id(args: argparse.Namespace) -> str:
+    """--hub_model_id, else the output folder's name, as in the HF example scripts."""
+    return args.hub_model_id or Path(args.output_dir).resolve().name
+
+
+def check_push(args: argparse.Namespace) -> None:
+    """What --push_to_hub needs, checked before training rather than after it."""
+    if args.baseline is not None or not args.do_train:
+        raise ValueError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
+    try:
+        validate_repo_id(hub_repo_id(args))
+    except HFValidationError as error:
+        raise ValueError(f"--push_to_hub: invalid Hub repo id {hub_repo_id(args)!r}: {error}") from error
+    if not (args.hub_token or get_token()):
+        raise ValueError("--push_to_hub needs a Hub token: set HF_TOKEN, run `hf auth login`, or pass --hub_token.")

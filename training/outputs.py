@@ -1,0 +1,75 @@
+"""Result files of a run, written atomically, and the results table printed at its end."""
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+RESULTS_FILE = "results.json"
+PREDICTIONS_FILE = "predictions.jsonl"
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it over `path`.
+
+    A reader (or a run killed half-way) never sees a half-written file: os.replace is atomic
+    within a filesystem, which is why the temporary file lives in the same folder.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
+    ) as file:
+        file.write(text)
+        temporary = Path(file.name)
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: dict) -> None:
+    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_jsonl(path: Path, records: Iterable[dict]) -> None:
+    write_atomically(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as file:
+        return [json.loads(line) for line in file if line.strip()]
+
+
+TABLE_COLUMNS = (
+    ("EM", "exact_match"),
+    ("F1", "f1"),
+    ("EM label", "exact_match_label_only"),
+    ("F1 label", "f1_label_only"),
+    ("C@1", ("correct_at_k", "1")),
+    ("MAP", "map"),
+    ("P(label)", "label_probability"),
+)
+
+
+def _cell(metrics: dict, key: str | tuple[str, str]) -> str:
+    value = metrics.get(key[0], {}).get(key[1]) if isinstance(key, tuple) else metrics.get(key)
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if key == "label_probability" else f"{value:.1f}"
+
+
+def format_results_table(title: str, splits: dict[str, dict]) -> str:
+    """A Markdown table with one row per evaluated split (EM/F1 in %, P(label) in 0-1)."""
+    header = ["split", "n"] + [name for name, _ in TABLE_COLUMNS]
+    rows = [
+        [split, str(metrics["num_examples"])] + [_cell(metrics, key) for _, key in TABLE_COLUMNS]
+        for split, metrics in splits.items()
+    ]
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    lines = [f"{title}", "| " + " | ".join(cell.ljust(width) for cell, width in zip(header, widths)) + " |"]
+    lines.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    lines += ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in rows]
+    return "\n".join(lines)
