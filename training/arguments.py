@@ -10,10 +10,9 @@ import argparse
 from pathlib import Path
 
 import yaml
-from huggingface_hub import get_token
-from huggingface_hub.errors import HFValidationError
-from huggingface_hub.utils import validate_repo_id
 from transformers import SchedulerType
+
+from fiberbench.hub import HubPushError, check_can_push
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
@@ -276,8 +275,6 @@ def check_push(args: argparse.Namespace) -> None:
     if args.baseline is not None or not args.do_train:
         raise ValueError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
     try:
-        validate_repo_id(hub_repo_id(args))
-    except HFValidationError as error:
-        raise ValueError(f"--push_to_hub: invalid Hub repo id {hub_repo_id(args)!r}: {error}") from error
-    if not (args.hub_token or get_token()):
-        raise ValueError("--push_to_hub needs a Hub token: set HF_TOKEN, run `hf auth login`, or pass --hub_token.")
+        check_can_push(hub_repo_id(args), args.hub_token)
+    except HubPushError as error:
+        raise ValueError(f"--push_to_hub: {error}") from error

@@ -97,7 +97,7 @@ def test_missing_config_file_lists_the_shipped_ones():
         (["--no-do_train", "--no-do_eval", "--no-do_predict"], ValueError, "Nothing to do"),
         (["--baseline", "most_frequent_answer", "--model_name_or_path", "t5-base"], ValueError, "uses no model"),
         (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], ValueError, "tiny model"),
-        (["--push_to_hub", "--hub_model_id", "not a repo id"], ValueError, "invalid Hub repo id"),
+        (["--push_to_hub", "--hub_model_id", "not a repo id"], ValueError, "Invalid Hub repo id"),
         (["--push_to_hub", "--no-do_train"], ValueError, "needs training"),
     ],
 )
@@ -109,7 +109,7 @@ def test_impossible_combinations_fail_before_any_work(argv, error, message):
 def test_push_without_a_token_fails_before_training(monkeypatch, tmp_path):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(ValueError, match="needs a Hub token"):
+    with pytest.raises(ValueError, match="No Hugging Face token"):
         parse_args(["--push_to_hub", "--hub_model_id", "org/fiber"])
 
 
