@@ -17,7 +17,7 @@ FUSION_DESCRIPTIONS = {
 def make_model_card(
     results: Mapping[str, float],
     *,
-    base_model: str,
+    base_model: str | None,
     dataset_name: str,
     fusion: str,
     hyperparameters: Mapping[str, Any],
@@ -32,7 +32,8 @@ def make_model_card(
         results: metric name to value as the training script reports them (`fiber_metric` scores
             are percentages, e.g. `{"exact_match": 56.2, "f1": 71.4}`); every numeric entry goes
             into the card's `model-index`, so the Hub shows it.
-        base_model: the checkpoint training started from (`"t5-base"`, a Hub id or a folder name).
+        base_model: the checkpoint training started from (`"t5-base"`, a Hub id or a folder name);
+            None for a model trained from scratch, which then has no `base_model` metadata.
         dataset_name: the dataset's Hub id (or local name) the results were computed on.
         fusion: the model's fusion, `"none"`, `"early"` or `"late"`.
         hyperparameters: the training settings to list (learning rate, batch size, epochs, ...).
@@ -65,6 +66,7 @@ def make_model_card(
     video = "one I3D feature per clip" if single_feature else "the clip's I3D features"
     fusion_line = FUSION_DESCRIPTIONS[fusion] + ("" if fusion == "none" else f", reading {video}")
     video_argument = "" if fusion == "none" else ", video_features=[features]"
+    origin = f"`{base_model}` fine-tuned" if base_model else "a T5 trained from scratch"
     evaluated_on = f"{split} split" + (f", {dataset_config} config" if dataset_config else "")
     tags = ["fiber", "video", "fill-in-the-blanks", "t5"] + ([] if fusion == "none" else ["i3d", f"{fusion}-fusion"])
     card_data = ModelCardData(
@@ -84,7 +86,7 @@ def make_model_card(
     body = f"""
 # {model_name}
 
-A FIBER model: `{base_model}` fine-tuned to fill the blank of a video caption on `{dataset_name}`.
+A FIBER model: {origin} to fill the blank of a video caption on `{dataset_name}`.
 Fusion: {fusion_line}.
 
 The input is the masked caption with its blank `_____` as `<extra_id_0>`; the model generates

@@ -49,8 +49,7 @@ logger = get_logger(__name__)
 MODEL_FOLDER = "model"
 NUM_FILLED_EXAMPLES = 3
 EVAL_SPLITS = {"validation": "do_eval", "test": "do_predict"}
-# What the model card names when there is no checkpoint or dataset name: the main job's.
-TINY_MODEL_NAME = "tiny-t5-from-scratch"
+# What the model card names as the dataset when none is given: the main job's.
 SAMPLE_DATASET_NAME = "fiberbench-bundled-sample"
 CARD_METRICS = ("exact_match", "f1", "exact_match_label_only", "f1_label_only", "map")
 # The settings the model card lists as the training hyperparameters.
@@ -205,7 +204,7 @@ def write_model_card(args, results: dict, fusion: str, folder: Path) -> None:
     scores = {key: results[split][key] for key in CARD_METRICS} if split else {}
     card = make_model_card(
         scores,
-        base_model=args.model_name_or_path or TINY_MODEL_NAME,
+        base_model=args.model_name_or_path,
         dataset_name=args.dataset_name or SAMPLE_DATASET_NAME,
         fusion=fusion,
         hyperparameters={key: getattr(args, key) for key in CARD_HYPERPARAMETERS}

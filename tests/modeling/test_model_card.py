@@ -39,3 +39,11 @@ def test_a_text_only_card_has_no_video_tags():
 def test_an_unknown_fusion_fails():
     with pytest.raises(ValueError, match="`fusion` must be one of"):
         make_model_card({}, base_model="t5-base", dataset_name="fiber", fusion="middle", hyperparameters={})
+
+
+def test_a_model_trained_from_scratch_has_no_base_model():
+    card = ModelCard(
+        make_model_card({"f1": 90.0}, base_model=None, dataset_name="fiber", fusion="early", hyperparameters={})
+    )
+    assert card.data.base_model is None
+    assert "trained from scratch" in card.text
