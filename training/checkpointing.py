@@ -49,10 +49,23 @@ class TrainingProgress:
 
 
 def save_checkpoint(accelerator, folder: Path, best_model_dir: Path) -> None:
-    """`accelerator.save_state` (model, optimizer, scheduler, RNG, sampler, progress) plus the best model so far."""
-    accelerator.save_state(str(folder))
+    """`accelerator.save_state` (model, optimizer, scheduler, RNG, sampler, progress) plus the best model so far.
+
+    Written atomically: every process saves into a hidden staging folder beside `folder`, which the
+    main process renames once all are done, so a run killed while saving leaves no folder that
+    `--resume_from_checkpoint` would take for a complete checkpoint.
+    """
+    staging = folder.with_name(f".{folder.name}.partial")
+    if accelerator.is_main_process:
+        shutil.rmtree(staging, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(staging))
     if accelerator.is_main_process and (best_model_dir / "config.json").is_file():
-        shutil.copytree(best_model_dir, folder / BEST_MODEL_IN_CHECKPOINT, dirs_exist_ok=True)
+        shutil.copytree(best_model_dir, staging / BEST_MODEL_IN_CHECKPOINT)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
     accelerator.wait_for_everyone()
 
 

@@ -1,8 +1,10 @@
 """Fixtures of the training tests: `accelerate launch training/train.py` in a subprocess, and the main job's outputs."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,29 +16,51 @@ TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
+def train_command(args: list, launch_args: list = ()) -> list[str]:
+    """`accelerate launch [launch_args] training/train.py args`, as an argv."""
+    return [sys.executable, "-m", "accelerate.commands.launch", *map(str, launch_args), str(TRAIN_SCRIPT), *map(str, args)]
+
+
+def train_env(env: dict | None = None) -> dict:
+    return {**os.environ, **OFFLINE, **(env or {})}
+
+
 def run_train(
     args: list, launch_args: list = (), env: dict | None = None, check: bool = True
 ) -> subprocess.CompletedProcess:
-    """`accelerate launch [launch_args] training/train.py args`, from the repository root; output captured."""
-    command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        *map(str, launch_args),
-        str(TRAIN_SCRIPT),
-        *map(str, args),
-    ]
+    """Run the training script to its end, from the repository root; output captured."""
+    command = train_command(args, launch_args)
     result = subprocess.run(
-        command,
-        cwd=TRAIN_SCRIPT.parents[1],
-        env={**os.environ, **OFFLINE, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=600,
+        command, cwd=TRAIN_SCRIPT.parents[1], env=train_env(env), capture_output=True, text=True, timeout=600
     )
     if check and result.returncode != 0:
         pytest.fail(f"{' '.join(command)} exited with {result.returncode}\n--- stderr ---\n{result.stderr[-8000:]}")
     return result
+
+
+def kill_train_after(args: list, checkpoint: Path, timeout: float = 300) -> None:
+    """Start the training script and SIGKILL it, launcher and workers, as soon as `checkpoint` exists."""
+    process = subprocess.Popen(
+        train_command(args),
+        cwd=TRAIN_SCRIPT.parents[1],
+        env=train_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    if not checkpoint.exists():
+        pytest.fail(f"The training run never wrote {checkpoint} (exit code {process.returncode}).")
+
+
+@pytest.fixture(scope="session")
+def launch_and_kill():
+    """`kill_train_after`: start the training script and kill it once a checkpoint exists."""
+    return kill_train_after
 
 
 @pytest.fixture(scope="session")

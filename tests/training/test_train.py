@@ -141,20 +141,22 @@ def test_two_processes_evaluate_like_one(launch, main_job, tmp_path):
     ]
 
 
-def test_resumed_run_equals_uninterrupted_run(launch, tmp_path):
+def test_killed_and_resumed_run_equals_uninterrupted_run(launch, launch_and_kill, tmp_path):
     # 25 steps per epoch: step 30 is in the middle of the second epoch, after a best model exists;
     # the resumed run then writes step 45 again, from weights it trained itself.
     settings = ["--num_train_epochs", 2, "--checkpointing_steps", 15]
-    uninterrupted, resumed = tmp_path / "uninterrupted", tmp_path / "resumed"
+    uninterrupted, killed = tmp_path / "uninterrupted", tmp_path / "killed"
     launch([*settings, "--output_dir", uninterrupted])
-    result = launch([*settings, "--output_dir", resumed, "--resume_from_checkpoint", uninterrupted / "step_30"])
+    launch_and_kill([*settings, "--output_dir", killed], killed / "step_30")
+    assert not (killed / PREDICTIONS_FILE).exists(), "the run finished before it was killed"
+    result = launch([*settings, "--output_dir", killed, "--resume_from_checkpoint", killed / "step_30"])
     assert "Resuming from" in result.stderr
-    assert not (resumed / "step_15").exists()
-    assert_same_weights(uninterrupted / "step_45", resumed / "step_45")
-    assert_same_weights(uninterrupted / "model", resumed / "model")
-    results, resumed_results = read_outputs(uninterrupted)[0], read_outputs(resumed)[0]
+    assert_same_weights(uninterrupted / "step_45", killed / "step_45")
+    assert_same_weights(uninterrupted / "model", killed / "model")
+    results, resumed_results = read_outputs(uninterrupted)[0], read_outputs(killed)[0]
     assert_same_metrics(results, resumed_results)
     assert results["training"]["epochs"] == resumed_results["training"]["epochs"]
+    assert not list(killed.glob(".*.partial")), "a staging folder was left behind"
 
 
 def test_most_frequent_answer_baseline_writes_outputs(launch, tmp_path):
