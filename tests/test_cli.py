@@ -1,0 +1,33 @@
+"""The `fiberbench` command line: help on every level, flags spelled as the Hugging Face scripts spell them."""
+
+import re
+import subprocess
+
+import pytest
+
+from fiberbench.cli import COMMANDS, main
+
+
+def test_top_level_help_lists_every_subcommand():
+    result = subprocess.run(["fiberbench", "--help"], check=True, capture_output=True, text=True)
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_subcommand_has_help_with_underscored_flags(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    help_text = capsys.readouterr().out
+    assert help_text.startswith(f"usage: fiberbench {command}")
+    flags = set(re.findall(r"--[a-z][a-z0-9_-]*", help_text))
+    assert flags, f"{command} has no flags"
+    assert not [flag for flag in flags if "-" in flag[2:]], f"{command}: flags must use underscores"
+
+
+def test_an_unknown_subcommand_is_an_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
