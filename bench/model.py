@@ -253,5 +253,6 @@ def main() -> None:
               f"{(generation + every_beam['seconds']) / total:.2f}x end to end, "
               f"{every_beam['seconds'] / choice['seconds']:.1f}x choice |")
 
+
 if __name__ == "__main__":
     main()

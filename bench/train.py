@@ -4,8 +4,7 @@
     python bench/train.py --device cuda --setups t5_base      # a GPU: the paper's setup (T5-base, batch 64, bf16)
 
 Each setup runs in its own process started by `accelerate launch`, so its peak memory is its own
-and its threads are set as in training. Times are medians over
-batches. The loader is timed alone
+and its threads are set as in training. Times are medians over batches. The loader is timed alone
 (reading and collating batches of the bundled sample's i3d config) and the step alone (forward,
 backward and Adam on batches already in memory, through Accelerate as in training/train.py);
 the loader must be at least 5x faster than the step so that it never starves it.
@@ -35,12 +34,10 @@ from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.inputs import make_dataloader
 
 T5_VOCAB_SIZE = 32128
-# Model shapes (FiberT5Config fields, as --config_overrides spells them), batch size, fusion.
+SAMPLE_DEMO = read_config(SAMPLE_DEMO_CONFIG)
+# Model shape (FiberT5Config fields, as --config_overrides spells them) and batch size; every setup is early fusion.
 SETUPS = {
-    "sample_demo": (
-        read_config(SAMPLE_DEMO_CONFIG)["config_overrides"],
-        read_config(SAMPLE_DEMO_CONFIG)["per_device_train_batch_size"],
-    ),
+    "sample_demo": (SAMPLE_DEMO["config_overrides"], SAMPLE_DEMO["per_device_train_batch_size"]),
     "t5_small": (
         f"d_model=512,d_ff=2048,d_kv=64,num_heads=8,num_layers=6,num_decoder_layers=6,vocab_size={T5_VOCAB_SIZE}",
         16,

@@ -14,7 +14,7 @@ from .configuration_fiber_t5 import FUSIONS, FiberT5Config, build_tiny_config
 from .modeling_fiber_t5 import FiberT5ForConditionalGeneration
 from .processing_fiber import FiberProcessor
 
-# A T5-style tokenizer trained on the bundled sample's captions (made by tokenizer/make_tokenizer.py).
+# A T5-style tokenizer trained on the bundled sample's captions (made by make_sample_tokenizer.py).
 SAMPLE_TOKENIZER_PATH = Path(__file__).parent / "tokenizer"
 
 AutoConfig.register(FiberT5Config.model_type, FiberT5Config, exist_ok=True)

@@ -13,11 +13,12 @@ import yaml
 from transformers import SchedulerType
 
 from fiberbench.hub import HubPushError, check_can_push
+from fiberbench.modeling import FUSIONS
+from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
-FUSIONS = ("none", "early", "late")
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
 
@@ -147,7 +148,7 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     )
     evaluation.add_argument(
         "--spacy_pipeline",
-        default="en_core_web_trf",
+        default=DEFAULT_PIPELINE,
         help="spaCy pipeline of the noun-phrase check (falls back with a warning to an installed English one).",
     )
 

@@ -41,9 +41,11 @@ class TrainingProgress:
         return mean
 
     def state_dict(self) -> dict:
+        """What `accelerator.save_state` pickles; `loss_sum` may be a device tensor, saved as a float."""
         return {**dataclasses.asdict(self), "loss_sum": float(self.loss_sum)}
 
     def load_state_dict(self, state: dict) -> None:
+        """Called by `accelerator.load_state`: put back every field of `state_dict`."""
         for field in dataclasses.fields(self):
             setattr(self, field.name, state[field.name])
 

@@ -69,7 +69,7 @@ def format_results_table(title: str, splits: dict[str, dict]) -> str:
         for split, metrics in splits.items()
     ]
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
-    lines = [f"{title}", "| " + " | ".join(cell.ljust(width) for cell, width in zip(header, widths)) + " |"]
+    lines = [title, "| " + " | ".join(cell.ljust(width) for cell, width in zip(header, widths)) + " |"]
     lines.append("|" + "|".join("-" * (width + 2) for width in widths) + "|")
     lines += ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in rows]
     return "\n".join(lines)
