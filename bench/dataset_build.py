@@ -46,7 +46,7 @@ def run_child(code: str, *args: str) -> dict:
 
 
 def split_sizes(num_clips: int) -> dict[str, int]:
-    """80/10/10 train/val/test, like the generator's splits."""
+    """`num_clips` split 80/10/10 into train/val/test."""
     held_out = num_clips // 10
     return {"train": num_clips - 2 * held_out, "val": held_out, "test": held_out}
 
@@ -69,7 +69,7 @@ def read_batched(folder: Path, batch_size: int, cache_dir: Path, via_numpy: bool
 
 
 def read_npy_files(data_dir: Path) -> tuple[int, float]:
-    """Rows/s loading the same clips with one `np.load` per file, each made a torch tensor."""
+    """Rows and seconds loading the same clips with one `np.load` per file, each made a torch tensor."""
     records = json.loads((data_dir / "train.json").read_text())
     paths = [
         data_dir / "i3d" / feature_file_name(r["video_id"], r["video_start_time"], r["video_end_time"]) for r in records
@@ -93,7 +93,8 @@ def main() -> None:
             data_dir, output_dir = Path(work) / f"data-{num_clips}", Path(work) / f"fiber-{num_clips}"
             make_sample(data_dir, clips_per_split=split_sizes(num_clips), frame_range=(32, 32))
             build = run_child(BUILD_IN_CHILD, str(data_dir), str(output_dir))
-            assert build["exit_code"] == 0, build
+            if build["exit_code"] != 0:
+                raise SystemExit(f"build-dataset failed on {num_clips:,} clips: {build}")
             builds.append((num_clips, build))
             cache_dir = Path(work) / "cache"
             reads.append(

@@ -25,9 +25,12 @@ PAPER_TABLE_2 = {
 def agreement_of_file(path: Path) -> dict:
     """`human_agreement` of the records of a release-format file (label and additional_answers)."""
     records = read_records_with_fields(path, ("label", "additional_answers"))
-    return human_agreement(
-        [record["label"] for record in records], [record["additional_answers"] for record in records]
-    )
+    try:
+        return human_agreement(
+            [record["label"] for record in records], [record["additional_answers"] for record in records]
+        )
+    except ValueError as error:  # the metric names the field and the record's index, not the file
+        raise ValueError(f"{path}: {error}") from error
 
 
 def agreement_table(results: dict) -> str:

@@ -41,7 +41,8 @@ def push_folder(
     """Create `repo_id` if needed and upload every file of `folder` to it in a single commit.
 
     Args:
-        folder: the local folder; its layout is kept in the repo (``__pycache__`` and ``.git`` are skipped).
+        folder: the local folder; its layout is kept in the repo (leftovers such as ``__pycache__``,
+            ``.git`` and ``*.pyc`` are skipped).
         repo_id: ``"namespace/name"`` (or ``"name"`` for the token owner's namespace).
         repo_type: ``"model"``, ``"dataset"`` or ``"space"`` (a Gradio Space).
         token: a Hub token; defaults to ``HF_TOKEN`` or the token saved by ``hf auth login``.

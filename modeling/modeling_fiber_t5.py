@@ -227,6 +227,11 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
                 video_attention_mask=video_attention_mask,
                 inputs_embeds=inputs_embeds,
             )
+        elif not isinstance(encoder_outputs, FiberT5EncoderOutput):
+            raise ValueError(
+                "`encoder_outputs` must be what `model.encoder(...)` returns, a FiberT5EncoderOutput: its "
+                f"attention_mask masks the joint text and video sequence. Got {type(encoder_outputs).__name__}."
+            )
         return super().forward(
             attention_mask=encoder_outputs.attention_mask, encoder_outputs=encoder_outputs, **kwargs
         )

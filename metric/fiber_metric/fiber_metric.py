@@ -13,6 +13,8 @@ divided by zero in the first case.)
 import math
 import re
 import string
+from collections.abc import Callable
+from typing import NamedTuple
 
 import datasets
 import evaluate
@@ -413,11 +415,20 @@ def human_agreement(labels, additional_answers):
     return results
 
 
-# Each config: its input features (in the order its check takes them), the check run on every
-# batch before `evaluate` stores it (its features would silently turn a non-string item after the
-# first into a string), and the scorer.
+class _Config(NamedTuple):
+    """One config of the metric.
+
+    `check` runs on every batch before `evaluate` stores it (the features would silently turn a
+    non-string item after the first into a string); it takes the inputs in the order of `features`.
+    """
+
+    features: datasets.Features
+    check: Callable
+    score: Callable
+
+
 _CONFIGS = {
-    "default": (
+    "default": _Config(
         datasets.Features(
             {
                 # Nested references only: with a flat option listed first, `evaluate` silently stores
@@ -429,7 +440,7 @@ _CONFIGS = {
         _check_predictions,
         score_predictions,
     ),
-    "human_agreement": (
+    "human_agreement": _Config(
         datasets.Features(
             {
                 "labels": datasets.Value("string"),
@@ -451,7 +462,7 @@ class FiberMetric(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=_CONFIGS[self.config_name][0],
+            features=_CONFIGS[self.config_name].features,
             homepage="https://lit.eecs.umich.edu/fiber/",
             reference_urls=["https://arxiv.org/abs/2210.05038"],  # FIRE: Correct@K and MAP
         )
@@ -460,7 +471,7 @@ class FiberMetric(evaluate.Metric):
         """Checks a batch (an error names the index within it), then stores it."""
         names = list(self.features)
         try:
-            checked = _CONFIGS[self.config_name][1](*(batch.get(name) for name in names))
+            checked = _CONFIGS[self.config_name].check(*(batch.get(name) for name in names))
         except ValueError as error:
             if not len(self):
                 raise
@@ -473,4 +484,4 @@ class FiberMetric(evaluate.Metric):
         self.add_batch(**{name: [example.get(name)] for name in self.features})
 
     def _compute(self, **inputs):
-        return _CONFIGS[self.config_name][2](**inputs)
+        return _CONFIGS[self.config_name].score(**inputs)

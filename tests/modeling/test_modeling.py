@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
+from transformers.modeling_outputs import BaseModelOutput
 
 from fiberbench.modeling import FUSIONS, FiberT5Config, FiberT5ForConditionalGeneration
 
@@ -219,3 +220,10 @@ def test_trust_remote_code_in_a_fresh_process(tmp_path, make_model, processor, s
         processor, captions, video_features=videos, only_noun_phrases=False, return_candidates=True
     )
     assert remote["filled"] == [[answer, candidates] for answer, candidates in filled]
+
+
+def test_encoder_outputs_without_the_joint_mask_are_refused(make_model):
+    model = make_model("early")
+    hidden = torch.zeros(1, 3, model.config.d_model)
+    with pytest.raises(ValueError, match="FiberT5EncoderOutput"):
+        model(encoder_outputs=BaseModelOutput(last_hidden_state=hidden), decoder_input_ids=torch.zeros(1, 1, dtype=torch.long))
