@@ -26,14 +26,13 @@ logger = datasets.logging.get_logger(__name__)
 
 _CITATION = """\
 @inproceedings{castro-etal-2022-fiber,
-    title = "{FIBER}: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
+    title = "{FIB}er: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
     author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
-      Liu, Nan and Stroud, Jonathan and Mihalcea, Rada",
+      Liu, Nan and Stroud, Jonathan C. and Mihalcea, Rada",
     booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics
       (Volume 1: Long Papers)",
     year = "2022",
     publisher = "Association for Computational Linguistics",
-    url = "https://aclanthology.org/2022.acl-long.209",
 }
 """
 

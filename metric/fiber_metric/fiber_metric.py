@@ -25,7 +25,8 @@ _CITATION = """\
     title = "{FIB}er: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
     author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
       Liu, Nan and Stroud, Jonathan C. and Mihalcea, Rada",
-    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics",
+    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics
+      (Volume 1: Long Papers)",
     year = "2022",
     publisher = "Association for Computational Linguistics",
 }
