@@ -11,7 +11,8 @@ from pathlib import Path
 
 from fiberbench.metric import human_agreement
 
-from .json_records import atomic_output, read_records_with_fields
+from .fiber.validation import InvalidRecordError, read_release_records
+from .json_records import atomic_output
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,12 @@ PAPER_TABLE_2 = {
 
 def agreement_of_file(path: Path) -> dict:
     """`human_agreement` of the records of a release-format file (label and additional_answers)."""
-    records = read_records_with_fields(path, ("label", "additional_answers"))
+    records = read_release_records(path)
+    for index, record in enumerate(records):
+        if not record["additional_answers"]:
+            raise InvalidRecordError(
+                str(path), index, "additional_answers", "missing or empty: agreement needs annotators' answers"
+            )
     try:
         return human_agreement(
             [record["label"] for record in records], [record["additional_answers"] for record in records]

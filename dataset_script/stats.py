@@ -19,7 +19,8 @@ from spacy.language import Language
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, answer_spans, is_noun_phrase_span, load_spacy_pipeline
 
-from .json_records import atomic_output, read_records_with_fields
+from .fiber.validation import read_release_records
+from .json_records import atomic_output
 
 logger = logging.getLogger(__name__)
 
@@ -83,13 +84,13 @@ def answer_statistics(answers: list[str], spans: list) -> dict:
 
 
 def compute_stats(records: list[dict], nlp: Language, batch_size: int = 256) -> dict:
-    """All statistics of release-format records (`additional_answers` may be missing, as in train)."""
+    """All statistics of validated release-format records (`additional_answers` is [] in train)."""
     groups = {
         "labels": [(record["masked_caption"], record["label"]) for record in records],
         "annotations": [
             (record["masked_caption"], answer)
             for record in records
-            for annotator_answers in record.get("additional_answers", [])
+            for annotator_answers in record["additional_answers"]
             for answer in annotator_answers
         ],
     }
@@ -202,7 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    records = read_records_with_fields(args.file, ("masked_caption", "label"))
+    records = read_release_records(args.file)
     stats = compute_stats(records, load_spacy_pipeline(args.spacy_model), args.batch_size)
     outputs = {"stats.json": json.dumps(stats, indent=2) + "\n", "stats.md": stats_markdown(stats, args.file.name)}
     for name, text in outputs.items():

