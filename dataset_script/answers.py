@@ -201,12 +201,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def check_unique_clips(files: dict[Path, list[dict]]) -> None:
+    """Answers are matched to clips by ids and times, so a clip in two places is an error naming both."""
+    first_seen: dict[ClipKey, tuple[Path, int]] = {}
+    for path, records in files.items():
+        for index, record in enumerate(records):
+            first_path, first_index = first_seen.setdefault(clip_key(record), (path, index))
+            if (first_path, first_index) != (path, index):
+                raise ValueError(
+                    f"{path}: record {index}: clip {clip_key(record)} is also record {first_index} of {first_path}"
+                )
+
+
 def run(args: argparse.Namespace) -> int:
     fields = ("video_id", "video_start_time", "video_end_time", "masked_caption")
     files = {path: read_records_with_fields(path, fields) for path in args.blanked_files}
     outputs = [args.output_dir / path.name for path in files]
     if len(set(outputs)) != len(outputs):
         raise ValueError(f"--blanked_files must have different names, got {[str(path) for path in files]}")
+    check_unique_clips(files)
     submissions = (submission for path in args.answers_files for submission in read_submissions(path))
     nlp = None if args.keep_non_noun_phrases else load_spacy_pipeline(args.spacy_model)
     all_records = [record for records in files.values() for record in records]

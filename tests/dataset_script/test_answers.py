@@ -183,3 +183,12 @@ def test_bad_inputs_are_named(tmp_path, blanked):
     blanked[0].write_text(json.dumps([{"video_id": "x", "video_start_time": 0, "video_end_time": 10}]))
     with pytest.raises(ValueError, match=r"val.json: record 0: field 'masked_caption' is missing"):
         merge(blanked, [answers_csv], tmp_path / "out")
+
+
+def test_a_clip_in_two_blanked_files_is_named_in_both(tmp_path, blanked):
+    answers_csv = tmp_path / "answers.csv"
+    write_fiber_csv(answers_csv, ROWS)
+    blanked[1].write_text(json.dumps(TEST + [VAL[0]]))
+    with pytest.raises(ValueError, match=rf"test.json: record {len(TEST)}: clip .* is also record 0 of .*val.json"):
+        merge(blanked, [answers_csv], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
