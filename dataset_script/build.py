@@ -201,6 +201,9 @@ def build_dataset(
         for config in configs:
             builder = _prepare(config, sources, work_dir, skip_invalid, max_shard_size)
             shards[config] = _move_shards(builder, work_dir / "prepared" / config, dataset_dir / config)
+            # On the Hub, `download_size` is what a user downloads: this config's Parquet files, not
+            # the release files the builder read.
+            builder.info.download_size = sum(path.stat().st_size for paths in shards[config].values() for path in paths)
             infos[config] = builder.info
             data_files[config] = {split: f"{config}/{split}-*.parquet" for split in builder.info.splits}
             invalid_records[config] = builder.invalid_records

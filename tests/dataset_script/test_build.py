@@ -105,6 +105,8 @@ def test_card_yaml_is_valid_and_matches_the_data(built_sample):
     for info in header["dataset_info"]:
         sizes = {split["name"]: split["num_examples"] for split in info["splits"]}
         assert sizes == {split: len(split_records) for split, split_records in records.items()}
+        parquet_bytes = sum(path.stat().st_size for path in (built_sample / info["config_name"]).glob("*.parquet"))
+        assert info["download_size"] == parquet_bytes
     i3d_features = next(info["features"] for info in header["dataset_info"] if info["config_name"] == "i3d")
     array2d = {"array2_d": {"shape": [None, 1024], "dtype": "float32"}}
     assert {"name": "video_features", "dtype": array2d} in i3d_features
