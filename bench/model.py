@@ -22,6 +22,7 @@ from spacy.language import Language
 from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
 from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import feature_file_name
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -129,7 +130,7 @@ def bench_training(args, tokenizer, device: torch.device) -> dict[str, float]:
 def sample_split(split: str) -> tuple[list[dict], list[np.ndarray]]:
     """The records of a split of the bundled sample and each clip's (frames, 1024) features."""
     records = json.loads((SAMPLE_DIR / f"{split}.json").read_text(encoding="utf-8"))
-    names = [f"{r['video_id']}_{r['video_start_time']:06d}_{r['video_end_time']:06d}.npy" for r in records]
+    names = [feature_file_name(r["video_id"], r["video_start_time"], r["video_end_time"]) for r in records]
     return records, [np.load(SAMPLE_DIR / "i3d" / name)[0] for name in names]
 
 
@@ -194,7 +195,7 @@ def bench_decoding(args, tokenizer, device: torch.device) -> dict:
         ),
     )
     candidates = [ranked for _, ranked in filled]
-    nlp = load_spacy_pipeline(args.spacy_pipeline)
+    nlp = load_spacy_pipeline(args.spacy_model)
     nlp.add_pipe("fiber_bench_parse_counter", first=True)
     choices = {}
     for name, choose in (("lazy", choose_noun_phrases), ("every beam", choose_after_parsing_every_beam)):
@@ -217,7 +218,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed training steps per run")
     parser.add_argument("--repeats", type=int, default=5, help="runs per measurement; the best is kept")
     parser.add_argument("--train_steps", type=int, default=150, help="sample training before the decoding bench")
-    parser.add_argument("--spacy_pipeline", default=DEFAULT_PIPELINE)
+    parser.add_argument("--spacy_model", default=DEFAULT_PIPELINE)
     args = parser.parse_args()
     device = torch.device(args.device)
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)

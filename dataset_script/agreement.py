@@ -5,14 +5,13 @@ as one more annotator); this command reads the file, prints the table and can sa
 """
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
+from fiberbench.files import write_json
 from fiberbench.metric import human_agreement
 
 from .fiber.validation import InvalidRecordError, read_release_records
-from .json_records import atomic_output
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
     results = agreement_of_file(args.file)
     print(agreement_table(results))
     if args.output_file:
-        with atomic_output(args.output_file) as temporary:
-            temporary.write_text(json.dumps(results, indent=2) + "\n")
+        write_json(args.output_file, results)
         logger.info("Wrote %s", args.output_file)
     return 0

@@ -23,7 +23,8 @@ from pathlib import Path
 from spacy.language import Language
 from tqdm.auto import tqdm
 
-from fiberbench.modeling.noun_phrases import BLANK, DEFAULT_PIPELINE, load_spacy_pipeline, parse_texts
+from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline, parse_texts
+from fiberbench.modeling.processing_fiber import BLANK
 
 from .json_records import read_json_records, write_json_records
 

@@ -9,16 +9,17 @@ import argparse
 import logging
 import os
 import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
 
+from fiberbench.errors import UsageError
+from fiberbench.files import atomic_folder, check_outputs_apart
 from fiberbench.hub import HubPushError, check_can_push, push_folder
 
-from .fiber.card import make_dataset_card
+from .fiber.card import make_dataset_card, read_build_info
 from .fiber.fiber import (
     CATEGORY_FILES,
     I3D_WRITER_BATCH_SIZE,
@@ -144,20 +145,37 @@ def _move_shards(builder: Fiber, prepared_dir: Path, config_dir: Path) -> dict[s
     return shards
 
 
-def _publish(dataset_dir: Path, output_dir: Path, work_dir: Path, overwrite: bool) -> None:
-    """Rename the finished folder into place, so that `output_dir` is either absent or complete.
+class OutputExistsError(UsageError, FileExistsError):
+    """The output folder exists and may not be replaced."""
 
-    With `overwrite`, the old folder is moved aside first and put back if the rename fails.
+
+def check_output_dir(output_dir: Path, sources: Sources, overwrite: bool) -> None:
+    """Refuse, before any work, an output folder whose writing would destroy something.
+
+    Never an input (or a folder holding one), the current directory or a folder above it, or the
+    home directory. An existing folder is replaced only with `overwrite`, and only when it is a
+    dataset that `build-dataset` wrote (its card carries the build marker); anything else may hold
+    a user's files.
     """
-    previous = work_dir / "previous"
-    if overwrite and output_dir.exists():
-        os.replace(output_dir, previous)
-    try:
-        os.replace(dataset_dir, output_dir)
-    except OSError as error:  # a non-empty folder appeared there meanwhile
-        if previous.exists():
-            os.replace(previous, output_dir)
-        raise FileExistsError(f"{output_dir} already exists") from error
+    local_inputs = [
+        path
+        for path in (*sources.split_files.values(), *sources.category_files.values(), sources.features_dir)
+        if path is not None and not str(path).startswith(("http://", "https://"))
+    ]
+    check_outputs_apart({"--output_dir": output_dir}, local_inputs)
+    resolved = output_dir.resolve()
+    for name, protected in (("the current directory", Path.cwd().resolve()), ("the home directory", Path.home().resolve())):
+        if resolved == protected or resolved in protected.parents:
+            raise UsageError(f"--output_dir {output_dir} is {name} or a folder above it: choose a new folder")
+    if not output_dir.exists():
+        return
+    if not overwrite:
+        raise OutputExistsError(f"{output_dir} already exists (pass --overwrite_output_dir to replace it)")
+    if read_build_info(output_dir) is None:
+        raise OutputExistsError(
+            f"{output_dir} exists and is not a dataset written by build-dataset (no build marker in its "
+            "README.md): --overwrite_output_dir replaces only such folders; remove it yourself or choose another"
+        )
 
 
 def build_dataset(
@@ -173,29 +191,31 @@ def build_dataset(
 
     The `text` config is always built, the `i3d` config when `sources` has a features folder. All
     work happens in a hidden folder beside `output_dir` that is renamed into place at the end and
-    removed on any failure: a failed build leaves nothing at `output_dir`.
+    removed on any failure (`fiberbench.files.atomic_folder`): a failed build leaves nothing at
+    `output_dir`, and of two builds into the same folder at once one wins whole, the other fails.
 
     Args:
         sources: a `Sources`, or a local folder / base URL (see `Sources.from_location`).
         output_dir: the folder to write; it must not exist unless `overwrite`.
         skip_invalid: skip invalid records (counted in the result and the card) instead of failing.
         max_shard_size: the largest Parquet shard, before compression (e.g. "500MB").
-        overwrite: replace an existing `output_dir` (only once the new one is complete).
+        overwrite: replace an existing `output_dir` that an earlier build wrote (only once the new
+            one is complete); see `check_output_dir` for what is never written.
         repo_id: the Hub repository it is meant for, named in the card's usage example.
 
     Raises:
         InvalidRecordError: a record is invalid (naming the file, record index and field).
-        FileExistsError: `output_dir` exists and `overwrite` is not set.
+        UsageError: `output_dir` may not be written (see `check_output_dir`).
+        FileExistsError: another build published `output_dir` first.
     """
     if not isinstance(sources, Sources):
         sources = Sources.from_location(sources)
-    output_dir = Path(output_dir).absolute()
-    if output_dir.exists() and not overwrite:
-        raise FileExistsError(f"{output_dir} already exists (pass --overwrite_output_dir to replace it)")
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    work_dir = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.incomplete-", dir=output_dir.parent))
-    try:
-        dataset_dir = work_dir / "dataset"
+    output_dir = Path(output_dir).expanduser().absolute()
+    check_output_dir(output_dir, sources, overwrite)
+    with atomic_folder(output_dir, replace=overwrite) as dataset_dir:
+        # The builder's cache and prepared files, inside the staging folder so that a killed build
+        # leaves one thing behind, which the next build of `output_dir` removes.
+        work_dir = dataset_dir / ".build"
         configs = ["text", "i3d"] if sources.features_dir else ["text"]
         infos, data_files, shards, invalid_records = {}, {}, {}, {}
         for config in configs:
@@ -217,9 +237,7 @@ def build_dataset(
             repo_hint=repo_id or output_dir.name,
         )
         card.save(dataset_dir / "README.md")
-        _publish(dataset_dir, output_dir, work_dir, overwrite)
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+        shutil.rmtree(work_dir)
     num_examples = {
         config: {split: split_info.num_examples for split, split_info in info.splits.items()}
         for config, info in infos.items()
@@ -281,11 +299,11 @@ def _log_summary(result: BuildResult) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build, report, and push when asked; 1 (with the reason logged) when the data or the push fails."""
+    """Build, report, and push when asked; errors are one line (see `fiberbench.errors`)."""
+    if args.push_to_hub:
+        # A wrong repo id or a missing login fails now, not after the build.
+        check_can_push(args.push_to_hub)
     try:
-        if args.push_to_hub:
-            # A wrong repo id or a missing login fails now, not after the build.
-            check_can_push(args.push_to_hub)
         result = build_dataset(
             _sources_from_args(args),
             args.output_dir,
@@ -295,11 +313,7 @@ def run(args: argparse.Namespace) -> int:
             repo_id=args.push_to_hub,
         )
     except InvalidRecordError as error:
-        logger.error("%s (pass --skip_invalid to skip invalid records)", error)
-        return 1
-    except (FileExistsError, FileNotFoundError, ConnectionError, HubPushError) as error:
-        logger.error("%s", error)
-        return 1
+        raise InvalidRecordError(error.file, error.index, error.field, f"{error.problem} (pass --skip_invalid to skip invalid records)") from None
     _log_summary(result)
     if args.push_to_hub:
         try:
@@ -311,7 +325,6 @@ def run(args: argparse.Namespace) -> int:
                 commit_message="Upload FIBER built with `fiberbench build-dataset`",
             )
         except HubPushError as error:
-            logger.error("Built %s, but the push failed: %s", result.output_dir, error)
-            return 1
+            raise HubPushError(f"Built {result.output_dir}, but the push failed: {error}") from error
         logger.info("Pushed to %s", url)
     return 0

@@ -2,15 +2,15 @@
 
 VaTeX-style caption files are single JSON arrays; reading them with `json.load` needs the whole
 corpus in memory. `read_json_records` decodes one object at a time from a bounded buffer, and
-`write_json_records` writes one record per line as they come. Every output goes through
-`atomic_output`: a half-written file never takes the place of a good one.
+`write_json_records` writes one record per line as they come, atomically (`fiberbench.files`).
 """
 
-import contextlib
 import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from fiberbench.files import atomic_path
 
 _CHUNK_CHARS = 1 << 16
 _DECODER = json.JSONDecoder()
@@ -111,19 +111,6 @@ def read_records_with_fields(path: str | os.PathLike, fields: Iterable[str]) -> 
     return records
 
 
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike) -> Iterator[Path]:
-    """A temporary path beside `path` (same suffix) that replaces `path` when the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{os.getpid()}.{path.name}")
-    try:
-        yield temporary
-        os.replace(temporary, path)
-    finally:
-        temporary.unlink(missing_ok=True)
-
-
 def write_json_records(path: str | os.PathLike, records: Iterable[dict]) -> int:
     """Write `records` as a JSON array (JSON Lines when `path` ends in .jsonl), atomically.
 
@@ -132,7 +119,7 @@ def write_json_records(path: str | os.PathLike, records: Iterable[dict]) -> int:
     """
     opening, separator, closing = ("", "\n", "\n") if Path(path).suffix == ".jsonl" else ("[\n", ",\n", "\n]\n")
     count = 0
-    with atomic_output(path) as temporary, temporary.open("w", encoding="utf-8") as file:
+    with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8") as file:
         file.write(opening)
         for count, record in enumerate(records, start=1):
             file.write((separator if count > 1 else "") + json.dumps(record))

@@ -8,7 +8,6 @@ distribution (Fig. 7). Written as JSON and Markdown, and as PNG charts when matp
 """
 
 import argparse
-import json
 import logging
 import statistics
 from collections import Counter
@@ -16,11 +15,11 @@ from pathlib import Path
 
 from spacy.language import Language
 
+from fiberbench.files import atomic_path, write_json, write_text
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, answer_spans, is_noun_phrase_span, load_spacy_pipeline
 
 from .fiber.validation import read_release_records
-from .json_records import atomic_output
 
 logger = logging.getLogger(__name__)
 
@@ -189,7 +188,7 @@ def write_charts(stats: dict, output_dir: Path) -> list[Path]:
             ax.set_title(f"{title}: {group_title}")
             ax.set_xlabel(f"% of {stats[group]['num_answers']} answers")
         path = output_dir / f"{key}.png"
-        with atomic_output(path) as temporary:
+        with atomic_path(path) as temporary:
             figure.savefig(temporary, dpi=120)
         paths.append(path)
     return paths
@@ -205,10 +204,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     records = read_release_records(args.file)
     stats = compute_stats(records, load_spacy_pipeline(args.spacy_model), args.batch_size)
-    outputs = {"stats.json": json.dumps(stats, indent=2) + "\n", "stats.md": stats_markdown(stats, args.file.name)}
-    for name, text in outputs.items():
-        with atomic_output(args.output_dir / name) as temporary:
-            temporary.write_text(text, encoding="utf-8")
-    written = [args.output_dir / name for name in outputs] + write_charts(stats, args.output_dir)
+    write_json(args.output_dir / "stats.json", stats)
+    write_text(args.output_dir / "stats.md", stats_markdown(stats, args.file.name))
+    written = [args.output_dir / name for name in ("stats.json", "stats.md")] + write_charts(stats, args.output_dir)
     logger.info("Wrote %s", ", ".join(map(str, written)))
     return 0

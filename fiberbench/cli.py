@@ -1,11 +1,15 @@
-"""The `fiberbench` command line: one subcommand per data, scoring and building task."""
+"""The `fiberbench` command line: one subcommand per data, scoring, prediction and sharing job."""
 
 import argparse
 import importlib
 import logging
 import sys
 
-# Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`.
+from .errors import run_reporting_errors
+
+# Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`, and
+# imports its heavy libraries (torch, transformers, datasets, spaCy) inside functions, so that
+# `fiberbench COMMAND --help` answers at once (bench/cli.py measures it).
 COMMANDS = {
     "build-dataset": (
         "fiberbench.data.build",
@@ -27,14 +31,23 @@ COMMANDS = {
         "fiberbench.data.stats",
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
+    "push-metric": (
+        "fiberbench.metric.push",
+        "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",
+    ),
 }
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
-    """The parser; only the subcommand named in `argv` is imported, so `--help` stays fast."""
+    """The parser; only the subcommand named in `argv` is imported."""
     parser = argparse.ArgumentParser(
         prog="fiberbench",
         description="FIBER, the video fill-in-the-blanks benchmark: data, scoring and tools.",
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="Show the traceback of a user error (also: FIBERBENCH_DEBUG=1); by default it is one line.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
@@ -47,10 +60,11 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run `fiberbench ARGV`; returns the exit status (0, 1 for a data error, 2 for a usage error)."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return args.run(args) or 0
+    return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ from huggingface_hub import CommitOperationAdd, HfApi, get_token
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
+from .errors import FiberbenchError
+
 logger = logging.getLogger(__name__)
 
 REPO_TYPES = ("model", "dataset", "space")
@@ -26,7 +28,7 @@ IGNORED_PARTS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints"})
 IGNORED_SUFFIXES = frozenset({".pyc", ".pyo"})
 
 
-class HubPushError(RuntimeError):
+class HubPushError(FiberbenchError, RuntimeError):
     """A push that did not complete: bad repo id, no token, or the Hub refused or could not be reached."""
 
 

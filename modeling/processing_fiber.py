@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from transformers import BatchFeature, ProcessorMixin
 
+# The blank of a masked caption, as the release writes it; every part of the package uses this one.
 BLANK = "_____"
 BLANK_TOKEN = "<extra_id_0>"
 ANSWER_END_TOKEN = "<extra_id_1>"

@@ -22,3 +22,22 @@ def built_sample(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("built_sample") / "fiber"
     assert main(["build-dataset", "--output_dir", str(output_dir), "--max_shard_size", "5MB"]) == 0
     return output_dir
+
+
+@pytest.fixture
+def cli_error(capsys):
+    """Run `fiberbench ARGS` in this process and expect a user error: returns (exit status, its one line).
+
+    Progress bars may come before it on stderr; a traceback, or more than one error line, fails the test.
+    """
+    from fiberbench.cli import main
+
+    def run(*args) -> tuple[int, str]:
+        capsys.readouterr()
+        status = main([str(arg) for arg in args])
+        stderr = capsys.readouterr().err
+        lines = [line for line in stderr.splitlines() if line.startswith("fiberbench ")]
+        assert status != 0 and len(lines) == 1 and "Traceback" not in stderr, (status, stderr)
+        return status, lines[0]
+
+    return run

@@ -31,3 +31,17 @@ def test_an_unknown_subcommand_is_an_error(capsys):
         main(["no-such-command"])
     assert exit_info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_user_error_is_one_line_naming_the_file(tmp_path):
+    missing = tmp_path / "missing.json"
+    result = subprocess.run(["fiberbench", "agreement", str(missing)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [f"fiberbench agreement: error: {missing}: No such file or directory"]
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = subprocess.run(
+        ["fiberbench", "--debug", "agreement", str(tmp_path / "missing.json")], capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "Traceback" in result.stderr

@@ -147,7 +147,7 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
         help="Answer with the first beam that is a noun phrase (else the first beam), as in the paper.",
     )
     evaluation.add_argument(
-        "--spacy_pipeline",
+        "--spacy_model",
         default=DEFAULT_PIPELINE,
         help="spaCy pipeline of the noun-phrase check (falls back with a warning to an installed English one).",
     )

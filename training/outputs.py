@@ -1,41 +1,10 @@
-"""Result files of a run, written atomically, and the results table printed at its end."""
+"""Result files of a run and the results table printed at its end."""
 
 import json
-import os
-import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, then rename it over `path`.
-
-    A reader (or a run killed half-way) never sees a half-written file: os.replace is atomic
-    within a filesystem, which is why the temporary file lives in the same folder.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", delete=False
-    ) as file:
-        file.write(text)
-        temporary = Path(file.name)
-    try:
-        os.replace(temporary, path)
-    except OSError:
-        temporary.unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, data: dict) -> None:
-    write_atomically(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
-def write_jsonl(path: Path, records: Iterable[dict]) -> None:
-    write_atomically(path, "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records))
 
 
 def read_jsonl(path: Path) -> list[dict]:

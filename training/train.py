@@ -25,9 +25,10 @@ from accelerate.utils import parse_flag_from_env, set_seed
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from fiberbench.files import write_json, write_jsonl, write_text
 from fiberbench.hub import push_folder
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
-from fiberbench.modeling.model_card import make_model_card
+from fiberbench.training.model_card import make_model_card
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.training.arguments import hub_repo_id, parse_args
 from fiberbench.training.baselines import most_frequent_answer
@@ -39,9 +40,6 @@ from fiberbench.training.outputs import (
     PREDICTIONS_FILE,
     RESULTS_FILE,
     format_results_table,
-    write_atomically,
-    write_json,
-    write_jsonl,
 )
 
 logger = get_logger(__name__)
@@ -214,7 +212,7 @@ def write_model_card(args, results: dict, fusion: str, folder: Path) -> None:
         split=split or "test",
         single_feature=args.single_feature,
     )
-    write_atomically(folder / "README.md", card)
+    write_text(folder / "README.md", card)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -249,7 +247,7 @@ def main(argv: list[str] | None = None) -> None:
 
     model, processor = build_model(args, fusion)
     with_video = fusion != "none"
-    nlp = load_spacy_pipeline(args.spacy_pipeline) if args.only_noun_phrases else None
+    nlp = load_spacy_pipeline(args.spacy_model) if args.only_noun_phrases else None
     evaluator = Evaluator(
         accelerator,
         processor,

@@ -10,9 +10,17 @@ from datasets.info import DatasetInfosDict
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
+from fiberbench import __version__
+
 from .fiber import Fiber
 
 CARD_TEMPLATE_PATH = Path(__file__).parent / "card_template.md"
+
+# The card's YAML key for what fiberbench knows of the build: `{"built_by": BUILT_BY, "version": ...,
+# "synthetic": bool}`. Machine-readable: training, scoring and model cards read `synthetic` from it,
+# and `build-dataset --overwrite_output_dir` replaces only a folder that carries it.
+BUILD_INFO_KEY = "fiberbench"
+BUILT_BY = "fiberbench build-dataset"
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ def make_dataset_card(
         task_categories=["text-generation", "video-text-to-text"],
         tags=["video", "fill-in-the-blanks", "i3d", "vatex"] + (["synthetic"] if synthetic else []),
         source_datasets=["extended|vatex"],
+        **{BUILD_INFO_KEY: {"built_by": BUILT_BY, "version": __version__, "synthetic": synthetic}},
     )
     MetadataConfigs(
         {
@@ -112,3 +121,12 @@ def make_dataset_card(
         skipped={config: count for config, count in skipped.items() if count},
         citation=info.citation.strip(),
     )
+
+
+def read_build_info(folder: str | Path) -> dict | None:
+    """The `fiberbench` block of a built folder's card, or None when the folder has no card written by `build-dataset`."""
+    readme = Path(folder) / "README.md"
+    if not readme.is_file():
+        return None
+    info = DatasetCard.load(readme).data.to_dict().get(BUILD_INFO_KEY)
+    return info if isinstance(info, dict) and info.get("built_by") == BUILT_BY else None

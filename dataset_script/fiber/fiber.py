@@ -11,6 +11,8 @@ from typing import Any
 
 import datasets
 
+from fiberbench import CITATION
+
 from ..json_records import read_json_records
 from .validation import (
     VIDEO_FEATURE_SIZE,
@@ -24,17 +26,6 @@ from .validation import (
 
 logger = datasets.logging.get_logger(__name__)
 
-_CITATION = """\
-@inproceedings{castro-etal-2022-fiber,
-    title = "{FIB}er: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
-    author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
-      Liu, Nan and Stroud, Jonathan C. and Mihalcea, Rada",
-    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics
-      (Volume 1: Long Papers)",
-    year = "2022",
-    publisher = "Association for Computational Linguistics",
-}
-"""
 
 _DESCRIPTION = """\
 FIBER is a video fill-in-the-blanks benchmark: given a ~10 s video and one of its English captions
@@ -141,7 +132,7 @@ class Fiber(datasets.GeneratorBasedBuilder):
             description=_DESCRIPTION,
             features=datasets.Features(features),
             homepage=_HOMEPAGE,
-            citation=_CITATION,
+            citation=CITATION,
         )
 
     def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:

@@ -14,18 +14,19 @@ seed gives byte-identical files).
 
 import argparse
 import json
-import os
 import random
-import shutil
 import string
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from fiberbench.errors import UsageError
+from fiberbench.files import atomic_folder
+from fiberbench.modeling.processing_fiber import BLANK
+
 from ..sample import SAMPLE_DIR
-from .validation import BLANK, VIDEO_FEATURE_SIZE, feature_file_name
+from .validation import VIDEO_FEATURE_SIZE, feature_file_name
 
 SEED = 2022
 # Keyed by the release's file stems. Enough clips for a tiny model to learn the items in minutes
@@ -43,8 +44,8 @@ FEATURE_VALUES = np.array([0.5, 1.0, 1.5, 2.0], dtype=np.float32)
 VIDEO_ID_ALPHABET = string.ascii_letters + string.digits + "_-"
 CLIP_SECONDS = 10
 
-SAMPLE_README = """\
-# FIBER bundled sample: SYNTHETIC data
+SAMPLE_TITLE = "# FIBER bundled sample: SYNTHETIC data"
+SAMPLE_README = SAMPLE_TITLE + """
 
 Everything in this folder is SYNTHETIC. It is not FIBER, not VaTeX and not I3D: no video, caption or
 answer here comes from a person. It exists so that the package can be built, tested and demonstrated
@@ -198,25 +199,22 @@ def make_sample(
 ) -> None:
     """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`.
 
-    `output_dir` is replaced whole and atomically (built beside it, then renamed), so a stale
-    feature file from an earlier run never survives and an interrupted run leaves the old sample.
+    `output_dir` is replaced whole and atomically (see `fiberbench.files.atomic_folder`), so a stale
+    feature file from an earlier run never survives and an interrupted run leaves the old sample. Only
+    a folder that holds a sample (its README.md says so) is replaced: anything else is an error.
     """
     output_dir = Path(output_dir)
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    readme = output_dir / "README.md"
+    if output_dir.exists() and not (readme.is_file() and readme.read_text(encoding="utf-8").startswith(SAMPLE_TITLE)):
+        raise UsageError(f"{output_dir} exists and is not a sample written by make_sample.py: not replacing it")
     text_rng = random.Random(seed)
     feature_rng = np.random.default_rng(seed)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.tmp-", dir=output_dir.parent))
-    try:
+    with atomic_folder(output_dir, replace=True) as staging:
         (staging / "i3d").mkdir()
         video_ids: set[str] = set()
         for split, num_clips in clips_per_split.items():
             write_split(staging, split, num_clips, text_rng, feature_rng, frame_range, video_ids)
         (staging / "README.md").write_text(SAMPLE_README.format(seed=seed, **clips_per_split))
-        if output_dir.exists():
-            shutil.rmtree(output_dir)
-        os.replace(staging, output_dir)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def main() -> None:

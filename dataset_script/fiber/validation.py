@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from fiberbench.errors import DataError
+from fiberbench.modeling.processing_fiber import BLANK
+
 from ..json_records import read_json_records
 
-BLANK = "_____"
 VIDEO_FEATURE_SIZE = 1024
 # A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
 # id is turned into a file name, so ids are checked before any path is built from them.
@@ -22,7 +24,7 @@ VIDEO_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 UNDERSCORE_RUN_PATTERN = re.compile(r"_{5,}")
 
 
-class InvalidRecordError(ValueError):
+class InvalidRecordError(DataError):
     """A record (or category row, or feature file) that breaks the release format.
 
     `index` and `field` are None for errors of a whole file (not JSON, a missing column).
@@ -167,7 +169,12 @@ def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
     return features[0].astype(np.float32, copy=False)
 
 
+def clip_id(video_id: str, start: int, end: int) -> str:
+    """VaTeX's id of a clip, `{video_id}_{start:06d}_{end:06d}`: the stem of its feature (and video) files."""
+    return f"{video_id}_{start:06d}_{end:06d}"
+
+
 def feature_file_name(video_id: str, start: int, end: int) -> str:
     """The release's I3D file name for a clip: `{video_id}_{start:06d}_{end:06d}.npy`."""
-    return f"{video_id}_{start:06d}_{end:06d}.npy"
+    return f"{clip_id(video_id, start, end)}.npy"
 

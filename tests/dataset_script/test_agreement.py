@@ -1,6 +1,7 @@
 """Tests of `fiberbench agreement` on a hand-worked release-format file."""
 
 import json
+import re
 
 import pytest
 
@@ -63,9 +64,9 @@ def test_agreement_of_a_hand_worked_file(tmp_path, capsys):
     assert "2 captions, 5 first answers, 7 all answers, 1 annotators left out" in table
 
 
-def test_a_record_without_answers_is_named(tmp_path):
+def test_a_record_without_answers_is_named(tmp_path, cli_error):
     source = tmp_path / "val.json"
     without_answers = {key: value for key, value in RECORDS[1].items() if key != "additional_answers"}
     source.write_text(json.dumps([RECORDS[0], without_answers]))
-    with pytest.raises(ValueError, match=r"val.json: record 1: field 'additional_answers': missing or empty"):
-        main(["agreement", str(source)])
+    status, line = cli_error("agreement", source)
+    assert status == 1 and re.search(r"val.json: record 1: field 'additional_answers': missing or empty", line)

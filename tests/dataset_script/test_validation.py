@@ -173,13 +173,9 @@ def test_a_file_that_is_not_a_list_of_records(release_dir, tmp_path, content, pr
     assert list(tmp_path.iterdir()) == [release_dir]
 
 
-def test_unreachable_urls_are_reported(tmp_path, caplog):
-    with caplog.at_level(logging.ERROR):
-        exit_code = main(
-            ["build-dataset", "--data_dir", "http://127.0.0.1:9/fiber", "--output_dir", str(tmp_path / "f")]
-        )
-    assert exit_code == 1
-    assert "Could not get the data files" in caplog.text
+def test_unreachable_urls_are_reported(tmp_path, cli_error):
+    status, line = cli_error("build-dataset", "--data_dir", "http://127.0.0.1:9/fiber", "--output_dir", tmp_path / "f")
+    assert status == 1 and "Could not get the data files" in line
     assert not (tmp_path / "f").exists()
 
 
@@ -210,15 +206,14 @@ def test_a_path_like_video_id_is_rejected_before_any_file_is_opened(release_dir,
         build_dataset(Sources.from_location(release_dir, release_dir / "i3d"), tmp_path / "fiber")
 
 
-def test_a_missing_feature_file_names_the_record(release_dir, tmp_path, caplog):
+def test_a_missing_feature_file_names_the_record(release_dir, tmp_path, cli_error):
     record = json.loads((release_dir / "val.json").read_text())[7]
     feature_path(release_dir, record).unlink()
-    with caplog.at_level(logging.ERROR):
-        exit_code = main(["build-dataset", "--data_dir", str(release_dir), "--features_dir", str(release_dir / "i3d"),
-                          "--output_dir", str(tmp_path / "fiber")])
-    assert exit_code == 1
-    assert "val.json: record 7: field 'video_features': feature file not found" in caplog.text
-    assert "--skip_invalid" in caplog.text
+    status, line = cli_error(
+        "build-dataset", "--data_dir", release_dir, "--features_dir", release_dir / "i3d", "--output_dir", tmp_path / "fiber"
+    )
+    assert status == 1
+    assert "val.json: record 7: field 'video_features': feature file not found" in line and "--skip_invalid" in line
     assert not (tmp_path / "fiber").exists()
 
 

@@ -1,11 +1,11 @@
-"""The metric folder pushed as a Space, then `evaluate.load` of the Hub copy scores like the local folder."""
+"""`fiberbench push-metric` pushes the metric folder as a Space, then `evaluate.load` of the Hub copy scores like the local folder."""
 
 import json
 import sys
 
 import pytest
 
-from fiberbench.hub import push_folder
+from fiberbench.cli import main
 from fiberbench.metric import METRIC_PATH
 
 REPO_ID = "fiber-org/fiber_metric"
@@ -38,9 +38,9 @@ print(json.dumps({name: evaluate.load(path).compute(**inputs) for name, path in 
 
 
 @pytest.mark.slow
-def test_metric_space_scores_like_the_local_folder(hub_server, run_client, tmp_path):
-    url = push_folder(METRIC_PATH, REPO_ID, repo_type="space")
-    assert url == f"{hub_server.url}/spaces/{REPO_ID}"
+def test_metric_space_scores_like_the_local_folder(hub_server, run_client, tmp_path, capsys):
+    assert main(["push-metric", REPO_ID]) == 0
+    assert f"{hub_server.url}/spaces/{REPO_ID}" in capsys.readouterr().out
 
     download_dir = tmp_path / "downloaded" / "fiber_metric"
     result = run_client([sys.executable, "-c", SCORE, METRIC_PATH, REPO_ID, download_dir, json.dumps(INPUTS)])

@@ -9,6 +9,7 @@ from huggingface_hub import ModelCard, hf_hub_download
 
 import fiberbench.training
 from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import feature_file_name
 
 REPO_ID = "fiber-org/fiber-t5-sample"
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
@@ -57,9 +58,7 @@ def sample_blanks() -> list[dict]:
         {
             "masked_caption": record["masked_caption"],
             "features": str(
-                SAMPLE_DIR
-                / "i3d"
-                / f"{record['video_id']}_{record['video_start_time']:06d}_{record['video_end_time']:06d}.npy"
+                SAMPLE_DIR / "i3d" / feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
             ),
         }
         for record in records

@@ -8,6 +8,7 @@ import torch
 from transformers import AutoTokenizer
 
 from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import feature_file_name
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -43,7 +44,7 @@ def sample_clips():
     records = json.loads((SAMPLE_DIR / "val.json").read_text(encoding="utf-8"))
     chosen, caption_lengths, video_lengths = [], set(), set()
     for record in records:
-        clip_name = f"{record['video_id']}_{record['video_start_time']:06d}_{record['video_end_time']:06d}.npy"
+        clip_name = feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
         features = np.load(SAMPLE_DIR / "i3d" / clip_name)[0]
         if len(record["masked_caption"].split()) in caption_lengths or len(features) in video_lengths:
             continue

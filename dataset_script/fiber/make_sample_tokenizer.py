@@ -2,7 +2,7 @@
 
 Tiny FIBER models for tests and demos need a tokenizer with T5's special tokens (`<pad>` 0,
 `</s>` 1, `<unk>` 2, `<extra_id_0>`..`<extra_id_99>`) and no download; T5's own has 32k pieces,
-far more than the sample needs. Run `python -m fiberbench.modeling.make_sample_tokenizer` after
+far more than the sample needs. Run `python -m fiberbench.data.fiber.make_sample_tokenizer` after
 the sample changes: the same sample always gives the same tokenizer.
 
 The vocabulary is built from word counts rather than by `tokenizers`' unigram trainer: on a corpus
@@ -14,19 +14,18 @@ import argparse
 import json
 import logging
 import math
-import os
 import re
 import string
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from transformers import AutoTokenizer, T5TokenizerFast
 
-from fiberbench.data import SAMPLE_DIR
+from fiberbench.files import atomic_folder
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
 
-from . import SAMPLE_TOKENIZER_PATH
+from ..sample import SAMPLE_DIR
 
 logger = logging.getLogger(__name__)
 
@@ -69,11 +68,9 @@ def train_tokenizer(texts: Iterable[str]) -> T5TokenizerFast:
 
 
 def save_tokenizer(tokenizer: T5TokenizerFast, output_dir: Path) -> None:
-    """Save the tokenizer's files into `output_dir`, each replaced atomically."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=output_dir.parent) as staging:
-        for saved in tokenizer.save_pretrained(staging):
-            os.replace(saved, output_dir / Path(saved).name)
+    """Save the tokenizer into `output_dir`, replacing the folder whole and atomically."""
+    with atomic_folder(output_dir, replace=True) as staging:
+        tokenizer.save_pretrained(staging)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,7 +3,7 @@
 import pytest
 from huggingface_hub import ModelCard
 
-from fiberbench.modeling.model_card import make_model_card
+from fiberbench.training.model_card import make_model_card
 
 
 def test_the_card_carries_the_hub_metadata_and_results():

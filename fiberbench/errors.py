@@ -1,0 +1,52 @@
+"""The errors a user can cause, which every `fiberbench` command and `training/train.py` report in one line.
+
+A `FiberbenchError` is never a bug: its message names what to fix (the file, the record and the
+field, or the flag), and the command line prints it without a traceback (`--debug` shows one).
+Both classes are `ValueError`s, so library callers can catch them as the usual bad-value error.
+"""
+
+import os
+import sys
+from collections.abc import Callable
+
+
+class FiberbenchError(ValueError):
+    """A user error; `exit_status` is what a command exits with."""
+
+    exit_status = 1
+
+
+class DataError(FiberbenchError):
+    """Input data that cannot be used: a missing or unreadable file, a wrong format, a bad record."""
+
+    exit_status = 1
+
+
+class UsageError(FiberbenchError):
+    """A flag value or combination that cannot work, found before any work is done."""
+
+    exit_status = 2
+
+
+def describe(error: BaseException) -> str:
+    """One line for a user error; an `OSError` names its file ("x.json: No such file or directory")."""
+    if isinstance(error, OSError) and error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: bool = False) -> int:
+    """Run a command's `function`; a user error becomes one line on stderr and the command's exit status.
+
+    User errors are `FiberbenchError`s and `OSError`s (a missing file, a full disk, a refused
+    connection). Anything else is a bug and keeps its traceback. With `debug` (`--debug`, or
+    `FIBERBENCH_DEBUG=1` in the environment) user errors keep theirs too.
+    """
+    debug = debug or os.environ.get("FIBERBENCH_DEBUG", "") not in ("", "0")
+    try:
+        return function() or 0
+    except (FiberbenchError, OSError) as error:
+        if debug:
+            raise
+        print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
+        return getattr(error, "exit_status", 1)

@@ -1,0 +1,209 @@
+"""Outputs that are never half-written, never destroy an input, and that colleagues can read.
+
+Every file and folder the package writes goes through here:
+- `atomic_path` (and `write_text`, `write_json`, `write_jsonl` on top of it) writes a file beside
+  its destination and renames it into place, so a run killed at any moment leaves either the
+  previous file or the new, complete one.
+- `atomic_folder` does the same for a folder (a dataset, a saved model, a checkpoint): built in a
+  hidden staging folder, renamed into place at the end, removed on failure; staging folders left
+  by killed runs on this host are removed by the next run.
+- Both give what they write the usual permissions (0644 files and 0755 folders under umask 022):
+  `tempfile` makes its files 0600 and folders 0700, which colleagues on shared storage could not read.
+- `check_outputs_apart` refuses, before any work, an output that is an input or lies inside (or
+  holds) an input folder.
+"""
+
+import contextlib
+import functools
+import json
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .errors import UsageError
+
+# Staging folders are named `.{name}.incomplete-{host}-{pid}-{random}` beside their destination.
+STAGING_MARK = ".incomplete-"
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux allows (`os.umask` sets it to read it)."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        with open("/proc/self/status", encoding="ascii") as status:
+            return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def file_mode() -> int:
+    """The mode a new file gets from `open()`: 0o666 less the umask (0644 under umask 022)."""
+    return 0o666 & ~_umask()
+
+
+def folder_mode() -> int:
+    """The mode a new folder gets from `mkdir`: 0o777 less the umask (0755 under umask 022)."""
+    return 0o777 & ~_umask()
+
+
+def make_readable(folder: str | os.PathLike) -> None:
+    """Give `folder` and everything in it the usual modes (libraries write some files through `tempfile`)."""
+    folder = Path(folder)
+    os.chmod(folder, folder_mode())
+    for root, folders, files in os.walk(folder):
+        for name in folders:
+            os.chmod(Path(root, name), folder_mode())
+        for name in files:
+            if not Path(root, name).is_symlink():
+                os.chmod(Path(root, name), file_mode())
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as file:
+        os.fsync(file.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside `path` (same suffix) to write; it replaces `path` when the block succeeds.
+
+    On an exception the temporary file is removed and `path` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(descriptor)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.chmod(temporary, file_mode())
+        _fsync(temporary)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write `text` (UTF-8) to `path` atomically."""
+    with atomic_path(path) as temporary:
+        temporary.write_text(text, encoding="utf-8")
+
+
+def write_json(path: str | os.PathLike, data) -> None:
+    """Write `data` as indented JSON, atomically; NaN and infinity are refused (they are not JSON)."""
+    write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
+    """Write `records` as JSON Lines, one at a time and atomically; returns how many were written."""
+    count = 0
+    with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8") as file:
+        for count, record in enumerate(records, start=1):
+            file.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+    return count
+
+
+def _staging_prefix(path: Path) -> str:
+    return f".{path.name}{STAGING_MARK}{socket.gethostname()}-"
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def remove_stale_staging(path: str | os.PathLike) -> list[Path]:
+    """Remove the staging folders of `path` left by processes of this host that are gone; returns them.
+
+    Only this host's are considered: on shared storage another machine's process ids mean nothing here.
+    """
+    path = Path(path).absolute()
+    prefix = _staging_prefix(path)
+    removed = []
+    for candidate in path.parent.glob(f"{prefix}*") if path.parent.is_dir() else ():
+        pid = candidate.name[len(prefix) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _is_running(int(pid)):
+            shutil.rmtree(candidate, ignore_errors=True)
+            removed.append(candidate)
+    return removed
+
+
+def publish_folder(staging: Path, path: Path, *, replace: bool = False) -> None:
+    """Rename the finished `staging` folder to `path`.
+
+    Without `replace`, an existing non-empty `path` is a `FileExistsError` (also when another run
+    published there first: one run wins whole, the other fails). With `replace`, the old folder is
+    moved aside, the new one renamed into place, and only then is the old one removed.
+    """
+    previous = None
+    if replace and path.exists():
+        previous = path.with_name(f"{_staging_prefix(path)}{os.getpid()}-previous")
+        os.replace(path, previous)
+    try:
+        os.rename(staging, path)
+    except OSError as error:
+        if previous is not None:
+            os.replace(previous, path)
+        raise FileExistsError(f"{path} already exists (another run wrote it meanwhile?)") from error
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
+    """A hidden staging folder beside `path` to fill; it becomes `path` when the block succeeds.
+
+    On an exception (or a kill) nothing appears at `path`; the staging folder is removed, or, after
+    a kill, by the next `atomic_folder` (or `remove_stale_staging`) for the same `path`.
+    See `publish_folder` for `replace`.
+    """
+    path = Path(path).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_staging(path)
+    staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(path)}{os.getpid()}-", dir=path.parent))
+    try:
+        yield staging
+        make_readable(staging)
+        publish_folder(staging, path, replace=replace)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _resolved(path: str | os.PathLike) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def check_outputs_apart(
+    outputs: dict[str, str | os.PathLike], inputs: Iterable[str | os.PathLike | None]
+) -> None:
+    """Refuse, before any work, an output that would destroy an input.
+
+    Args:
+        outputs: flag (e.g. "--output_file") -> the path it writes (a file or a folder).
+        inputs: the files and folders the command reads (None entries are ignored).
+
+    Raises:
+        UsageError: an output is an input, lies inside an input folder, or is a folder holding an input.
+    """
+    inputs = [_resolved(path) for path in inputs if path is not None]
+    for flag, output in outputs.items():
+        target = _resolved(output)
+        for source in inputs:
+            if target == source:
+                problem = "is an input of this command"
+            elif source in target.parents:
+                problem = f"lies inside the input folder {source}"
+            elif target in source.parents:
+                problem = f"holds the input {source}"
+            else:
+                continue
+            raise UsageError(f"{flag} {output} {problem}: it would be overwritten; write the output elsewhere")
