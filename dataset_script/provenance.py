@@ -1,0 +1,35 @@
+"""Where a dataset came from: whether it is (built from) the bundled SYNTHETIC sample.
+
+Numbers measured on the synthetic sample say nothing about FIBER, so training, scoring and model
+cards ask this and say "SYNTHETIC" wherever the data came from: the bundled sample itself, a
+folder that `build-dataset` made from it, or a Hub copy of such a folder (its card carries the
+machine-readable `fiberbench.synthetic` field).
+"""
+
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+
+def is_synthetic(dataset_name: str | None) -> bool:
+    """Whether `dataset_name` (None for the bundled sample, a local folder or a Hub id) is synthetic.
+
+    A folder or Hub dataset whose card was not written by `build-dataset` is not known to be
+    synthetic, and counts as real data.
+    """
+    from .fiber.card import read_build_info
+
+    if dataset_name is None:
+        return True
+    folder = Path(dataset_name)
+    if not folder.is_dir():
+        from huggingface_hub import hf_hub_download
+
+        try:
+            folder = Path(hf_hub_download(str(dataset_name), "README.md", repo_type="dataset")).parent
+        except Exception as error:  # noqa: BLE001 - any failure to read the card means "not known to be synthetic"
+            logger.warning("Could not read the dataset card of %s (%s); taking it for real data", dataset_name, error)
+            return False
+    info = read_build_info(folder)
+    return bool(info and info.get("synthetic"))
