@@ -22,7 +22,7 @@ REFERENCES = st.lists(ANY_TEXT, min_size=1, max_size=5)
 
 
 def set_f1_as_written(prediction: str, answer: str) -> float:
-    """The SPEC's formula, TP / (TP + (FP + FN) / 2), with both empty defined as 1."""
+    """The paper's formula, TP / (TP + (FP + FN) / 2), with both empty defined as 1."""
     tokens, other = set(normalize_answer(prediction).split()), set(normalize_answer(answer).split())
     if not tokens and not other:
         return 1.0
@@ -100,7 +100,7 @@ def test_batch_scores_equal_the_per_example_functions(examples):
 @pytest.mark.parametrize(
     ("text", "normalized"),
     [
-        ("Water-filled balloons.", "waterfilled balloons"),  # SPEC: deleted, not replaced by a space
+        ("Water-filled balloons.", "waterfilled balloons"),  # punctuation is deleted, not replaced by a space
         ("a-team", "team"),  # whole words are found before punctuation goes
         ("The dog's bowl", "dogs bowl"),
         ("the's", "s"),
