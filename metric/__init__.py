@@ -1,23 +1,17 @@
-"""FIBER scoring: the `fiber_metric` evaluate module and its plain functions."""
+"""FIBER scoring: the `fiber_metric` evaluate module and its plain functions.
 
+The functions are read from the module on first use (PEP 562), because the module imports
+`evaluate` and `datasets` for its `evaluate.Metric` class: `fiberbench push-metric --help` and the
+other commands that only need `METRIC_PATH` start without them.
+"""
+
+import importlib
 from pathlib import Path
-
-from .fiber_metric.fiber_metric import (
-    average_precision,
-    correct_at_k,
-    exact_match,
-    f1,
-    human_agreement,
-    normalize_answer,
-    references_from_example,
-    score_predictions,
-)
 
 # The folder to pass to `evaluate.load` (its module file is fiber_metric.py, as `evaluate` expects).
 METRIC_PATH = Path(__file__).resolve().parent / "fiber_metric"
 
-__all__ = [
-    "METRIC_PATH",
+_FUNCTIONS = (
     "average_precision",
     "correct_at_k",
     "exact_match",
@@ -26,4 +20,12 @@ __all__ = [
     "normalize_answer",
     "references_from_example",
     "score_predictions",
-]
+)
+
+__all__ = ["METRIC_PATH", *_FUNCTIONS]
+
+
+def __getattr__(name: str):
+    if name in _FUNCTIONS:
+        return getattr(importlib.import_module(".fiber_metric.fiber_metric", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,7 +43,12 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def space_url(tmp_path_factory):
-    """`python app.py` in the metric folder, as a Space runs it, on a free local port."""
+    """`python app.py` in a copy of the metric folder, as a Space runs it, on a free local port.
+
+    A Space is cloned under its own name, not fiber_metric: app.py must find the module beside it.
+    """
+    space = tmp_path_factory.mktemp("clone") / "space"
+    shutil.copytree(METRIC_PATH, space, ignore=shutil.ignore_patterns("__pycache__"))
     port = free_port()
     env = {
         **os.environ,
@@ -55,7 +60,7 @@ def space_url(tmp_path_factory):
     log = tmp_path_factory.mktemp("space") / "app.log"
     with open(log, "w") as output:
         app = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=METRIC_PATH, env=env, stdout=output, stderr=subprocess.STDOUT
+            [sys.executable, "app.py"], cwd=space, env=env, stdout=output, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}/"
     try:
