@@ -7,20 +7,30 @@ config: the main job, which trains a tiny model on the bundled sample in a few m
 """
 
 import argparse
+import math
 from pathlib import Path
 
 import yaml
 from transformers import SchedulerType
 
+from fiberbench.errors import UsageError
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
+from fiberbench.training.outputs import RUN_ENTRY_NAMES, RUN_MARKER
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose errors are `UsageError`s: one line and exit status 2, from the command line and YAML alike."""
+
+    def error(self, message: str):
+        raise UsageError(message)
 
 
 def positive_int(text: str) -> int:
@@ -31,17 +41,42 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (an infinite or NaN learning rate trains to NaN weights)."""
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of 0 or more, got {text}")
+    return value
+
+
 def checkpointing_steps(text: str) -> str | int:
     """argparse type: "epoch" or a positive number of optimizer steps, as in the HF example scripts."""
     return text if text == "epoch" else positive_int(text)
 
 
-def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
+def build_parser() -> ArgumentParser:
     """The flags, spelled as in the HF example scripts; every true/false flag also has a --no- form."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description="Train and evaluate a FIBER model (T5 with optional I3D fusion) with Accelerate.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        exit_on_error=exit_on_error,
+        # A misspelt flag is an error, not silently read as the flag it abbreviates.
+        allow_abbrev=False,
     )
     parser.add_argument(
         "--config",
@@ -67,12 +102,26 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
         default=False,
         help="Use only the I3D feature around the 3rd second of each clip (the paper's 1f variants).",
     )
+    data.add_argument(
+        "--dataloader_num_workers",
+        type=non_negative_int,
+        default=None,
+        help="Processes that read and tokenize batches beside each training process (0: in the training "
+        "process); default: the CPU cores each process has, less one for the step itself, at most 8.",
+    )
+    data.add_argument(
+        "--group_by_length",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Batch training examples of similar length (caption tokens plus video frames) so padding is small.",
+    )
 
     model = parser.add_argument_group("model")
     model.add_argument(
         "--model_name_or_path",
         default=None,
-        help="T5 or FIBER checkpoint (Hub id or folder); default: a tiny model built from the shipped tokenizer.",
+        help="T5 or FIBER checkpoint (Hub id or folder, safetensors weights); default: a tiny model "
+        "built from the shipped tokenizer.",
     )
     model.add_argument(
         "--config_overrides",
@@ -95,8 +144,10 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     training = parser.add_argument_group("training")
     training.add_argument("--do_train", action=argparse.BooleanOptionalAction, default=True, help="Train.")
     training.add_argument("--per_device_train_batch_size", type=positive_int, default=64)
-    training.add_argument("--learning_rate", type=float, default=1e-4)
-    training.add_argument("--weight_decay", type=float, default=0.0, help="0 makes AdamW the paper's Adam.")
+    training.add_argument("--learning_rate", type=positive_float, default=1e-4)
+    training.add_argument(
+        "--weight_decay", type=non_negative_float, default=0.0, help="0 makes AdamW the paper's Adam."
+    )
     training.add_argument("--num_train_epochs", type=positive_int, default=10)
     training.add_argument(
         "--max_train_steps",
@@ -108,7 +159,7 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     training.add_argument("--lr_scheduler_type", choices=[kind.value for kind in SchedulerType], default="linear")
     training.add_argument(
         "--num_warmup_steps",
-        type=int,
+        type=non_negative_int,
         default=None,
         help="Warm-up optimizer steps; default: one epoch, as in the paper.",
     )
@@ -118,6 +169,17 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
         choices=MIXED_PRECISIONS,
         default="auto",
         help='"auto": bf16 on a GPU that has it, else whatever `accelerate launch` was given.',
+    )
+    training.add_argument(
+        "--torch_compile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Compile the model's training step with torch.compile (evaluation runs uncompiled).",
+    )
+    training.add_argument(
+        "--torch_compile_backend",
+        default="inductor",
+        help='torch.compile backend for --torch_compile ("inductor"; "aot_eager" needs no compiler).',
     )
 
     evaluation = parser.add_argument_group("evaluation and decoding")
@@ -153,7 +215,18 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     )
 
     outputs = parser.add_argument_group("outputs, checkpoints and sharing")
-    outputs.add_argument("--output_dir", default="outputs/fiber", help="Where results and the model are written.")
+    outputs.add_argument(
+        "--output_dir",
+        default="outputs/fiber",
+        help="Where results and the model are written: a new or empty folder, or one of this script's runs "
+        "with --overwrite_output_dir or --resume_from_checkpoint.",
+    )
+    outputs.add_argument(
+        "--overwrite_output_dir",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Replace the outputs of a previous run of this script in --output_dir (and nothing else).",
+    )
     outputs.add_argument(
         "--checkpointing_steps",
         type=checkpointing_steps,
@@ -168,7 +241,14 @@ def build_parser(exit_on_error: bool = True) -> argparse.ArgumentParser:
     outputs.add_argument(
         "--with_tracking", action=argparse.BooleanOptionalAction, default=False, help="Log metrics to --report_to."
     )
-    outputs.add_argument("--report_to", default="tensorboard", help='Tracker(s) for Accelerate, e.g. "tensorboard".')
+    outputs.add_argument(
+        "--report_to", default="tensorboard", help='Tracker(s) for Accelerate, e.g. "tensorboard", "wandb", "all".'
+    )
+    outputs.add_argument(
+        "--tracker_project_name",
+        default="fiber",
+        help="The trackers' project name (TensorBoard: the folder under --output_dir that holds the logs).",
+    )
     outputs.add_argument(
         "--push_to_hub",
         action=argparse.BooleanOptionalAction,
@@ -186,7 +266,7 @@ def resolve_config_path(name: str) -> Path:
     for candidate in candidates:
         if candidate.is_file():
             return candidate
-    raise FileNotFoundError(
+    raise UsageError(
         f"--config {name}: no such file, and no config of that name in {CONFIGS_DIR} "
         f"(shipped: {', '.join(sorted(path.stem for path in CONFIGS_DIR.glob('*.yaml')))})"
     )
@@ -199,29 +279,31 @@ def read_config(path: Path) -> dict:
     into flags and parsed: a YAML value gets exactly the checks a command-line value gets, and an
     unknown key is an error rather than silently ignored.
     """
-    with open(path, encoding="utf-8") as file:
-        settings = yaml.safe_load(file) or {}
+    try:
+        with open(path, encoding="utf-8") as file:
+            settings = yaml.safe_load(file) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: not a readable YAML file: {error}") from error
     if not isinstance(settings, dict):
-        raise ValueError(f"{path}: expected a mapping of flag names to values, got {type(settings).__name__}")
-    parser = build_parser(exit_on_error=False)
+        raise UsageError(f"{path}: expected a mapping of flag names to values, got a {type(settings).__name__}")
+    parser = build_parser()
     known = set(vars(parser.parse_args([]))) - {"config"}
-    unknown = sorted(set(settings) - known)
+    unknown = sorted(set(map(str, settings)) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown key(s) {', '.join(unknown)}; valid keys are the flags of train.py.")
+        raise UsageError(f"{path}: unknown key(s) {', '.join(unknown)}; valid keys are the flags of train.py.")
     flags = []
     for key, value in settings.items():
         if isinstance(value, bool):
             flags.append(f"--{key}" if value else f"--no-{key}")
         elif isinstance(value, (list, dict)):
-            raise ValueError(f"{path}: {key} must be a single value, got {value!r}")
+            raise UsageError(f"{path}: {key} must be a single value, got {value!r}")
         elif value is not None:
-            flags += [f"--{key}", str(value)]
+            # One token, so that a negative number is read as the value, not as a flag.
+            flags.append(f"--{key}={value}")
     try:
-        parsed, leftover = parser.parse_known_args(flags)
-    except argparse.ArgumentError as error:
-        raise ValueError(f"{path}: {error}") from error
-    if leftover:
-        raise ValueError(f"{path}: could not read {' '.join(leftover)} (a true/false flag given another value?)")
+        parsed = parser.parse_args(flags)
+    except UsageError as error:
+        raise UsageError(f"{path}: {error}") from error
     return {key: getattr(parsed, key) for key in settings}
 
 
@@ -229,6 +311,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse flags over the optional --config file; with no model and no dataset, over the sample demo.
 
     Sets `args.sample_demo` (whether the demo config was layered in) and `args.config_path`.
+    Raises `UsageError` for a bad flag, config file or combination, before any work.
     """
     parser = build_parser()
     config_name = parser.parse_known_args(argv)[0].config
@@ -249,18 +332,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def check_args(args: argparse.Namespace) -> None:
     """Fail on argument combinations that cannot work, before anything is loaded or trained."""
     if not (args.do_train or args.do_eval or args.do_predict):
-        raise ValueError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
+        raise UsageError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
     if args.resume_from_checkpoint is not None:
-        checkpoint = Path(args.resume_from_checkpoint)
-        if not checkpoint.is_dir():
-            raise FileNotFoundError(f"--resume_from_checkpoint {checkpoint}: no such checkpoint folder.")
+        if not Path(args.resume_from_checkpoint).is_dir():
+            raise UsageError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
         if not args.do_train:
-            raise ValueError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
+            raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
     if args.baseline is not None and args.model_name_or_path is not None:
-        raise ValueError(f"--baseline {args.baseline} uses no model; drop --model_name_or_path.")
+        raise UsageError(f"--baseline {args.baseline} uses no model; drop --model_name_or_path.")
     if args.config_overrides is not None and args.model_name_or_path is not None:
-        raise ValueError(
+        raise UsageError(
             "--config_overrides applies to the tiny model built from scratch, not to --model_name_or_path."
+        )
+    name = args.tracker_project_name
+    if not name or "/" in name or name.startswith(".") or RUN_ENTRY_NAMES.match(name) or name == RUN_MARKER:
+        raise UsageError(
+            f"--tracker_project_name {name!r}: must be a plain folder name, not one of the run's own outputs."
         )
     if args.push_to_hub:
         check_push(args)
@@ -274,8 +361,8 @@ def hub_repo_id(args: argparse.Namespace) -> str:
 def check_push(args: argparse.Namespace) -> None:
     """What --push_to_hub needs, checked before training rather than after it."""
     if args.baseline is not None or not args.do_train:
-        raise ValueError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
+        raise UsageError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
     try:
         check_can_push(hub_repo_id(args), args.hub_token)
     except HubPushError as error:
-        raise ValueError(f"--push_to_hub: {error}") from error
+        raise UsageError(f"--push_to_hub: {error}") from error

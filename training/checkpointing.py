@@ -1,17 +1,43 @@
-"""Resumable training state: what a checkpoint holds beyond Accelerate's, and how a run picks up from one."""
+"""Resumable training state: what a checkpoint holds beyond Accelerate's, and how a run picks up from one.
 
+A checkpoint folder (`step_N/` or `epoch_N/`) holds what `accelerator.save_state` writes (the
+model as safetensors; optimizer, scheduler and RNG states as torch files), the loop's own
+progress as JSON (`training_progress.json`), and the best model so far (`best_model/`). Resuming
+executes nothing from it: the progress is JSON, the weights safetensors, and the torch files are
+loaded with `weights_only=True` (tensors, numbers and containers only); a pickle that asks for
+anything else, and any other pickle, stop the resume with one line.
+"""
+
+import contextlib
 import dataclasses
-import shutil
+import json
+import pickle
+from collections.abc import Iterator
 from pathlib import Path
 
-# Inside a checkpoint folder: a copy of the best model so far, so that a run resumed from the
-# checkpoint keeps the same best model as the run that wrote it.
+import torch
+from accelerate.utils import broadcast_object_list, load
+
+from fiberbench.errors import DataError, FiberbenchError
+from fiberbench.training.outputs import MODEL_FOLDER
+
+# Inside a checkpoint folder: the loop's progress, and a copy of the best model so far, so that a
+# run resumed from the checkpoint keeps the same best model as the run that wrote it.
+PROGRESS_FILE = "training_progress.json"
 BEST_MODEL_IN_CHECKPOINT = "best_model"
+# Accelerate's RNG states are pickles (random_states_N.pkl), loaded with weights_only=True; a
+# pickle by any other name (e.g. custom_checkpoint_0.pkl, which Accelerate unpickles with
+# weights_only=False) is never written by this script.
+RNG_STATE_FILE = "random_states_{}.pkl"
+
+
+class CheckpointError(FiberbenchError):
+    """A checkpoint that cannot be written, or one that cannot be trusted or read back."""
 
 
 @dataclasses.dataclass
 class TrainingProgress:
-    """The loop's own state, saved in every checkpoint through `accelerator.register_for_checkpointing`.
+    """The loop's own state, saved as JSON in every checkpoint.
 
     Attributes:
         completed_steps: optimizer steps done.
@@ -29,7 +55,7 @@ class TrainingProgress:
     history: list = dataclasses.field(default_factory=list)
     best: dict | None = None
 
-    def add_loss(self, loss) -> None:
+    def add_loss(self, loss: torch.Tensor) -> None:
         """Add one batch's loss (a detached tensor: summing on the device avoids a sync per step)."""
         self.loss_sum = self.loss_sum + loss
         self.loss_count += 1
@@ -40,50 +66,171 @@ class TrainingProgress:
         self.loss_sum, self.loss_count = 0.0, 0
         return mean
 
-    def state_dict(self) -> dict:
-        """What `accelerator.save_state` pickles; `loss_sum` may be a device tensor, saved as a float."""
-        return {**dataclasses.asdict(self), "loss_sum": float(self.loss_sum)}
+    def to_json(self, loss_sums: list[float], loss_counts: list[int]) -> dict:
+        """The JSON record of a checkpoint; the epoch's loss sums and counts are those of every process."""
+        return {
+            "completed_steps": self.completed_steps,
+            "epochs_done": self.epochs_done,
+            "history": self.history,
+            "best": self.best,
+            "loss_sums": loss_sums,
+            "loss_counts": loss_counts,
+        }
 
-    def load_state_dict(self, state: dict) -> None:
-        """Called by `accelerator.load_state`: put back every field of `state_dict`."""
-        for field in dataclasses.fields(self):
-            setattr(self, field.name, state[field.name])
-
-
-def save_checkpoint(accelerator, folder: Path, best_model_dir: Path) -> None:
-    """`accelerator.save_state` (model, optimizer, scheduler, RNG, sampler, progress) plus the best model so far.
-
-    Written atomically: every process saves into a hidden staging folder beside `folder`, which the
-    main process renames once all are done, so a run killed while saving leaves no folder that
-    `--resume_from_checkpoint` would take for a complete checkpoint.
-    """
-    staging = folder.with_name(f".{folder.name}.partial")
-    if accelerator.is_main_process:
-        shutil.rmtree(staging, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(staging))
-    if accelerator.is_main_process and (best_model_dir / "config.json").is_file():
-        shutil.copytree(best_model_dir, staging / BEST_MODEL_IN_CHECKPOINT)
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
-    accelerator.wait_for_everyone()
-
-
-def resume(accelerator, checkpoint: Path, progress: TrainingProgress, best_model_dir: Path) -> None:
-    """Load a checkpoint's state, and put back the best model it was saved with."""
-    accelerator.load_state(str(checkpoint))
-    saved_best = checkpoint / BEST_MODEL_IN_CHECKPOINT
-    if progress.best is not None:
-        if not saved_best.is_dir():
-            raise FileNotFoundError(
-                f"{checkpoint} records a best model (epoch {progress.best['epoch']}) "
-                f"but has no {BEST_MODEL_IN_CHECKPOINT}/ folder."
+    @classmethod
+    def from_json(cls, path: Path, process_index: int, num_processes: int) -> "TrainingProgress":
+        """Read a checkpoint's progress file, checking every field (a `DataError` names the field)."""
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError as error:
+            raise CheckpointError(f"{path.parent}: not a checkpoint of train.py (no {path.name}).") from error
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise DataError(f"{path}: not valid JSON ({error}).") from error
+        checks = {
+            "completed_steps": lambda value: isinstance(value, int) and value >= 0,
+            "epochs_done": lambda value: isinstance(value, int) and value >= 0,
+            "history": lambda value: isinstance(value, list) and all(isinstance(item, dict) for item in value),
+            "best": lambda value: (
+                value is None or (isinstance(value, dict) and isinstance(value.get("f1"), float | int))
+            ),
+            "loss_sums": lambda value: isinstance(value, list) and all(isinstance(item, float | int) for item in value),
+            "loss_counts": lambda value: isinstance(value, list) and all(isinstance(item, int) for item in value),
+        }
+        if not isinstance(record, dict):
+            raise DataError(f"{path}: expected a JSON object, got {type(record).__name__}.")
+        for field, is_valid in checks.items():
+            if field not in record or not is_valid(record[field]):
+                raise DataError(f"{path}: field {field} is missing or invalid ({record.get(field)!r:.80}).")
+        if len(record["loss_sums"]) != num_processes or len(record["loss_counts"]) != num_processes:
+            raise CheckpointError(
+                f"{path.parent} was written by {len(record['loss_sums'])} processes; resume it with as many "
+                f"(this run has {num_processes})."
             )
-        if accelerator.is_main_process:
-            shutil.copytree(saved_best, best_model_dir, dirs_exist_ok=True)
+        return cls(
+            completed_steps=record["completed_steps"],
+            epochs_done=record["epochs_done"],
+            loss_sum=float(record["loss_sums"][process_index]),
+            loss_count=record["loss_counts"][process_index],
+            history=record["history"],
+            best=record["best"],
+        )
+
+
+@contextlib.contextmanager
+def shared_atomic_folder(accelerator, output, name: str) -> Iterator[Path]:
+    """`output.atomic_entry(name)` for a folder that every process writes into (a checkpoint).
+
+    The main process creates the staging folder and tells the others its path; it is renamed into
+    place once every process is done.
+    """
+    if accelerator.is_main_process:
+        with output.atomic_entry(name) as staging:
+            broadcast_object_list([str(staging)])
+            yield staging
+            accelerator.wait_for_everyone()
+    else:
+        staging = Path(broadcast_object_list([None])[0])
+        yield staging
+        accelerator.wait_for_everyone()
     accelerator.wait_for_everyone()
+
+
+def save_checkpoint(accelerator, output, name: str, progress: TrainingProgress) -> None:
+    """`accelerator.save_state` (model, optimizer, scheduler, RNG), the progress as JSON and the best model so far.
+
+    Written atomically (see `shared_atomic_folder`): a run killed or out of disk space while
+    saving leaves the previous checkpoints as they were and no folder that looks complete.
+    """
+    local_loss = torch.tensor([float(progress.loss_sum), float(progress.loss_count)], device=accelerator.device)
+    losses = accelerator.gather(local_loss[None]).cpu().tolist()
+    try:
+        with shared_atomic_folder(accelerator, output, name) as staging:
+            accelerator.save_state(str(staging))
+            if accelerator.is_main_process:
+                record = progress.to_json([loss for loss, _ in losses], [int(count) for _, count in losses])
+                (staging / PROGRESS_FILE).write_text(json.dumps(record, allow_nan=False), encoding="utf-8")
+                if progress.best is not None:
+                    _copy_weights_and_json(output.path / MODEL_FOLDER, staging / BEST_MODEL_IN_CHECKPOINT)
+    except (OSError, RuntimeError) as error:
+        # torch.save reports a full disk as a RuntimeError ("PytorchStreamWriter failed writing file").
+        raise CheckpointError(
+            f"Could not save the checkpoint {output.path / name}: {_first_line(error)}; "
+            "the previous checkpoints are as they were."
+        ) from error
+
+
+def _copy_weights_and_json(source: Path, destination: Path) -> None:
+    """Copy a saved model's weights and JSON files (never its code files) into `destination`."""
+    destination.mkdir()
+    for file in sorted(source.iterdir()):
+        if file.is_file() and file.suffix in (".safetensors", ".json"):
+            destination.joinpath(file.name).write_bytes(file.read_bytes())
+
+
+def check_checkpoint_files(checkpoint: Path, num_processes: int) -> None:
+    """Refuse a checkpoint folder holding a pickle this script never writes (before anything is loaded)."""
+    expected = {RNG_STATE_FILE.format(index) for index in range(num_processes)}
+    for file in sorted(checkpoint.rglob("*.pkl")):
+        if file.relative_to(checkpoint).as_posix() not in expected:
+            raise CheckpointError(
+                f"{file}: a pickle that train.py never writes; refusing to resume from {checkpoint} "
+                "(a pickle can run any code when loaded)."
+            )
+
+
+def check_checkpoint(accelerator, checkpoint: Path) -> None:
+    """Check a checkpoint's pickles and progress file before the run writes anything (see `load_checkpoint`).
+
+    Accelerate skips RNG states it cannot load with only a log line, and the resumed run would then
+    silently differ from an uninterrupted one: this process's are loaded here first, the same way.
+    """
+    check_checkpoint_files(checkpoint, accelerator.num_processes)
+    TrainingProgress.from_json(checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes)
+    rng_states = checkpoint / RNG_STATE_FILE.format(accelerator.process_index)
+    try:
+        load(rng_states)
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(
+            f"{rng_states} holds more than tensors and numbers, refused unread by torch.load(weights_only=True): "
+            f"{_first_line(error)}"
+        ) from error
+    except (RuntimeError, EOFError) as error:
+        raise CheckpointError(f"{rng_states} cannot be read: {type(error).__name__}: {_first_line(error)}") from error
+
+
+def load_checkpoint(accelerator, checkpoint: Path) -> TrainingProgress:
+    """Load a checkpoint's state into the prepared objects, and return the loop's progress.
+
+    Torch files are loaded with `weights_only=True`: a file holding anything but tensors, numbers
+    and containers (e.g. a pickle payload) is a `CheckpointError`, and its code never runs.
+    """
+    check_checkpoint(accelerator, checkpoint)
+    progress = TrainingProgress.from_json(
+        checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes
+    )
+    try:
+        accelerator.load_state(str(checkpoint), load_kwargs={"weights_only": True})
+    except pickle.UnpicklingError as error:
+        raise CheckpointError(
+            f"{checkpoint}: a state file holds more than tensors and numbers, refused unread by torch.load("
+            f"weights_only=True): {_first_line(error)}"
+        ) from error
+    except (RuntimeError, EOFError, KeyError, ValueError) as error:
+        raise CheckpointError(
+            f"{checkpoint} cannot be loaded into this run (a damaged file, or another model or optimizer "
+            f"settings?): {type(error).__name__}: {_first_line(error)}"
+        ) from error
+    if progress.best is not None and not (checkpoint / BEST_MODEL_IN_CHECKPOINT).is_dir():
+        raise CheckpointError(
+            f"{checkpoint} records a best model (epoch {progress.best.get('epoch')}) "
+            f"but has no {BEST_MODEL_IN_CHECKPOINT}/ folder."
+        )
+    return progress
+
+
+def _first_line(error: BaseException) -> str:
+    """An exception's message on one line, cut to a readable length."""
+    return " ".join(str(error).split())[:300]
 
 
 def batches_to_skip(progress: TrainingProgress, batches_per_epoch: int, gradient_accumulation_steps: int) -> int:

@@ -1,15 +1,20 @@
 """Evaluation of a model or baseline on a split: answers, their fiber_metric scores, one record per example."""
 
+import logging
 import math
 
 import datasets
 import evaluate
 import torch
+from accelerate.utils import DistributedType
 from tqdm.auto import tqdm
 
 import fiberbench.metric
 from fiberbench.metric import references_from_example
-from fiberbench.training.inputs import VIDEO_COLUMN, make_dataloader
+from fiberbench.modeling import FiberT5ForConditionalGeneration
+from fiberbench.training.inputs import VIDEO_COLUMN, FiberExamples, make_dataloader
+
+logger = logging.getLogger(__name__)
 
 RECORD_COLUMNS = ("video_id", "video_start_time", "video_end_time", "masked_caption", "label")
 
@@ -28,7 +33,11 @@ def label_probabilities(logits: torch.Tensor, labels: torch.Tensor) -> list[floa
     """
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     token_log_probs = log_probs.gather(-1, labels.clamp(min=0)[..., None])[..., 0]
-    return token_log_probs.masked_fill(labels == -100, 0.0).sum(dim=-1).exp().tolist()
+    probabilities = token_log_probs.masked_fill(labels == -100, 0.0).sum(dim=-1).exp().tolist()
+    if not all(map(math.isfinite, probabilities)):
+        # Only non-finite weights give these; JSON has no NaN, so they are reported as unknown.
+        logger.warning("The model gives non-finite label probabilities (non-finite weights?): reported as null.")
+    return [probability if math.isfinite(probability) else None for probability in probabilities]
 
 
 class Evaluator:
@@ -42,6 +51,7 @@ class Evaluator:
         with_video: whether the model reads `video_features`.
         batch_size: examples per process and batch.
         num_beams, only_noun_phrases, nlp: decoding, as in `fill_blanks`.
+        num_workers: data loader worker processes (see `make_dataloader`).
     """
 
     def __init__(
@@ -49,11 +59,13 @@ class Evaluator:
         accelerator,
         processor,
         splits: dict[str, datasets.Dataset],
+        *,
         with_video: bool,
         batch_size: int,
         num_beams: int,
         only_noun_phrases: bool,
         nlp,
+        num_workers: int = 0,
     ):
         self.accelerator = accelerator
         self.processor = processor
@@ -63,7 +75,15 @@ class Evaluator:
         self.nlp = nlp
         self.metric = load_metric()
         self.loaders = {
-            name: accelerator.prepare(make_dataloader(split, with_video, batch_size, shuffle=False, seed=0))
+            name: accelerator.prepare(
+                make_dataloader(
+                    FiberExamples(split, with_video),
+                    batch_size=batch_size,
+                    shuffle=False,
+                    seed=0,
+                    num_workers=num_workers,
+                )
+            )
             for name, split in splits.items()
         }
 
@@ -75,14 +95,15 @@ class Evaluator:
     def predict(self, model, split_name: str, description: str) -> list[dict]:
         """Every example's answer, ranked candidates and label probability, gathered from all processes.
 
-        The loader yields raw rows (`FiberCollator` without a processor), and each process fills
-        the blanks of its shard with the model's own `fill_blanks`, the API users call.
+        The loader yields raw rows (`FiberDataCollator` without a processor), and each process
+        fills the blanks of its shard with the model's own `fill_blanks`, the API users call.
         `gather_for_metrics` drops the examples repeated to even out the last batch, so every
         example comes back exactly once; the result is in split order.
         """
         accelerator = self.accelerator
-        model.eval()
-        unwrapped = accelerator.unwrap_model(model)
+        decoder = decoding_model(accelerator, model)
+        was_training = decoder.training
+        decoder.eval()
         gathered = []
         for batch in tqdm(self.loaders[split_name], desc=description, disable=not accelerator.is_local_main_process):
             captions, video_features = batch["masked_caption"], batch.get(VIDEO_COLUMN)
@@ -90,8 +111,8 @@ class Evaluator:
                 accelerator.device
             )
             with accelerator.autocast():
-                logits = unwrapped(**inputs).logits
-            filled = unwrapped.fill_blanks(
+                logits = decoder(**inputs).logits
+            filled = decoder.fill_blanks(
                 self.processor,
                 captions,
                 video_features=video_features,
@@ -108,11 +129,36 @@ class Evaluator:
                 )
             ]
             gathered += accelerator.gather_for_metrics(local, use_gather_object=True)
+        decoder.train(was_training)
         gathered.sort(key=lambda output: output["index"])
         expected = len(self.splits[split_name])
         if [output["index"] for output in gathered] != list(range(expected)):
             raise RuntimeError(f"{description}: gathered {len(gathered)} predictions for {expected} examples.")
         return gathered
+
+
+def decoding_model(accelerator, model):
+    """The model to evaluate with: `model` unwrapped, or under FSDP a plain copy holding all its weights.
+
+    `generate` runs the encoder outside the model's own forward, where FSDP cannot gather sharded
+    weights (on 2 CPU processes with torch 2.13 it fails inside the encoder), and beam search may
+    run a different number of steps on each process. The copy is built from the full state dict
+    that every process gathers, then generates on its own.
+    """
+    if accelerator.distributed_type != DistributedType.FSDP:
+        return accelerator.unwrap_model(model, keep_torch_compile=False)
+    return unsharded_copy(model, accelerator.unwrap_model(model).config, accelerator.device)
+
+
+def unsharded_copy(sharded_model, config, device) -> FiberT5ForConditionalGeneration:
+    """A `FiberT5ForConditionalGeneration` with `sharded_model`'s full weights, on `device` (a collective call)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    state_dict = get_model_state_dict(sharded_model, options=StateDictOptions(full_state_dict=True))
+    copy = FiberT5ForConditionalGeneration(config)
+    copy.load_state_dict(state_dict)
+    copy.generation_config = sharded_model.generation_config
+    return copy.to(device)
 
 
 def score(
@@ -151,7 +197,7 @@ def score(
         "f1_label_only": label_only["f1"],
         "correct_at_k": all_answers["correct_at_k"],
         "map": all_answers["map"],
-        "label_probability": math.fsum(probabilities) / len(rows) if None not in probabilities and rows else None,
+        "label_probability": math.fsum(probabilities) / len(rows) if rows and None not in probabilities else None,
     }
     if categories is not None:
         metrics["count_by_category"] = all_answers["count_by_category"]

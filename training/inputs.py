@@ -1,16 +1,30 @@
-"""Data for training: the FIBER splits (the bundled sample or a Hub/local dataset) and batches of model inputs."""
+"""Data for training: the FIBER splits, examples read a batch at a time, the collator, and the data loaders.
 
-from collections.abc import Sequence
+The same two pieces feed `training/train.py` and `Seq2SeqTrainer` (`fiberbench.training.trainer`):
+`FiberExamples` (a split as a PyTorch dataset whose `__getitems__` reads a whole batch of video
+features in one Arrow slice) and `FiberDataCollator` (examples to model inputs with the model's
+`FiberProcessor`). Both are picklable, so DataLoader worker processes can read and tokenize
+while the training process runs the step.
+"""
+
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import datasets
 import numpy as np
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 import fiberbench.data
+from fiberbench.errors import DataError, UsageError
 
 VIDEO_COLUMN = "video_features"
+TEXT_COLUMNS = ("masked_caption", "label")
+# Length-grouped batches (--group_by_length) are sorted within windows of this many batches, so
+# that batches still come in random order and hold different examples every epoch.
+BATCHES_PER_LENGTH_GROUP = 50
+MAX_DEFAULT_WORKERS = 8
 
 
 def default_config_name(fusion: str) -> str:
@@ -21,64 +35,89 @@ def default_config_name(fusion: str) -> str:
 def load_splits(dataset_name: str | None, config_name: str, fusion: str) -> datasets.DatasetDict:
     """The dataset's splits; the bundled sample when `dataset_name` is None.
 
-    Fails at once (before any model is built) when a fusion model is asked for but the config
-    has no video features, naming the dataset and config and the config to use instead.
+    Fails at once (before any model is built) with a `DataError` naming the dataset when it
+    cannot be loaded or lacks a column the run needs (the video features of a fusion model).
     """
     if dataset_name is None:
         splits = fiberbench.data.load_sample(config_name)
         described = f"the bundled sample (config {config_name!r})"
     else:
-        # A local folder by its absolute path: a bare name may return an older cached copy.
-        location = str(Path(dataset_name).resolve()) if Path(dataset_name).is_dir() else dataset_name
-        splits = datasets.load_dataset(location, config_name)
         described = f"dataset {dataset_name!r} (config {config_name!r})"
-    for split in splits.values():
+        check_dataset_name(dataset_name)
+        folder = Path(dataset_name).expanduser()
+        # A local folder by its absolute path: a bare name may return an older cached copy.
+        location = str(folder.resolve()) if folder.is_dir() else dataset_name
+        try:
+            splits = datasets.load_dataset(location, config_name)
+        except (OSError, ValueError) as error:
+            raise DataError(f"--dataset_name {dataset_name}: cannot load {described}: {error}") from error
+    for name, split in splits.items():
+        missing = [column for column in TEXT_COLUMNS if column not in split.column_names]
         if fusion != "none" and VIDEO_COLUMN not in split.column_names:
-            raise ValueError(
+            raise DataError(
                 f"--fusion {fusion} needs video features, but {described} has no {VIDEO_COLUMN!r} column "
                 f"(columns: {', '.join(split.column_names)}). Use --dataset_config_name i3d, or --fusion none."
             )
+        if missing:
+            raise DataError(f"{described}, split {name}: no {' or '.join(missing)} column (a FIBER dataset?).")
     return splits
 
 
-class FiberCollator:
-    """Turns a batch of row indices of one split into a batch, reading the video features in one slice.
+def check_dataset_name(dataset_name: str) -> None:
+    """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (checked before any work)."""
+    if not Path(dataset_name).expanduser().is_dir() and not is_hub_id(dataset_name):
+        raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id).")
 
-    The data loader iterates over row indices and this collator reads the whole batch's features
-    at once, straight from Arrow: batched reads are about 10x faster than row by row, and
-    skipping datasets' NumPy formatting makes them about 2.5x faster again, so the loader keeps
-    well ahead of even the tiny demo model's training step (bench/train.py). The text columns
-    are small and read once.
+
+def is_hub_id(name: str) -> bool:
+    """Whether `name` can be a Hub repo id ("name" or "namespace/name")."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+class FiberExamples(torch.utils.data.Dataset):
+    """A FIBER split as a PyTorch dataset whose examples are read a batch at a time.
+
+    `DataLoader` (and so `Seq2SeqTrainer`) hands `__getitems__` a whole batch of indices: the
+    batch's video features come from one Arrow read, straight from the memory-mapped table.
+    Batched reads are about 10x faster than row by row, and skipping datasets' NumPy formatting
+    about 2.5x faster again (bench/train.py); the text columns are small and read once.
 
     Args:
-        dataset: the split.
-        with_video: whether to read the split's `video_features` (fusion models).
-        processor: the model's `FiberProcessor`: batches are then model inputs with `labels`
-            (training); without one they are the raw `masked_caption`, `label` and
-            `video_features` lists (evaluation, which calls the model's `fill_blanks`).
+        split: the split (`masked_caption`, `label` and, with `with_video`, `video_features`).
+        with_video: whether examples carry `video_features`, (frames, size) float32 arrays.
+
+    Each example is a dict with `index` (its row, to put gathered predictions back in order),
+    `masked_caption`, `label` and, with video, `video_features`.
     """
 
-    def __init__(self, dataset: datasets.Dataset, with_video: bool, processor=None):
-        self.processor = processor
-        self.masked_captions = list(dataset["masked_caption"])
-        self.labels = list(dataset["label"])
-        self.videos = dataset.select_columns([VIDEO_COLUMN]).with_format("arrow") if with_video else None
+    def __init__(self, split: datasets.Dataset, with_video: bool):
+        self.masked_captions = list(split["masked_caption"])
+        self.labels = list(split["label"])
+        self.videos = split.select_columns([VIDEO_COLUMN]).with_format("arrow") if with_video else None
 
-    def __call__(self, indices: Sequence[int]) -> dict:
-        """The rows `indices`, plus `index` (batch,) to find each row again after gathering across processes."""
-        indices = list(indices)
-        batch = {
-            "masked_caption": [self.masked_captions[index] for index in indices],
-            "label": [self.labels[index] for index in indices],
-        }
+    def __len__(self) -> int:
+        return len(self.masked_captions)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
+        indices = [int(index) for index in indices]
+        examples = [
+            {"index": index, "masked_caption": self.masked_captions[index], "label": self.labels[index]}
+            for index in indices
+        ]
         if self.videos is not None:
-            batch[VIDEO_COLUMN] = self.read_video_features(indices)
-        if self.processor is not None:
-            batch = dict(
-                self.processor(batch["masked_caption"], video_features=batch.get(VIDEO_COLUMN), labels=batch["label"])
-            )
-        batch["index"] = torch.tensor(indices)
-        return batch
+            for example, clip in zip(examples, self.read_video_features(indices)):
+                example[VIDEO_COLUMN] = clip
+        return examples
 
     def read_video_features(self, indices: list[int]) -> list[np.ndarray]:
         """Each row's features, (frames, feature size) float32, from one Arrow read.
@@ -93,20 +132,110 @@ class FiberCollator:
         frames = frames.reshape(int(frame_counts.sum()), -1)
         return np.split(frames, np.cumsum(frame_counts)[:-1])
 
+    def lengths(self, processor) -> list[int]:
+        """Each example's input length for `processor`: caption tokens plus the video features it keeps."""
+        text = processor(self.masked_captions)["attention_mask"].sum(dim=1).tolist()
+        if self.videos is None:
+            return text
+        if processor.single_feature:
+            return [length + 1 for length in text]
+        frames = self.videos.data.column(VIDEO_COLUMN).combine_chunks().storage.value_lengths().to_numpy()
+        return [length + int(count) for length, count in zip(text, frames)]
+
+
+class FiberDataCollator:
+    """Turns a list of examples (from `FiberExamples`) into a batch.
+
+    Args:
+        processor: the model's `FiberProcessor`: batches are then exactly the model's inputs,
+            `labels` included (training, and `Seq2SeqTrainer`). Without one they are the raw
+            `masked_caption`, `label` and `video_features` lists plus `index` (batch,)
+            (evaluation, which calls the model's `fill_blanks`).
+    """
+
+    def __init__(self, processor=None):
+        self.processor = processor
+
+    def __call__(self, examples: list[dict]) -> dict:
+        video_features = [example[VIDEO_COLUMN] for example in examples] if VIDEO_COLUMN in examples[0] else None
+        captions = [example["masked_caption"] for example in examples]
+        labels = [example["label"] for example in examples]
+        if self.processor is not None:
+            return dict(self.processor(captions, video_features=video_features, labels=labels))
+        batch = {"masked_caption": captions, "label": labels, "index": torch.tensor([e["index"] for e in examples])}
+        if video_features is not None:
+            batch[VIDEO_COLUMN] = video_features
+        return batch
+
+
+class LengthGroupedSampler(Sampler[int]):
+    """Random order, with examples of similar length next to each other (for --group_by_length).
+
+    Each epoch draws a permutation from `seed` and the epoch (the same on every process and after
+    a resume), cuts it into windows of `BATCHES_PER_LENGTH_GROUP` batches and sorts each window
+    by length, longest first: batches then need little padding and still differ between epochs.
+    """
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int):
+        self.lengths = torch.as_tensor(lengths)
+        self.window = batch_size * BATCHES_PER_LENGTH_GROUP
+        self.seed = seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self) -> Iterator[int]:
+        order = torch.randperm(len(self.lengths), generator=torch.Generator().manual_seed(self.seed + self.epoch))
+        for window in order.split(self.window):
+            yield from window[torch.argsort(self.lengths[window], descending=True, stable=True)].tolist()
+
+
+def default_num_workers(processes_per_machine: int = 1) -> int:
+    """Data loader workers per training process: its share of this machine's CPU cores, less one for the step."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(0, min(MAX_DEFAULT_WORKERS, cores // max(processes_per_machine, 1) - 1))
+
 
 def make_dataloader(
-    dataset: datasets.Dataset, with_video: bool, batch_size: int, shuffle: bool, seed: int, processor=None
+    examples: FiberExamples,
+    *,
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    processor=None,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    lengths: Sequence[int] | None = None,
 ) -> DataLoader:
-    """A data loader over the split's row indices, with batches made by `FiberCollator`.
+    """A data loader of `examples` batched by `FiberDataCollator(processor)`.
+
+    Args:
+        shuffle: a new random order each epoch (`set_epoch`), drawn from `seed`.
+        num_workers: processes that read and collate batches ahead of the step (kept across
+            epochs, each with 4 batches in flight); 0 reads in the calling process.
+        pin_memory: page-locked batches, for fast copies to a GPU.
+        lengths: with `shuffle`, group examples of similar length (`LengthGroupedSampler`).
 
     The loader has its own seeded generator, so starting an iteration draws nothing from the
     global torch RNG: dropout then sees the same random numbers in a run resumed from a
-    checkpoint as in an uninterrupted one.
+    checkpoint as in an uninterrupted one, with or without workers.
     """
+    if lengths is not None and not shuffle:
+        raise UsageError("Length-grouped batches are for training (shuffled) data.")
+    sampler = LengthGroupedSampler(lengths, batch_size, seed) if lengths is not None else None
     return DataLoader(
-        range(len(dataset)),
+        examples,
         batch_size=batch_size,
-        shuffle=shuffle,
-        collate_fn=FiberCollator(dataset, with_video, processor),
+        shuffle=shuffle and sampler is None,
+        sampler=sampler,
+        collate_fn=FiberDataCollator(processor),
         generator=torch.Generator().manual_seed(seed),
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        persistent_workers=num_workers > 0,
+        prefetch_factor=4 if num_workers > 0 else None,
     )

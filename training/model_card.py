@@ -27,6 +27,7 @@ def make_model_card(
     dataset_config: str | None = None,
     split: str = "test",
     single_feature: bool = False,
+    synthetic: bool = False,
 ) -> str:
     """The model card (README.md text) of a trained FIBER model.
 
@@ -43,6 +44,8 @@ def make_model_card(
         dataset_config: the dataset config (`"text"` or `"i3d"`), if any.
         split: the split the results are on.
         single_feature: whether the model saw one feature per clip (the paper's "1f" variants).
+        synthetic: whether the data is the bundled SYNTHETIC sample (or built from it): the card
+            then says so at the top, tags it `synthetic-data` and its scores say nothing about FIBER.
 
     Returns:
         Markdown that starts with a YAML block (`base_model`, `datasets`, `metrics`, `tags`,
@@ -71,6 +74,13 @@ def make_model_card(
     origin = f"`{base_model}` fine-tuned" if base_model else "a T5 trained from scratch"
     evaluated_on = f"{split} split" + (f", {dataset_config} config" if dataset_config else "")
     tags = ["fiber", "video", "fill-in-the-blanks", "t5"] + ([] if fusion == "none" else ["i3d", f"{fusion}-fusion"])
+    tags += ["synthetic-data"] if synthetic else []
+    synthetic_note = (
+        "\n**Trained and evaluated on SYNTHETIC data** (the sample bundled with fiberbench, or a dataset built "
+        "from it): a demonstration model; its scores say nothing about FIBER.\n"
+        if synthetic
+        else ""
+    )
     card_data = ModelCardData(
         base_model=base_model,
         datasets=[dataset_name],
@@ -90,7 +100,7 @@ def make_model_card(
 
 A FIBER model: {origin} to fill the blank of a video caption on `{dataset_name}`.
 Fusion: {fusion_line}.
-
+{synthetic_note}
 The input is the masked caption with its blank `_____` as `<extra_id_0>`; the model generates
 `<extra_id_0> answer <extra_id_1>`. Decoding follows the paper: beam search, at most 10 new tokens,
 no repeated bigrams, only `</s>` after `<extra_id_1>`, and the first beam that is a noun phrase in

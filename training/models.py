@@ -1,9 +1,15 @@
-"""The model a run trains or evaluates: a tiny one built from the shipped tokenizer, or a T5 / FIBER checkpoint."""
+"""What answers the blanks: a FIBER model (tiny, or a T5 or FIBER checkpoint) or the most-frequent-answer baseline."""
 
 import argparse
+from collections import Counter
+from pathlib import Path
 
+from huggingface_hub import HfApi, constants, try_to_load_from_cache
+from huggingface_hub.errors import RepositoryNotFoundError
 from transformers import AutoConfig, AutoTokenizer
 
+from fiberbench.errors import DataError, UsageError
+from fiberbench.metric import normalize_answer
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -11,29 +17,89 @@ from fiberbench.modeling import (
     FiberT5ForConditionalGeneration,
     build_tiny_config,
 )
+from fiberbench.training.inputs import is_hub_id
 
 # The paper's main model (Table 3, "T5 + I3D") when neither --fusion nor a FIBER checkpoint says otherwise.
 DEFAULT_FUSION = "early"
+# Seconds to wait for the Hub before a run gives up on a model it would download: without it,
+# transformers retries for about half a minute per file before failing.
+HUB_PROBE_TIMEOUT = 10.0
+SAFETENSORS_FILES = ("model.safetensors", "model.safetensors.index.json")
 
 
-def resolve_fusion(args: argparse.Namespace) -> str:
+def loading_options(name: str) -> dict:
+    """`from_pretrained` options for `name` (a folder or Hub id), after checking, in seconds, that it can load.
+
+    A local folder must hold safetensors weights: a folder with only pickled weights
+    (`pytorch_model.bin`) is refused rather than unpickled. A Hub id must be in the local cache
+    or the Hub must answer; offline (`HF_HUB_OFFLINE=1`) or unreachable, a cached model loads
+    from the cache alone, and anything else is one `UsageError` naming the ways out.
+    """
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if not (folder / "config.json").is_file():
+            raise DataError(f"--model_name_or_path {name}: the folder has no config.json (not a saved model).")
+        if not any((folder / file).is_file() for file in SAFETENSORS_FILES):
+            pickles = sorted(path.name for path in folder.glob("*.bin")) or ["no weights file"]
+            raise DataError(
+                f"--model_name_or_path {name}: no model.safetensors in the folder (found: {', '.join(pickles)}); "
+                "pickled weights are not loaded, as loading a pickle can run code. Convert the model to "
+                "safetensors where you trust it (from_pretrained, then save_pretrained)."
+            )
+        return {"use_safetensors": True}
+    if not is_hub_id(name):
+        raise UsageError(f"--model_name_or_path {name}: no such folder (and not a Hub model id).")
+    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(name)
+    if problem is None:
+        return {}
+    if cached:
+        return {"local_files_only": True}
+    raise UsageError(
+        f"--model_name_or_path {name}: not a local folder, not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
+        f"and {problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
+        f"(`hf download {name}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
+    )
+
+
+def hub_problem(name: str) -> str | None:
+    """Why model `name` cannot be downloaded from the Hub right now, or None when it can."""
+    try:
+        HfApi().model_info(name, timeout=HUB_PROBE_TIMEOUT)
+    except RepositoryNotFoundError:
+        return f"the Hub at {constants.ENDPOINT} has no model {name!r} (or it is private: log in with `hf auth login`)"
+    # The HTTP client's errors (connection refused, name not resolved, timeout) have no common
+    # base class across huggingface_hub releases; each means the Hub cannot be reached.
+    except Exception as error:  # noqa: BLE001
+        return f"the Hub at {constants.ENDPOINT} cannot be reached ({type(error).__name__}: {error})"
+    return None
+
+
+def resolve_fusion(args: argparse.Namespace, options: dict) -> str:
     """--fusion, else a FIBER checkpoint's own fusion, else early fusion; "none" for a baseline.
 
-    Raises a ValueError for --single_feature with a text-only model, before anything is loaded.
+    Raises a `UsageError` for --single_feature with a text-only model, before anything is trained.
     """
     if args.baseline is not None:
         return "none"
     fusion = args.fusion
     if fusion is None and args.model_name_or_path is not None:
-        config = AutoConfig.from_pretrained(args.model_name_or_path)
+        config = AutoConfig.from_pretrained(args.model_name_or_path, **without_weights_options(options))
         fusion = config.fusion if isinstance(config, FiberT5Config) else None
     fusion = fusion or DEFAULT_FUSION
     if args.single_feature and fusion == "none":
-        raise ValueError("--single_feature picks one video feature per clip; it needs --fusion early or late.")
+        raise UsageError("--single_feature picks one video feature per clip; it needs --fusion early or late.")
     return fusion
 
 
-def build_model(args: argparse.Namespace, fusion: str) -> tuple[FiberT5ForConditionalGeneration, FiberProcessor]:
+def without_weights_options(options: dict) -> dict:
+    """The loading options that apply to configs and tokenizers (which have no weights)."""
+    return {key: value for key, value in options.items() if key != "use_safetensors"}
+
+
+def build_model(
+    args: argparse.Namespace, fusion: str, options: dict
+) -> tuple[FiberT5ForConditionalGeneration, FiberProcessor]:
     """The model and its processor.
 
     With no --model_name_or_path: a tiny model (see `build_tiny_config`, plus --config_overrides)
@@ -46,11 +112,29 @@ def build_model(args: argparse.Namespace, fusion: str) -> tuple[FiberT5ForCondit
         tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
         config = build_tiny_config(tokenizer, fusion)
         if args.config_overrides:
-            config.update_from_string(args.config_overrides)
+            try:
+                config.update_from_string(args.config_overrides)
+            except ValueError as error:
+                raise UsageError(f"--config_overrides {args.config_overrides}: {error}") from error
         model = FiberT5ForConditionalGeneration(config)
     else:
-        tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
-        model = FiberT5ForConditionalGeneration.from_pretrained(args.model_name_or_path, fusion=fusion)
+        tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path, **without_weights_options(options))
+        model = FiberT5ForConditionalGeneration.from_pretrained(args.model_name_or_path, fusion=fusion, **options)
     if args.num_beams is not None:
         model.generation_config.num_beams = args.num_beams
     return model, FiberProcessor(tokenizer, single_feature=args.single_feature)
+
+
+def most_frequent_answer(labels: list[str]) -> str:
+    """The paper's baseline (Table 3): the training set's most frequent label after normalization ("a man").
+
+    Labels are counted by their normalized form, so "A man" and "a man" count together; the
+    answer returned is the most common spelling of the winning form. Ties go to the form seen
+    first, so the result does not depend on hash order.
+    """
+    if not labels:
+        raise DataError("The most-frequent-answer baseline needs a non-empty training split.")
+    by_form = Counter(normalize_answer(label) for label in labels)
+    winner = by_form.most_common(1)[0][0]
+    spellings = Counter(label for label in labels if normalize_answer(label) == winner)
+    return spellings.most_common(1)[0][0]

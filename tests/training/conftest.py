@@ -18,7 +18,14 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 
 def train_command(args: list, launch_args: list = ()) -> list[str]:
     """`accelerate launch [launch_args] training/train.py args`, as an argv."""
-    return [sys.executable, "-m", "accelerate.commands.launch", *map(str, launch_args), str(TRAIN_SCRIPT), *map(str, args)]
+    return [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        *map(str, launch_args),
+        str(TRAIN_SCRIPT),
+        *map(str, args),
+    ]
 
 
 def train_env(env: dict | None = None) -> dict:
@@ -38,8 +45,13 @@ def run_train(
     return result
 
 
-def kill_train_after(args: list, checkpoint: Path, timeout: float = 300) -> None:
-    """Start the training script and SIGKILL it, launcher and workers, as soon as `checkpoint` exists."""
+def kill_train_after(args: list, path: Path, timeout: float = 300, during: str | None = None) -> bool:
+    """Start the training script and SIGKILL it, launcher and workers, as soon as `path` exists.
+
+    With `during` (a glob pattern beside `path`, e.g. a staging folder), wait until `path` exists
+    and a match of `during` does too; the run is then stopped (SIGSTOP), and killed if the match
+    is still there, else let go on. Returns whether it was killed at such a moment.
+    """
     process = subprocess.Popen(
         train_command(args),
         cwd=TRAIN_SCRIPT.parents[1],
@@ -48,13 +60,30 @@ def kill_train_after(args: list, checkpoint: Path, timeout: float = 300) -> None
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+    def caught() -> bool:
+        staged = (
+            [match for match in path.parent.glob(during) if not match.name.endswith("-previous")] if during else [1]
+        )
+        return path.exists() and bool(staged)
+
     deadline = time.monotonic() + timeout
-    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)
+    killed = False
+    while not killed and process.poll() is None and time.monotonic() < deadline:
+        if caught():
+            os.killpg(process.pid, signal.SIGSTOP)
+            if caught():
+                os.killpg(process.pid, signal.SIGKILL)
+                killed = True
+            else:
+                os.killpg(process.pid, signal.SIGCONT)
+        time.sleep(0.001 if during else 0.05)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    if not checkpoint.exists():
-        pytest.fail(f"The training run never wrote {checkpoint} (exit code {process.returncode}).")
+    if during is None and not path.exists():
+        pytest.fail(f"The training run never wrote {path} (exit code {process.returncode}).")
+    return killed
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +106,15 @@ def main_job(tmp_path_factory):
     """
     output_dir = tmp_path_factory.mktemp("main_job") / "sample_demo"
     return output_dir, run_train(["--output_dir", output_dir])
+
+
+# A short run that writes checkpoints (every 2 of its 4 steps) and nothing else.
+SHORT_RUN = ["--max_train_steps", 4, "--checkpointing_steps", 2, "--no-do_eval", "--no-do_predict"]
+
+
+@pytest.fixture(scope="session")
+def short_checkpointed_run(tmp_path_factory):
+    """The output folder of `SHORT_RUN`, with its checkpoints step_2 and step_4."""
+    output_dir = tmp_path_factory.mktemp("short_run") / "run"
+    run_train([*SHORT_RUN, "--output_dir", output_dir])
+    return output_dir

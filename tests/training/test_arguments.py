@@ -2,6 +2,7 @@
 
 import pytest
 
+from fiberbench.errors import UsageError
 from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, parse_args, read_config
 from fiberbench.training.models import resolve_fusion
 
@@ -66,56 +67,82 @@ def test_table_3_configs_are_all_shipped():
         ("fusion: middle\n", "invalid choice: 'middle'"),
         ("num_train_epochs: many\n", "invalid positive_int value"),
         ("num_train_epochs: 0\n", "must be a positive integer"),
-        ("do_train: maybe\n", "could not read"),
-        ("with_tracking: 1\n", "could not read"),
+        ("do_train: maybe\n", "ignored explicit argument 'maybe'"),
+        ("with_tracking: 1\n", "ignored explicit argument '1'"),
         ("output_dir: [a, b]\n", "must be a single value"),
         ("- fusion\n", "expected a mapping"),
+        ("learning_rate: .inf\n", "must be a finite number greater than 0"),
+        ("learning_rate: -1.0e-5\n", "must be a finite number greater than 0"),
+        ("fusion: [early\n", "not a readable YAML file"),
     ],
 )
 def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, message):
     path = write_config(tmp_path, text)
-    with pytest.raises(ValueError, match="config.yaml") as error:
+    with pytest.raises(UsageError, match="config.yaml") as error:
         parse_args(["--config", str(path)])
     assert message in str(error.value)
 
 
-def test_unknown_fusion_flag_is_an_argparse_error(capsys):
-    with pytest.raises(SystemExit):
-        parse_args(["--fusion", "middle"])
-    assert "invalid choice: 'middle'" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--fusion", "middle"], "invalid choice: 'middle'"),
+        (["--learning_rate", "inf"], "--learning_rate: must be a finite number greater than 0, got inf"),
+        (["--learning_rate", "nan"], "--learning_rate: must be a finite number greater than 0, got nan"),
+        (["--learning_rate=-1e-4"], "--learning_rate: must be a finite number greater than 0"),
+        (["--learning_rate", "-0.0001"], "--learning_rate: must be a finite number greater than 0"),
+        (["--learning_rate", "0"], "--learning_rate: must be a finite number greater than 0"),
+        (["--weight_decay", "-0.1"], "--weight_decay: must be a finite number of 0 or more"),
+        (["--num_warmup_steps", "-1"], "--num_warmup_steps: must be 0 or more, got -1"),
+        (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size: must be a positive integer"),
+        (["--per_device_eval_batch_size", "-2"], "--per_device_eval_batch_size: must be a positive integer"),
+        (["--dataloader_num_workers", "-1"], "--dataloader_num_workers: must be 0 or more"),
+        (["--no_such_flag"], "unrecognized arguments: --no_such_flag"),
+    ],
+)
+def test_bad_flags_are_usage_errors_before_any_work(argv, message):
+    with pytest.raises(UsageError) as error:
+        parse_args(argv)
+    assert message in str(error.value)
 
 
 def test_missing_config_file_lists_the_shipped_ones():
-    with pytest.raises(FileNotFoundError, match="t5_i3d"):
+    with pytest.raises(UsageError, match="t5_i3d"):
         parse_args(["--config", "no_such_config"])
 
 
 @pytest.mark.parametrize(
-    "argv, error, message",
+    "argv, message",
     [
-        (["--resume_from_checkpoint", "no/such/step_10"], FileNotFoundError, "no such checkpoint folder"),
-        (["--no-do_train", "--no-do_eval", "--no-do_predict"], ValueError, "Nothing to do"),
-        (["--baseline", "most_frequent_answer", "--model_name_or_path", "t5-base"], ValueError, "uses no model"),
-        (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], ValueError, "tiny model"),
-        (["--push_to_hub", "--hub_model_id", "not a repo id"], ValueError, "Invalid Hub repo id"),
-        (["--push_to_hub", "--no-do_train"], ValueError, "needs training"),
+        (["--resume_from_checkpoint", "no/such/step_10"], "no such checkpoint folder"),
+        (["--no-do_train", "--no-do_eval", "--no-do_predict"], "Nothing to do"),
+        (["--baseline", "most_frequent_answer", "--model_name_or_path", "t5-base"], "uses no model"),
+        (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], "tiny model"),
+        (["--push_to_hub", "--hub_model_id", "not a repo id"], "Invalid Hub repo id"),
+        (["--push_to_hub", "--no-do_train"], "needs training"),
+        (["--tracker_project_name", "model"], "not one of the run's own outputs"),
+        (["--tracker_project_name", "../logs"], "must be a plain folder name"),
     ],
 )
-def test_impossible_combinations_fail_before_any_work(argv, error, message):
-    with pytest.raises(error, match=message):
+def test_impossible_combinations_fail_before_any_work(argv, message):
+    with pytest.raises(UsageError, match=message):
         parse_args(argv)
 
 
 def test_push_without_a_token_fails_before_training(monkeypatch, tmp_path):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(ValueError, match="No Hugging Face token"):
+    with pytest.raises(UsageError, match="No Hugging Face token"):
         parse_args(["--push_to_hub", "--hub_model_id", "org/fiber"])
 
 
 def test_fusion_comes_from_the_flag_else_the_paper_main_model():
-    assert resolve_fusion(parse_args(["--fusion", "late"])) == "late"
-    assert resolve_fusion(parse_args(["--fusion", "late", "--baseline", "most_frequent_answer"])) == "none"
-    assert resolve_fusion(parse_args(["--config", str(SAMPLE_DEMO_CONFIG), "--fusion", "early"])) == "early"
-    with pytest.raises(ValueError, match="--single_feature"):
-        resolve_fusion(parse_args(["--single_feature", "--fusion", "none"]))
+    assert resolve_fusion(parse_args(["--fusion", "late"]), {}) == "late"
+    assert resolve_fusion(parse_args(["--fusion", "late", "--baseline", "most_frequent_answer"]), {}) == "none"
+    assert resolve_fusion(parse_args(["--config", str(SAMPLE_DEMO_CONFIG), "--fusion", "early"]), {}) == "early"
+    with pytest.raises(UsageError, match="--single_feature"):
+        resolve_fusion(parse_args(["--single_feature", "--fusion", "none"]), {})
+
+
+def test_the_tracker_project_is_fiber_by_default():
+    assert parse_args([]).tracker_project_name == "fiber"

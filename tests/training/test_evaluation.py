@@ -1,15 +1,13 @@
-"""Scoring a split with fiber_metric, the label probability, and the batches the training data loader makes."""
+"""Scoring a split with fiber_metric and the label probability."""
 
 import math
 
 import datasets
 import pytest
 import torch
-from transformers import AutoTokenizer
 
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor
+from fiberbench.metric import references_from_example
 from fiberbench.training.evaluation import label_probabilities, load_metric, score
-from fiberbench.training.inputs import load_splits, make_dataloader
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +45,11 @@ def test_label_probability_is_the_product_of_the_target_tokens_probabilities():
     assert label_probabilities(logits, labels) == pytest.approx([0.5 * 0.8, 0.6])
 
 
+def test_a_non_finite_label_probability_is_reported_as_null():
+    logits = torch.tensor([[[float("nan"), 0.0]], [[0.0, 0.0]]])
+    assert label_probabilities(logits, torch.tensor([[0], [1]])) == [None, pytest.approx(0.5)]
+
+
 def test_score_against_all_answers_and_the_label_alone(split):
     outputs = [
         {"index": 0, "prediction": "a guy", "candidates": ["a guy", "a man"], "label_probability": 0.5},
@@ -63,9 +66,19 @@ def test_score_against_all_answers_and_the_label_alone(split):
     assert metrics["exact_match_label_only_by_category"] == {"Animal": 50.0, "Person": 0.0}
     assert metrics["correct_at_k"]["1"] == pytest.approx(200 / 3) and metrics["correct_at_k"]["2"] == 100.0
     assert metrics["label_probability"] == pytest.approx(0.25)
-    assert [record["exact_match"] for record in records] == [1, 1, 0]
-    assert records[2]["f1_label_only"] == pytest.approx(2 / 3)
-    assert records[0] | {"f1": 0} == {
+    # Per-example scores are the metric's own, in its unit, for the label-only references too.
+    metric = load_metric()
+    predictions = [output["prediction"] for output in outputs]
+    for suffix, label_only in (("", False), ("_label_only", True)):
+        expected = metric.compute(
+            predictions=predictions,
+            references=[references_from_example(row, label_only=label_only) for row in split],
+            per_example=True,
+        )
+        for name in ("exact_match", "f1"):
+            assert [record[name + suffix] for record in records] == expected[f"{name}_per_example"]
+    assert [record["exact_match"] > 0 for record in records] == [True, True, False]
+    assert records[0] | {"exact_match": 0, "f1": 0, "exact_match_label_only": 0, "f1_label_only": 0} == {
         "split": "validation",
         "index": 0,
         "video_id": "a",
@@ -75,10 +88,10 @@ def test_score_against_all_answers_and_the_label_alone(split):
         "prediction": "a guy",
         "candidates": ["a guy", "a man"],
         "label_probability": 0.5,
-        "exact_match": 1,
+        "exact_match": 0,
         "f1": 0,
         "exact_match_label_only": 0,
-        "f1_label_only": 0.0,
+        "f1_label_only": 0,
     }
 
 
@@ -87,23 +100,3 @@ def test_score_without_categories_or_probabilities(split):
     metrics, _ = score(load_metric(), split.remove_columns("category"), outputs, "test")
     assert "f1_by_category" not in metrics and metrics["label_probability"] is None
     assert math.isclose(metrics["exact_match"], 100 / 3)
-
-
-def test_a_fusion_model_on_a_config_without_video_fails_at_once():
-    with pytest.raises(ValueError, match="--fusion late needs video features.*--dataset_config_name i3d"):
-        load_splits(None, "text", "late")
-
-
-def test_training_batches_hold_model_inputs_and_row_indices():
-    splits = load_splits(None, "i3d", "early")
-    processor = FiberProcessor(AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH))
-    loader = make_dataloader(splits["train"], with_video=True, batch_size=5, shuffle=False, seed=0, processor=processor)
-    batch = next(iter(loader))
-    assert batch["index"].tolist() == [0, 1, 2, 3, 4]
-    assert batch["video_features"].shape[0] == 5 and batch["video_features"].shape[2] == 1024
-    assert batch["video_attention_mask"].sum(dim=1).tolist() == [
-        len(clip) for clip in splits["train"][:5]["video_features"]
-    ]
-    assert (batch["labels"] == -100).any() or batch["labels"].shape[0] == 5
-    raw = next(iter(make_dataloader(splits["validation"], with_video=False, batch_size=2, shuffle=False, seed=0)))
-    assert raw["masked_caption"] == splits["validation"][:2]["masked_caption"] and "video_features" not in raw
