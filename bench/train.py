@@ -1,112 +1,217 @@
-"""Benchmark of training: examples/s and peak memory of a training step, against the data loader alone.
+"""Benchmark of training: the data loader, with and without workers, against the step; the paper's run projected.
 
     python bench/train.py                                     # CPU: the sample demo and a t5-small-sized model
     python bench/train.py --device cuda --setups t5_base      # a GPU: the paper's setup (T5-base, batch 64, bf16)
 
 Each setup runs in its own process started by `accelerate launch`, so its peak memory is its own
-and its threads are set as in training. Times are medians over batches. The loader is timed alone
-(reading and collating batches of the bundled sample's i3d config) and the step alone (forward,
-backward and Adam on batches already in memory, through Accelerate as in training/train.py);
-the loader must be at least 5x faster than the step so that it never starves it.
+and its threads are set as in training. Per setup, on the data and loaders training/train.py uses
+(`FiberExamples`, `FiberDataCollator`, `make_dataloader`):
+- loader ms/batch: reading and collating batches alone, in the training process (0 workers) and
+  in worker processes (as train.py runs by default; pinned memory on CUDA);
+- step ms: forward, backward and AdamW on batches already on the device, through Accelerate;
+- step+load ms: the two together, serial (0 workers) and overlapped (workers): what a run sees;
+- eval ms/batch: the evaluation of one batch of 64 (the sample's 60) as train.py does it (label
+  probabilities and `fill_blanks` with the paper's beams; the noun-phrase choice, a spaCy parse on
+  the CPU, is left out).
+The loader must be at least 5x faster than the step so that it never starves it. The `t5_base`
+setup reads synthetic data of FIBER's size (26,000 training clips of 32 I3D features, 1,000
+validation clips; written once to --cache_dir) and projects the paper's 10 epochs with a
+validation after each and a final evaluation of validation and test.
 """
 
 import argparse
+import itertools
 import json
+import math
 import resource
 import statistics
 import subprocess
 import sys
 import time
-from itertools import cycle
+from pathlib import Path
 
+import datasets
+import numpy as np
 import torch
 from accelerate import Accelerator
 from transformers import AutoTokenizer
 
 from fiberbench.data import load_sample
-from fiberbench.modeling import (
-    SAMPLE_TOKENIZER_PATH,
-    FiberProcessor,
-    FiberT5ForConditionalGeneration,
-    build_tiny_config,
-)
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
+from fiberbench.modeling import build_tiny_config
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
-from fiberbench.training.inputs import make_dataloader
+from fiberbench.training.evaluation import label_probabilities
+from fiberbench.training.inputs import FiberExamples, default_num_workers, make_dataloader
 
 T5_VOCAB_SIZE = 32128
 SAMPLE_DEMO = read_config(SAMPLE_DEMO_CONFIG)
-# Model shape (FiberT5Config fields, as --config_overrides spells them) and batch size; every setup is early fusion.
+# Model shape (FiberT5Config fields, as --config_overrides spells them), batch size and data; all early fusion.
 SETUPS = {
-    "sample_demo": (SAMPLE_DEMO["config_overrides"], SAMPLE_DEMO["per_device_train_batch_size"]),
+    "sample_demo": (SAMPLE_DEMO["config_overrides"], SAMPLE_DEMO["per_device_train_batch_size"], "sample"),
     "t5_small": (
         f"d_model=512,d_ff=2048,d_kv=64,num_heads=8,num_layers=6,num_decoder_layers=6,vocab_size={T5_VOCAB_SIZE}",
         16,
+        "sample",
     ),
     "t5_base": (
         f"d_model=768,d_ff=3072,d_kv=64,num_heads=12,num_layers=12,num_decoder_layers=12,vocab_size={T5_VOCAB_SIZE}",
         64,
+        "fiber_size",
     ),
 }
 FUSION = "early"
+EVAL_BATCH = 64
 MIN_LOADER_SPEEDUP = 5
-ONE_PROCESS = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-# The paper's full training (App. B.1): 10 epochs of about 400 steps of 64 examples.
-PAPER_STEPS, PAPER_BATCH = 4000, 64
+ONE_PROCESS = ["--num_processes", "1", "--num_machines", "1", "--dynamo_backend", "no"]
+# FIBER's size (paper §3.1): about 26,000 training clips; validation and test 1,000 each; T about 32.
+FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 1_000, 1_000, 32, 1024
+PAPER_EPOCHS = 10
 
 
-def measure(setup: str, device: str, steps: int, warmup: int) -> dict:
-    """Time the loader alone and the training step alone for one setup, in this process."""
-    overrides, batch_size = SETUPS[setup]
-    accelerator = Accelerator(cpu=device == "cpu", mixed_precision="bf16" if device == "cuda" else "no")
+def fiber_size_splits(cache_dir: Path) -> dict[str, datasets.Dataset]:
+    """Synthetic train and validation splits of FIBER's size: the sample's captions, random features.
+
+    Written once to an Arrow file in `cache_dir` (about 3.5 GB) and memory-mapped, as a built FIBER is.
+    """
+    sample = load_sample("text")["train"]
+    features = datasets.Features(
+        {
+            "masked_caption": datasets.Value("string"),
+            "label": datasets.Value("string"),
+            "video_features": datasets.Array2D(shape=(None, FEATURE_SIZE), dtype="float32"),
+        }
+    )
+
+    def clips(count: int, seed: int):
+        generator = np.random.default_rng(seed)
+        for index in range(count):
+            row = sample[index % len(sample)]
+            yield {
+                "masked_caption": row["masked_caption"],
+                "label": row["label"],
+                "video_features": generator.standard_normal((FIBER_FRAMES, FEATURE_SIZE), dtype=np.float32),
+            }
+
+    return {
+        name: datasets.Dataset.from_generator(
+            clips, features=features, gen_kwargs={"count": count, "seed": seed}, cache_dir=str(cache_dir)
+        )
+        for name, count, seed in (("train", FIBER_TRAIN, 0), ("validation", FIBER_VALIDATION, 1))
+    }
+
+
+def seconds_per_batch(batches, count: int, warmup: int, device: torch.device) -> float:
+    """Mean seconds per batch of an iterator over `count` batches after `warmup` (workers started, caches warm)."""
+    iterator = iter(batches)
+    for _ in range(warmup):
+        next(iterator)
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(count):
+        next(iterator)
+    synchronize(device)
+    return (time.perf_counter() - start) / count
+
+
+def measure(setup: str, args: argparse.Namespace) -> dict:
+    """Loader, step, overlap and evaluation times of one setup, in this process."""
+    overrides, batch_size, data = SETUPS[setup]
+    on_gpu = args.device == "cuda"
+    accelerator = Accelerator(
+        cpu=not on_gpu,
+        mixed_precision="bf16" if on_gpu and torch.cuda.is_bf16_supported() else "no",
+        dynamo_backend="inductor" if args.torch_compile else None,
+    )
+    device = accelerator.device
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     config = build_tiny_config(tokenizer, FUSION)
     config.update_from_string(overrides)
     torch.manual_seed(0)
     model = FiberT5ForConditionalGeneration(config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, fused=on_gpu)
     model, optimizer = accelerator.prepare(model, optimizer)
     processor = FiberProcessor(tokenizer)
-    loader = make_dataloader(load_sample("i3d")["train"], True, batch_size, shuffle=True, seed=0, processor=processor)
+    splits = fiber_size_splits(Path(args.cache_dir)) if data == "fiber_size" else load_sample("i3d")
+    examples = FiberExamples(splits["train"], with_video=True)
+    workers = default_num_workers() if args.dataloader_num_workers is None else args.dataloader_num_workers
 
-    # Medians of per-batch times: this machine may be shared, and a median shrugs off the
-    # moments another process takes the cores.
-    batches, loader_times = [], []
-    batch_iterator = cycle(loader)
-    for _ in range(warmup + steps):
-        start = time.perf_counter()
-        batches.append(next(batch_iterator))
-        loader_times.append(time.perf_counter() - start)
-    loader_seconds = statistics.median(loader_times[warmup:])
+    def loader(num_workers: int):
+        loader = make_dataloader(
+            examples,
+            batch_size=batch_size,
+            shuffle=True,
+            seed=0,
+            processor=processor,
+            num_workers=num_workers,
+            pin_memory=on_gpu,
+        )
+        while True:  # as many epochs as the measurement needs
+            yield from loader
 
-    model.train()
-    step_times = []
-    for batch in batches:
-        start = time.perf_counter()
-        batch = {key: value.to(accelerator.device) for key, value in batch.items() if key != "index"}
+    def on_device(batch: dict) -> dict:
+        return {key: value.to(device, non_blocking=True) for key, value in batch.items()}
+
+    def step(batch: dict) -> None:
         loss = model(**batch).loss
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
+
+    counted = {"count": args.steps, "warmup": args.warmup, "device": device}
+    loader_serial = seconds_per_batch(loader(0), **counted)
+    loader_workers = seconds_per_batch(loader(workers), **counted)
+
+    model.train()
+    batches = [on_device(batch) for _, batch in zip(range(args.warmup + args.steps), loader(0))]
+    step_times = []
+    for batch in batches:
+        start = time.perf_counter()
+        step(batch)
         synchronize(device)
         step_times.append(time.perf_counter() - start)
-    step_seconds = statistics.median(step_times[warmup:])
+    # A median of per-step times: this machine may be shared, and a median shrugs off the moments
+    # another process takes the cores.
+    step_seconds = statistics.median(step_times[args.warmup :])
+    serial = seconds_per_batch((step(on_device(batch)) for batch in loader(0)), **counted)
+    overlapped = seconds_per_batch((step(on_device(batch)) for batch in loader(workers)), **counted)
+
+    unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False).eval()
+    evaluation = FiberExamples(splits["validation"], with_video=True)
+    evaluation = evaluation.__getitems__(range(min(EVAL_BATCH, len(evaluation))))
+    captions = [example["masked_caption"] for example in evaluation]
+    videos = [example["video_features"] for example in evaluation]
+
+    def evaluate_batch() -> None:
+        with torch.no_grad(), accelerator.autocast():
+            inputs = processor(captions, video_features=videos, labels=[e["label"] for e in evaluation]).to(device)
+            label_probabilities(unwrapped(**inputs).logits, inputs["labels"])
+        unwrapped.fill_blanks(
+            processor, captions, video_features=videos, only_noun_phrases=False, batch_size=EVAL_BATCH
+        )
+
+    eval_seconds = seconds_per_batch((evaluate_batch() for _ in itertools.count()), count=2, warmup=1, device=device)
     return {
         "setup": setup,
-        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "device": torch.cuda.get_device_name() if on_gpu else "cpu",
         "batch": batch_size,
-        "parameters": sum(parameter.numel() for parameter in model.parameters()),
-        "loader_ms": 1000 * loader_seconds,
+        "train_examples": len(examples),
+        "workers": workers,
+        "parameters": sum(parameter.numel() for parameter in unwrapped.parameters()),
+        "loader_serial_ms": 1000 * loader_serial,
+        "loader_workers_ms": 1000 * loader_workers,
         "step_ms": 1000 * step_seconds,
-        "examples_per_s": batch_size / step_seconds,
+        "serial_ms": 1000 * serial,
+        "overlapped_ms": 1000 * overlapped,
+        "eval_ms": 1000 * eval_seconds,
         "peak_mb": torch.cuda.max_memory_allocated() / 2**20
-        if device == "cuda"
+        if on_gpu
         else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
 
 
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 COLUMNS = (
@@ -114,16 +219,20 @@ COLUMNS = (
     "device",
     "batch",
     "params",
-    "loader ms/batch",
-    "step ms/batch",
+    "loader ms (0 workers)",
+    "loader ms (workers)",
+    "step ms",
     "loader speed-up",
+    "step+load ms serial",
+    "step+load ms overlapped",
     "train examples/s",
+    "eval ms/batch",
     "peak memory MB",
 )
 
 
 def format_table(rows: list[dict]) -> str:
-    """A Markdown table, one row per setup; "loader speed-up" is step time over loader time."""
+    """A Markdown table, one row per setup; "loader speed-up" is the step time over the loader's with workers."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
     for row in rows:
         cells = (
@@ -131,26 +240,51 @@ def format_table(rows: list[dict]) -> str:
             row["device"],
             row["batch"],
             f"{row['parameters'] / 1e6:.1f}M",
-            f"{row['loader_ms']:.1f}",
+            f"{row['loader_serial_ms']:.1f}",
+            f"{row['loader_workers_ms']:.1f} ({row['workers']})",
             f"{row['step_ms']:.1f}",
-            f"{row['step_ms'] / row['loader_ms']:.1f}x",
-            f"{row['examples_per_s']:.1f}",
+            f"{row['step_ms'] / row['loader_workers_ms']:.1f}x",
+            f"{row['serial_ms']:.1f}",
+            f"{row['overlapped_ms']:.1f}",
+            f"{row['batch'] / row['overlapped_ms'] * 1000:.1f}",
+            f"{row['eval_ms']:.0f}",
             f"{row['peak_mb']:.0f}",
         )
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 
 
+def paper_run_projection(row: dict) -> str:
+    """The paper's 10 epochs at this setup's speed, with a validation after each and a final validation and test."""
+    steps = PAPER_EPOCHS * math.ceil(FIBER_TRAIN / row["batch"])
+    eval_batches = PAPER_EPOCHS * math.ceil(FIBER_VALIDATION / EVAL_BATCH)
+    eval_batches += math.ceil(FIBER_VALIDATION / EVAL_BATCH) + math.ceil(FIBER_TEST / EVAL_BATCH)
+    training, evaluation = steps * row["overlapped_ms"] / 1000, eval_batches * row["eval_ms"] / 1000
+    return (
+        f"{row['setup']}: the paper's {PAPER_EPOCHS} epochs ({steps} steps of {row['batch']}) with a validation "
+        f"after each and a final validation and test ({eval_batches} evaluation batches of {EVAL_BATCH}): "
+        f"{(training + evaluation) / 60:.1f} min here ({training / 60:.1f} training, {evaluation / 60:.1f} "
+        f"evaluation; paper: under 1 h on a V100; goal: under 5 min on one H100)"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--setups", nargs="+", choices=tuple(SETUPS), default=["sample_demo", "t5_small"])
-    parser.add_argument("--steps", type=int, default=10, help="Timed training steps per setup.")
-    parser.add_argument("--warmup", type=int, default=2, help="Untimed steps first.")
+    parser.add_argument("--steps", type=int, default=10, help="Timed batches per measurement.")
+    parser.add_argument("--warmup", type=int, default=2, help="Untimed batches first.")
+    parser.add_argument("--dataloader_num_workers", type=int, default=None, help="Default: as train.py chooses.")
+    parser.add_argument("--torch_compile", action="store_true", help="Compile the model (inductor).")
+    parser.add_argument(
+        "--cache_dir",
+        default=str(Path.home() / ".cache" / "fiberbench" / "bench_train"),
+        help="Where the t5_base setup's synthetic data of FIBER's size is written once.",
+    )
     parser.add_argument("--one_setup", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_setup:
-        print(json.dumps(measure(args.one_setup, args.device, args.steps, args.warmup)))
+        print(json.dumps(measure(args.one_setup, args)))
         return 0
 
     rows = []
@@ -159,23 +293,22 @@ def main() -> int:
         # (OMP_NUM_THREADS=1 unless set), and a plain `python` on a busy CPU can be far slower.
         command = [sys.executable, "-m", "accelerate.commands.launch", *ONE_PROCESS, __file__, "--one_setup", setup]
         command += ["--device", args.device, "--steps", str(args.steps), "--warmup", str(args.warmup)]
+        command += ["--cache_dir", args.cache_dir] + (["--torch_compile"] if args.torch_compile else [])
+        if args.dataloader_num_workers is not None:
+            command += ["--dataloader_num_workers", str(args.dataloader_num_workers)]
         output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         rows.append(json.loads(output.strip().splitlines()[-1]))
     print(format_table(rows))
     for row in rows:
-        speedup = row["step_ms"] / row["loader_ms"]
+        speedup = row["step_ms"] / row["loader_workers_ms"]
         verdict = (
             "ok"
             if speedup >= MIN_LOADER_SPEEDUP
             else f"TOO SLOW: the loader would starve the step (< {MIN_LOADER_SPEEDUP}x)"
         )
-        print(f"{row['setup']}: loader {speedup:.1f}x faster than the step: {verdict}")
+        print(f"{row['setup']}: loader with {row['workers']} workers {speedup:.1f}x faster than the step: {verdict}")
         if row["setup"] == "t5_base":
-            hours = PAPER_STEPS * row["step_ms"] / 1000 / 3600
-            print(
-                f"t5_base: the paper's 10 epochs ({PAPER_STEPS} steps of {PAPER_BATCH}) would take {hours:.2f} h "
-                "here (paper: under 1 h on a V100)"
-            )
+            print(paper_run_projection(row))
     return 0
 
 

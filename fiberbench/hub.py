@@ -12,12 +12,16 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import httpx2
 from huggingface_hub import CommitOperationAdd, HfApi, get_session, get_token
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
 from .errors import FiberbenchError
+
+try:  # huggingface_hub 2 talks HTTP through httpx2, huggingface_hub 1 (CUDA images) through httpx: one API.
+    import httpx2 as httpx
+except ImportError:
+    import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +91,7 @@ def push_folder(
         CommitOperationAdd(path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=path)
         for path in files
     ]
-    timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
+    timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
     try:
         with _timeout(timeout):
             repo_url = api.create_repo(
@@ -105,20 +109,20 @@ def push_folder(
                 repo_type=repo_type,
                 commit_message=commit_message or f"Upload {folder.name} with fiberbench",
             )
-    except httpx2.TimeoutException as err:
+    except httpx.TimeoutException as err:
         raise HubPushError(
             f"The Hub at {api.endpoint} did not answer in time while pushing {folder} to {repo_type} repo "
             f"'{repo_id}' ({type(err).__name__}; timeouts: connect {CONNECT_TIMEOUT:g} s, read "
             f"{read_timeout:g} s). The push did not complete."
         ) from err
-    except httpx2.TransportError as err:
+    except httpx.TransportError as err:
         raise HubPushError(
             f"Could not reach the Hub at {api.endpoint} while pushing {folder} to {repo_type} repo "
             f"'{repo_id}': {err}. The push did not complete; check the network or HF_ENDPOINT."
         ) from err
     # HfHubHTTPError (RepositoryNotFoundError, 401/403, ...) is an OSError; the client raises
     # ValueError for rejected README metadata and RuntimeError when an LFS upload fails.
-    except (httpx2.HTTPError, OSError, ValueError, RuntimeError) as err:
+    except (httpx.HTTPError, OSError, ValueError, RuntimeError) as err:
         raise HubPushError(
             f"Pushing {folder} to {repo_type} repo '{repo_id}' at {api.endpoint} failed, "
             f"the push did not complete: {err}"
@@ -150,7 +154,7 @@ def check_can_push(repo_id: str, token: str | None = None) -> str:
 
 
 @contextlib.contextmanager
-def _timeout(timeout: httpx2.Timeout) -> Iterator[None]:
+def _timeout(timeout: httpx.Timeout) -> Iterator[None]:
     """Give huggingface_hub's shared client `timeout` for the block (its own default waits forever)."""
     session = get_session()
     previous = session.timeout

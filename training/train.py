@@ -119,8 +119,12 @@ class Run:
 
     @property
     def evaluated_splits(self) -> list[str]:
-        """The splits evaluated at the end: validation with --do_eval, test with --do_predict."""
-        return [name for name, flag in EVAL_SPLITS.items() if getattr(self.args, flag)]
+        return evaluated_splits(self.args)
+
+
+def evaluated_splits(args: argparse.Namespace) -> list[str]:
+    """The splits evaluated at the end: validation with --do_eval, test with --do_predict."""
+    return [name for name, flag in EVAL_SPLITS.items() if getattr(args, flag)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,9 +155,7 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
     args.dataset_config_name = args.dataset_config_name or default_config_name(fusion)
     with accelerator.main_process_first():
         splits = load_splits(args.dataset_name, args.dataset_config_name, fusion)
-    needed = (["train"] if args.do_train or args.baseline else []) + [
-        name for name, flag in EVAL_SPLITS.items() if getattr(args, flag)
-    ]
+    needed = (["train"] if args.do_train or args.baseline else []) + evaluated_splits(args)
     missing = [name for name in needed if name not in splits]
     if missing:
         raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
@@ -334,7 +336,7 @@ def run_model(run: Run, options: dict) -> None:
     for name in run.evaluated_splits:
         scores[name], split_records = evaluator(model, name, f"Evaluating ({name})")
         records += split_records
-    if args.do_train and (training["best"] is None):
+    if args.do_train and training["best"] is None:
         save_model(run, model, processor)
     if not accelerator.is_main_process:
         return
