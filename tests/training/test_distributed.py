@@ -106,6 +106,7 @@ def test_fsdp_on_cpu_processes_is_refused_not_run_unsharded(launch, tmp_path):
 UNSHARDED_COPY = textwrap.dedent(
     """
     import json
+    import sys
 
     import torch
     import torch.distributed as dist
@@ -132,7 +133,9 @@ UNSHARDED_COPY = textwrap.dedent(
     answers = copy.fill_blanks(
         FiberProcessor(tokenizer), captions, video_features=[torch.ones(4, 1024)] * (1 + rank), only_noun_phrases=False
     )
-    print(json.dumps({"rank": rank, "sharded": sharded, "same": same, "answers": len(answers)}), flush=True)
+    report = {"rank": rank, "sharded": sharded, "same": same, "answers": len(answers)}
+    with open(f"{sys.argv[1]}/rank_{rank}.json", "w") as file:  # one file each: two processes share stdout
+        json.dump(report, file)
     dist.destroy_process_group()
     """
 )
@@ -142,15 +145,13 @@ def test_the_evaluation_copy_of_an_fsdp_model_has_every_weight_on_every_process(
     script = tmp_path / "unsharded_copy.py"
     script.write_text(UNSHARDED_COPY, encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)],
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script), str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    reports = sorted(
-        (json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")), key=lambda r: r["rank"]
-    )
+    reports = [json.loads((tmp_path / f"rank_{rank}.json").read_text(encoding="utf-8")) for rank in (0, 1)]
     assert reports == [
         {"rank": 0, "sharded": "DTensor", "same": True, "answers": 1},
         {"rank": 1, "sharded": "DTensor", "same": True, "answers": 2},

@@ -1,6 +1,7 @@
 """The Trainer path: the real Seq2SeqTrainer trains a FIBER model on the sample and scores it through fiber_metric."""
 
 import pytest
+import torch
 from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 
 from fiberbench.data import load_sample
@@ -21,7 +22,17 @@ pytestmark = pytest.mark.slow
 DEMO = read_config(SAMPLE_DEMO_CONFIG)
 
 
-def test_seq2seq_trainer_trains_and_evaluates_like_fill_blanks(tmp_path, nlp):
+@pytest.fixture
+def one_thread():
+    """One intra-op thread, as `accelerate launch` gives each process: with a data loader worker beside
+    it, two threads on a busy 2-core machine made this test 25x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_seq2seq_trainer_trains_and_evaluates_like_fill_blanks(tmp_path, nlp, one_thread):
     fiber = load_sample("i3d")
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     processor = FiberProcessor(tokenizer)
