@@ -17,7 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 import fiberbench.data
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError
 
 VIDEO_COLUMN = "video_features"
 TEXT_COLUMNS = ("masked_caption", "label")
@@ -225,7 +225,7 @@ def make_dataloader(
     checkpoint as in an uninterrupted one, with or without workers.
     """
     if lengths is not None and not shuffle:
-        raise UsageError("Length-grouped batches are for training (shuffled) data.")
+        raise ValueError("Length-grouped batches are for training (shuffled) data.")
     sampler = LengthGroupedSampler(lengths, batch_size, seed) if lengths is not None else None
     return DataLoader(
         examples,

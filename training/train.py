@@ -464,6 +464,7 @@ def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_s
             break
         with accelerator.accumulate(model):
             loss = model(**batch).loss
+            # One device sync per step, small next to the step itself.
             if not torch.isfinite(loss):
                 raise TrainingDivergedError(
                     f"The training loss became {loss.item()} at step {progress.completed_steps + 1} (epoch {epoch}); "
