@@ -254,3 +254,10 @@ def test_compiled_length_grouped_training_saves_a_plain_model(launch, tmp_path):
     weights = load_file(output_dir / "model" / "model.safetensors")
     assert weights and not [name for name in weights if "_orig_mod" in name]
     assert read_outputs(output_dir)[0]["arguments"]["torch_compile"] is True
+
+
+def test_a_dataset_built_from_the_sample_is_labelled_synthetic(launch, built_sample, tmp_path):
+    result = launch(["--baseline", "most_frequent_answer", "--dataset_name", built_sample, "--output_dir", tmp_path])
+    assert f"on {built_sample} (SYNTHETIC: built from the bundled sample)" in first_log_line(result.stderr)
+    results = read_outputs(tmp_path)[0]
+    assert results["synthetic"] is True and results["dataset_name"] == str(built_sample)
