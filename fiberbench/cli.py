@@ -19,6 +19,10 @@ COMMANDS = {
         "fiberbench.data.blanking",
         "Blank one noun phrase per clip in captioning data, as the FIBER release was made.",
     ),
+    "hit-inputs": (
+        "fiberbench.data.hits",
+        "Input CSV of crowd tasks (Mechanical Turk HITs) for the annotation page, several clips per task.",
+    ),
     "answers": (
         "fiberbench.data.answers",
         "Merge crowd-sourced answers into the release format's additional_answers.",
