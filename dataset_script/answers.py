@@ -117,6 +117,10 @@ class CsvTable:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise _not_utf8(path, data, error) from error
+        if "\0" in text:
+            # NUL is valid UTF-8, but no text holds it: a UTF-16 file without its byte-order mark does.
+            line = text.count("\n", 0, text.index("\0")) + 1
+            raise DataError(f"{path}, line {line}: holds a NUL character (a UTF-16 file?); save the file as UTF-8 text")
         self._reader = csv.reader(io.StringIO(text, newline=""))
         self.columns = next(self._read_rows(), (0, []))[1]
         if not self.columns:
