@@ -6,6 +6,7 @@ nothing, so a page sees no network; `intercept` answers chosen requests before t
 """
 
 import base64
+import contextlib
 import itertools
 import json
 import shutil
@@ -57,8 +58,10 @@ class Chromium:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
+        self._resources = contextlib.ExitStack()
         try:
-            self.socket = connect(self._browser_url(profile_dir), max_size=None, open_timeout=TIMEOUT)
+            url = self._browser_url(profile_dir)
+            self.socket = self._resources.enter_context(connect(url, max_size=None, open_timeout=TIMEOUT))
             self.ids = itertools.count(1)
             self.responses: dict[int, dict] = {}
             self.handlers: dict[str, Callable[[dict], None]] = {}
@@ -91,8 +94,7 @@ class Chromium:
         self.close()
 
     def close(self) -> None:
-        if getattr(self, "socket", None) is not None:
-            self.socket.close()
+        self._resources.close()
         self.process.terminate()
         try:
             self.process.wait(timeout=15)

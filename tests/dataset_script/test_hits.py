@@ -5,6 +5,8 @@ import html
 import json
 import logging
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -166,3 +168,17 @@ def test_bad_blanked_files_are_one_line_and_leave_the_previous_output(tmp_path, 
     assert status == 1 and re.search(message, line), line
     assert output.read_text() == "the previous run's tasks\n"
     assert sorted(tmp_path.iterdir()) == [output, path]
+
+
+@pytest.mark.parametrize("command", ["hit-inputs", "answers"])
+def test_help_imports_no_heavy_library(command):
+    """`--help` answers at once: spaCy, torch, transformers, datasets and evaluate load only when a command runs."""
+    code = (
+        "import sys, contextlib, io\n"
+        "from fiberbench.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        f"    main([{command!r}, '--help'])\n"
+        "print(sorted({'spacy', 'torch', 'transformers', 'datasets', 'evaluate'} & set(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert result.stdout.strip() == "[]"
