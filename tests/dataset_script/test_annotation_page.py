@@ -26,8 +26,8 @@ from fiberbench.data.annotation import PAGE_PATH, preview_url
 from fiberbench.metric import normalize_answer
 
 pytest.importorskip("websockets", reason="the browser tests need the `test` extra's websockets")
-# chromium.py is a helper module beside this file; pytest's importlib mode does not put test folders on sys.path.
-sys.path.insert(0, str(Path(__file__).parent))
+# chromium.py is a helper module of the tests folder; pytest's importlib mode does not put test folders on sys.path.
+sys.path.insert(0, str(Path(__file__).parents[1]))
 from chromium import CHROMIUM, SKIP_REASON, Chromium  # noqa: E402
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)

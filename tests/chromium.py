@@ -1,4 +1,4 @@
-"""Headless Chromium driven through its DevTools protocol, for tests of the annotation page.
+"""Headless Chromium driven through its DevTools protocol, for the browser tests (the annotation page).
 
 Input goes through the protocol's input events (typed text, the Enter key, mouse clicks at an
 element's place on the screen), as a person's would. Every host name except 127.0.0.1 resolves to
@@ -66,7 +66,8 @@ class Chromium:
             self.responses: dict[int, dict] = {}
             self.handlers: dict[str, Callable[[dict], None]] = {}
             self.exceptions: list[str] = []
-            self.loaded = False
+            self.document: str | None = None  # the loader id of the main frame's document
+            self.loaded = False  # whether that document's load event has fired
             target = self.send("Target.createTarget", {"url": "about:blank"}, on_page=False)["targetId"]
             self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True}, on_page=False)[
                 "sessionId"
@@ -132,6 +133,8 @@ class Chromium:
         if method == "Runtime.exceptionThrown":
             details = params["exceptionDetails"]
             self.exceptions.append(details.get("exception", {}).get("description") or details["text"])
+        elif method == "Page.frameNavigated" and "parentId" not in params["frame"]:
+            self.document, self.loaded = params["frame"]["loaderId"], False
         elif method == "Page.loadEventFired":
             self.loaded = True
         elif method in self.handlers:
@@ -156,10 +159,9 @@ class Chromium:
 
     # The page.
     def open(self, url: str) -> None:
-        """Load `url` and wait until its load event has fired."""
-        self.loaded = False
-        self.send("Page.navigate", {"url": url})
-        self.wait_until(lambda: self.loaded, f"{url} did not load")
+        """Load `url` and wait until its load event has fired (not a load event of the page before)."""
+        loader = self.send("Page.navigate", {"url": url})["loaderId"]
+        self.wait_until(lambda: self.document == loader and self.loaded, f"{url} did not load")
 
     def evaluate(self, expression: str):
         """The value of a JavaScript expression in the page (awaited if it is a promise)."""
