@@ -18,7 +18,7 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 CHROMIUM = shutil.which("chromium")
-SKIP_REASON = "Debian's chromium is not installed (apt-get install chromium chromium-driver; .ci/run installs it)"
+SKIP_REASON = "Debian's chromium is not installed (apt-get install chromium; .ci/run installs it)"
 # The flags that let headless Chromium run here: no sandbox as root, no GPU, and no background
 # traffic to a network this machine cannot reach.
 FLAGS = [
