@@ -2,7 +2,12 @@
 
 import json
 import logging
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -126,13 +131,13 @@ def test_dataset_folder_input_with_other_columns(tmp_path):
         ({"videoID": "abc_000001_000011", "enCap": "A dog."}, "record 1: field 'enCap' must be a list"),
     ],
 )
-def test_a_bad_record_is_named_or_skipped(tmp_path, caplog, record, message):
+def test_a_bad_record_is_named_or_skipped(tmp_path, caplog, cli_error, record, message):
     source = tmp_path / "vatex.json"
     good = {"videoID": "good_000000_000010", "enCap": ["A dog runs."]}
     source.write_text(json.dumps([good, record, good]))
     output = tmp_path / "blanked.json"
-    with pytest.raises(ValueError, match=f"{source}: {message}"):
-        blank(str(source), "--output_file", str(output))
+    status, line = cli_error("blank", source, "--output_file", output, "--spacy_model", PIPELINE)
+    assert status == 1 and f"{source}: {message}" in line
     assert not output.exists()
     with caplog.at_level(logging.INFO):
         blank(str(source), "--output_file", str(output), "--skip_invalid")
@@ -167,3 +172,32 @@ def test_a_corpus_larger_than_the_memory_budget_streams_through(tmp_path, monkey
     assert peak < budget
     records = list(read_json_records(output))
     assert len(records) == 6500 and {record["caption"] for record in records} == {"A dog runs."}
+
+
+@pytest.mark.slow
+def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path):
+    """SIGKILL while the output is being written: the previous output is still there, whole."""
+    source = tmp_path / "vatex.json"
+    write_json_records(
+        source, ({"videoID": f"clip{index:07d}_000000_000010", "enCap": ["A dog runs in the park."]} for index in range(50_000))
+    )
+    output = tmp_path / "blanked.json"
+    output.write_bytes(EXPECTED_SEED_2.read_bytes())
+    command = [sys.executable, "-m", "fiberbench.cli", "blank", str(source), "--output_file", str(output)]
+    process = subprocess.Popen([*command, "--spacy_model", PIPELINE], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.*")):
+            assert process.poll() is None and time.monotonic() < deadline, "blank ended before it wrote anything"
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    assert output.read_bytes() == EXPECTED_SEED_2.read_bytes()
+    # What the killed run had written stays in its hidden temporary file, never under the output's name.
+    assert {path.name for path in tmp_path.iterdir() if not path.name.startswith(".blanked.json.")} == {
+        "vatex.json",
+        "blanked.json",
+    }
