@@ -73,7 +73,12 @@ class Sources:
         missing = [name for name in SPLIT_FILES.values() if not (folder / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (expected the release's train/val/test JSON)")
-        synthetic = folder.resolve() == SAMPLE_DIR.resolve() or _holds_the_sample(folder)
+        if folder.resolve() == SAMPLE_DIR.resolve():
+            description, synthetic = "the bundled SYNTHETIC sample", True
+        elif _holds_the_sample(folder):
+            description, synthetic = f"the local folder `{folder.name}`, a copy of the bundled SYNTHETIC sample", True
+        else:
+            description, synthetic = f"the local folder `{folder.name}`", False
         return cls(
             {split: str(folder / name) for split, name in SPLIT_FILES.items()},
             {
@@ -82,7 +87,7 @@ class Sources:
                 if (path := next((folder / name for name in names if (folder / name).is_file()), None))
             },
             _absolute(features_dir),
-            "the bundled SYNTHETIC sample" if synthetic else f"the local folder `{folder.name}`",
+            description,
             synthetic,
         )
 
