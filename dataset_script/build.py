@@ -202,20 +202,20 @@ def check_output_dir(output_dir: Path, sources: Sources, overwrite: bool) -> Non
 
 
 def _files_not_built(folder: Path) -> list[str]:
-    """What `folder` holds besides a build's README.md and `<config>/<split>-*.parquet` shards."""
+    """What `folder` holds besides a build's README.md, config folders and `<config>/*.parquet` shards."""
     from .fiber.fiber import Fiber
 
     configs = {config.name for config in Fiber.BUILDER_CONFIGS}
     foreign = []
     for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder)
-        built = (
-            relative == Path("README.md")
-            or (len(relative.parts) == 1 and relative.name in configs and path.is_dir() and not path.is_symlink())
-            or (len(relative.parts) == 2 and relative.parts[0] in configs and path.suffix == ".parquet")
+        parts = path.relative_to(folder).parts
+        built = not path.is_symlink() and (
+            parts == ("README.md",)
+            or (parts[0] in configs and len(parts) == 1 and path.is_dir())
+            or (parts[0] in configs and len(parts) == 2 and path.suffix == ".parquet")
         )
-        if not built or (path.is_symlink() and not path.is_dir()):
-            foreign.append(str(relative))
+        if not built:
+            foreign.append("/".join(parts))
     return foreign
 
 
