@@ -1,7 +1,11 @@
-"""Fixtures of the dataset tool tests: a small copy of the sample in the release layout, to break."""
+"""Fixtures of the dataset tool tests: a small copy of the sample in the release layout, to break, and a killer."""
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import time
 
 import pytest
 
@@ -25,3 +29,26 @@ def release_dir(tmp_path):
             shutil.copyfile(SAMPLE_DIR / "i3d" / file_name, folder / "i3d" / file_name)
     shutil.copyfile(SAMPLE_DIR / "categories_val.tsv", folder / "categories_val.tsv")
     return folder
+
+
+@pytest.fixture
+def kill_when():
+    """`kill_when(command, ready)`: run `command` in a new process and SIGKILL it once `ready()` holds.
+
+    Fails the test if the process ends first; returns the process's exit status (-SIGKILL).
+    """
+
+    def run(command: list[str], ready, timeout: float = 120) -> int:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + timeout
+            while not ready():
+                assert process.poll() is None and time.monotonic() < deadline, f"{command} ended before it was killed"
+                time.sleep(0.02)
+            os.kill(process.pid, signal.SIGKILL)
+        finally:
+            process.kill()
+            process.wait()
+        return process.returncode
+
+    return run

@@ -2,12 +2,9 @@
 
 import json
 import logging
-import os
 import random
 import signal
-import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -175,7 +172,7 @@ def test_a_corpus_larger_than_the_memory_budget_streams_through(tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path):
+def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kill_when):
     """SIGKILL while the output is being written: the previous output is still there, whole."""
     source = tmp_path / "vatex.json"
     write_json_records(
@@ -184,17 +181,11 @@ def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path):
     output = tmp_path / "blanked.json"
     output.write_bytes(EXPECTED_SEED_2.read_bytes())
     command = [sys.executable, "-m", "fiberbench.cli", "blank", str(source), "--output_file", str(output)]
-    process = subprocess.Popen([*command, "--spacy_model", PIPELINE], stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.*")):
-            assert process.poll() is None and time.monotonic() < deadline, "blank ended before it wrote anything"
-            time.sleep(0.05)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
+
+    def writing() -> bool:
+        return any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.*"))
+
+    assert kill_when([*command, "--spacy_model", PIPELINE], writing) == -signal.SIGKILL
     assert output.read_bytes() == EXPECTED_SEED_2.read_bytes()
     # What the killed run had written stays in its hidden temporary file, never under the output's name.
     assert {path.name for path in tmp_path.iterdir() if not path.name.startswith(".blanked.json.")} == {

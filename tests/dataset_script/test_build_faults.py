@@ -6,11 +6,9 @@ and the hidden staging folders of failed or killed builds do not pile up.
 
 import gc
 import hashlib
-import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -78,19 +76,13 @@ def test_a_full_disk_leaves_no_output_at_all(small_disk, cli_error):
 
 
 @pytest.mark.slow
-def test_a_killed_build_leaves_a_hidden_folder_that_the_next_build_removes(tmp_path):
+def test_a_killed_build_leaves_a_hidden_folder_that_the_next_build_removes(tmp_path, kill_when):
     output_dir = tmp_path / "fiber"
-    process = subprocess.Popen(build_command(output_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        # Killed mid-build: once the builder has started writing inside the staging folder.
-        while not list(tmp_path.glob(".fiber.incomplete-*/.build/prepared")):
-            assert process.poll() is None and time.monotonic() < deadline, "the build ended before it could be killed"
-            time.sleep(0.02)
-        os.kill(process.pid, signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
+
+    def building() -> bool:  # killed mid-build: once the builder writes inside the staging folder
+        return bool(list(tmp_path.glob(".fiber.incomplete-*/.build/prepared")))
+
+    assert kill_when(build_command(output_dir), building) == -signal.SIGKILL
     leftovers = list(tmp_path.glob(".fiber.incomplete-*"))
     assert len(leftovers) == 1 and not output_dir.exists()
 
