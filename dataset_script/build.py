@@ -266,7 +266,8 @@ def build_dataset(
     if not isinstance(sources, Sources):
         sources = Sources.from_location(sources)
     if sources.features_dir is not None and not Path(sources.features_dir).is_dir():
-        raise DataError(f"{sources.features_dir}: no such folder (the I3D features folder)")
+        problem = "not a folder" if Path(sources.features_dir).exists() else "no such folder"
+        raise DataError(f"{sources.features_dir}: {problem} (the I3D features folder)")
     _check_max_shard_size(max_shard_size)
     output_dir = Path(output_dir).expanduser().absolute()
     check_output_dir(output_dir, sources, overwrite)
