@@ -59,7 +59,7 @@ REFUSED = [
     ("blanked file is a folder", {"val.json": "folder"}, {}, 1, r"val.json: Is a directory"),
     ("answers file is a folder", {"answers.csv": "folder"}, {}, 1, r"answers.csv: Is a directory"),
     ("blanked file not UTF-8", {"val.json": json.dumps(VAL, indent=1).replace("kitchen", "k\udce9tchen").encode(
-        "utf-8", "surrogateescape")}, {}, 1, r"val.json, line 6: byte 47 of the line \(0xe9\) is not UTF-8"),
+        "utf-8", "surrogateescape")}, {}, 1, r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xe9\)"),
     ("answers file not UTF-8", {"answers.csv": (HEADER + "vid_a,0,10,w1,a cake,bread\nvid_b,5,15,w1,caf").encode()
                                 + b"\xe9\n"}, {}, 1, r"answers.csv, line 3: byte 18 of the line \(0xe9\) is not UTF-8"),
     ("blanked JSON cut short", {"val.json": json.dumps(VAL).encode()[:-40]}, {}, 1, r"val.json: .*(not closed|invalid)"),
