@@ -5,15 +5,17 @@ import copy
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from transformers import T5ForConditionalGeneration
 from transformers import initialization as init
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.models.t5.modeling_t5 import T5Block, T5LayerNorm, T5Stack
-from transformers.utils import logging
+from transformers.utils import CONFIG_NAME, logging
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_fiber_t5 import FiberT5Config
@@ -251,17 +253,24 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
         Keyword arguments that name config fields set them (`fusion="early"`,
         `num_video_layers=2`, ...). A model started from T5 gets the paper's generation settings.
         Weights load from safetensors only: a folder or repo with only a pickled `pytorch_model.bin`
-        is an OSError, since unpickling can run code.
+        is an OSError, since unpickling can run code; so is a damaged safetensors file.
         """
         if kwargs.get("use_safetensors") is False:
             raise ValueError(
                 "FIBER models load from safetensors only (`use_safetensors` cannot be turned off): a pickled "
                 "checkpoint (pytorch_model.bin) can run arbitrary code when it is loaded."
             )
+        folder = Path(pretrained_model_name_or_path)
+        if folder.is_dir() and kwargs.get("config") is None and not (folder / CONFIG_NAME).is_file():
+            # transformers would build a default-sized config and fail on every weight's shape.
+            raise OSError(f"{folder} has no {CONFIG_NAME}: it is not a saved model folder.")
         output_loading_info = kwargs.pop("output_loading_info", False)
-        model, loading_info = super().from_pretrained(
-            pretrained_model_name_or_path, *model_args, output_loading_info=True, **{**kwargs, "use_safetensors": True}
-        )
+        try:
+            model, loading_info = super().from_pretrained(
+                pretrained_model_name_or_path, *model_args, output_loading_info=True, **{**kwargs, "use_safetensors": True}
+            )
+        except SafetensorError as error:
+            raise OSError(f"The safetensors weights of {pretrained_model_name_or_path} cannot be read: {error}") from error
         if model.config.architectures != [cls.__name__]:
             # Another architecture's checkpoint (T5): its generation settings are not FIBER's.
             model.config.architectures = [cls.__name__]
