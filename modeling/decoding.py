@@ -11,19 +11,15 @@ from .noun_phrases import are_noun_phrases
 # T5 zero-shot (not trained on FIBER) also 8.
 PAPER_NUM_BEAMS = {"none": 2, "early": 4, "late": 8}
 ZERO_SHOT_NUM_BEAMS = 8
+# The rest of the paper's beam search: at most 10 new tokens, early stopping, no repeated bigrams.
+PAPER_DECODING = {"max_new_tokens": 10, "early_stopping": True, "no_repeat_ngram_size": 2}
 
 
-def paper_generation_config(config, num_beams: int | None = None) -> GenerationConfig:
-    """The paper's decoding settings for a model with this config: `num_beams` beams (by default the
-    paper's for the config's fusion), at most 10 new tokens, early stopping, no repeated bigrams;
+def paper_generation_config(config) -> GenerationConfig:
+    """The paper's decoding settings for a model with this config: beams by fusion and `PAPER_DECODING`;
     special tokens from the config."""
     generation_config = GenerationConfig.from_model_config(config)
-    generation_config.update(
-        num_beams=num_beams or PAPER_NUM_BEAMS[config.fusion],
-        max_new_tokens=10,
-        early_stopping=True,
-        no_repeat_ngram_size=2,
-    )
+    generation_config.update(num_beams=PAPER_NUM_BEAMS[config.fusion], **PAPER_DECODING)
     return generation_config
 
 
