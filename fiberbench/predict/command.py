@@ -11,7 +11,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
 
@@ -129,7 +129,9 @@ def load_config(args):
     try:
         return AutoConfig.from_pretrained(name, revision=args.revision, trust_remote_code=args.trust_remote_code)
     except (OSError, ValueError) as error:
-        reason = " ".join(str(error).split())
+        from huggingface_hub import constants
+
+        reason = "HF_HUB_OFFLINE is set and it is not in the cache" if constants.HF_HUB_OFFLINE else error
         raise UsageError(f"--model_name_or_path {name}: not a local model folder, and not loadable from the Hub ({reason})") from error
 
 
@@ -243,7 +245,7 @@ def local_or_hub(name: str | None) -> str | None:
 
 def run(args) -> int:
     import torch
-    from accelerate import PartialState
+    from accelerate import Accelerator
 
     import fiberbench
     from fiberbench.data.provenance import is_synthetic
@@ -265,7 +267,12 @@ def run(args) -> int:
         [*local_inputs, args.video_dir],
     )
     loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code}
-    predictor = PREDICTORS[kind](args, loading, config)
+    try:
+        predictor = PREDICTORS[kind](args, loading, config)
+    except FiberbenchError:
+        raise
+    except (OSError, ValueError) as error:
+        raise DataError(f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor ({error})") from error
     split = load_split(args, predictor.dataset_config)
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
     keys = clip_keys(split, described)
@@ -274,8 +281,8 @@ def run(args) -> int:
     videos = find_videos(args, keys) if kind == "video" else None
 
     nlp = noun_phrase_pipeline(args, predictor)
-    state = PartialState()
-    on_bf16_gpu = state.device.type == "cuda" and torch.cuda.is_bf16_supported()
+    accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
+    on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
     settings = {
         "fiberbench_version": fiberbench.__version__,
@@ -303,24 +310,24 @@ def run(args) -> int:
     }
     predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
     predictions.check()
-    if args.overwrite_output_file and state.is_main_process:
+    if args.overwrite_output_file and accelerator.is_main_process:
         predictions.remove_parts()
-    state.wait_for_everyone()
+    accelerator.wait_for_everyone()
     done = predictions.done()
-    state.wait_for_everyone()  # every process has read the part files before any appends to its own
+    accelerator.wait_for_everyone()  # every process has read the part files before any appends to its own
     pending = [index for index, key in enumerate(keys) if key not in done]
-    if state.is_main_process:
+    if accelerator.is_main_process:
         logger.info(
             "%s: %d of %d clips of %s already predicted, %d to go%s",
             args.output_file, len(done & set(keys)), len(keys), described, len(pending),
             " (SYNTHETIC data)" if settings["dataset"]["synthetic"] else "",
         )
-    shard = pending[state.process_index :: state.num_processes]
-    logger.info("Process %d of %d: %d clips to predict", state.process_index + 1, state.num_processes, len(shard))
+    shard = pending[accelerator.process_index :: accelerator.num_processes]
+    logger.info("Process %d of %d: %d clips to predict", accelerator.process_index + 1, accelerator.num_processes, len(shard))
     if shard:
-        predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, state, dtype)
-    state.wait_for_everyone()
-    if state.is_main_process:
+        predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
         output = predictions.merge(keys, predictor.num_beams)
         skipped = len(output["skipped_missing_videos"])
         logger.info(
@@ -331,7 +338,7 @@ def run(args) -> int:
     return 0
 
 
-def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, state, dtype) -> None:
+def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype) -> None:
     """Predict this process's clips batch by batch, appending each batch's rows to its part file."""
     from tqdm.auto import tqdm
 
@@ -339,15 +346,15 @@ def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions,
 
     from .outputs import KEY_FIELDS, SKIPPED
 
-    predictor.load_model(state.device, dtype)
-    predictions.start_appending(state.process_index)
+    predictor.load_model(accelerator.device, dtype)
+    predictions.start_appending(accelerator.process_index)
     captions = list(split["masked_caption"])
     batch_size = args.per_device_eval_batch_size
     progress = tqdm(
         total=len(shard),
         unit="clip",
-        desc=f"Predicting (process {state.process_index + 1} of {state.num_processes})",
-        disable=not state.is_local_main_process,
+        desc=f"Predicting (process {accelerator.process_index + 1} of {accelerator.num_processes})",
+        disable=not accelerator.is_local_main_process,
     )
     with progress:
         for start in range(0, len(shard), batch_size):
@@ -370,5 +377,5 @@ def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions,
                          for index, answer, ranked in zip(present, answers, candidates)}
             skipped = {"prediction": "", "candidates": [], SKIPPED: True}
             records = [dict(zip(KEY_FIELDS, keys[index])) | predicted.get(index, skipped) for index in indices]
-            predictions.append(state.process_index, records)
+            predictions.append(accelerator.process_index, records)
             progress.update(len(indices))

@@ -83,9 +83,14 @@ class Predictor:
         raise NotImplementedError
 
     def _from_pretrained(self, auto_class, device, dtype):
-        model = auto_class.from_pretrained(
-            self.args.model_name_or_path, dtype=dtype, use_safetensors=True, **self.loading
-        )
+        """The model from its safetensors weights (never a pickle, which can run code), on `device`, in eval mode."""
+        from fiberbench.errors import DataError
+
+        name = self.args.model_name_or_path
+        try:
+            model = auto_class.from_pretrained(name, dtype=dtype, use_safetensors=True, **self.loading)
+        except (OSError, ValueError, RuntimeError) as error:
+            raise DataError(f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})") from error
         return model.to(device).eval()
 
 
@@ -98,17 +103,27 @@ class FiberPredictor(Predictor):
         super().__init__(args, loading, config)
         from transformers import AutoProcessor, AutoTokenizer
 
+        from fiberbench.errors import UsageError
         from fiberbench.modeling import FiberProcessor
         from fiberbench.modeling.decoding import PAPER_NUM_BEAMS
 
-        self.fusion = config.fusion
-        self.dataset_config = "text" if config.fusion == "none" else "i3d"
-        self.reads_features = config.fusion != "none"
-        self.num_beams = args.num_beams or PAPER_NUM_BEAMS[config.fusion]
+        if config.model_type not in ("fiber_t5", "t5"):
+            raise UsageError(
+                f"--model_type fiber runs FIBER and T5 checkpoints; {args.model_name_or_path} is a "
+                f"{config.model_type!r} model"
+            )
+        # A T5 checkpoint run as a FIBER model (--model_type fiber) is a text-only one.
+        self.fusion = getattr(config, "fusion", "none")
+        self.dataset_config = "text" if self.fusion == "none" else "i3d"
+        self.reads_features = self.fusion != "none"
+        self.num_beams = args.num_beams or PAPER_NUM_BEAMS[self.fusion]
         try:
-            self.processor = AutoProcessor.from_pretrained(args.model_name_or_path, **loading)
-        except (OSError, ValueError):  # a checkpoint saved without its processor: the tokenizer is enough
-            self.processor = FiberProcessor(AutoTokenizer.from_pretrained(args.model_name_or_path, **loading))
+            processor = AutoProcessor.from_pretrained(args.model_name_or_path, **loading)
+        except (OSError, ValueError):
+            processor = None
+        if not isinstance(processor, FiberProcessor):  # saved without its processor: the tokenizer is enough
+            processor = FiberProcessor(AutoTokenizer.from_pretrained(args.model_name_or_path, **loading))
+        self.processor = processor
 
     def decoding(self) -> dict:
         from fiberbench.modeling.decoding import PAPER_DECODING

@@ -126,6 +126,7 @@ class PredictionsFile:
         """Add one batch of rows to this process's part file, in one write of whole lines."""
         part = self.part_path(rank)
         if not part.exists():
+            part.parent.mkdir(parents=True, exist_ok=True)
             self._write_lines(part, [{"settings": self.settings}], mode="w")
         self._write_lines(part, rows, mode="a")
 

@@ -109,6 +109,10 @@ LOADING_CASES = {
     "unknown fusion in config.json": (set_config(fusion="middle"), ValueError, r"`fusion` must be one of"),
     "video_feature_size 0 in config.json": (set_config(video_feature_size=0), ValueError,
                                             r"`video_feature_size` must be a positive integer"),
+    # The Auto classes find no "llama" model with FIBER's auto_map: they ask for trust_remote_code.
+    "another architecture's config.json": (set_config(model_type="llama"), ValueError,
+                                           r"holds a 'llama' model: a FIBER model starts from a FIBER or T5 checkpoint"
+                                           r"|contains custom code which must be executed"),
 }
 
 
