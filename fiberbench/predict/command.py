@@ -137,7 +137,9 @@ def load_config(args):
 
 def choose_kind(args, config) -> str:
     """--model_type, else the kind of the config; then the flags that only some kinds read."""
-    kind = args.model_type or detect(config)
+    from .kinds import detect_kind
+
+    kind = args.model_type or detect_kind(config)
     if kind is None:
         raise UsageError(
             f"--model_name_or_path {args.model_name_or_path}: model type {config.model_type!r} is none of the kinds "
@@ -156,12 +158,6 @@ def choose_kind(args, config) -> str:
         if kind != "video" and getattr(args, flag) not in (None, False):
             raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
     return kind
-
-
-def detect(config) -> str | None:
-    from .kinds import detect_kind
-
-    return detect_kind(config)
 
 
 def model_commit(args) -> str | None:
@@ -243,12 +239,39 @@ def local_or_hub(name: str | None) -> str | None:
     return str(Path(name).expanduser().resolve())
 
 
+def describe_run(args, config, kind: str, predictor, split, nlp, dtype) -> dict:
+    """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
+    import fiberbench
+    from fiberbench.data.provenance import is_synthetic
+
+    spacy_model = None if nlp is None else f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+    return {
+        "fiberbench_version": fiberbench.__version__,
+        "model": {
+            "name_or_path": local_or_hub(args.model_name_or_path),
+            "revision": args.revision,
+            "commit": model_commit(args),
+            "kind": kind,
+            "architectures": config.architectures,
+            "dtype": str(dtype).removeprefix("torch."),
+        },
+        "dataset": {
+            "name": local_or_hub(args.dataset_name),
+            "config": predictor.dataset_config,
+            "split": args.split,
+            "clips": len(split),
+            "synthetic": is_synthetic(args.dataset_name),
+        },
+        "prompt": predictor.prompt(split[0]["masked_caption"]),
+        "decoding": predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
+        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if kind == "video" else None,
+    }
+
+
 def run(args) -> int:
     import torch
     from accelerate import Accelerator
 
-    import fiberbench
-    from fiberbench.data.provenance import is_synthetic
     from fiberbench.files import check_outputs_apart
 
     from .kinds import PREDICTORS
@@ -284,34 +307,11 @@ def run(args) -> int:
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
-    settings = {
-        "fiberbench_version": fiberbench.__version__,
-        "model": {
-            "name_or_path": local_or_hub(args.model_name_or_path),
-            "revision": args.revision,
-            "commit": model_commit(args),
-            "kind": kind,
-            "architectures": config.architectures,
-            "dtype": str(dtype).removeprefix("torch."),
-        },
-        "dataset": {
-            "name": local_or_hub(args.dataset_name),
-            "config": predictor.dataset_config,
-            "split": args.split,
-            "clips": len(keys),
-            "synthetic": is_synthetic(args.dataset_name),
-        },
-        "prompt": predictor.prompt(split[0]["masked_caption"]),
-        "decoding": predictor.decoding() | {
-            "only_noun_phrases": nlp is not None,
-            "spacy_model": None if nlp is None else f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}",
-        },
-        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if kind == "video" else None,
-    }
+    settings = describe_run(args, config, kind, predictor, split, nlp, dtype)
     predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
     predictions.check()
-    if args.overwrite_output_file and accelerator.is_main_process:
-        predictions.remove_parts()
+    if accelerator.is_main_process:
+        predictions.drop_other_runs()
     accelerator.wait_for_everyone()
     done = predictions.done()
     accelerator.wait_for_everyone()  # every process has read the part files before any appends to its own

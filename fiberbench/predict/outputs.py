@@ -11,6 +11,9 @@
   reads them and the finished output, and predicts only the clips not done yet; a clip skipped for
   a missing video is tried again. At the end the rows are merged in dataset order into the output
   (atomically, through `fiberbench.files`) and the part files removed.
+- Rows made with other settings are never mixed in: an output or part file of other settings is
+  refused, or with `overwrite` (--overwrite_output_file) ignored, the output being replaced only
+  when the new one is complete.
 """
 
 import json
@@ -93,10 +96,15 @@ class PredictionsFile:
             changed = "; ".join(differences(self.settings, theirs if isinstance(theirs, dict) else {})[:3])
             raise UsageError(f"{source} holds predictions made with other settings ({changed}); {hint}")
 
-    def remove_parts(self) -> None:
-        """Forget the rows of unfinished runs (with --overwrite_output_file)."""
+    def drop_other_runs(self) -> None:
+        """With `overwrite`, remove the part files of unfinished runs with other settings (`check` allowed them).
+
+        Part files of these settings stay: a run that replaces an output resumes like any other.
+        """
         for part in self.part_paths():
-            part.unlink()
+            first = self._first_record(part)
+            if self.overwrite and first is not None and first.get("settings") != self.settings:
+                part.unlink()
 
     def _rows(self) -> dict[ClipKey, dict]:
         """Every row written with these settings, by clip: the finished output's, then the part files'.
@@ -155,7 +163,8 @@ class PredictionsFile:
         output = {"rows": len(keys), "skipped_missing_videos": skipped}
         write_jsonl(self.path, ({field: rows[key][field] for field in fields} for key in keys))
         write_json(self.metadata_path, {"settings": self.settings, "output": output})
-        self.remove_parts()
+        for part in self.part_paths():
+            part.unlink()
         return output
 
     @staticmethod

@@ -58,8 +58,12 @@ def test_rows_of_other_settings_are_refused_unless_overwritten(tmp_path):
         PredictionsFile(tmp_path / "out.jsonl", other).check()
     overwriting = PredictionsFile(tmp_path / "out.jsonl", other, overwrite=True)
     overwriting.check()
-    overwriting.remove_parts()
+    overwriting.drop_other_runs()
     assert overwriting.done() == set()
+    # A replacing run that is killed resumes: its own part file stays.
+    overwriting.append(1, [row(KEYS[1], "y")])
+    overwriting.drop_other_runs()
+    assert overwriting.done() == {KEYS[1]}
 
 
 def test_differences_name_the_settings():
