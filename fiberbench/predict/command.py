@@ -71,11 +71,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--num_beams", type=int, default=None, help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1)."
     )
     decoding.add_argument("--max_new_tokens", type=int, default=10, help="Tokens generated at most (default 10).")
+    # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
     decoding.add_argument(
         "--only_noun_phrases",
-        action=argparse.BooleanOptionalAction,
+        action="store_true",
         default=True,
-        help="With several beams, answer with the first that is a noun phrase in the blank (the paper's choice).",
+        help="With several beams, answer with the first that is a noun phrase in the blank (the paper's choice; default).",
+    )
+    decoding.add_argument(
+        "--no_only_noun_phrases", dest="only_noun_phrases", action="store_false", help="Answer with the first beam."
     )
     decoding.add_argument(
         "--spacy_model",

@@ -94,7 +94,25 @@ class Predictor:
         return model.to(device).eval()
 
 
-class FiberPredictor(Predictor):
+class PaperFormatPredictor(Predictor):
+    """Models that answer in the paper's format (T5's sentinels) and decode as the paper: FIBER and seq2seq LMs."""
+
+    processor = None  # a FiberProcessor: the blank as <extra_id_0>, the answer read between the sentinels
+
+    def decoding(self) -> dict:
+        from fiberbench.modeling.decoding import PAPER_DECODING
+
+        return {"num_beams": self.num_beams, **PAPER_DECODING, "max_new_tokens": self.args.max_new_tokens}
+
+    def prompt(self, masked_caption: str) -> dict:
+        return {
+            "format": "the paper's: the blank as <extra_id_0>, the answer between <extra_id_0> and <extra_id_1>",
+            "video": None,
+            "example": self.processor.tokenizer.decode(self.processor(masked_caption).input_ids[0]),
+        }
+
+
+class FiberPredictor(PaperFormatPredictor):
     """This project's models: the paper's decoding through `fill_blanks`, with I3D features unless text-only."""
 
     kind = "fiber"
@@ -125,17 +143,9 @@ class FiberPredictor(Predictor):
             processor = FiberProcessor(AutoTokenizer.from_pretrained(args.model_name_or_path, **loading))
         self.processor = processor
 
-    def decoding(self) -> dict:
-        from fiberbench.modeling.decoding import PAPER_DECODING
-
-        return {"num_beams": self.num_beams, **PAPER_DECODING, "max_new_tokens": self.args.max_new_tokens}
-
     def prompt(self, masked_caption: str) -> dict:
-        return {
-            "format": "the paper's: the blank as <extra_id_0>, the answer between <extra_id_0> and <extra_id_1>",
-            "video": f"the clip's I3D features ({self.fusion} fusion)" if self.reads_features else None,
-            "example": self.processor.tokenizer.decode(self.processor(masked_caption).input_ids[0]),
-        }
+        video = f"the clip's I3D features ({self.fusion} fusion)" if self.reads_features else None
+        return super().prompt(masked_caption) | {"video": video}
 
     def load_model(self, device, dtype):
         from fiberbench.modeling import FiberT5ForConditionalGeneration
@@ -157,8 +167,8 @@ class FiberPredictor(Predictor):
         return [ranked for _, ranked in filled]
 
 
-class Seq2SeqPredictor(Predictor):
-    """Seq2seq LMs of the T5 family, zero-shot in the paper's format and with its decoding."""
+class Seq2SeqPredictor(PaperFormatPredictor):
+    """Seq2seq LMs of the T5 family, zero-shot in the paper's format and with its decoding (8 beams)."""
 
     kind = "seq2seq"
 
@@ -180,17 +190,6 @@ class Seq2SeqPredictor(Predictor):
                 f"tokens ({error})"
             ) from error
 
-    def decoding(self) -> dict:
-        from fiberbench.modeling.decoding import PAPER_DECODING
-
-        return {"num_beams": self.num_beams, **PAPER_DECODING, "max_new_tokens": self.args.max_new_tokens}
-
-    def prompt(self, masked_caption: str) -> dict:
-        return {
-            "format": "the paper's: the blank as <extra_id_0>, the answer between <extra_id_0> and <extra_id_1>",
-            "example": self.processor.tokenizer.decode(self.processor(masked_caption).input_ids[0]),
-        }
-
     def load_model(self, device, dtype):
         from transformers import AutoModelForSeq2SeqLM
 
@@ -199,11 +198,8 @@ class Seq2SeqPredictor(Predictor):
     def candidates(self, rows):
         from fiberbench.modeling.decoding import generate_candidates
 
-        decoding = self.decoding()
         with torch.inference_mode():
-            return generate_candidates(
-                self.model, self.processor, [row["masked_caption"] for row in rows], **decoding
-            )
+            return generate_candidates(self.model, self.processor, [row["masked_caption"] for row in rows], **self.decoding())
 
 
 class PromptedPredictor(Predictor):

@@ -56,7 +56,7 @@ def output_of_other_settings(tmp_path, tiny_models):
     flags = ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path / "predictions.jsonl"]
     assert main(["predict", *map(str, flags), "--max_predict_samples", "2"]) == 0
     return ["--model_name_or_path", tiny_models["causal"], "--max_predict_samples", "2", "--num_beams", "3",
-            "--no-only_noun_phrases"]
+            "--no_only_noun_phrases"]
 
 
 def missing_video(tmp_path, tiny_models):

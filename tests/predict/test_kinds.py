@@ -10,7 +10,7 @@ from fiberbench.predict.command import KIND_NAMES
 from fiberbench.predict.kinds import PREDICTORS, detect_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 
-from .conftest import clip_keys, read_evaluate_format, sample_test_records, save_causal
+from .conftest import clip_keys, read_evaluate_format, sample_test_records, save_causal, save_video
 
 # kind -> (extra flags, beams the run uses by default, what the metadata's prompt section holds)
 RUNS = {
@@ -73,7 +73,7 @@ def test_causal_prompt_through_the_chat_template(tiny_models, tmp_path):
     output_file = tmp_path / "predictions.jsonl"
     template = "Caption: {masked_caption} Answer:"
     assert main(["predict", "--model_name_or_path", str(tiny_models["causal"]), "--output_file", str(output_file),
-                 "--prompt", template, "--max_predict_samples", "3", "--num_beams", "2", "--no-only_noun_phrases"]) == 0
+                 "--prompt", template, "--max_predict_samples", "3", "--num_beams", "2", "--no_only_noun_phrases"]) == 0
     settings = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]
     caption = sample_test_records()[0]["masked_caption"]
     assert settings["prompt"]["template"] == template
@@ -94,4 +94,18 @@ def test_causal_prompt_without_a_chat_template(tmp_path):
     prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
     assert prompt["chat_template"] is None
     assert prompt["example"] == DEFAULT_PROMPT.format(masked_caption=sample_test_records()[0]["masked_caption"])
+    assert len(read_evaluate_format(output_file, num_beams=1)) == 2
+
+
+def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
+    folder = tmp_path / "plain_video"
+    save_video(folder)
+    (folder / "chat_template.jinja").unlink()
+    output_file = tmp_path / "predictions.jsonl"
+    assert main(["predict", "--model_name_or_path", str(folder), "--output_file", str(output_file), "--video_dir",
+                 str(video_dir), "--num_frames", "3", "--max_predict_samples", "2"]) == 0
+    prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
+    caption = sample_test_records()[0]["masked_caption"]
+    assert prompt["chat_template"] is None
+    assert prompt["example"] == "<image>" * 3 + DEFAULT_PROMPT.format(masked_caption=caption)
     assert len(read_evaluate_format(output_file, num_beams=1)) == 2

@@ -115,7 +115,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
 @pytest.mark.parametrize("kind", ["seq2seq", "causal"])
 def test_two_processes_give_the_predictions_of_one(kind, tiny_models, tmp_path):
     one, two = tmp_path / "one" / "predictions.jsonl", tmp_path / "two" / "predictions.jsonl"
-    flags = ["--per_device_eval_batch_size", 4]
+    flags = ["--per_device_eval_batch_size", 4, "--max_predict_samples", 24]
     assert main(predict_command(tiny_models[kind], one, *flags)) == 0
     process = run_in_a_process(
         predict_command(tiny_models[kind], two, *flags), launch=TWO_CPU_PROCESSES,
@@ -123,6 +123,6 @@ def test_two_processes_give_the_predictions_of_one(kind, tiny_models, tmp_path):
     )
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr[-4000:]
-    assert "Process 1 of 2: 30 clips to predict" in stderr and "Process 2 of 2: 30 clips to predict" in stderr
+    assert "Process 1 of 2: 12 clips to predict" in stderr and "Process 2 of 2: 12 clips to predict" in stderr
     assert two.read_bytes() == one.read_bytes()
     assert [path.name for path in two.parent.iterdir() if path.name.startswith(".")] == []
