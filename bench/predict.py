@@ -12,11 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+import fiberbench.data
 import torch
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
 from transformers import AutoConfig, AutoTokenizer, LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration
 
-import fiberbench.data
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
 from fiberbench.predict import command
 from fiberbench.predict.kinds import PREDICTORS
 
@@ -31,15 +31,26 @@ def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     torch.manual_seed(0)
     t5 = T5Config(
-        vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // 4, d_ff=4 * d_model, num_layers=num_layers,
-        num_heads=4, decoder_start_token_id=tokenizer.pad_token_id,
+        vocab_size=len(tokenizer),
+        d_model=d_model,
+        d_kv=d_model // 4,
+        d_ff=4 * d_model,
+        num_layers=num_layers,
+        num_heads=4,
+        decoder_start_token_id=tokenizer.pad_token_id,
     )
     T5ForConditionalGeneration(t5).save_pretrained(folder / "seq2seq")
     tokenizer.save_pretrained(folder / "seq2seq")
     llama = LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=d_model, intermediate_size=4 * d_model, num_hidden_layers=2 * num_layers,
-        num_attention_heads=4, num_key_value_heads=4, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+        vocab_size=len(tokenizer),
+        hidden_size=d_model,
+        intermediate_size=4 * d_model,
+        num_hidden_layers=2 * num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
     )
     LlamaForCausalLM(llama).save_pretrained(folder / "causal")
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -87,15 +98,21 @@ def main() -> None:
             results[kind] = (predictor.num_beams, batched, alone, same)
 
     where = f"{device.type} {str(dtype).removeprefix('torch.')}, {torch.get_num_threads()} threads"
-    print(f"\nfiberbench predict, clips/s ({where}; d_model {args.d_model}; {len(captions)} sample captions; "
-          f"batch {args.per_device_eval_batch_size} against 1)")
+    print(
+        f"\nfiberbench predict, clips/s ({where}; d_model {args.d_model}; {len(captions)} sample captions; "
+        f"batch {args.per_device_eval_batch_size} against 1)"
+    )
     print("| model | beams | batched clips/s | one at a time clips/s | batched vs one at a time | same answers |")
     print("|---|---|---|---|---|---|")
-    names = {"seq2seq": f"T5 seq2seq, {args.num_layers}+{args.num_layers} layers",
-             "causal": f"Llama causal, {2 * args.num_layers} layers"}
+    names = {
+        "seq2seq": f"T5 seq2seq, {args.num_layers}+{args.num_layers} layers",
+        "causal": f"Llama causal, {2 * args.num_layers} layers",
+    }
     for kind, (beams, batched, alone, same) in results.items():
-        print(f"| {names[kind]} | {beams} | {batched:.1f} | {alone:.1f} | {batched / alone:.2f}x | "
-              f"{same}/{len(captions)} |")
+        print(
+            f"| {names[kind]} | {beams} | {batched:.1f} | {alone:.1f} | {batched / alone:.2f}x | "
+            f"{same}/{len(captions)} |"
+        )
 
 
 if __name__ == "__main__":

@@ -43,7 +43,12 @@ class EosAfterAnswerLogitsProcessor(LogitsProcessor):
 
 
 def generate_candidates(
-    model, processor, masked_captions: Sequence[str], video_features=None, num_beams: int | None = None, **generate_kwargs
+    model,
+    processor,
+    masked_captions: Sequence[str],
+    video_features=None,
+    num_beams: int | None = None,
+    **generate_kwargs,
 ) -> list[list[str]]:
     """One batch through `model.generate` in the paper's format: each example's ranked, deduplicated beam answers.
 

@@ -265,12 +265,12 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
             # transformers would build a default-sized config and fail on every weight's shape.
             raise OSError(f"{folder} has no {CONFIG_NAME}: it is not a saved model folder.")
         output_loading_info = kwargs.pop("output_loading_info", False)
+        kwargs |= {"output_loading_info": True, "use_safetensors": True}
         try:
-            model, loading_info = super().from_pretrained(
-                pretrained_model_name_or_path, *model_args, output_loading_info=True, **{**kwargs, "use_safetensors": True}
-            )
+            model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         except SafetensorError as error:
-            raise OSError(f"The safetensors weights of {pretrained_model_name_or_path} cannot be read: {error}") from error
+            name = pretrained_model_name_or_path
+            raise OSError(f"The safetensors weights of {name} cannot be read: {error}") from error
         if model.config.architectures != [cls.__name__]:
             # Another architecture's checkpoint (T5): its generation settings are not FIBER's.
             model.config.architectures = [cls.__name__]

@@ -17,7 +17,7 @@ FRAMES_PER_FEATURE = 8
 
 
 def check_masked_captions(masked_captions: str | Sequence[str]) -> list[str]:
-    """The captions as a list (one caption may be given alone); a ValueError names the first that has not exactly one blank."""
+    """The captions as a list (one may be given alone); a ValueError names the first without exactly one blank."""
     masked_captions = [masked_captions] if isinstance(masked_captions, str) else list(masked_captions)
     if not masked_captions:
         raise ValueError("Got no masked captions: give at least one.")
@@ -130,7 +130,8 @@ class FiberProcessor(ProcessorMixin):
                 )
             if clips and clip.shape[1] != clips[0].shape[1]:
                 raise ValueError(
-                    f"Video features {index} have {clip.shape[1]} values per frame, features 0 have {clips[0].shape[1]}."
+                    f"Video features {index} have {clip.shape[1]} values per frame, "
+                    f"features 0 have {clips[0].shape[1]}."
                 )
             if not torch.isfinite(clip).all():
                 raise ValueError(f"Video features {index} hold NaN or infinite values.")

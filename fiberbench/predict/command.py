@@ -1,4 +1,4 @@
-"""`fiberbench predict`: one model's answers to every blank of a FIBER split, as a predictions file for `fiberbench evaluate`.
+"""`fiberbench predict`: a model's answers to every blank of a FIBER split, as a file for `fiberbench evaluate`.
 
 Everything that can refuse the run is checked before the model's weights are read: the flags,
 the model's config (its kind), the dataset split, each clip's video, and an existing output
@@ -39,13 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model = parser.add_argument_group("model")
     model.add_argument("--model_name_or_path", required=True, help="A Hub model id or a local model folder.")
     model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
-    model.add_argument("--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config.")
     model.add_argument(
-        "--trust_remote_code", action="store_true", help="Run the model's own code from its repo (not needed for FIBER)."
+        "--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config."
+    )
+    model.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="Run the model's own code from its repo (not needed for FIBER).",
     )
     data = parser.add_argument_group("data")
     data.add_argument(
-        "--dataset_name", default=None, help="A FIBER dataset folder or Hub id; the bundled SYNTHETIC sample if omitted."
+        "--dataset_name",
+        default=None,
+        help="A FIBER dataset folder or Hub id; the bundled SYNTHETIC sample if omitted.",
     )
     data.add_argument("--split", default="test", help="The split to predict (default: test).")
     data.add_argument("--max_predict_samples", type=int, default=None, help="Predict only the first N clips.")
@@ -53,10 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--video_dir",
         type=Path,
         default=None,
-        help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (release clip ids) or whole VIDEO_ID.mp4.",
+        help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4.",
     )
     data.add_argument(
-        "--num_frames", type=int, default=None, help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES})."
+        "--num_frames",
+        type=int,
+        default=None,
+        help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES}).",
     )
     data.add_argument(
         "--skip_missing_videos",
@@ -76,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--only_noun_phrases",
         action="store_true",
         default=True,
-        help="With several beams, answer with the first that is a noun phrase in the blank (the paper's choice; default).",
+        help="With several beams, answer with the first that is a noun phrase in the blank (default, as the paper).",
     )
     decoding.add_argument(
         "--no_only_noun_phrases", dest="only_noun_phrases", action="store_false", help="Answer with the first beam."
@@ -84,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decoding.add_argument(
         "--spacy_model",
         default=None,
-        help="spaCy pipeline of the noun-phrase check (default en_core_web_trf, else the largest English one installed).",
+        help="spaCy pipeline of the noun-phrase check (default en_core_web_trf, else the largest English one here).",
     )
     decoding.add_argument(
         "--per_device_eval_batch_size",
@@ -136,7 +145,9 @@ def load_config(args):
         from huggingface_hub import constants
 
         reason = "HF_HUB_OFFLINE is set and it is not in the cache" if constants.HF_HUB_OFFLINE else error
-        raise UsageError(f"--model_name_or_path {name}: not a local model folder, and not loadable from the Hub ({reason})") from error
+        raise UsageError(
+            f"--model_name_or_path {name}: not a local model folder, and not loadable from the Hub ({reason})"
+        ) from error
 
 
 def choose_kind(args, config) -> str:
@@ -152,7 +163,9 @@ def choose_kind(args, config) -> str:
         )
     prompted = kind in ("causal", "video")
     if args.prompt is not None and not prompted:
-        raise UsageError(f"--prompt is for causal and video-language models; {KIND_NAMES[kind]} uses the paper's format")
+        raise UsageError(
+            f"--prompt is for causal and video-language models; {KIND_NAMES[kind]} uses the paper's format"
+        )
     if kind == "video" and args.video_dir is None:
         raise UsageError(
             f"{args.model_name_or_path} is a video-language model: give --video_dir with the clips' videos "
@@ -189,10 +202,14 @@ def load_split(args, config_name: str):
             folder = Path(args.dataset_name)
             splits = datasets.load_dataset(str(folder.resolve()) if folder.is_dir() else args.dataset_name, config_name)
     except (OSError, ValueError, datasets.exceptions.DatasetNotFoundError) as error:
-        raise DataError(f"--dataset_name {args.dataset_name}: cannot load its {config_name!r} config ({error})") from error
+        raise DataError(
+            f"--dataset_name {args.dataset_name}: cannot load its {config_name!r} config ({error})"
+        ) from error
     if args.split not in splits:
-        raise DataError(f"--dataset_name {args.dataset_name or '(the bundled sample)'} has no split {args.split!r} "
-                        f"(splits: {', '.join(splits)})")
+        raise DataError(
+            f"--dataset_name {args.dataset_name or '(the bundled sample)'} has no split {args.split!r} "
+            f"(splits: {', '.join(splits)})"
+        )
     split = splits[args.split]
     if args.max_predict_samples is not None:
         split = split.select(range(min(args.max_predict_samples, len(split))))
@@ -223,7 +240,9 @@ def find_videos(args, keys) -> list:
             "--skip_missing_videos to predict the others (the skipped clips get an empty answer)"
         )
     if missing:
-        logger.warning("%d of %d clips have no video in %s: skipped, with an empty answer", len(missing), len(keys), args.video_dir)
+        logger.warning(
+            "%d of %d clips have no video in %s: skipped, with an empty answer", len(missing), len(keys), args.video_dir
+        )
     return videos
 
 
@@ -299,7 +318,9 @@ def run(args) -> int:
     except FiberbenchError:
         raise
     except (OSError, ValueError) as error:
-        raise DataError(f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor ({error})") from error
+        raise DataError(
+            f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor ({error})"
+        ) from error
     split = load_split(args, predictor.dataset_config)
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
     keys = clip_keys(split, described)
@@ -323,11 +344,17 @@ def run(args) -> int:
     if accelerator.is_main_process:
         logger.info(
             "%s: %d of %d clips of %s already predicted, %d to go%s",
-            args.output_file, len(done & set(keys)), len(keys), described, len(pending),
+            args.output_file,
+            len(done & set(keys)),
+            len(keys),
+            described,
+            len(pending),
             " (SYNTHETIC data)" if settings["dataset"]["synthetic"] else "",
         )
     shard = pending[accelerator.process_index :: accelerator.num_processes]
-    logger.info("Process %d of %d: %d clips to predict", accelerator.process_index + 1, accelerator.num_processes, len(shard))
+    logger.info(
+        "Process %d of %d: %d clips to predict", accelerator.process_index + 1, accelerator.num_processes, len(shard)
+    )
     if shard:
         predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype)
     accelerator.wait_for_everyone()
@@ -336,7 +363,9 @@ def run(args) -> int:
         skipped = len(output["skipped_missing_videos"])
         logger.info(
             "Wrote %d predictions to %s (settings in %s)%s",
-            output["rows"], args.output_file, predictions.metadata_path.name,
+            output["rows"],
+            args.output_file,
+            predictions.metadata_path.name,
             f"; {skipped} clips skipped for a missing video" if skipped else "",
         )
     return 0
@@ -377,8 +406,10 @@ def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions,
                 answers = [ranked[0] for ranked in candidates]
             else:
                 answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, nlp)
-            predicted = {index: {"prediction": answer, "candidates": ranked}
-                         for index, answer, ranked in zip(present, answers, candidates)}
+            predicted = {
+                index: {"prediction": answer, "candidates": ranked}
+                for index, answer, ranked in zip(present, answers, candidates)
+            }
             skipped = {"prediction": "", "candidates": [], SKIPPED: True}
             records = [dict(zip(KEY_FIELDS, keys[index])) | predicted.get(index, skipped) for index in indices]
             predictions.append(accelerator.process_index, records)

@@ -1,11 +1,13 @@
 """The kinds of model `fiberbench predict` runs, told apart by their config, and how each kind answers a batch of clips.
 
-| kind | loaded with | input | answer |
-|---|---|---|---|
-| `fiber` | `FiberT5ForConditionalGeneration` | the paper's format, plus the clip's I3D features (`i3d` config) | `fill_blanks`' beams |
-| `seq2seq` | `AutoModelForSeq2SeqLM` | the paper's zero-shot format: the blank as T5's `<extra_id_0>` | the text between `<extra_id_0>` and `<extra_id_1>` |
-| `causal` | `AutoModelForCausalLM` | a prompt template (`{masked_caption}`), through the chat template when the tokenizer has one | `extract_answer` of the reply |
-| `video` | `AutoModelForImageTextToText` + `AutoProcessor` | frames sampled from the clip's video, as images, then the prompt | `extract_answer` of the reply |
+- `fiber` (`FiberT5ForConditionalGeneration`): the paper's format plus the clip's I3D features (the
+  dataset's `i3d` config), answered by `fill_blanks`' beams.
+- `seq2seq` (`AutoModelForSeq2SeqLM`): the paper's zero-shot format, the blank as T5's
+  `<extra_id_0>`; the answer is the text between `<extra_id_0>` and `<extra_id_1>`.
+- `causal` (`AutoModelForCausalLM`): a prompt template (`{masked_caption}`), through the chat
+  template when the tokenizer has one; the answer is `extract_answer` of the reply.
+- `video` (`AutoModelForImageTextToText` + `AutoProcessor`): frames sampled from the clip's video,
+  as images, then the prompt; the answer is `extract_answer` of the reply.
 
 Every predictor gives, for each clip of a batch, its ranked, distinct candidate answers (one per
 beam); `fiberbench predict` then picks the answer. Video-language models get the frames through
@@ -20,7 +22,11 @@ from .videos import sample_frames
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
 # configs (Gemma 3, Mllama, ...) are both image-text-to-text and causal LM; the richer kind wins.
-AUTO_CLASSES = {"video": "AutoModelForImageTextToText", "seq2seq": "AutoModelForSeq2SeqLM", "causal": "AutoModelForCausalLM"}
+AUTO_CLASSES = {
+    "video": "AutoModelForImageTextToText",
+    "seq2seq": "AutoModelForSeq2SeqLM",
+    "causal": "AutoModelForCausalLM",
+}
 
 
 def detect_kind(config) -> str | None:
@@ -90,7 +96,9 @@ class Predictor:
         try:
             model = auto_class.from_pretrained(name, dtype=dtype, use_safetensors=True, **self.loading)
         except (OSError, ValueError, RuntimeError) as error:
-            raise DataError(f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})") from error
+            raise DataError(
+                f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})"
+            ) from error
         return model.to(device).eval()
 
 
@@ -199,11 +207,13 @@ class Seq2SeqPredictor(PaperFormatPredictor):
         from fiberbench.modeling.decoding import generate_candidates
 
         with torch.inference_mode():
-            return generate_candidates(self.model, self.processor, [row["masked_caption"] for row in rows], **self.decoding())
+            return generate_candidates(
+                self.model, self.processor, [row["masked_caption"] for row in rows], **self.decoding()
+            )
 
 
 class PromptedPredictor(Predictor):
-    """Models that read a prompt and reply in words (causal and video-language): the shared prompt and reply handling."""
+    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and reply."""
 
     chat_template: str | None
 
@@ -227,10 +237,13 @@ class PromptedPredictor(Predictor):
         }
 
     def _generate(self, inputs, decoder) -> list[list[str]]:
-        """Generate from a batch of `inputs`; each clip's distinct answers, read from the replies decoded by `decoder`."""
+        """Generate from a batch of `inputs`; each clip's distinct answers, read from replies decoded by `decoder`."""
         with torch.inference_mode():
             sequences = self.model.generate(
-                **inputs, num_return_sequences=self.num_beams, pad_token_id=self.tokenizer.pad_token_id, **self.decoding()
+                **inputs,
+                num_return_sequences=self.num_beams,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **self.decoding(),
             )
         replies = decoder.batch_decode(sequences[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
         return _group([extract_answer(reply) for reply in replies], self.num_beams)

@@ -1,4 +1,4 @@
-"""The predictions file of `fiberbench predict`: written as it goes, resumable, merged in dataset order, with its metadata.
+"""The predictions file of `fiberbench predict`: written as it goes, resumable, merged in dataset order.
 
 - `OUTPUT_FILE` (JSON Lines, what `fiberbench evaluate` reads): one row per clip of the split, in
   dataset order: `video_id`, `video_start_time`, `video_end_time`, `prediction` and, with several

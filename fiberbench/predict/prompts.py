@@ -24,12 +24,16 @@ def check_template(template: str) -> str:
     try:
         fields = {field for _, field, _, _ in string.Formatter().parse(template) if field is not None}
     except ValueError as error:
-        raise ValueError(f"--prompt is not a valid template ({error}); write a literal brace as {{{{ or }}}}") from error
+        raise ValueError(
+            f"--prompt is not a valid template ({error}); write a literal brace as {{{{ or }}}}"
+        ) from error
     if PROMPT_FIELD not in fields:
         raise ValueError(f"--prompt must contain {{{PROMPT_FIELD}}}, where each clip's masked caption goes")
     if fields != {PROMPT_FIELD}:
         others = ", ".join(sorted("{" + field + "}" for field in fields - {PROMPT_FIELD}))
-        raise ValueError(f"--prompt may only use {{{PROMPT_FIELD}}}, got {others}; write a literal brace as {{{{ or }}}}")
+        raise ValueError(
+            f"--prompt may only use {{{PROMPT_FIELD}}}, got {others}; write a literal brace as {{{{ or }}}}"
+        )
     return template
 
 

@@ -71,7 +71,9 @@ def sample_frames(video: ClipVideo, num_frames: int) -> list[np.ndarray]:
             start = first if video.start is None else video.start
             end = first + length if video.end is None else min(video.end, first + length)
             if end <= start:
-                raise DataError(f"{video.path}: no frame between {start:g} s and {video.end:g} s (the video lasts {length:g} s)")
+                raise DataError(
+                    f"{video.path}: no frame between {start:g} s and {video.end:g} s (the video lasts {length:g} s)"
+                )
             if start > first:
                 container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
             return _frames_at(container.decode(stream), uniform_times(start, end, num_frames), video.path)

@@ -6,10 +6,9 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from tokenizers import Tokenizer, models
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
-
-from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 
 CAPTION = "A man plays _____ on a stage."
 
@@ -21,38 +20,104 @@ def clip_features(clips, width=None):
 
 # id -> (fusion, keyword arguments of fill_blanks built from the sample clips, error, message pattern)
 FILL_BLANKS_CASES = {
-    "caption without a blank": ("none", lambda clips: {"masked_caption": ["A man plays."]}, ValueError,
-                                r"Masked caption 0 must contain exactly one '_____', found 0"),
-    "caption with two blanks": ("none", lambda clips: {"masked_caption": [CAPTION, "_____ plays _____."]}, ValueError,
-                                r"Masked caption 1 must contain exactly one '_____', found 2"),
+    "caption without a blank": (
+        "none",
+        lambda clips: {"masked_caption": ["A man plays."]},
+        ValueError,
+        r"Masked caption 0 must contain exactly one '_____', found 0",
+    ),
+    "caption with two blanks": (
+        "none",
+        lambda clips: {"masked_caption": [CAPTION, "_____ plays _____."]},
+        ValueError,
+        r"Masked caption 1 must contain exactly one '_____', found 2",
+    ),
     "empty list": ("none", lambda clips: {"masked_caption": []}, ValueError, r"Got no masked captions"),
-    "caption that is not a string": ("none", lambda clips: {"masked_caption": [None]}, ValueError,
-                                     r"Masked caption 0 must be a string, got NoneType"),
-    "features of the wrong width": ("early", lambda clips: {"video_features": clip_features(clips, 512)}, ValueError,
-                                    r"video_features have 512 values per frame; this model reads video_feature_size=1024"),
-    "features of two widths": ("early", lambda clips: {"video_features": [clips[0]["video"], clips[1]["video"][:, :8],
-                                                                          clips[2]["video"]]}, ValueError,
-                               r"Video features 1 have 8 values per frame, features 0 have 1024"),
-    "3 feature arrays for 2 captions": ("early", lambda clips: {"masked_caption": [c["masked_caption"] for c in clips[:2]],
-                                                                "video_features": clip_features(clips), "batch_size": 2},
-                                        ValueError, r"Got 2 masked captions but 3 video feature arrays"),
-    "1 feature array for 2 captions": ("early", lambda clips: {"masked_caption": [c["masked_caption"] for c in clips[:2]],
-                                                               "video_features": clip_features(clips[:1])},
-                                       ValueError, r"Got 2 masked captions but 1 video feature arrays"),
-    "no features for a video model": ("early", lambda clips: {"video_features": None}, ValueError,
-                                      r"fusion='early' needs video_features"),
-    "features for a text-only model": ("none", lambda clips: {"video_features": clip_features(clips)}, ValueError,
-                                       r"fusion='none' takes no video_features"),
-    "features of one dimension": ("early", lambda clips: {"video_features": [clips[0]["video"][0]] + clip_features(clips[1:])},
-                                  ValueError, r"Video features 0 must be shaped \(frames, size\)"),
-    "features with no frame": ("early", lambda clips: {"video_features": [np.zeros((0, 1024))] + clip_features(clips[1:])},
-                               ValueError, r"Video features 0 must be shaped .* frames >= 1, got \(0, 1024\)"),
-    "features holding NaN": ("early", lambda clips: {"video_features": [np.full((4, 1024), np.nan)] + clip_features(clips[1:])},
-                             ValueError, r"Video features 0 hold NaN or infinite values"),
-    "ragged features": ("early", lambda clips: {"video_features": [[[0.0, 1.0], [0.0]]] + clip_features(clips[1:])},
-                        ValueError, r"Video features 0 are not an array of numbers"),
-    "zero beams": ("none", lambda clips: {"num_beams": 0}, ValueError, r"`num_beams` must be a positive integer, got 0"),
-    "zero batch size": ("none", lambda clips: {"batch_size": 0}, ValueError, r"`batch_size` must be a positive integer, got 0"),
+    "caption that is not a string": (
+        "none",
+        lambda clips: {"masked_caption": [None]},
+        ValueError,
+        r"Masked caption 0 must be a string, got NoneType",
+    ),
+    "features of the wrong width": (
+        "early",
+        lambda clips: {"video_features": clip_features(clips, 512)},
+        ValueError,
+        r"video_features have 512 values per frame; this model reads video_feature_size=1024",
+    ),
+    "features of two widths": (
+        "early",
+        lambda clips: {"video_features": [clips[0]["video"], clips[1]["video"][:, :8], clips[2]["video"]]},
+        ValueError,
+        r"Video features 1 have 8 values per frame, features 0 have 1024",
+    ),
+    "3 feature arrays for 2 captions": (
+        "early",
+        lambda clips: {
+            "masked_caption": [c["masked_caption"] for c in clips[:2]],
+            "video_features": clip_features(clips),
+            "batch_size": 2,
+        },
+        ValueError,
+        r"Got 2 masked captions but 3 video feature arrays",
+    ),
+    "1 feature array for 2 captions": (
+        "early",
+        lambda clips: {
+            "masked_caption": [c["masked_caption"] for c in clips[:2]],
+            "video_features": clip_features(clips[:1]),
+        },
+        ValueError,
+        r"Got 2 masked captions but 1 video feature arrays",
+    ),
+    "no features for a video model": (
+        "early",
+        lambda clips: {"video_features": None},
+        ValueError,
+        r"fusion='early' needs video_features",
+    ),
+    "features for a text-only model": (
+        "none",
+        lambda clips: {"video_features": clip_features(clips)},
+        ValueError,
+        r"fusion='none' takes no video_features",
+    ),
+    "features of one dimension": (
+        "early",
+        lambda clips: {"video_features": [clips[0]["video"][0]] + clip_features(clips[1:])},
+        ValueError,
+        r"Video features 0 must be shaped \(frames, size\)",
+    ),
+    "features with no frame": (
+        "early",
+        lambda clips: {"video_features": [np.zeros((0, 1024))] + clip_features(clips[1:])},
+        ValueError,
+        r"Video features 0 must be shaped .* frames >= 1, got \(0, 1024\)",
+    ),
+    "features holding NaN": (
+        "early",
+        lambda clips: {"video_features": [np.full((4, 1024), np.nan)] + clip_features(clips[1:])},
+        ValueError,
+        r"Video features 0 hold NaN or infinite values",
+    ),
+    "ragged features": (
+        "early",
+        lambda clips: {"video_features": [[[0.0, 1.0], [0.0]]] + clip_features(clips[1:])},
+        ValueError,
+        r"Video features 0 are not an array of numbers",
+    ),
+    "zero beams": (
+        "none",
+        lambda clips: {"num_beams": 0},
+        ValueError,
+        r"`num_beams` must be a positive integer, got 0",
+    ),
+    "zero batch size": (
+        "none",
+        lambda clips: {"batch_size": 0},
+        ValueError,
+        r"`batch_size` must be a positive integer, got 0",
+    ),
 }
 
 
@@ -104,15 +169,24 @@ LOADING_CASES = {
     "only a pickle pytorch_model.bin": (pickle_only, OSError, r"no file named model.safetensors"),
     "truncated model.safetensors": (truncate_weights, OSError, r"safetensors weights of .* cannot be read"),
     "config.json that is not JSON": (break_config, OSError, r"config.json' is not a valid JSON file"),
-    "no config.json": (lambda folder: (folder / "config.json").unlink(), (OSError, ValueError),
-                       r"has no config.json|Should have a `model_type` key in its config.json"),
+    "no config.json": (
+        lambda folder: (folder / "config.json").unlink(),
+        (OSError, ValueError),
+        r"has no config.json|Should have a `model_type` key in its config.json",
+    ),
     "unknown fusion in config.json": (set_config(fusion="middle"), ValueError, r"`fusion` must be one of"),
-    "video_feature_size 0 in config.json": (set_config(video_feature_size=0), ValueError,
-                                            r"`video_feature_size` must be a positive integer"),
+    "video_feature_size 0 in config.json": (
+        set_config(video_feature_size=0),
+        ValueError,
+        r"`video_feature_size` must be a positive integer",
+    ),
     # The Auto classes find no "llama" model with FIBER's auto_map: they ask for trust_remote_code.
-    "another architecture's config.json": (set_config(model_type="llama"), ValueError,
-                                           r"holds a 'llama' model: a FIBER model starts from a FIBER or T5 checkpoint"
-                                           r"|contains custom code which must be executed"),
+    "another architecture's config.json": (
+        set_config(model_type="llama"),
+        ValueError,
+        r"holds a 'llama' model: a FIBER model starts from a FIBER or T5 checkpoint"
+        r"|contains custom code which must be executed",
+    ),
 }
 
 

@@ -4,7 +4,6 @@ import importlib.metadata
 import json
 import os
 import subprocess
-import sys
 import textwrap
 import venv
 from pathlib import Path
@@ -12,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fiberbench.modeling.noun_phrases import SPACY_INSTALL_COMMAND
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-from fiberbench.modeling.noun_phrases import SPACY_INSTALL_COMMAND
 
 REMOTE_CODE_SCRIPT = textwrap.dedent(
     """
@@ -80,7 +78,9 @@ def make_venv_with_only(path: Path, *names: str) -> Path:
     site_packages = Path(
         subprocess.run(
             [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     )
     for distribution in dependency_closure(*names):
@@ -108,7 +108,11 @@ def test_trust_remote_code_without_spacy_or_fiberbench(tmp_path, make_model, pro
     environment |= {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
     run = subprocess.run(
         [python, "-c", REMOTE_CODE_SCRIPT, folder],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     remote = json.loads(run.stdout.strip().splitlines()[-1])

@@ -1,4 +1,4 @@
-"""Tiny random models of every kind `fiberbench predict` runs, saved as a Hub repo would hold them, and synthetic videos.
+"""Tiny random models of every kind `fiberbench predict` runs, saved as on the Hub, and synthetic videos.
 
 Built once per session, offline, from the tokenizer shipped with the package: a T5 seq2seq LM, a
 Llama causal LM with a chat template, this project's early-fusion model, and a LLaVA
@@ -10,6 +10,14 @@ import json
 import numpy as np
 import pytest
 import torch
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import clip_id
+from fiberbench.modeling import (
+    SAMPLE_TOKENIZER_PATH,
+    FiberProcessor,
+    FiberT5ForConditionalGeneration,
+    build_tiny_config,
+)
 from transformers import (
     AutoTokenizer,
     CLIPImageProcessorPil,
@@ -21,10 +29,6 @@ from transformers import (
     T5Config,
     T5ForConditionalGeneration,
 )
-
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration, build_tiny_config
 
 # A minimal chat template: "user: ...\nassistant:", images as <image> placeholders.
 CHAT_TEMPLATE = (
@@ -72,7 +76,9 @@ def save_video(folder):
     text = {"model_type": "llama", "vocab_size": len(tokenizer), **LLAMA_SIZES}
     text |= {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id, "bos_token_id": None}
     config = LlavaConfig(
-        vision_config=vision, text_config=text, image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
     )
     LlavaForConditionalGeneration(config).save_pretrained(folder)
@@ -82,8 +88,12 @@ def save_video(folder):
         size={"shortest_edge": FRAME_SIZE}, crop_size={"height": FRAME_SIZE, "width": FRAME_SIZE}
     )
     LlavaProcessor(
-        image_processor=image_processor, tokenizer=tokenizer, patch_size=8, vision_feature_select_strategy="default",
-        num_additional_image_tokens=1, chat_template=CHAT_TEMPLATE,
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=CHAT_TEMPLATE,
     ).save_pretrained(folder)
 
 
@@ -150,7 +160,9 @@ def read_evaluate_format(path, num_beams: int) -> list[dict]:
         for field, kind in EVALUATE_FIELDS.items():
             assert type(row[field]) is kind, (field, row)
         if num_beams > 1:
-            assert all(type(candidate) is str for candidate in row["candidates"]) and len(row["candidates"]) <= num_beams
+            assert (
+                all(type(candidate) is str for candidate in row["candidates"]) and len(row["candidates"]) <= num_beams
+            )
             assert row["prediction"] in row["candidates"] or row["candidates"] == []
     return rows
 

