@@ -12,11 +12,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import fiberbench.data
 import torch
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
-from transformers import AutoConfig, AutoTokenizer, LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
+)
 
+import fiberbench.data
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
 from fiberbench.predict import command
 from fiberbench.predict.kinds import PREDICTORS
 

@@ -6,9 +6,10 @@ import shutil
 import numpy as np
 import pytest
 import torch
-from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from tokenizers import Tokenizer, models
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 
 CAPTION = "A man plays _____ on a stage."
 

@@ -11,9 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from fiberbench.modeling.noun_phrases import SPACY_INSTALL_COMMAND
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from fiberbench.modeling.noun_phrases import SPACY_INSTALL_COMMAND
 
 REMOTE_CODE_SCRIPT = textwrap.dedent(
     """

@@ -10,14 +10,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id
-from fiberbench.modeling import (
-    SAMPLE_TOKENIZER_PATH,
-    FiberProcessor,
-    FiberT5ForConditionalGeneration,
-    build_tiny_config,
-)
 from transformers import (
     AutoTokenizer,
     CLIPImageProcessorPil,
@@ -28,6 +20,15 @@ from transformers import (
     LlavaProcessor,
     T5Config,
     T5ForConditionalGeneration,
+)
+
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import clip_id
+from fiberbench.modeling import (
+    SAMPLE_TOKENIZER_PATH,
+    FiberProcessor,
+    FiberT5ForConditionalGeneration,
+    build_tiny_config,
 )
 
 # A minimal chat template: "user: ...\nassistant:", images as <image> placeholders.

@@ -9,7 +9,13 @@ import sys
 import pytest
 import torch
 from tokenizers import Tokenizer, models
-from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration, ViTConfig, ViTModel
+from transformers import (
+    PreTrainedTokenizerFast,
+    T5Config,
+    T5ForConditionalGeneration,
+    ViTConfig,
+    ViTModel,
+)
 
 from fiberbench.predict.command import clip_keys
 

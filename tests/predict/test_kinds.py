@@ -10,7 +10,13 @@ from fiberbench.predict.command import KIND_NAMES
 from fiberbench.predict.kinds import PREDICTORS, detect_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 
-from .conftest import clip_keys, read_evaluate_format, sample_test_records, save_causal, save_video
+from .conftest import (
+    clip_keys,
+    read_evaluate_format,
+    sample_test_records,
+    save_causal,
+    save_video,
+)
 
 # kind -> (extra flags, beams the run uses by default, what the metadata's prompt section holds)
 RUNS = {
@@ -27,8 +33,9 @@ def test_every_kind_has_a_predictor():
 
 @pytest.mark.parametrize("kind", RUNS)
 def test_the_kind_is_read_from_the_config(kind, tiny_models):
-    import fiberbench.modeling  # noqa: F401 - registers the FIBER config
     from transformers import AutoConfig
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config
 
     assert detect_kind(AutoConfig.from_pretrained(tiny_models[kind])) == kind
 

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 
 from fiberbench.errors import DataError
-from fiberbench.predict.videos import ClipVideo, find_clip_video, sample_frames, uniform_times
+from fiberbench.predict.videos import (
+    ClipVideo,
+    find_clip_video,
+    sample_frames,
+    uniform_times,
+)
 
 from .conftest import write_video
 
