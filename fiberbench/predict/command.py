@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one; the "
         "answer is the reply's first line without quotes or final punctuation) and video-language models "
         "(AutoModelForImageTextToText: --num_frames frames of each clip's video in --video_dir, then --prompt). "
-        "Data-parallel: accelerate launch --num_processes N -m fiberbench.cli predict ... "
+        "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
         f"The default --prompt: {DEFAULT_PROMPT!r}"
     )
     model = parser.add_argument_group("model")
