@@ -35,6 +35,10 @@ COMMANDS = {
         "fiberbench.data.stats",
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
+    "predict": (
+        "fiberbench.predict.command",
+        "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
+    ),
     "push-metric": (
         "fiberbench.metric.push",
         "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",

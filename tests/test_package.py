@@ -20,6 +20,7 @@ SUBPACKAGES = [
     "fiberbench.metric",
     "fiberbench.metric.fiber_metric",
     "fiberbench.modeling",
+    "fiberbench.predict",
     "fiberbench.training",
 ]
 # Files that the package must carry for offline use: the sample, the annotation page, the metric
