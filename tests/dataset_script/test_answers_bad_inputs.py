@@ -82,7 +82,7 @@ REFUSED = [
     ("output folder holding the blanked file", {}, {"--output_dir": ["{tmp}"]}, 2,
      r"--output_dir .*/val.json is an input of this command"),
     ("output folder that is the answers file", {}, {"--output_dir": ["{tmp}/answers.csv"]}, 2,
-     r"--output_dir .*answers.csv/val.json lies inside the input folder .*answers.csv"),
+     r"--output_dir .*answers.csv/val.json: .*answers.csv is a file, not a folder"),
     ("batch size 0", {}, {"--batch_size": ["0"]}, 2, r"--batch_size must be at least 1, got 0"),
     ("answers file empty", {"answers.csv": b""}, {}, 1, r"answers.csv: empty, no header line"),
     ("answers without an id column", {"answers.csv": ANSWERS.replace("video_end_time", "end").encode()}, {}, 1,
