@@ -16,7 +16,7 @@ from pathlib import Path
 from spacy.language import Language
 
 from fiberbench.files import atomic_path, write_json, write_text
-from fiberbench.metric import normalize_answer
+from fiberbench.metric import mean_std, normalize_answer
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, answer_spans, is_noun_phrase_span, load_spacy_pipeline
 
 from .fiber.validation import read_release_records
@@ -47,9 +47,7 @@ def _percent(count: int, total: int) -> float | None:
 
 def _mean_std(values: list[float]) -> dict:
     """Mean and population standard deviation (None for no values)."""
-    if not values:
-        return {"mean": None, "std": None}
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
+    return mean_std(values)._asdict() if values else {"mean": None, "std": None}
 
 
 def _ranked(counter: Counter, total: int, top: int) -> list[dict]:

@@ -3,17 +3,17 @@
 This file is the whole `fiber_metric` evaluate module; it imports nothing from the FIBER package so
 that its folder can be pushed to the Hub as it is. Besides the `evaluate` class it defines the plain
 functions that do the work (`normalize_answer`, `exact_match`, `f1`, `score_predictions`,
-`correct_at_k`, `average_precision`, `references_from_example`, `human_agreement`).
+`correct_at_k`, `average_precision`, `references_from_example`, `human_agreement`, `mean_std`).
 
-Answers that normalize to nothing (e.g. "The!" or ""): two such answers match, with EM 1 and
-F1 1; against an answer that keeps at least one token, EM and F1 are 0. (The FIBER release
+Every score is in percent (0-100), per example as well as averaged: an exact match is 0 or 100.
+Answers that normalize to nothing (e.g. "The!" or ""): two such answers match, with EM 100 and
+F1 100; against an answer that keeps at least one token, EM and F1 are 0. (The FIBER release
 divided by zero in the first case.)
 """
 
 import math
 import re
 import string
-from collections.abc import Callable
 from typing import NamedTuple
 
 import datasets
@@ -60,8 +60,8 @@ Args:
 Returns:
     exact_match (`float`): mean exact match, in percent (0-100).
     f1 (`float`): mean of the best token-set F1 over each blank's correct answers, in percent (0-100).
-    exact_match_per_example (`list` of `int`): with `per_example`, 0 or 1 for every blank, in input order.
-    f1_per_example (`list` of `float`): with `per_example`, the F1 of every blank, from 0 to 1.
+    exact_match_per_example (`list` of `float`): with `per_example`, 0 or 100 for every blank, in input order.
+    f1_per_example (`list` of `float`): with `per_example`, the F1 of every blank, in percent (0-100).
     exact_match_by_category, f1_by_category (`dict` of `str` to `float`): with `categories`, the
         means in percent (0-100) within each category;
     count_by_category (`dict` of `str` to `int`): with `categories`, the number of blanks of each.
@@ -75,7 +75,7 @@ Returns:
     candidate, and 0 when none does.
 
     Empty answers: an answer that normalizes to nothing (e.g. "The!") against a correct answer that
-    also does scores EM 1 and F1 1; against one that keeps a token, 0. An empty `predictions` list
+    also does scores EM 100 and F1 100; against one that keeps a token, 0. An empty `predictions` list
     gives 0 for every score. Lists of different lengths, a blank with no correct answer and
     non-string items raise a `ValueError` that names the index.
 
@@ -104,7 +104,7 @@ Examples:
     ...     predictions=["icy mountain", "The house!"], references=references, per_example=True
     ... )
     >>> print(round(results["f1"], 2), results["f1_per_example"], results["exact_match_per_example"])
-    83.33 [0.6666666666666666, 1.0] [0, 1]
+    83.33 [66.66666666666667, 100.0] [0.0, 100.0]
 
     Ranked candidates; "a cliff" and "Cliff" are one candidate, so "hill" is second:
 
@@ -135,6 +135,68 @@ def normalize_answer(text):
     return " ".join(_ARTICLE_OR_PUNCTUATION.sub("", text.lower()).split())
 
 
+def _list(values, name):
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list, got {type(values).__name__}")
+    return list(values)
+
+
+def _strings(values, name, depth=1):
+    """`values` as a string (depth 0) or as lists nested `depth` deep around strings; errors name the index."""
+    if depth == 0:
+        if not isinstance(values, str):
+            raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
+        return values
+    values = _list(values, name)
+    if depth == 1 and all(isinstance(value, str) for value in values):
+        return values
+    return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(values)]
+
+
+def _answers(answers, name):
+    """A blank's correct answers as a non-empty list of strings; one string is a list of one answer (a label)."""
+    answers = [answers] if isinstance(answers, str) else _strings(answers, name)
+    if not answers:
+        raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
+    return answers
+
+
+def _check_same_length(name, values, other_name, others):
+    if len(values) != len(others):
+        missing = f"{other_name}[{len(others)}]" if len(values) > len(others) else f"{name}[{len(values)}]"
+        lengths = f"({len(values)} != {len(others)})"
+        raise ValueError(f"{name} and {other_name} differ in length {lengths}: {missing} is missing")
+
+
+def _check_predictions(predictions, references, categories=None, candidates=None):
+    """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
+    predictions = _strings(predictions, "predictions")
+    references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
+    _check_same_length("predictions", predictions, "references", references)
+    if categories is not None:
+        categories = _strings(categories, "categories")
+        _check_same_length("predictions", predictions, "categories", categories)
+    if candidates is not None:
+        candidates = _strings(candidates, "candidates", depth=2)
+        _check_same_length("predictions", predictions, "candidates", candidates)
+    return predictions, references, categories, candidates
+
+
+def _check_annotations(labels, additional_answers):
+    """The inputs of `human_agreement` as lists, each item checked; an error names the index."""
+    labels = _strings(labels, "labels")
+    additional_answers = _strings(additional_answers, "additional_answers", depth=3)
+    _check_same_length("labels", labels, "additional_answers", additional_answers)
+    return labels, additional_answers
+
+
+class Scores(NamedTuple):
+    """Exact match and best token-set F1 of one answer, in percent (0-100)."""
+
+    exact_match: float
+    f1: float
+
+
 class _TokenSets(dict):
     """Normalized answer -> its set of tokens (F1 counts a repeated token once), made on first use."""
 
@@ -144,114 +206,39 @@ class _TokenSets(dict):
 
 
 def _best_match(normalized, correct_normalized, token_sets):
-    """(EM, best F1) of one normalized answer against normalized correct answers.
+    """The `Scores` of one normalized answer against normalized correct answers.
 
-    Token-set F1 is TP / (TP + (FP + FN) / 2), that is 2 TP / (|answer| + |correct answer|): the
-    same float. Its denominator is 0 only when both normalize to "", which is an exact match.
+    Token-set F1 is TP / (TP + (FP + FN) / 2), that is 2 TP / (|answer| + |correct answer|). Its
+    denominator is 0 only when both normalize to "", which is an exact match.
     """
     if normalized in correct_normalized:
-        return 1, 1.0
+        return Scores(100.0, 100.0)
     tokens = token_sets[normalized]
     other_token_sets = map(token_sets.__getitem__, correct_normalized)
-    return 0, max(2 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets)
-
-
-def _mean(values):
-    return math.fsum(values) / len(values) if values else 0.0
-
-
-def _mean_std(values):
-    """Mean and population standard deviation (0 and 0 for no values)."""
-    mean = _mean(values)
-    return mean, math.sqrt(_mean([(value - mean) ** 2 for value in values]))
-
-
-def _as_list(values, name):
-    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"{name} must be a list, got {type(values).__name__}")
-    return list(values)
-
-
-def _check_string(value, name):
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {type(value).__name__}: {value!r}")
-    return value
-
-
-def _check_strings(values, name):
-    """`values` as a list of strings; an error names the first bad item by its index."""
-    values = _as_list(values, name)
-    if not set(map(type, values)) <= {str}:  # the fast test; the loop finds the culprit (or a str subclass)
-        for index, value in enumerate(values):
-            _check_string(value, f"{name}[{index}]")
-    return values
-
-
-def _check_answers(answers, name):
-    """A blank's correct answers as a non-empty list of strings (a string is one answer)."""
-    if isinstance(answers, str):
-        return [answers]
-    answers = _check_strings(answers, name)
-    if not answers:
-        raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
-    return answers
-
-
-def _check_same_length(values, other_values, name, other_name):
-    if len(values) != len(other_values):
-        index = min(len(values), len(other_values))
-        missing = other_name if len(values) > len(other_values) else name
-        raise ValueError(
-            f"{name} and {other_name} differ in length ({len(values)} != {len(other_values)}):"
-            f" {missing}[{index}] is missing"
-        )
-
-
-def _check_pairs(values, others, name, other_name, check_other):
-    """`values` as a list of strings, and `others`, as long, with each item checked by `check_other`."""
-    values = _check_strings(values, name)
-    others = _as_list(others, other_name)
-    _check_same_length(values, others, name, other_name)
-    return values, [check_other(item, f"{other_name}[{index}]") for index, item in enumerate(others)]
-
-
-def _check_predictions(predictions, references):
-    """Validated predictions and references (each a list of answers); errors name the index."""
-    return _check_pairs(predictions, references, "predictions", "references", _check_answers)
-
-
-def _check_annotators(annotators, name):
-    """One blank's annotators as lists of strings (one list per annotator)."""
-    return [_check_strings(answers, f"{name}[{index}]") for index, answers in enumerate(_as_list(annotators, name))]
-
-
-def _check_annotations(labels, additional_answers):
-    """Validated labels and per-annotator answers, as `human_agreement` takes them."""
-    return _check_pairs(labels, additional_answers, "labels", "additional_answers", _check_annotators)
+    return Scores(0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets))
 
 
 def _score_example(prediction, references):
-    normalized = normalize_answer(_check_string(prediction, "prediction"))
-    correct = [normalize_answer(answer) for answer in _check_answers(references, "references")]
-    return _best_match(normalized, correct, _TokenSets())
+    prediction, references = _strings(prediction, "prediction", depth=0), _answers(references, "references")
+    return _best_match(normalize_answer(prediction), [normalize_answer(answer) for answer in references], _TokenSets())
 
 
 def exact_match(prediction, references):
-    """1 if the normalized prediction equals any normalized reference, else 0.
+    """100 if the normalized prediction equals any normalized reference, else 0.
 
     >>> exact_match("The Mountain.", ["cliff", "mountain"])
-    1
+    100.0
     """
-    return _score_example(prediction, references)[0]
+    return _score_example(prediction, references).exact_match
 
 
 def f1(prediction, references):
-    """The best token-set F1 (0 to 1) of the prediction against any of the references.
+    """The best token-set F1 of the prediction against any of the references, in percent (0-100).
 
     >>> f1("icy mountain", ["mountain", "icy cliff"])
-    0.6666666666666666
+    66.66666666666667
     """
-    return _score_example(prediction, references)[1]
+    return _score_example(prediction, references).f1
 
 
 def _distinct_hits(candidates, correct_normalized):
@@ -261,37 +248,36 @@ def _distinct_hits(candidates, correct_normalized):
 
 
 def _correct_at_k(hits, k):
-    return int(any(hits[:k]))
+    return 100.0 if any(hits[:k]) else 0.0
 
 
 def _average_precision(hits):
     precisions = []  # Precision@rank at each rank that holds a correct candidate
     for rank, hit in enumerate(hits, start=1):
         if hit:
-            precisions.append((len(precisions) + 1) / rank)
-    return _mean(precisions)
+            precisions.append(100 * (len(precisions) + 1) / rank)
+    return mean_std(precisions).mean
 
 
 def _ranking_hits(candidates, references):
-    candidates = _check_strings(candidates, "candidates")
-    correct = {normalize_answer(answer) for answer in _check_answers(references, "references")}
-    return _distinct_hits(candidates, correct)
+    candidates, references = _strings(candidates, "candidates"), _answers(references, "references")
+    return _distinct_hits(candidates, {normalize_answer(answer) for answer in references})
 
 
 def correct_at_k(candidates, references, k):
-    """1 if one of the first `k` distinct candidates (after normalization) is a correct answer, else 0.
+    """100 if one of the first `k` distinct candidates (after normalization) is a correct answer, else 0.
 
     >>> correct_at_k(["a tree", "Tree!", "cliff"], ["cliff", "mountain"], k=2)
-    1
+    100.0
     """
     return _correct_at_k(_ranking_hits(candidates, references), k)
 
 
 def average_precision(candidates, references):
-    """Mean of Precision@k over the ranks k of correct distinct candidates; 0 when none is correct.
+    """Mean of Precision@k over the ranks k of correct distinct candidates, in percent; 0 when none is correct.
 
     >>> average_precision(["cliff", "a tree", "hill", "the Cliff"], ["cliff", "hill"])
-    0.8333333333333333
+    83.33333333333334
     """
     return _average_precision(_ranking_hits(candidates, references))
 
@@ -302,41 +288,49 @@ def references_from_example(example, label_only=False):
     >>> references_from_example({"label": "a dog", "additional_answers": [["dog", "a dog"], ["puppy"]]})
     ['a dog', 'dog', 'puppy']
     """
-    answers = [_check_string(example.get("label"), "label")]
-    if not label_only:
-        for index, annotator_answers in enumerate(example.get("additional_answers") or []):
-            answers.extend(_check_strings(annotator_answers, f"additional_answers[{index}]"))
-    return list(dict.fromkeys(answers))
+    label = _strings(example.get("label"), "label", depth=0)
+    answers = [] if label_only else _strings(example.get("additional_answers") or [], "additional_answers", depth=2)
+    return list(dict.fromkeys([label, *(answer for annotator_answers in answers for answer in annotator_answers)]))
+
+
+class MeanStd(NamedTuple):
+    mean: float
+    std: float
+
+
+def mean_std(values):
+    """Mean and population standard deviation of `values`, (0.0, 0.0) when there are none.
+
+    >>> mean_std([50.0, 100.0, 100.0, 50.0])
+    MeanStd(mean=75.0, std=25.0)
+    """
+    if not len(values):
+        return MeanStd(0.0, 0.0)
+    mean = math.fsum(values) / len(values)
+    return MeanStd(mean, math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values)))
 
 
 def _scores_by_category(categories, exact_matches, f1s):
-    """Means in percent and counts within each category (the paper's Table 4), categories sorted."""
-    categories = _check_strings(categories, "categories")
-    _check_same_length(exact_matches, categories, "predictions", "categories")
-    indices_by_category = {}
+    """Means and counts within each category (the paper's Table 4), categories sorted."""
+    rows_by_category = {}
     for index, category in enumerate(categories):
-        indices_by_category.setdefault(category, []).append(index)
-    groups = sorted(indices_by_category.items())
+        rows_by_category.setdefault(category, []).append(index)
+    groups = sorted(rows_by_category.items())
     return {
-        "exact_match_by_category": {name: 100 * _mean([exact_matches[i] for i in rows]) for name, rows in groups},
-        "f1_by_category": {name: 100 * _mean([f1s[i] for i in rows]) for name, rows in groups},
+        "exact_match_by_category": {name: mean_std([exact_matches[i] for i in rows]).mean for name, rows in groups},
+        "f1_by_category": {name: mean_std([f1s[i] for i in rows]).mean for name, rows in groups},
         "count_by_category": {name: len(rows) for name, rows in groups},
     }
 
 
 def _ranking_scores(candidates, correct):
-    """Correct@K for K = 1, 2, 4, ... up to the longest list, and MAP, in percent."""
-    candidates = _as_list(candidates, "candidates")
-    _check_same_length(correct, candidates, "predictions", "candidates")
-    hits = [
-        _distinct_hits(_check_strings(ranked, f"candidates[{index}]"), set(answers))
-        for index, (ranked, answers) in enumerate(zip(candidates, correct))
-    ]
+    """Correct@K for K = 1, 2, 4, ... up to the longest list, and MAP."""
+    hits = [_distinct_hits(ranked, set(answers)) for ranked, answers in zip(candidates, correct)]
     longest = max((len(ranked) for ranked in candidates), default=0)
     ks = [2**power for power in range(max(longest, 1).bit_length())]
     return {
-        "correct_at_k": {str(k): 100 * _mean([_correct_at_k(row, k) for row in hits]) for k in ks},
-        "map": 100 * _mean([_average_precision(row) for row in hits]),
+        "correct_at_k": {str(k): mean_std([_correct_at_k(row, k) for row in hits]).mean for k in ks},
+        "map": mean_std([_average_precision(row) for row in hits]).mean,
     }
 
 
@@ -348,15 +342,17 @@ def score_predictions(predictions, references, per_example=False, categories=Non
     >>> score_predictions(["a mountain", "gym"], [["mountain", "cliff"], ["room"]])
     {'exact_match': 50.0, 'f1': 50.0}
     """
-    predictions, references = _check_predictions(predictions, references)
+    predictions, references, categories, candidates = _check_predictions(
+        predictions, references, categories, candidates
+    )
     distinct = {*predictions, *(text for answers in references for text in answers)}
     normalized = {text: normalize_answer(text) for text in distinct}
     correct = [[normalized[text] for text in answers] for answers in references]
     token_sets = _TokenSets()
     scores = [_best_match(normalized[text], answers, token_sets) for text, answers in zip(predictions, correct)]
-    exact_matches = [em for em, _ in scores]
-    f1s = [f1_score for _, f1_score in scores]
-    results = {"exact_match": 100 * _mean(exact_matches), "f1": 100 * _mean(f1s)}
+    exact_matches = [score.exact_match for score in scores]
+    f1s = [score.f1 for score in scores]
+    results = {"exact_match": mean_std(exact_matches).mean, "f1": mean_std(f1s).mean}
     if per_example:
         results["exact_match_per_example"] = exact_matches
         results["f1_per_example"] = f1s
@@ -380,99 +376,82 @@ def human_agreement(labels, additional_answers):
 
     >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["a puppy"], ["cat"]]])
     >>> results["first_answers_per_caption_exact_match"], results["num_first_answers"]
-    (66.66666666666666, 3)
+    (66.66666666666667, 3)
     """
     labels, additional_answers = _check_annotations(labels, additional_answers)
-    # For first answers and for all answers: (per caption (EM, F1) means, per answer (EM, F1) scores).
-    scores = {"first_answers": ([], []), "all_answers": ([], [])}
+    # For first answers and for all answers: the `Scores` of each caption's scored answers.
+    captions = {"first_answers": [], "all_answers": []}
     left_out = 0
     token_sets = _TokenSets()
     for label, annotators in zip(labels, additional_answers):
         normalized = [[normalize_answer(text) for text in answers] for answers in [[label], *annotators]]  # 0: label
         kept = [i for i, answers in enumerate(normalized) if any(answers)]
         left_out += len(normalized) - len(kept)
-        caption = {"first_answers": [], "all_answers": []}
+        first_answers, all_answers = [], []
         for i in kept:
             others = [answer for j in kept if j != i for answer in normalized[j]]
             if i > 0 and others:
                 answer_scores = [_best_match(answer, others, token_sets) for answer in normalized[i]]
-                caption["first_answers"].append(answer_scores[0])
-                caption["all_answers"].extend(answer_scores)
-        for which, (per_caption, per_answer) in scores.items():
-            if caption[which]:
-                per_caption.append(tuple(_mean(column) for column in zip(*caption[which])))
-                per_answer.extend(caption[which])
+                first_answers.append(answer_scores[0])
+                all_answers.extend(answer_scores)
+        for which, scores in (("first_answers", first_answers), ("all_answers", all_answers)):
+            if scores:
+                captions[which].append(scores)
     results = {}
-    for which, (per_caption, per_answer) in scores.items():
-        for level, rows in (("per_caption", per_caption), ("per_answer", per_answer)):
-            for metric, column in zip(("exact_match", "f1"), zip(*rows) if rows else ((), ())):
-                mean, std = _mean_std(column)
-                results[f"{which}_{level}_{metric}"] = 100 * mean
-                results[f"{which}_{level}_{metric}_std"] = 100 * std
-    results["num_captions"] = len(scores["first_answers"][0])
-    results["num_first_answers"] = len(scores["first_answers"][1])
-    results["num_all_answers"] = len(scores["all_answers"][1])
+    for which, scores_by_caption in captions.items():
+        levels = {
+            "per_caption": [Scores(*(mean_std(column).mean for column in zip(*scores))) for scores in scores_by_caption],
+            "per_answer": [score for scores in scores_by_caption for score in scores],
+        }
+        for level, scores in levels.items():
+            for metric in Scores._fields:
+                mean, std = mean_std([getattr(score, metric) for score in scores])
+                results[f"{which}_{level}_{metric}"] = mean
+                results[f"{which}_{level}_{metric}_std"] = std
+    results["num_captions"] = len(captions["first_answers"])
+    results["num_first_answers"] = sum(map(len, captions["first_answers"]))
+    results["num_all_answers"] = sum(map(len, captions["all_answers"]))
     results["num_annotators_left_out"] = left_out
     return results
-
-
-class _Config(NamedTuple):
-    """One config of the metric.
-
-    `check` runs on every batch before `evaluate` stores it (the features would silently turn a
-    non-string item after the first into a string); it takes the inputs in the order of `features`.
-    """
-
-    features: datasets.Features
-    check: Callable
-    score: Callable
-
-
-_CONFIGS = {
-    "default": _Config(
-        datasets.Features(
-            {
-                # Nested references only: with a flat option listed first, `evaluate` silently stores
-                # lists as strings such as "['a', 'b']"; the check wraps a flat string instead.
-                "predictions": datasets.Value("string"),
-                "references": datasets.Sequence(datasets.Value("string")),
-            }
-        ),
-        _check_predictions,
-        score_predictions,
-    ),
-    "human_agreement": _Config(
-        datasets.Features(
-            {
-                "labels": datasets.Value("string"),
-                "additional_answers": datasets.Sequence(datasets.Sequence(datasets.Value("string"))),
-            }
-        ),
-        _check_annotations,
-        human_agreement,
-    ),
-}
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
 class FiberMetric(evaluate.Metric):
     def _info(self):
-        if self.config_name not in _CONFIGS:
-            raise ValueError(f"Unknown config {self.config_name!r}: use one of {sorted(_CONFIGS)}")
+        if self.config_name == "human_agreement":
+            features = {
+                "labels": datasets.Value("string"),
+                "additional_answers": datasets.Sequence(datasets.Sequence(datasets.Value("string"))),
+            }
+        elif self.config_name == "default":
+            # Nested references only: with a flat option listed first, `evaluate` silently stores lists
+            # as strings such as "['a', 'b']"; `add_batch` turns a blank's single string into a list.
+            features = {
+                "predictions": datasets.Value("string"),
+                "references": datasets.Sequence(datasets.Value("string")),
+            }
+        else:
+            raise ValueError(f"Unknown config {self.config_name!r}: use 'default' or 'human_agreement'")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
-            features=_CONFIGS[self.config_name].features,
+            features=datasets.Features(features),
             homepage="https://lit.eecs.umich.edu/fiber/",
             reference_urls=["https://arxiv.org/abs/2210.05038"],  # FIRE: Correct@K and MAP
         )
 
     def add_batch(self, **batch):
-        """Checks a batch (an error names the index within it), then stores it."""
+        """Checks every item of a batch, then stores it.
+
+        `evaluate` checks only the first item of each column and turns the others into strings:
+        a prediction 3 would be stored as "3", and one bad reference makes it store every answer
+        of the batch JSON-quoted ('"a"'), with no error. An error here names the index in the batch.
+        """
+        check = _check_annotations if self.config_name == "human_agreement" else _check_predictions
         names = list(self.features)
         try:
-            checked = _CONFIGS[self.config_name].check(*(batch.get(name) for name in names))
+            checked = check(*(batch.get(name) for name in names))
         except ValueError as error:
             if not len(self):
                 raise
@@ -480,9 +459,10 @@ class FiberMetric(evaluate.Metric):
         super().add_batch(**{**batch, **dict(zip(names, checked))})
 
     def add(self, *, prediction=None, reference=None, **kwargs):
-        """Checks one example, then stores it."""
+        """Stores one example, checked as a batch of one."""
         example = {"predictions": prediction, "references": reference, **kwargs}
         self.add_batch(**{name: [example.get(name)] for name in self.features})
 
     def _compute(self, **inputs):
-        return _CONFIGS[self.config_name].score(**inputs)
+        score = human_agreement if self.config_name == "human_agreement" else score_predictions
+        return score(**inputs)

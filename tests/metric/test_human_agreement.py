@@ -14,8 +14,8 @@ ADDITIONAL_ANSWERS = [
 # Each scored answer's (EM, best F1) against the other annotators' answers and the label:
 #   blank 1: "dog" (1, 1), "puppy" (0, 0) | "small dog" vs "dog" (0, 2/3) | "cat" (0, 0), "dog" (1, 1)
 #   blank 2: "man" (1, 1) | "person" (0, 0), "man" (1, 1)
-FIRST_EM, FIRST_F1 = [[1, 0, 0], [1, 0]], [[1, 2 / 3, 0], [1, 0]]
-ALL_EM, ALL_F1 = [[1, 0, 0, 0, 1], [1, 0, 1]], [[1, 0, 2 / 3, 0, 1], [1, 0, 1]]
+FIRST_EM, FIRST_F1 = [[100, 0, 0], [100, 0]], [[100, 200 / 3, 0], [100, 0]]
+ALL_EM, ALL_F1 = [[100, 0, 0, 0, 100], [100, 0, 100]], [[100, 0, 200 / 3, 0, 100], [100, 0, 100]]
 
 
 def mean(values):
@@ -33,8 +33,8 @@ def expected_table() -> dict[str, float]:
             per_caption = [mean(caption) for caption in scores]
             per_answer = [score for caption in scores for score in caption]
             for level, values in (("per_caption", per_caption), ("per_answer", per_answer)):
-                table[f"{which}_{level}_{metric}"] = 100 * mean(values)
-                table[f"{which}_{level}_{metric}_std"] = 100 * std(values)
+                table[f"{which}_{level}_{metric}"] = mean(values)
+                table[f"{which}_{level}_{metric}_std"] = std(values)
     return table
 
 
