@@ -6,11 +6,14 @@ builder (`fiberbench build-dataset --push_to_hub`), the training script (`--push
 https://huggingface.co), so the same code pushes to a private Hub or to the tests' local server.
 """
 
+import contextlib
 import logging
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import httpx2
-from huggingface_hub import CommitOperationAdd, HfApi, get_token
+from huggingface_hub import CommitOperationAdd, HfApi, get_session, get_token
 from huggingface_hub.errors import HFValidationError
 from huggingface_hub.utils import validate_repo_id
 
@@ -22,6 +25,11 @@ REPO_TYPES = ("model", "dataset", "space")
 
 # A Space needs an SDK at creation; the metric Space runs `evaluate`'s Gradio widget (app.py).
 SPACE_SDK = "gradio"
+
+# huggingface_hub's shared HTTP client has no timeout: a server that accepts the connection and never
+# answers would hang a push for good. Seconds to connect, and to wait for each answer or upload chunk.
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 120.0
 
 # Build and editor leftovers that never belong in a Hub repo.
 IGNORED_PARTS = frozenset({"__pycache__", ".git", ".ipynb_checkpoints"})
@@ -39,31 +47,39 @@ def push_folder(
     token: str | None = None,
     commit_message: str | None = None,
     private: bool = False,
+    *,
+    paths: Iterable[str | Path] | None = None,
+    read_timeout: float = READ_TIMEOUT,
 ) -> str:
-    """Create `repo_id` if needed and upload every file of `folder` to it in a single commit.
+    """Create `repo_id` if needed and upload files of `folder` to it in a single commit.
 
     Args:
         folder: the local folder; its layout is kept in the repo (leftovers such as ``__pycache__``,
-            ``.git`` and ``*.pyc`` are skipped).
+            ``.git`` and ``*.pyc`` are skipped). A symbolic link in it is refused: it would upload
+            whatever it points to, possibly outside the folder.
         repo_id: ``"namespace/name"`` (or ``"name"`` for the token owner's namespace).
         repo_type: ``"model"``, ``"dataset"`` or ``"space"`` (a Gradio Space).
         token: a Hub token; defaults to ``HF_TOKEN`` or the token saved by ``hf auth login``.
         commit_message: defaults to ``"Upload <folder name> with fiberbench"``.
         private: create the repo as private (an existing repo keeps its visibility).
+        paths: upload only these files (relative to `folder`), e.g. the files a run wrote, never
+            files that were already in the folder; default: every file of the folder.
+        read_timeout: seconds to wait for each answer of the Hub (connecting waits `CONNECT_TIMEOUT`).
 
     Returns:
         The repo URL, e.g. ``https://huggingface.co/datasets/ORG/fiber``.
 
     Raises:
         ValueError: `repo_type` is not one of `REPO_TYPES`.
-        HubPushError: the folder is missing or empty, the repo id is not valid, no token is
-            available (all checked before any network call), or creating the repo or the commit
-            failed. After this error the repo may exist, but no commit of this push was confirmed.
+        HubPushError: the folder is missing, empty or holds a symbolic link, a listed path is not a
+            file of it, the repo id is not valid, no token is available (all checked before any
+            network call), or creating the repo or the commit failed or timed out. After this
+            error the repo may exist, but no commit of this push was confirmed.
     """
     if repo_type not in REPO_TYPES:
         raise ValueError(f"repo_type must be one of {REPO_TYPES}, got {repo_type!r}")
     folder = Path(folder)
-    files = _files_to_upload(folder)
+    files = _files_to_upload(folder) if paths is None else _listed_files(folder, paths)
     token = check_can_push(repo_id, token)
 
     api = HfApi(token=token)
@@ -71,22 +87,30 @@ def push_folder(
         CommitOperationAdd(path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=path)
         for path in files
     ]
+    timeout = httpx2.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
     try:
-        repo_url = api.create_repo(
-            repo_id,
-            repo_type=repo_type,
-            private=private,
-            exist_ok=True,
-            space_sdk=SPACE_SDK if repo_type == "space" else None,
-        )
-        # One create_commit, not upload_folder: with hf_xet installed upload_folder may split a
-        # folder into several commits, and a half-pushed dataset must never look complete.
-        commit = api.create_commit(
-            repo_id,
-            operations,
-            repo_type=repo_type,
-            commit_message=commit_message or f"Upload {folder.name} with fiberbench",
-        )
+        with _timeout(timeout):
+            repo_url = api.create_repo(
+                repo_id,
+                repo_type=repo_type,
+                private=private,
+                exist_ok=True,
+                space_sdk=SPACE_SDK if repo_type == "space" else None,
+            )
+            # One create_commit, not upload_folder: with hf_xet installed upload_folder may split a
+            # folder into several commits, and a half-pushed dataset must never look complete.
+            commit = api.create_commit(
+                repo_id,
+                operations,
+                repo_type=repo_type,
+                commit_message=commit_message or f"Upload {folder.name} with fiberbench",
+            )
+    except httpx2.TimeoutException as err:
+        raise HubPushError(
+            f"The Hub at {api.endpoint} did not answer in time while pushing {folder} to {repo_type} repo "
+            f"'{repo_id}' ({type(err).__name__}; timeouts: connect {CONNECT_TIMEOUT:g} s, read "
+            f"{read_timeout:g} s). The push did not complete."
+        ) from err
     except httpx2.TransportError as err:
         raise HubPushError(
             f"Could not reach the Hub at {api.endpoint} while pushing {folder} to {repo_type} repo "
@@ -125,17 +149,54 @@ def check_can_push(repo_id: str, token: str | None = None) -> str:
     return token
 
 
+@contextlib.contextmanager
+def _timeout(timeout: httpx2.Timeout) -> Iterator[None]:
+    """Give huggingface_hub's shared client `timeout` for the block (its own default waits forever)."""
+    session = get_session()
+    previous = session.timeout
+    session.timeout = timeout
+    try:
+        yield
+    finally:
+        session.timeout = previous
+
+
+def _refuse_symlink(folder: Path, path: Path) -> None:
+    if path.is_symlink():
+        raise HubPushError(
+            f"Cannot push {folder}: {path.relative_to(folder)} is a symbolic link (to {os.readlink(path)}); "
+            "pushing it would upload what it points to. Copy the file into the folder instead."
+        )
+
+
 def _files_to_upload(folder: Path) -> list[Path]:
-    """The files of `folder`, sorted, without build and editor leftovers."""
+    """The files of `folder`, sorted, without build and editor leftovers; symbolic links are refused."""
     if not folder.is_dir():
         raise HubPushError(f"Cannot push {folder}: it is not a folder")
-    files = sorted(
-        path
-        for path in folder.rglob("*")
-        if path.is_file()
-        and IGNORED_PARTS.isdisjoint(path.relative_to(folder).parts)
-        and path.suffix not in IGNORED_SUFFIXES
-    )
+    files = []
+    for root, folders, names in os.walk(folder):
+        root = Path(root)
+        folders[:] = [name for name in folders if name not in IGNORED_PARTS]
+        for name in folders + names:
+            _refuse_symlink(folder, root / name)
+        files += [root / name for name in names if Path(name).suffix not in IGNORED_SUFFIXES]
     if not files:
         raise HubPushError(f"Cannot push {folder}: it holds no files")
-    return files
+    return sorted(files)
+
+
+def _listed_files(folder: Path, paths: Iterable[str | Path]) -> list[Path]:
+    """The files `paths` (relative to `folder`), each checked to be a regular file inside it, no link on the way."""
+    files = []
+    for relative in paths:
+        path = folder / relative
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise HubPushError(f"Cannot push {relative}: paths to push are relative to {folder}, without '..'")
+        for part in [*reversed(path.relative_to(folder).parents[:-1]), path.relative_to(folder)]:
+            _refuse_symlink(folder, folder / part)
+        if not path.is_file():
+            raise HubPushError(f"Cannot push {folder}: {relative} is not a file in it")
+        files.append(path)
+    if not files:
+        raise HubPushError(f"Cannot push {folder}: no file to push was given")
+    return sorted(files)

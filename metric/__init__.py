@@ -1,4 +1,9 @@
-"""FIBER scoring: the `fiber_metric` evaluate module, its plain functions, and the scoring commands."""
+"""FIBER scoring: the `fiber_metric` evaluate module, its plain functions, and the scoring commands.
+
+The functions are read from the module on first use (PEP 562), because the module imports
+`evaluate` and `datasets` for its `evaluate.Metric` class: `fiberbench push-metric --help`,
+`fiberbench evaluate --help` and the other commands that only need `METRIC_PATH` start without them.
+"""
 
 import importlib
 from pathlib import Path
@@ -6,8 +11,7 @@ from pathlib import Path
 # The folder to pass to `evaluate.load` (its module file is fiber_metric.py, as `evaluate` expects).
 METRIC_PATH = Path(__file__).resolve().parent / "fiber_metric"
 
-__all__ = [
-    "METRIC_PATH",
+_FUNCTIONS = (
     "average_precision",
     "correct_at_k",
     "exact_match",
@@ -17,15 +21,12 @@ __all__ = [
     "normalize_answer",
     "references_from_example",
     "score_predictions",
-]
+)
+
+__all__ = ["METRIC_PATH", *_FUNCTIONS]
 
 
 def __getattr__(name: str):
-    """The plain functions of fiber_metric.py, imported on first use.
-
-    That module imports `evaluate` (seconds), which `fiberbench evaluate --help` and the other
-    commands of this package must not wait for.
-    """
-    if name in __all__:
+    if name in _FUNCTIONS:
         return getattr(importlib.import_module(".fiber_metric.fiber_metric", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

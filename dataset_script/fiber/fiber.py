@@ -38,8 +38,7 @@ _HOMEPAGE = "https://lit.eecs.umich.edu/fiber/"
 
 # The official release files, as linked from the project's GitHub README
 # (https://github.com/MichiganNLP/video-fill-in-the-blank) and used by its data module; the category
-# files are the ones behind the paper's Table 4. `?dl=1` makes Dropbox serve the file itself. These
-# links were taken from the release's code and have not been fetched from here (no network).
+# files are the ones behind the paper's Table 4. `?dl=1` makes Dropbox serve the file itself.
 RELEASE_URLS = {
     "train": "https://www.dropbox.com/s/lc3e1ave94hz9tu/train.json?dl=1",
     "validation": "https://www.dropbox.com/s/t1dpotaz2sjjtxk/val.json?dl=1",

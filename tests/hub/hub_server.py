@@ -18,6 +18,7 @@ import json
 import logging
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -40,6 +41,24 @@ GITATTRIBUTES = "".join(f"*{suffix} filter=lfs diff=lfs merge=lfs -text\n" for s
 
 # A revision that names a commit: 40 hex digits (huggingface_hub's REGEX_COMMIT_HASH).
 COMMIT_HASH = re.compile(r"[0-9a-f]{40}")
+# An LFS object id: a sha256 in hex. Anything else ("/etc/hostname", "../x") is refused before it
+# can name a file of the host.
+LFS_OID = re.compile(r"[0-9a-f]{64}")
+
+
+def check_lfs_oid(oid) -> str:
+    """`oid` if it is a sha256 in hex, else the Hub's 400."""
+    if not isinstance(oid, str) or not LFS_OID.fullmatch(oid):
+        raise HubError(400, f"Invalid LFS object id {oid!r}: expected 64 hex digits")
+    return oid
+
+
+def check_repo_path(path) -> str:
+    """`path` if it is a relative path inside the repo (no "..", no absolute path, no empty part), else a 400."""
+    parts = path.split("/") if isinstance(path, str) else []
+    if not parts or path.startswith("/") or "\\" in path or any(part in ("", ".", "..") for part in parts):
+        raise HubError(400, f"Invalid path in repo: {path!r}")
+    return path
 
 
 def git_blob_oid(content: bytes) -> str:
@@ -134,10 +153,10 @@ class HubStore:
         return sha256
 
     def has_blob(self, sha256: str) -> bool:
-        return (self.blobs / sha256).exists()
+        return (self.blobs / check_lfs_oid(sha256)).exists()
 
     def read_blob(self, sha256: str) -> bytes:
-        return (self.blobs / sha256).read_bytes()
+        return (self.blobs / check_lfs_oid(sha256)).read_bytes()
 
     def repo(self, repo_type: str, repo_id: str, authorized: bool) -> Repo:
         """The repo, or the Hub's RepoNotFound (private repos are invisible without a token)."""
@@ -177,7 +196,8 @@ class HubStore:
             return self._add_commit(repo, branch, header.get("summary", ""), header.get("description", ""), files)
 
     def _apply(self, files: dict[str, StoredFile], key: str, value: dict) -> None:
-        path = value["path"]
+        path = value.get("path")
+        check_repo_path(path.rstrip("/") if key == "deletedFolder" and isinstance(path, str) else path)
         if key == "file":
             if value.get("encoding", "base64") != "base64":
                 raise HubError(400, f"Unsupported encoding {value['encoding']!r} for {path}")
@@ -186,7 +206,7 @@ class HubStore:
         elif key == "lfsFile":
             if not self.has_blob(value["oid"]):
                 raise HubError(400, f"LFS object {value['oid']} for {path} was never uploaded")
-            size = (self.blobs / value["oid"]).stat().st_size
+            size = (self.blobs / check_lfs_oid(value["oid"])).stat().st_size
             files[path] = StoredFile(size, value["oid"], lfs=True)
         elif key == "deletedFile":
             if path not in files:
@@ -627,7 +647,7 @@ def handle_lfs_batch(request: HubRequestHandler, repo_type: str, repo_id: str) -
         raise HubError(400, "Only the upload operation of the LFS batch API is supported")
     objects = []
     for item in payload.get("objects", []):
-        entry = {"oid": item["oid"], "size": item["size"], "authenticated": True}
+        entry = {"oid": check_lfs_oid(item.get("oid")), "size": item["size"], "authenticated": True}
         if not hub.store.has_blob(item["oid"]):
             entry["actions"] = {"upload": {"href": f"{hub.url}/lfs-upload/{item['oid']}", "header": {}}}
         objects.append(entry)
@@ -639,6 +659,7 @@ def handle_lfs_batch(request: HubRequestHandler, repo_type: str, repo_id: str) -
 def handle_lfs_put(request: HubRequestHandler, sha256: str) -> None:
     """Store an uploaded LFS object (the Hub's presigned storage URL), checking its sha256."""
     store = request.server.hub.store
+    check_lfs_oid(sha256)
     actual = hashlib.sha256(request.body).hexdigest()
     if actual != sha256:
         raise HubError(400, f"Uploaded content has sha256 {actual}, expected {sha256}")
@@ -682,12 +703,20 @@ def handle_resolve(request: HubRequestHandler, repo_type: str, repo_id: str, rev
     request.send(206, content[start : end + 1], "application/octet-stream", headers)
 
 
-if __name__ == "__main__":
-    # By hand: `python tests/hub/hub_server.py`, then run clients with the printed environment.
+def serve_until_stopped() -> None:
+    """Serve until Ctrl-C, SIGINT or SIGTERM, then remove the storage (uploads can be large)."""
+
+    def stop(signal_number, frame):
+        raise SystemExit(128 + signal_number)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     with LocalHub() as hub:
         print(" ".join(f"{name}={value}" for name, value in hub.client_env(hub.storage / "client").items()))
-        print("Serving until Ctrl-C", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+        print(f"Serving until Ctrl-C or SIGTERM; storage {hub.storage} is removed then", flush=True)
+        threading.Event().wait()
+
+
+if __name__ == "__main__":
+    # By hand: `python tests/hub/hub_server.py`, then run clients with the printed environment.
+    serve_until_stopped()

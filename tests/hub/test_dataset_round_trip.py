@@ -1,4 +1,4 @@
-"""`fiberbench build-dataset --push_to_hub`, then `load_dataset` from the Hub equals the local build."""
+"""`fiberbench build-dataset --push_to_hub`, then `load_dataset` from the Hub equals the local build, still SYNTHETIC."""
 
 import sys
 
@@ -16,6 +16,9 @@ from huggingface_hub import hf_hub_download
 repo_id, out = sys.argv[1], sys.argv[2]
 datasets.load_dataset(repo_id).save_to_disk(f"{out}/default")
 datasets.load_dataset(repo_id, "i3d").save_to_disk(f"{out}/i3d")
+from fiberbench.data.provenance import is_synthetic
+
+print(is_synthetic(repo_id), is_synthetic("fiber-org/no-such-dataset"))
 print(hf_hub_download(repo_id, "README.md", repo_type="dataset"))
 """
 
@@ -27,7 +30,11 @@ def test_build_push_and_load_dataset(hub_server, run_client, tmp_path):
         [sys.executable, "-m", "fiberbench.cli", "build-dataset", "--output_dir", local, "--max_shard_size", "5MB"]
         + ["--push_to_hub", REPO_ID]
     )
-    card_path = run_client([sys.executable, "-c", LOAD_FROM_HUB, REPO_ID, tmp_path / "pulled"]).stdout.strip()
+    synthetic, card_path = run_client(
+        [sys.executable, "-c", LOAD_FROM_HUB, REPO_ID, tmp_path / "pulled"]
+    ).stdout.strip().splitlines()[-2:]
+
+    assert synthetic == "True False"  # the Hub copy of the sample is still marked SYNTHETIC
 
     assert open(card_path, encoding="utf-8").read() == (local / "README.md").read_text(encoding="utf-8")
     for pulled_name, config in [("default", None), ("i3d", "i3d")]:

@@ -1,8 +1,14 @@
 """The local Hub server against the real huggingface_hub client: uploads, downloads, ranges, errors."""
 
+import json
 import os
+import re
+import signal
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
@@ -117,3 +123,52 @@ def test_an_unserved_route_fails_and_is_recorded(hub_server):
     assert raised.value.response.status_code == 404
     assert hub_server.unhandled == [f"GET /api/models/{REPO_ID}/commits/main"]
     hub_server.unhandled.clear()  # recorded as intended; the fixture fails a test that leaves any
+
+
+def post_commit(hub_server, lines) -> int:
+    """POST an NDJSON commit to REPO_ID by hand (the client never sends such paths); returns the status."""
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    request = urllib.request.Request(
+        f"{hub_server.url}/api/models/{REPO_ID}/commit/main",
+        data=body,
+        method="POST",
+        headers={"Authorization": "Bearer hf_local_test_token", "Content-Type": "application/x-ndjson"},
+    )
+    try:
+        with urllib.request.urlopen(request) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.parametrize("oid", ["/etc/hostname", "../x", "../../blobs/" + "0" * 64, "A" * 64, "0" * 63])
+def test_an_lfs_oid_that_is_not_a_sha256_is_refused(hub_server, oid):
+    HfApi().create_repo(REPO_ID)
+    header = {"key": "header", "value": {"summary": "steal a host file"}}
+    operation = {"key": "lfsFile", "value": {"path": "stolen.txt", "algo": "sha256", "oid": oid}}
+    assert post_commit(hub_server, [header, operation]) == 400
+    with pytest.raises(RemoteEntryNotFoundError):
+        hf_hub_download(REPO_ID, "stolen.txt")
+
+
+@pytest.mark.parametrize("path", ["../x", "/abs", "a/../../x", "a//b", "./a"])
+def test_a_commit_path_outside_the_repo_is_refused(hub_server, path):
+    HfApi().create_repo(REPO_ID)
+    header = {"key": "header", "value": {"summary": "escape"}}
+    operation = {"key": "file", "value": {"path": path, "encoding": "base64", "content": "eA=="}}
+    assert post_commit(hub_server, [header, operation]) == 400
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_the_server_run_by_hand_removes_its_storage_when_stopped(signal_name):
+    server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("hub_server.py"))], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        server.stdout.readline()
+        storage = Path(re.search(r"storage (\S+) is removed", server.stdout.readline())[1])
+        assert storage.is_dir()
+    finally:
+        server.send_signal(getattr(signal, signal_name))
+        server.wait(timeout=30)
+    assert not storage.exists()

@@ -1,10 +1,13 @@
 """fiberbench.hub.push_folder against the local Hub: one commit per push, and clear errors."""
 
+import contextlib
 import os
 import socket
+import threading
+import time
 
 import pytest
-from huggingface_hub import HfApi, constants, snapshot_download
+from huggingface_hub import HfApi, constants, get_session, snapshot_download
 
 from fiberbench.hub import HubPushError, check_can_push, push_folder
 
@@ -86,3 +89,65 @@ def test_a_failed_commit_is_never_reported_as_pushed(hub_server, folder):
         push_folder(folder, "fiber-org/artifact")
     repo = hub_server.store.repos[("model", "fiber-org/artifact")]
     assert list(repo.resolve("main").files) == [".gitattributes"]
+
+
+@pytest.fixture
+def silent_endpoint(monkeypatch):
+    """An endpoint that accepts connections and never answers (the hang reported against push_folder)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted = []
+    stop = threading.Event()
+
+    def accept_and_keep():
+        server.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                accepted.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept_and_keep, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    yield endpoint
+    stop.set()
+    thread.join()
+    for connection in accepted:
+        connection.close()
+    server.close()
+
+
+def test_a_hub_that_never_answers_times_out_with_a_clear_error(hub_server, folder, silent_endpoint):
+    started = time.monotonic()
+    with pytest.raises(HubPushError, match=r"did not answer in time.*timeouts: connect 10 s, read 0.5 s"):
+        push_folder(folder, "fiber-org/artifact", read_timeout=0.5)
+    # The client retries timed-out requests a few times with back-off; it still ends, and soon.
+    assert time.monotonic() - started < 120
+    assert get_session().timeout.read is None  # the shared client is left as it was
+
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_symbolic_link_in_the_folder_is_refused(hub_server, folder, tmp_path, link):
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "credentials.txt").write_text("hf_secret")
+    target = secret / "credentials.txt" if link == "file" else secret
+    (folder / "data" / "linked").symlink_to(target)
+    with pytest.raises(HubPushError, match=r"data/linked is a symbolic link"):
+        push_folder(folder, "fiber-org/artifact")
+    assert hub_server.requests == []
+
+
+def test_only_the_listed_paths_are_pushed(hub_server, folder):
+    (folder / "credentials.txt").write_text("a user's file the run did not write")
+    push_folder(folder, "fiber-org/artifact", paths=["README.md", "data/features.npy"])
+    assert sorted(HfApi().list_repo_files("fiber-org/artifact")) == [".gitattributes", "README.md", "data/features.npy"]
+
+
+@pytest.mark.parametrize("path", ["missing.txt", "../outside.txt", "data"])
+def test_a_listed_path_that_is_not_a_file_of_the_folder_is_refused(hub_server, folder, tmp_path, path):
+    (tmp_path / "outside.txt").write_text("x")
+    with pytest.raises(HubPushError, match="Cannot push"):
+        push_folder(folder, "fiber-org/artifact", paths=[path])
+    assert hub_server.requests == []

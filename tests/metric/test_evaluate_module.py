@@ -1,15 +1,13 @@
-"""The evaluate module: loading from its folder and from a copy, batches, input checks, doctests, card, Space."""
+"""The evaluate module: loading from its folder and from a copy, batches, input checks, doctests, card."""
 
 import doctest
 import json
 import os
-import runpy
 import shutil
 import subprocess
 import sys
 
 import evaluate
-import evaluate.utils
 import pytest
 
 from fiberbench.metric import METRIC_PATH, score_predictions
@@ -115,14 +113,3 @@ def test_card_examples_run_and_card_states_the_definitions(monkeypatch):
     prose = " ".join(card.split())
     for statement in ("`string.punctuation`", "token-*set* F1", "0-100", "normalize to nothing", "EM 100 and F1 100"):
         assert statement in prose
-
-
-def test_space_app_launches_the_widget_on_the_module_beside_it(monkeypatch, tmp_path):
-    space = tmp_path / "space"  # a Space is cloned under its own name, not fiber_metric
-    shutil.copytree(METRIC_PATH, space, ignore=shutil.ignore_patterns("__pycache__"))
-    launched = []
-    monkeypatch.setattr(evaluate.utils, "launch_gradio_widget", launched.append)
-    runpy.run_path(str(space / "app.py"))
-    (module,) = launched
-    assert module.name == "fiber_metric"
-    assert module.compute(predictions=["The Room"], references=[["room"]]) == {"exact_match": 100.0, "f1": 100.0}

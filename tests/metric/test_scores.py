@@ -102,7 +102,7 @@ def test_batch_scores_equal_the_per_example_functions(examples):
 @pytest.mark.parametrize(
     ("text", "normalized"),
     [
-        ("Water-filled balloons.", "waterfilled balloons"),  # SPEC: deleted, not replaced by a space
+        ("Water-filled balloons.", "waterfilled balloons"),  # punctuation is deleted, not replaced by a space
         ("a-team", "team"),  # whole words are found before punctuation goes
         ("The dog's bowl", "dogs bowl"),
         ("the's", "s"),

@@ -11,7 +11,7 @@ from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, read_jso
 
 pytestmark = pytest.mark.slow
 
-# The launch line of ../shared/ECOSYSTEM-NOTES.md: `--cpu --num_processes 2` would silently run one process.
+# Two real CPU processes: `accelerate launch --cpu --num_processes 2` silently runs one (accelerate 1.15).
 TWO_CPU_PROCESSES = [
     "--multi_gpu",
     "--num_processes",

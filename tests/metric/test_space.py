@@ -1,0 +1,121 @@
+"""The metric's Space for real: app.py started with the real Gradio, scored through gradio_client, rendered in Chromium."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiberbench.metric import METRIC_PATH, score_predictions
+
+pytest.importorskip("gradio", reason="the Space needs the `test` extra's gradio")
+from gradio_client import Client  # noqa: E402
+
+ROWS = [
+    ["a mountain", "adirondacks | cliff | mountain"],
+    ["icy mountain", "mountain | icy cliff"],
+    ["The house!", "house | home"],
+    ["a gym", "room | living room"],
+]
+# The flags that let headless Chromium run here: no sandbox as root, and no background traffic to
+# a network this machine cannot reach.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def space_url(tmp_path_factory):
+    """`python app.py` in a copy of the metric folder, as a Space runs it, on a free local port.
+
+    A Space is cloned under its own name, not fiber_metric: app.py must find the module beside it.
+    """
+    space = tmp_path_factory.mktemp("clone") / "space"
+    shutil.copytree(METRIC_PATH, space, ignore=shutil.ignore_patterns("__pycache__"))
+    port = free_port()
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "HF_HUB_OFFLINE": "1",
+    }
+    log = tmp_path_factory.mktemp("space") / "app.log"
+    with open(log, "w") as output:
+        app = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=space, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while "Running on local URL" not in log.read_text():
+            if app.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"app.py did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        app.terminate()
+        app.wait(timeout=30)
+
+
+def test_the_space_scores_like_the_metric(space_url):
+    client = Client(space_url, verbose=False)
+    result = client.predict({"headers": ["prediction", "correct answers"], "data": ROWS}, api_name="/score")
+    expected = score_predictions(
+        [prediction for prediction, _ in ROWS],
+        [[answer.strip() for answer in answers.split("|")] for _, answers in ROWS],
+        per_example=True,
+    )
+    assert result == expected
+    assert result["exact_match"] == 50.0
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_the_space_renders_in_a_browser(space_url, tmp_path):
+    from PIL import Image
+
+    screenshot = tmp_path / "space.png"
+    subprocess.run(
+        [
+            "chromium",
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--window-size=1280,1600",
+            "--virtual-time-budget=15000",
+            f"--screenshot={screenshot}",
+            space_url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    image = Image.open(screenshot).convert("L")
+    assert image.size == (1280, 1600)
+    # A rendered page has text and widgets: many grey levels, not one flat colour.
+    assert sum(1 for count in image.histogram() if count) > 20
+    page = subprocess.run(
+        ["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--virtual-time-budget=15000",
+         "--dump-dom", space_url],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    assert re.search(r"FIBER metric", page)
