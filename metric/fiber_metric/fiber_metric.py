@@ -35,10 +35,10 @@ _CITATION = """\
 _DESCRIPTION = """\
 The FIBER metric scores answers to video fill-in-the-blank questions. Each blank has many correct
 answers (the original phrase plus every annotator's answers), so an answer is scored against all
-of them: exact match (EM) is 1 when the normalized answer equals any normalized correct answer,
-and F1 is the best token-set F1 over the correct answers. Normalization lower-cases, deletes
-ASCII punctuation and the whole words "a", "an" and "the", and collapses white space. Scores are
-means over blanks, in percent. Optional outputs: per-example scores, scores by semantic
+of them: exact match (EM) is 100 when the normalized answer equals any normalized correct answer,
+else 0, and F1 is the best token-set F1 over the correct answers. Normalization lower-cases,
+deletes ASCII punctuation and the whole words "a", "an" and "the", and collapses white space.
+Scores are in percent, and averaged over blanks. Optional outputs: per-example scores, scores by semantic
 category, Correct@K and MAP of ranked candidate answers (e.g. beams), and, with the config
 "human_agreement", the human agreement of the paper's Table 2.
 """
@@ -80,8 +80,10 @@ Returns:
     non-string items raise a `ValueError` that names the index.
 
     With the config "human_agreement" (`evaluate.load(path, "human_agreement")`), `compute` takes
-    `labels` (`list` of `str`) and `additional_answers` (for every blank, one list of answers per
-    annotator) and returns the human agreement of the paper's Table 2 (see `human_agreement`).
+    `labels` (`list` of `str`), `additional_answers` (for every blank, one list of answers per
+    annotator), optionally `annotator_ids` (for every blank, one id per annotator) and
+    `per_example`, and returns the human agreement of the paper's Table 2 as the FIBER release
+    computed it (see `human_agreement`).
 
 Examples:
     The first two blanks of the paper's Table 7, filled in by T5 + I3D and by text-only T5:
@@ -182,12 +184,19 @@ def _check_predictions(predictions, references, categories=None, candidates=None
     return predictions, references, categories, candidates
 
 
-def _check_annotations(labels, additional_answers):
+def _check_annotations(labels, additional_answers, annotator_ids=None):
     """The inputs of `human_agreement` as lists, each item checked; an error names the index."""
     labels = _strings(labels, "labels")
     additional_answers = _strings(additional_answers, "additional_answers", depth=3)
     _check_same_length("labels", labels, "additional_answers", additional_answers)
-    return labels, additional_answers
+    if annotator_ids is not None:
+        annotator_ids = _strings(annotator_ids, "annotator_ids", depth=2)
+        _check_same_length("additional_answers", additional_answers, "annotator_ids", annotator_ids)
+        for index, (annotators, ids) in enumerate(zip(additional_answers, annotator_ids)):
+            _check_same_length(f"additional_answers[{index}]", annotators, f"annotator_ids[{index}]", ids)
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"annotator_ids[{index}] names an annotator twice: {ids}")
+    return labels, additional_answers, annotator_ids
 
 
 class Scores(NamedTuple):
@@ -363,55 +372,94 @@ def score_predictions(predictions, references, per_example=False, categories=Non
     return results
 
 
-def human_agreement(labels, additional_answers):
-    """Human agreement of the paper's Table 2, by leaving one annotator out, in percent.
+# The label's key among annotator ids: it counts as one annotator across all blanks.
+_LABEL = None
 
-    Each annotator's first answer (and, separately, each of their answers) is scored by EM and
-    best F1 against the answers of every other annotator of the blank, the label counting as one
-    more annotator (a reference only: it is not scored itself). Means are taken per caption (the
-    mean within a caption, then across captions) and per answer (across all scored answers), each
-    with its population standard deviation. An annotator whose answers all normalize to nothing
-    (the label included) is left out of that caption and counted in `num_annotators_left_out`; an
-    annotator with no one left to compare with is not scored.
 
-    >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["a puppy"], ["cat"]]])
-    >>> results["first_answers_per_caption_exact_match"], results["num_first_answers"]
-    (66.66666666666667, 3)
+def _kept_answers(answers, counts):
+    """An annotator's normalized answers in their order, without empty answers and repeats (counted)."""
+    normalized = [normalize_answer(answer) for answer in answers]
+    kept = list(dict.fromkeys(answer for answer in normalized if answer))
+    counts["num_empty_answers_dropped"] += normalized.count("")
+    counts["num_repeated_answers_dropped"] += len(normalized) - normalized.count("") - len(kept)
+    return kept
+
+
+def _mean_scores(scores):
+    return Scores(*(mean_std(column).mean for column in zip(*scores)))
+
+
+def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False):
+    """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it.
+
+    Each annotator's answers are normalized; answers that normalize to nothing are dropped one by
+    one and an annotator's repeated answer counts once, so an annotator's first answer is their
+    first answer that keeps a token. An answer is scored by EM and best F1 against the answers of
+    every other annotator of the blank, the label counting as one more annotator. An annotator left
+    with no answer, or with no one to compare with, is not scored.
+
+    - First answers, per caption: the mean over a caption's annotators of their first answer's
+      scores (the label is not scored here), then the mean and population standard deviation over
+      the captions with a scored annotator.
+    - All answers, per answer: the mean over every scored answer of every annotator and over the
+      labels, each scored against all the annotators of its blank. The paper's deviation is across
+      annotators: the population standard deviation of each annotator's mean over all their answers
+      (all labels counting as one annotator), which needs `annotator_ids`; the deviation across the
+      pooled answers is given in any case, under its own name.
+
+    Args:
+        labels: the label of every blank.
+        additional_answers: for every blank, one list of answers per annotator, in their order.
+        annotator_ids: for every blank, the id of each of its annotators (optional).
+        per_example: also return the first-answer scores of every caption (None where no one was scored).
+
+    >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["The!", "a puppy"], ["cat"]]])
+    >>> results["first_answers_per_caption_exact_match"], results["all_answers_per_answer_exact_match"]
+    (66.66666666666667, 80.0)
     """
-    labels, additional_answers = _check_annotations(labels, additional_answers)
-    # For first answers and for all answers: the `Scores` of each caption's scored answers.
-    captions = {"first_answers": [], "all_answers": []}
-    left_out = 0
+    labels, additional_answers, annotator_ids = _check_annotations(labels, additional_answers, annotator_ids)
+    counts = dict.fromkeys(("num_annotators_left_out", "num_empty_answers_dropped", "num_repeated_answers_dropped"), 0)
+    per_caption = []  # the mean first-answer `Scores` of each caption, None where no annotator was scored
+    num_first_answers = 0
+    per_annotator = {}  # annotator id (the label's: _LABEL) -> the `Scores` of all their scored answers
     token_sets = _TokenSets()
-    for label, annotators in zip(labels, additional_answers):
-        normalized = [[normalize_answer(text) for text in answers] for answers in [[label], *annotators]]  # 0: label
-        kept = [i for i, answers in enumerate(normalized) if any(answers)]
-        left_out += len(normalized) - len(kept)
-        first_answers, all_answers = [], []
-        for i in kept:
-            others = [answer for j in kept if j != i for answer in normalized[j]]
-            if i > 0 and others:
-                answer_scores = [_best_match(answer, others, token_sets) for answer in normalized[i]]
-                first_answers.append(answer_scores[0])
-                all_answers.extend(answer_scores)
-        for which, scores in (("first_answers", first_answers), ("all_answers", all_answers)):
-            if scores:
-                captions[which].append(scores)
+    for index, (label, annotators) in enumerate(zip(labels, additional_answers)):
+        ids = annotator_ids[index] if annotator_ids else [(index, position) for position in range(len(annotators))]
+        answers = {id_: _kept_answers(texts, counts) for id_, texts in zip([_LABEL, *ids], [[label], *annotators])}
+        counts["num_annotators_left_out"] += sum(not kept for kept in answers.values())
+        first_answers = []
+        for annotator, kept in answers.items():
+            others = [answer for other in answers if other != annotator for answer in answers[other]]
+            if kept and others:
+                scores = [_best_match(answer, others, token_sets) for answer in kept]
+                per_annotator.setdefault(annotator, []).extend(scores)
+                if annotator is not _LABEL:
+                    first_answers.append(scores[0])
+        num_first_answers += len(first_answers)
+        per_caption.append(_mean_scores(first_answers) if first_answers else None)
+
+    captions = [scores for scores in per_caption if scores]
+    answers = [score for scores in per_annotator.values() for score in scores]
     results = {}
-    for which, scores_by_caption in captions.items():
-        levels = {
-            "per_caption": [Scores(*(mean_std(column).mean for column in zip(*scores))) for scores in scores_by_caption],
-            "per_answer": [score for scores in scores_by_caption for score in scores],
-        }
-        for level, scores in levels.items():
-            for metric in Scores._fields:
-                mean, std = mean_std([getattr(score, metric) for score in scores])
-                results[f"{which}_{level}_{metric}"] = mean
-                results[f"{which}_{level}_{metric}_std"] = std
-    results["num_captions"] = len(captions["first_answers"])
-    results["num_first_answers"] = sum(map(len, captions["first_answers"]))
-    results["num_all_answers"] = sum(map(len, captions["all_answers"]))
-    results["num_annotators_left_out"] = left_out
+    for metric in Scores._fields:
+        mean, std = mean_std([getattr(scores, metric) for scores in captions])
+        results[f"first_answers_per_caption_{metric}"] = mean
+        results[f"first_answers_per_caption_{metric}_std"] = std
+        mean, std = mean_std([getattr(score, metric) for score in answers])
+        results[f"all_answers_per_answer_{metric}"] = mean
+        results[f"all_answers_per_answer_{metric}_std_across_answers"] = std
+        if annotator_ids is not None:
+            means = [mean_std([getattr(score, metric) for score in scores]).mean for scores in per_annotator.values()]
+            results[f"all_answers_per_answer_{metric}_std_across_annotators"] = mean_std(means).std
+    results["num_captions"] = len(captions)
+    results["num_first_answers"] = num_first_answers
+    results["num_answers"] = len(answers)
+    if annotator_ids is not None:
+        results["num_annotators"] = len(per_annotator)  # scored ones, the labels counting as one
+    results.update(counts)
+    if per_example:
+        for metric in Scores._fields:
+            results[f"first_answers_{metric}_per_caption"] = [getattr(s, metric) if s else None for s in per_caption]
     return results
 
 
