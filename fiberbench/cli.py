@@ -31,6 +31,10 @@ COMMANDS = {
         "fiberbench.data.stats",
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
+    "evaluate": (
+        "fiberbench.metric.scoring",
+        "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
+    ),
     "push-metric": (
         "fiberbench.metric.push",
         "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",

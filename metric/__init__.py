@@ -13,12 +13,17 @@ METRIC_PATH = Path(__file__).resolve().parent / "fiber_metric"
 
 _FUNCTIONS = (
     "average_precision",
+    "bootstrap_means",
+    "compare_systems",
+    "confidence_interval",
     "correct_at_k",
     "exact_match",
     "f1",
     "human_agreement",
+    "mcnemar_p_value",
     "mean_std",
     "normalize_answer",
+    "randomization_p_value",
     "references_from_example",
     "score_predictions",
 )

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import datasets
 import evaluate
-
+import numpy as np
 
 _CITATION = """\
 @inproceedings{castro-etal-2022-fiber,
@@ -38,9 +38,11 @@ answers (the original phrase plus every annotator's answers), so an answer is sc
 of them: exact match (EM) is 100 when the normalized answer equals any normalized correct answer,
 else 0, and F1 is the best token-set F1 over the correct answers. Normalization lower-cases,
 deletes ASCII punctuation and the whole words "a", "an" and "the", and collapses white space.
-Scores are in percent, and averaged over blanks. Optional outputs: per-example scores, scores by semantic
-category, Correct@K and MAP of ranked candidate answers (e.g. beams), and, with the config
-"human_agreement", the human agreement of the paper's Table 2.
+Scores are in percent, and averaged over blanks. Optional outputs: per-example scores, scores
+by semantic category, Correct@K and MAP of ranked candidate answers (e.g. beams), bootstrap
+confidence intervals, and, with the config "human_agreement", the human agreement of the paper's
+Table 2. Plain functions compare two systems on the same blanks (paired bootstrap, approximate
+randomization, McNemar's exact test).
 """
 
 _KWARGS_DESCRIPTION = """
@@ -56,18 +58,29 @@ Args:
         Table 4); adds scores by category.
     candidates (`list` of `list` of `str`, optional): for every blank, the model's ranked candidate
         answers, best first (e.g. its beams); adds Correct@K and MAP.
+    confidence_level (`float`, optional): e.g. 0.95; adds a percentile bootstrap confidence
+        interval to every mean: the blanks are resampled with replacement `num_bootstrap` times
+        (default 10,000) with numpy's generator seeded by `seed` (default 0), and the interval runs
+        from the (1 - level) / 2 to the (1 + level) / 2 quantile of the resampled means.
 
 Returns:
     exact_match (`float`): mean exact match, in percent (0-100).
     f1 (`float`): mean of the best token-set F1 over each blank's correct answers, in percent (0-100).
     exact_match_per_example (`list` of `float`): with `per_example`, 0 or 100 for every blank, in input order.
     f1_per_example (`list` of `float`): with `per_example`, the F1 of every blank, in percent (0-100).
+    correct_at_k_per_example (`dict` of `str` to `list` of `float`), average_precision_per_example
+        (`list` of `float`): with `per_example` and `candidates`, every blank's Correct@K (0 or 100)
+        and average precision (0-100).
     exact_match_by_category, f1_by_category (`dict` of `str` to `float`): with `categories`, the
         means in percent (0-100) within each category;
     count_by_category (`dict` of `str` to `int`): with `categories`, the number of blanks of each.
     correct_at_k (`dict` of `str` to `float`): with `candidates`, for K = 1, 2, 4, 8, ... up to the
         longest candidate list, the percent (0-100) of blanks with a correct candidate in the top K.
     map (`float`): with `candidates`, the mean average precision of the candidate lists, in percent (0-100).
+    exact_match_ci, f1_ci, map_ci (`list` of two `float`), correct_at_k_ci (`dict` of `str` to such
+        a list), exact_match_ci_by_category, f1_ci_by_category (`dict` of `str` to such a list): with
+        `confidence_level`, [low, high] in percent, for the mean of the same name. All the means of
+        a call come from the same resamples; a category's from resamples of its own blanks.
 
     A candidate is correct when it exactly matches a correct answer after normalization. Candidates
     that normalize to the same string count once, at their first rank: the rest are dropped before
@@ -117,6 +130,16 @@ Examples:
     ... )
     >>> results["correct_at_k"], round(results["map"], 2)
     ({'1': 50.0, '2': 100.0, '4': 100.0}, 79.17)
+
+    A 95% confidence interval, from 10,000 resamples of 400 blanks of which 60% match:
+
+    >>> results = fiber_metric.compute(
+    ...     predictions=["a mountain"] * 240 + ["a tree"] * 160,
+    ...     references=[references[0]] * 400,
+    ...     confidence_level=0.95,
+    ... )
+    >>> results["exact_match"], [round(bound) for bound in results["exact_match_ci"]]
+    (60.0, [55, 65])
 """
 
 
@@ -319,31 +342,24 @@ def mean_std(values):
     return MeanStd(mean, math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values)))
 
 
-def _scores_by_category(categories, exact_matches, f1s):
-    """Means and counts within each category (the paper's Table 4), categories sorted."""
-    rows_by_category = {}
-    for index, category in enumerate(categories):
-        rows_by_category.setdefault(category, []).append(index)
-    groups = sorted(rows_by_category.items())
-    return {
-        "exact_match_by_category": {name: mean_std([exact_matches[i] for i in rows]).mean for name, rows in groups},
-        "f1_by_category": {name: mean_std([f1s[i] for i in rows]).mean for name, rows in groups},
-        "count_by_category": {name: len(rows) for name, rows in groups},
-    }
-
-
-def _ranking_scores(candidates, correct):
-    """Correct@K for K = 1, 2, 4, ... up to the longest list, and MAP."""
+def _ranking_columns(candidates, correct):
+    """Per-blank Correct@K (K = 1, 2, 4, ... up to the longest list, as strings) and average precision."""
     hits = [_distinct_hits(ranked, set(answers)) for ranked, answers in zip(candidates, correct)]
     longest = max((len(ranked) for ranked in candidates), default=0)
     ks = [2**power for power in range(max(longest, 1).bit_length())]
-    return {
-        "correct_at_k": {str(k): mean_std([_correct_at_k(row, k) for row in hits]).mean for k in ks},
-        "map": mean_std([_average_precision(row) for row in hits]).mean,
-    }
+    return {str(k): [_correct_at_k(row, k) for row in hits] for k in ks}, [_average_precision(row) for row in hits]
 
 
-def score_predictions(predictions, references, per_example=False, categories=None, candidates=None):
+def score_predictions(
+    predictions,
+    references,
+    per_example=False,
+    categories=None,
+    candidates=None,
+    confidence_level=None,
+    num_bootstrap=10_000,
+    seed=0,
+):
     """What `compute` returns (see its documentation), as a plain function.
 
     Every distinct string is normalized once, so scoring stays fast with many answers per blank.
@@ -359,17 +375,195 @@ def score_predictions(predictions, references, per_example=False, categories=Non
     correct = [[normalized[text] for text in answers] for answers in references]
     token_sets = _TokenSets()
     scores = [_best_match(normalized[text], answers, token_sets) for text, answers in zip(predictions, correct)]
-    exact_matches = [score.exact_match for score in scores]
-    f1s = [score.f1 for score in scores]
-    results = {"exact_match": mean_std(exact_matches).mean, "f1": mean_std(f1s).mean}
-    if per_example:
-        results["exact_match_per_example"] = exact_matches
-        results["f1_per_example"] = f1s
-    if categories is not None:
-        results.update(_scores_by_category(categories, exact_matches, f1s))
+    # Every mean returned, by its key, with the per-blank scores it averages (Correct@K by ("correct_at_k", K)).
+    columns = {"exact_match": [score.exact_match for score in scores], "f1": [score.f1 for score in scores]}
     if candidates is not None:
-        results.update(_ranking_scores(candidates, correct))
+        correct_at_k, average_precisions = _ranking_columns(candidates, correct)
+        columns.update({("correct_at_k", k): column for k, column in correct_at_k.items()})
+        columns["map"] = average_precisions
+    results = _nested({name: mean_std(column).mean for name, column in columns.items()})
+    if confidence_level is not None:
+        results.update(_nested(_confidence_intervals_by_name(columns, confidence_level, num_bootstrap, seed), "_ci"))
+    if per_example:
+        results.update(_nested({name: column for name, column in columns.items() if name != "map"}, "_per_example"))
+        if candidates is not None:
+            results["average_precision_per_example"] = columns["map"]
+    if categories is not None:
+        results.update(_scores_by_category(categories, columns, confidence_level, num_bootstrap, seed))
     return results
+
+
+def _scores_by_category(categories, columns, confidence_level, num_bootstrap, seed):
+    """Means (and confidence intervals) of EM and F1 within each category (the paper's Table 4), sorted."""
+    results = {"exact_match_by_category": {}, "f1_by_category": {}, "count_by_category": {}}
+    rows_by_category = {}
+    for index, category in enumerate(categories):
+        rows_by_category.setdefault(category, []).append(index)
+    for name, rows in sorted(rows_by_category.items()):
+        in_category = {metric: [columns[metric][row] for row in rows] for metric in Scores._fields}
+        for metric, column in in_category.items():
+            results[f"{metric}_by_category"][name] = mean_std(column).mean
+        results["count_by_category"][name] = len(rows)
+        if confidence_level is not None:
+            intervals = _confidence_intervals_by_name(in_category, confidence_level, num_bootstrap, seed)
+            for metric, interval in intervals.items():
+                results.setdefault(f"{metric}_ci_by_category", {})[name] = interval
+    return results
+
+
+def _nested(values, suffix=""):
+    """{"f1": x, ("correct_at_k", "1"): y} -> {"f1" + suffix: x, "correct_at_k" + suffix: {"1": y}}."""
+    nested = {}
+    for name, value in values.items():
+        if isinstance(name, tuple):
+            nested.setdefault(name[0] + suffix, {})[name[1]] = value
+        else:
+            nested[name + suffix] = value
+    return nested
+
+
+# Resamples (and randomization trials) are drawn in chunks of about this many blanks in all, and at least
+# 8 at a time: arrays that stay in the CPU cache (on 2 CPUs, 2**16 ran about twice as fast as 2**20 for
+# 1,000 blanks) and bounded memory, with few numpy calls per resample for 100,000 blanks.
+_CHUNK_SIZE = 2**16
+_MIN_CHUNK_ROWS = 8
+
+
+def _check_settings(confidence_level=0.5, num_bootstrap=1, num_permutations=1):
+    if isinstance(confidence_level, bool) or not isinstance(confidence_level, (int, float)):
+        raise ValueError(f"confidence_level must be a number between 0 and 1, got {confidence_level!r}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {confidence_level!r}")
+    for name, value in (("num_bootstrap", num_bootstrap), ("num_permutations", num_permutations)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+
+
+def _chunk_sizes(total, num_blanks):
+    """How many of `total` resamples to draw at a time: about `_CHUNK_SIZE` blanks in all."""
+    rows = max(_MIN_CHUNK_ROWS, _CHUNK_SIZE // max(num_blanks, 1))
+    return [min(rows, total - start) for start in range(0, total, rows)]
+
+
+def bootstrap_means(scores, num_bootstrap=10_000, seed=0):
+    """Means of `num_bootstrap` resamples of the blanks (the rows of `scores`, drawn with replacement).
+
+    `scores` holds per-blank scores, of shape (blanks,) or (blanks, columns); the result has shape
+    (num_bootstrap,) or (num_bootstrap, columns). The resamples depend only on the number of
+    blanks, `num_bootstrap` and `seed`: every column is resampled alike, so the difference of two
+    systems' columns is a paired bootstrap, and a column's resamples do not depend on its neighbours.
+    """
+    _check_settings(num_bootstrap=num_bootstrap)
+    scores = np.asarray(scores, dtype=float)
+    num_blanks = len(scores)
+    if not num_blanks:
+        return np.zeros((num_bootstrap, *scores.shape[1:]))
+    rng = np.random.default_rng(seed)
+    means = []
+    for size in _chunk_sizes(num_bootstrap, num_blanks):
+        # How often each resample draws each blank: one bincount of all draws, offset by resample.
+        draws = rng.integers(0, num_blanks, (size, num_blanks)) + num_blanks * np.arange(size)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=size * num_blanks).reshape(size, num_blanks)
+        means.append(counts.astype(float) @ scores / num_blanks)  # float @ float runs in BLAS, int @ float does not
+    return np.concatenate(means)
+
+
+def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, seed=0):
+    """Percentile bootstrap confidence interval of the mean of per-blank `scores`: [low, high].
+
+    The (1 - level) / 2 and (1 + level) / 2 quantiles of `bootstrap_means`. Shape (2,) for scores
+    of shape (blanks,); (columns, 2) for (blanks, columns).
+
+    >>> confidence_interval([0.0, 100.0] * 200, confidence_level=0.95, num_bootstrap=2000).round()
+    array([45., 55.])
+    """
+    _check_settings(confidence_level, num_bootstrap)
+    means = bootstrap_means(scores, num_bootstrap, seed)
+    tail = (1 - confidence_level) / 2
+    return np.moveaxis(np.quantile(means, [tail, 1 - tail], axis=0), 0, -1)
+
+
+def _confidence_intervals_by_name(columns, confidence_level, num_bootstrap, seed):
+    """Name -> [low, high] of named columns of per-blank scores, all from the same resamples."""
+    matrix = np.array(list(columns.values()), dtype=float).reshape(len(columns), -1).T
+    intervals = confidence_interval(matrix, confidence_level, num_bootstrap, seed)
+    return {name: [float(low), float(high)] for name, (low, high) in zip(columns, intervals)}
+
+
+def randomization_p_value(scores_a, scores_b, num_permutations=10_000, seed=0):
+    """Two-sided p-value of the difference of two systems' mean scores, by approximate randomization.
+
+    Each of `num_permutations` trials swaps the two systems' scores of each blank with probability
+    1/2; p = (number of trials whose |difference| >= the observed |difference|, + 1) / (trials + 1).
+    Shapes (blanks,) or (blanks, pairs), all pairs with the same swaps.
+
+    >>> randomization_p_value([100.0] * 30, [0.0] * 30, num_permutations=999)
+    0.001
+    """
+    _check_settings(num_permutations=num_permutations)
+    differences = np.asarray(scores_a, dtype=float) - np.asarray(scores_b, dtype=float)
+    num_blanks = len(differences)
+    total = differences.sum(axis=0)
+    # Up to rounding: sums of the same numbers in another order may differ in their last digits.
+    observed = np.abs(total) - 1e-9 * (1 + np.abs(differences).sum(axis=0))
+    rng = np.random.default_rng([seed, 1])  # another stream than the bootstrap's for the same seed
+    at_least = np.zeros(np.shape(total), dtype=int)
+    for size in _chunk_sizes(num_permutations, num_blanks):
+        swaps = np.unpackbits(np.frombuffer(rng.bytes(-(-size * num_blanks // 8)), dtype=np.uint8))
+        swaps = swaps[: size * num_blanks].reshape(size, num_blanks).astype(float)
+        # A swap flips the sign of a blank's difference: the sum loses twice the swapped differences.
+        at_least += (np.abs(total - 2 * (swaps @ differences)) >= observed).sum(axis=0)
+    p_values = (at_least + 1) / (num_permutations + 1)
+    return float(p_values) if np.ndim(p_values) == 0 else p_values
+
+
+def mcnemar_p_value(exact_matches_a, exact_matches_b):
+    """McNemar's exact two-sided test of two systems' per-blank exact matches (0 or 100) on the same blanks.
+
+    Over the discordant blanks (b: only A matches, c: only B matches), p = min(1, 2 P(X <= min(b, c)))
+    with X ~ Binomial(b + c, 1/2); 1 when there is no discordant blank.
+
+    >>> round(mcnemar_p_value([100.0] * 9 + [0.0], [0.0] * 9 + [100.0]), 6)  # b = 9, c = 1: 2 * 11 / 1024
+    0.021484
+    """
+    matches_a, matches_b = np.asarray(exact_matches_a) > 0, np.asarray(exact_matches_b) > 0
+    only_a, only_b = int(np.sum(matches_a & ~matches_b)), int(np.sum(matches_b & ~matches_a))
+    discordant = only_a + only_b
+    if not discordant:
+        return 1.0
+    k = np.arange(1, min(only_a, only_b) + 1)
+    # log P(X = k) for k = 0 .. min(b, c), from log C(n, k) = sum over j <= k of log((n - j + 1) / j)
+    log_pmf = np.concatenate([[0.0], np.cumsum(np.log((discordant - k + 1) / k))]) - discordant * math.log(2)
+    largest = log_pmf.max()
+    return min(1.0, float(2 * math.exp(largest) * np.exp(log_pmf - largest).sum()))
+
+
+def compare_systems(scores_a, scores_b, confidence_level=0.95, num_bootstrap=10_000, num_permutations=10_000, seed=0):
+    """A paired comparison of two systems' per-blank scores on the same blanks.
+
+    Returns the difference of their means (A - B), its paired bootstrap confidence interval (both
+    systems resampled alike) and the randomization `p_value`. Scores of shape (blanks,) give one
+    such dict; (blanks, pairs) a list of them, computed together from the same resamples.
+
+    >>> compare_systems([100.0, 100.0, 0.0, 100.0], [100.0, 100.0, 0.0, 100.0])
+    {'difference': 0.0, 'difference_ci': [0.0, 0.0], 'p_value': 1.0}
+    """
+    _check_settings(confidence_level, num_bootstrap, num_permutations)
+    scores_a, scores_b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
+    if scores_a.shape != scores_b.shape:
+        raise ValueError(f"scores_a and scores_b differ in shape ({scores_a.shape} != {scores_b.shape})")
+    columns_a, columns_b = scores_a.reshape(len(scores_a), -1).T, scores_b.reshape(len(scores_b), -1).T
+    intervals = confidence_interval(scores_a - scores_b, confidence_level, num_bootstrap, seed).reshape(-1, 2)
+    p_values = np.reshape(randomization_p_value(scores_a, scores_b, num_permutations, seed), -1)
+    comparisons = [
+        {
+            "difference": mean_std(column_a).mean - mean_std(column_b).mean,
+            "difference_ci": [float(low), float(high)],
+            "p_value": float(p_value),
+        }
+        for column_a, column_b, (low, high), p_value in zip(columns_a, columns_b, intervals, p_values)
+    ]
+    return comparisons[0] if scores_a.ndim == 1 else comparisons
 
 
 # The label's key among annotator ids: it counts as one annotator across all blanks.

@@ -156,7 +156,8 @@ def test_empty_input_gives_zeros():
     assert results == {
         "exact_match": 0.0, "f1": 0.0, "exact_match_per_example": [], "f1_per_example": [],
         "exact_match_by_category": {}, "f1_by_category": {}, "count_by_category": {},
-        "correct_at_k": {"1": 0.0}, "map": 0.0,
+        "correct_at_k": {"1": 0.0}, "map": 0.0, "correct_at_k_per_example": {"1": []},
+        "average_precision_per_example": [],
     }
 
 
