@@ -133,3 +133,127 @@ def test_answers_of_no_clip_of_the_file_are_an_error(tmp_path, cli_error):
     answers = write_answers_csv(tmp_path / "answers.csv", CSV_ROWS[-1:])
     status, line = cli_error("agreement", source, "--answers_files", answers)
     assert status == 1 and "No row of" in line and "answers a clip of the blanked file" in line
+
+
+def records_bytes(records) -> bytes:
+    return json.dumps(records).encode()
+
+
+TRAIN_RECORD = {key: value for key, value in RECORDS[0].items() if key != "additional_answers"}
+ANSWERS_HEADER = b"video_id,video_start_time,video_end_time,annotator_id,answer_1\n"
+# name -> (the file's bytes, the answers CSV's bytes (or None), the output file's name, exit status, message pattern)
+BAD_INPUTS = {
+    "a file that is not there": (None, None, None, 1, r"val.json: No such file or directory"),
+    "a folder instead of a file": ("folder", None, None, 1, r"val.json: Is a directory"),
+    "non-UTF-8 bytes": (
+        records_bytes(RECORDS)[:30] + b"\xff" + records_bytes(RECORDS)[30:],
+        None,
+        None,
+        1,
+        r"val.json: 'utf-8' codec can't decode byte 0xff in position 30",
+    ),
+    "not JSON": (b"video_id,label\nv1,a dog\n", None, None, 1, r"val.json: record 0: invalid JSON"),
+    "a JSON array cut short": (records_bytes(RECORDS)[:-20], None, None, 1, r"val.json: record 1: invalid JSON"),
+    "a record that is not an object": (
+        b'["v1"]',
+        None,
+        None,
+        1,
+        r"val.json: record 0: expected a JSON object, got str",
+    ),
+    "a record without a label": (
+        records_bytes([{k: v for k, v in RECORDS[0].items() if k != "label"}]),
+        None,
+        None,
+        1,
+        r"val.json: record 0: field 'label': missing",
+    ),
+    "a split without answers (train)": (
+        records_bytes([TRAIN_RECORD]),
+        None,
+        None,
+        1,
+        r"val.json: record 0: field 'additional_answers': missing or empty",
+    ),
+    "an annotator with no answers": (
+        records_bytes([{**RECORDS[0], "additional_answers": [["dog"], []]}]),
+        None,
+        None,
+        1,
+        r"record 0: field 'additional_answers': annotator 1: expected a non-empty list",
+    ),
+    "an answers file that is not there": (
+        records_bytes(RECORDS),
+        "missing",
+        None,
+        1,
+        r"answers.csv: No such file or directory",
+    ),
+    "an answers CSV without answer columns": (
+        records_bytes(RECORDS),
+        b"video_id,video_start_time,video_end_time,annotator_id\n",
+        None,
+        1,
+        r"answers.csv: the fiber layout needs the columns",
+    ),
+    "an answers CSV with non-UTF-8 bytes": (
+        records_bytes(RECORDS),
+        ANSWERS_HEADER + b"v1,0,10,w1,caf\xe9\n",
+        None,
+        1,
+        r"answers.csv: 'utf-8' codec can't decode byte 0xe9",
+    ),
+    "an answers CSV with times that are not seconds": (
+        records_bytes(RECORDS),
+        ANSWERS_HEADER + b"v1,zero,10,w1,dog\n",
+        None,
+        1,
+        r"answers.csv, line 2: column 'video_start_time' must hold whole seconds",
+    ),
+    "answers of no clip of the file": (
+        records_bytes(RECORDS),
+        ANSWERS_HEADER + b"v9,0,10,w1,dog\n",
+        None,
+        1,
+        r"No row of .*answers.csv answers a clip of the blanked file",
+    ),
+    "the output is the input": (records_bytes(RECORDS), None, "val.json", 2, r"--output_file .*val.json is an input"),
+    "the output is a folder": (
+        records_bytes(RECORDS),
+        None,
+        "folder_out",
+        2,
+        r"--output_file .*folder_out is a folder",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_a_bad_input_is_one_line_and_writes_nothing(case, tmp_path, cli_error):
+    content, answers, output_name, expected_status, message = BAD_INPUTS[case]
+    source, answers_file = tmp_path / "val.json", tmp_path / "answers.csv"
+    if content == "folder":
+        source.mkdir()
+    elif content is not None:
+        source.write_bytes(content)
+    if isinstance(answers, bytes):
+        answers_file.write_bytes(answers)
+    if output_name == "folder_out":
+        (tmp_path / output_name).mkdir()
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    output = tmp_path / (output_name or "agreement.json")
+    flags = ["--output_file", output] + (["--answers_files", answers_file] if answers is not None else [])
+    status, line = cli_error("agreement", source, *flags)
+    assert status == expected_status and re.search(message, line), line
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+
+
+def test_answers_csv_with_a_byte_order_mark_and_windows_line_ends_are_read(tmp_path):
+    source = write_records(tmp_path / "val.json", RECORDS)
+    answers = tmp_path / "answers.csv"
+    lines = ["video_id,video_start_time,video_end_time,annotator_id,answer_1,answer_2"]
+    lines += [",".join(map(str, row)) for row in CSV_ROWS]
+    answers.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    output = tmp_path / "agreement.json"
+    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
+    assert json.loads(output.read_text())["num_annotators"] == 4

@@ -31,8 +31,14 @@ def std(values):
 
 def test_two_blanks_by_hand():
     results = human_agreement(LABELS, ADDITIONAL_ANSWERS)
-    expected = {"num_captions": 2, "num_first_answers": 5, "num_answers": 10, "num_annotators_left_out": 1,
-                "num_empty_answers_dropped": 2, "num_repeated_answers_dropped": 0}
+    expected = {
+        "num_captions": 2,
+        "num_first_answers": 5,
+        "num_answers": 10,
+        "num_annotators_left_out": 1,
+        "num_empty_answers_dropped": 2,
+        "num_repeated_answers_dropped": 0,
+    }
     for metric, first, every in (("exact_match", FIRST_EM, ALL_EM), ("f1", FIRST_F1, ALL_F1)):
         captions = [mean(caption) for caption in first]
         expected[f"first_answers_per_caption_{metric}"] = mean(captions)
