@@ -19,6 +19,10 @@ COMMANDS = {
         "fiberbench.data.blanking",
         "Blank one noun phrase per clip in captioning data, as the FIBER release was made.",
     ),
+    "hit-inputs": (
+        "fiberbench.data.hits",
+        "Input CSV of crowd tasks (Mechanical Turk HITs) for the annotation page, several clips per task.",
+    ),
     "answers": (
         "fiberbench.data.answers",
         "Merge crowd-sourced answers into the release format's additional_answers.",
@@ -34,6 +38,10 @@ COMMANDS = {
     "evaluate": (
         "fiberbench.metric.scoring",
         "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
+    ),
+    "predict": (
+        "fiberbench.predict.command",
+        "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
     ),
     "push-metric": (
         "fiberbench.metric.push",

@@ -5,8 +5,8 @@ Every file and folder the package writes goes through here:
   its destination and renames it into place, so a run killed at any moment leaves either the
   previous file or the new, complete one.
 - `atomic_folder` does the same for a folder (a dataset, a saved model, a checkpoint): built in a
-  hidden staging folder, renamed into place at the end, removed on failure; staging folders left
-  by killed runs on this host are removed by the next run.
+  hidden staging folder, renamed into place at the end, removed on failure. Temporary files and
+  staging folders left by killed runs on this host are removed by the next write of the same path.
 - Both give what they write the usual permissions (0644 files and 0755 folders under umask 022):
   `tempfile` makes its files 0600 and folders 0700, which colleagues on shared storage could not read.
 - `check_outputs_apart` refuses, before any work, an output that is an input or lies inside (or
@@ -71,11 +71,15 @@ def _fsync(path: Path) -> None:
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary path beside `path` (same suffix) to write; it replaces `path` when the block succeeds.
 
-    On an exception the temporary file is removed and `path` is left as it was.
+    On an exception the temporary file is removed and `path` is left as it was; after a kill, the
+    next `atomic_path` for the same `path` removes it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    remove_stale_staging(path)
+    descriptor, name = tempfile.mkstemp(
+        dir=path.parent, prefix=f"{_staging_prefix(path)}{os.getpid()}-", suffix=f".tmp{path.suffix}"
+    )
     os.close(descriptor)
     temporary = Path(name)
     try:
@@ -122,7 +126,9 @@ def _is_running(pid: int) -> bool:
 
 
 def remove_stale_staging(path: str | os.PathLike) -> list[Path]:
-    """Remove the staging folders of `path` left by processes of this host that are gone; returns them.
+    """Remove the staging folders and temporary files of `path` left by processes of this host that are gone.
+
+    Returns what was removed.
 
     Only this host's are considered: on shared storage another machine's process ids mean nothing here.
     """
@@ -132,7 +138,10 @@ def remove_stale_staging(path: str | os.PathLike) -> list[Path]:
     for candidate in path.parent.glob(f"{prefix}*") if path.parent.is_dir() else ():
         pid = candidate.name[len(prefix) :].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _is_running(int(pid)):
-            shutil.rmtree(candidate, ignore_errors=True)
+            if candidate.is_dir() and not candidate.is_symlink():
+                shutil.rmtree(candidate, ignore_errors=True)
+            else:
+                candidate.unlink(missing_ok=True)
             removed.append(candidate)
     return removed
 

@@ -126,6 +126,22 @@ def test_staging_folders_of_killed_runs_are_removed_by_the_next_run(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_temporary_file_of_a_killed_write_is_removed_by_the_next_write(tmp_path):
+    target = tmp_path / "predictions.jsonl"
+    write_text(target, "previous\n")
+    script = (
+        "import os, sys\n"
+        "from fiberbench.files import atomic_path\n"
+        "with atomic_path(sys.argv[1]) as temporary:\n"
+        "    temporary.write_text('half')\n"
+        "    os.kill(os.getpid(), 9)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", script, str(target)], check=False).returncode == -9
+    assert len(list(tmp_path.iterdir())) == 2 and target.read_text() == "previous\n"
+    write_text(target, "new\n")
+    assert [path.name for path in tmp_path.iterdir()] == ["predictions.jsonl"] and target.read_text() == "new\n"
+
+
 def test_staging_folders_of_live_processes_are_kept(tmp_path):
     with atomic_folder(tmp_path / "fiber") as staging:
         assert remove_stale_staging(tmp_path / "fiber") == []

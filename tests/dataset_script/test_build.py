@@ -12,7 +12,7 @@ import yaml
 from datasets import Array2D, List, Value, load_dataset
 from huggingface_hub import DatasetCard
 
-import fiberbench.data.build as build_module
+import fiberbench.data.fiber.card as card_module
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.build import Sources, build_dataset
@@ -178,7 +178,7 @@ def test_a_crash_before_the_end_leaves_nothing(tmp_path, monkeypatch):
     def failing_card(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(build_module, "make_dataset_card", failing_card)
+    monkeypatch.setattr(card_module, "make_dataset_card", failing_card)
     with pytest.raises(RuntimeError, match="disk full"):
         build_dataset(Sources.sample(), tmp_path / "fiber")
     assert list(tmp_path.iterdir()) == []

@@ -2,6 +2,7 @@
 
 import io
 import json
+import logging
 import re
 import tarfile
 from collections import Counter, defaultdict
@@ -95,11 +96,13 @@ def test_features_tell_the_item():
 
 
 @pytest.mark.parametrize("config_name", ["text", "i3d"])
-def test_load_sample(config_name, tmp_path, monkeypatch):
+def test_load_sample(config_name, tmp_path, monkeypatch, caplog):
     import datasets
 
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path)
-    sample = load_sample(config_name)
+    with caplog.at_level(logging.WARNING):
+        sample = load_sample(config_name)
+    assert "Loading the bundled SYNTHETIC sample" in caplog.text
     assert {split: sample[split].num_rows for split in sample} == {"train": 400, "validation": 60, "test": 60}
     assert ("video_features" in sample["train"].features) == (config_name == "i3d")
     # Built once, keyed by content: a second call reuses the folder.
