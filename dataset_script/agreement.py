@@ -23,16 +23,6 @@ PAPER_TABLE_2 = {
 }
 
 
-def _read(path: Path, read):
-    """`read(path)`, with an unreadable or malformed file reported as one `DataError` naming it."""
-    try:
-        return read(path)
-    except DataError:
-        raise
-    except ValueError as error:  # a JSON, CSV layout or UTF-8 decoding error
-        raise DataError(str(error) if str(path) in str(error) else f"{path}: {error}") from error
-
-
 def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list, list]:
     """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`.
 
@@ -44,7 +34,7 @@ def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list,
     by_clip = {clip_key(record): {} for record in records}  # clip -> annotator id -> answers
     skipped = 0
     for path in answers_files:
-        for submission in _read(path, lambda path: list(read_submissions(path))):
+        for submission in read_submissions(path):
             annotators = by_clip.get(submission.clip)
             if annotators is None:
                 skipped += 1
@@ -66,7 +56,7 @@ def agreement_of_file(path: Path, answers_files: list[Path] | None = None) -> di
 
     from .fiber.validation import InvalidRecordError, read_release_records
 
-    records = _read(path, read_release_records)
+    records = read_release_records(path)
     if answers_files:
         additional_answers, annotator_ids = crowd_answers(records, answers_files)
     else:
