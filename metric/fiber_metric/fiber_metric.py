@@ -429,13 +429,15 @@ _CHUNK_SIZE = 2**16
 _MIN_CHUNK_ROWS = 8
 
 
-def _check_settings(confidence_level=0.5, num_bootstrap=1, num_permutations=1):
-    if isinstance(confidence_level, bool) or not isinstance(confidence_level, (int, float)):
-        raise ValueError(f"confidence_level must be a number between 0 and 1, got {confidence_level!r}")
-    if not 0 < confidence_level < 1:
-        raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {confidence_level!r}")
-    for name, value in (("num_bootstrap", num_bootstrap), ("num_permutations", num_permutations)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+def _check_settings(**settings):
+    """Refuse a confidence level outside (0, 1) and a number of resamples or trials below 1."""
+    for name, value in settings.items():
+        if name == "confidence_level":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"confidence_level must be a number between 0 and 1, got {value!r}")
+            if not 0 < value < 1:
+                raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive whole number, got {value!r}")
 
 
@@ -477,7 +479,7 @@ def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, see
     >>> confidence_interval([0.0, 100.0] * 200, confidence_level=0.95, num_bootstrap=2000).round()
     array([45., 55.])
     """
-    _check_settings(confidence_level, num_bootstrap)
+    _check_settings(confidence_level=confidence_level, num_bootstrap=num_bootstrap)
     means = bootstrap_means(scores, num_bootstrap, seed)
     tail = (1 - confidence_level) / 2
     return np.moveaxis(np.quantile(means, [tail, 1 - tail], axis=0), 0, -1)
@@ -548,7 +550,7 @@ def compare_systems(scores_a, scores_b, confidence_level=0.95, num_bootstrap=10_
     >>> compare_systems([100.0, 100.0, 0.0, 100.0], [100.0, 100.0, 0.0, 100.0])
     {'difference': 0.0, 'difference_ci': [0.0, 0.0], 'p_value': 1.0}
     """
-    _check_settings(confidence_level, num_bootstrap, num_permutations)
+    _check_settings(confidence_level=confidence_level, num_bootstrap=num_bootstrap, num_permutations=num_permutations)
     scores_a, scores_b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
     if scores_a.shape != scores_b.shape:
         raise ValueError(f"scores_a and scores_b differ in shape ({scores_a.shape} != {scores_b.shape})")
