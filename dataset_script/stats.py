@@ -51,9 +51,9 @@ def _percent(count: int, total: int) -> float | None:
 
 def _mean_std(values: list[float]) -> dict:
     """Mean and population standard deviation (None for no values)."""
-    if not values:
-        return {"mean": None, "std": None}
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
+    from fiberbench.metric import mean_std
+
+    return mean_std(values)._asdict() if values else {"mean": None, "std": None}
 
 
 def _ranked(counter: Counter, total: int, top: int) -> list[dict]:

@@ -35,6 +35,10 @@ COMMANDS = {
         "fiberbench.data.stats",
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
+    "evaluate": (
+        "fiberbench.metric.scoring",
+        "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
+    ),
     "predict": (
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",

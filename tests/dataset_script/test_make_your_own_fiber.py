@@ -67,7 +67,7 @@ def test_make_your_own_fiber(tmp_path, monkeypatch, capsys):
 
     capsys.readouterr()
     assert main(["agreement", "release/test.json"]) == 0
-    assert "| first | per caption | 100.0 (± 0.0) | 100.0 (± 0.0) |" in capsys.readouterr().out
+    assert "| first answers, per caption | 100.0 (± 0.0) | 100.0 (± 0.0) |" in capsys.readouterr().out
     assert main(["build-dataset", "--data_dir", "release", "--output_dir", "my_fiber"]) == 0
 
     import datasets
