@@ -256,7 +256,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved "
         "with `save_to_disk`, or a Hub dataset name (streamed).",
     )
-    parser.add_argument("--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines).")
+    parser.add_argument(
+        "--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines)."
+    )
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(
         "--spacy_model",
