@@ -193,7 +193,7 @@ def _candidates_per_batch(
 
 
 def blank_clips(
-    clips: Iterable[Clip], nlp: "Language", seed: int = 2, num_proc: int = 1, batch_size: int | None = None
+    clips: Iterable[Clip], nlp: "Language", *, seed: int = 2, num_proc: int = 1, batch_size: int | None = None
 ) -> Iterator[tuple[Clip, dict | None]]:
     """Each clip with its blanked record, or None when no caption has a noun chunk; input order.
 
@@ -308,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
     summary = Counter()
     clips = _read_clips(records, args, nlp.max_length, summary)
-    pairs = blank_clips(clips, nlp, args.seed, args.num_proc, args.batch_size)
+    pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)
     progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
     blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
     logger.info("Wrote %s", args.output_file)
