@@ -281,9 +281,9 @@ def test_flags_argparse_cannot_read_exit_with_status_2(rows, tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["evaluate", str(path), "--num_bootstrap", "many"])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "fiberbench evaluate: error: argument --num_bootstrap: invalid int value: 'many'"
-    )
+    assert capsys.readouterr().err.splitlines() == [
+        "fiberbench evaluate: error: argument --num_bootstrap: invalid int value: 'many' (see fiberbench evaluate --help)"
+    ]
 
 
 def test_a_one_megabyte_answer_and_a_bom_are_fine(rows, tmp_path):
