@@ -5,7 +5,7 @@ each installed pipeline of the small (CNN) class and, when installed, the transf
 prints a table with the speed ratio against one process. "Release way" is the release script's
 procedure for comparison: every caption of every clip parsed, in one process (timed in-process on
 fewer clips). Peak memory is the largest sum of the resident memory of the command and its worker
-processes, sampled every 50 ms.
+processes, sampled every 50 ms from /proc (Linux only).
 
     python bench/blank.py [--clips 20000] [--num_proc 1 2]
 """
@@ -13,14 +13,15 @@ processes, sampled every 50 ms.
 import argparse
 import contextlib
 import json
+import os
 import random
 import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
-import psutil
 import spacy
 
 from fiberbench.data.blanking import tidy_caption
@@ -52,16 +53,31 @@ def make_corpus(path: Path, clips: int, seed: int = 0) -> None:
     path.write_text(json.dumps(instances))
 
 
+def process_tree_rss(pid: int) -> int:
+    """Resident bytes of process `pid` and all its descendants (the parsing workers), read from /proc."""
+    children = defaultdict(list)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):  # a process may exit while /proc is read
+            parent_pid = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # after "pid (name) state"
+            children[parent_pid].append(int(stat.parent.name))
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        with contextlib.suppress(OSError):
+            total += int(Path(f"/proc/{current}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        pending.extend(children[current])
+    return total
+
+
 def run_blank(corpus: Path, output: Path, pipeline: str, num_proc: int) -> tuple[float, float]:
     """Seconds and peak resident memory (MiB, all processes) of one `fiberbench blank` run."""
     command = [sys.executable, "-m", "fiberbench.cli", "blank", str(corpus), "--output_file", str(output)]
     command += ["--spacy_model", pipeline, "--num_proc", str(num_proc)]
     start = time.perf_counter()
-    process = psutil.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     while process.poll() is None:
-        with contextlib.suppress(psutil.NoSuchProcess):  # a worker may exit between the two calls
-            peak = max(peak, sum(p.memory_info().rss for p in [process, *process.children(recursive=True)]))
+        peak = max(peak, process_tree_rss(process.pid))
         time.sleep(0.05)
     if process.returncode:
         raise RuntimeError(f"{' '.join(command)} failed with exit code {process.returncode}")
@@ -105,7 +121,7 @@ def main() -> None:
             rows.append((pipeline, "release way", None, None, 1 / per_clip, None))
 
     corpus_size = f"{args.clips:,} synthetic clips of {CAPTIONS_PER_CLIP} captions"
-    print(f"\n`fiberbench blank`, {corpus_size}, {psutil.cpu_count()} CPUs, load average {psutil.getloadavg()[0]:.1f}.")
+    print(f"\n`fiberbench blank`, {corpus_size}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}.")
     print("Startup = the same command on a one-clip file (Python, imports, pipeline, workers); clips/s exclude it.\n")
     print("| pipeline | processes | seconds | startup (s) | clips/s | input captions/s | peak MiB | vs 1 process |")
     print("|---|---|---|---|---|---|---|---|")

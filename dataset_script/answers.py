@@ -2,39 +2,56 @@
 
 As in the paper (§3.2), each annotator's order is kept, an annotator's repeats after
 normalization are dropped, and only answers that are noun phrases in the blank's context are kept.
-The CSV layouts read are described in `CSV_LAYOUTS` (also shown by `fiberbench answers --help`).
+As the release did, clips that an annotator reported as an "unavailable video" and clips left with
+no answers are left out of the output, and counted. The CSV layouts read are described in
+`CSV_LAYOUTS` (also shown by `fiberbench answers --help`).
 """
 
 import argparse
 import csv
+import io
 import itertools
+import json
 import logging
+import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from spacy.language import Language
+from fiberbench.errors import DataError, UsageError
+from fiberbench.files import check_outputs_apart
 
-from fiberbench.metric import normalize_answer
-from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, are_noun_phrases, load_spacy_pipeline
+from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video
+from .json_records import write_json_records
 
-from .json_records import read_records_with_fields, write_json_records
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 logger = logging.getLogger(__name__)
 
 ClipKey = tuple[str, int, int]
 
 CSV_LAYOUTS = """\
-Answers CSVs have one row per (clip, annotator), in one of two layouts:
+Answers CSVs come in three layouts, told apart by their columns:
 
-- FIBER's: columns video_id, video_start_time, video_end_time, annotator_id, and one column per
-  answer, answer_1, answer_2, ... in the annotator's order, most natural first (blank cells are
-  ignored, so rows may hold different numbers of answers).
-- A Mechanical Turk batch results export: WorkerId, the HIT's input columns Input.video_id,
-  Input.video_start_time, Input.video_end_time, and one Answer.<name><n> column per answer, n its
-  rank (Answer.answer1, Answer.answer2, ...). Rows whose AssignmentStatus is Rejected are skipped.
+- Mechanical Turk results of the annotation page's tasks (see `fiberbench hit-inputs`), as the
+  release collected its answers: one row per assignment with WorkerId, for each clip i of the task
+  the inputs Input.video{i}_id, Input.video{i}_start_time and Input.video{i}_end_time, and
+  Answer.taskAnswers, a JSON list of objects whose keys answer-{i}-{rank} hold the answers, ordered
+  by rank, most natural first (an answer-input-{i} key, the text left in the box of the release's
+  page, comes last). Empty clip slots of a task's last row are ignored.
+- Mechanical Turk results with one clip per row: WorkerId, Input.video_id, Input.video_start_time,
+  Input.video_end_time, and one Answer.<name><n> column per answer, n its rank (Answer.answer1,
+  Answer.answer2, ...).
+- FIBER's: video_id, video_start_time, video_end_time, annotator_id, and one column per answer,
+  answer_1, answer_2, ... in the annotator's order, most natural first (blank cells are ignored,
+  so rows may hold different numbers of answers).
+
+Rows of rejected assignments (AssignmentStatus "Rejected", or a RejectionTime) are skipped. Files
+are UTF-8, may start with a byte-order mark and may have Windows line ends.
 """
 
 # Layout name -> (annotator column, clip id columns, answer column pattern with the rank as group 1).
@@ -50,6 +67,23 @@ LAYOUTS = {
         re.compile(r"Answer\.\D*(\d+)"),
     ),
 }
+TASK_ANSWERS_COLUMN = "Answer.taskAnswers"
+TASK_CLIP_COLUMN = re.compile(r"Input\.video(\d+)_id")
+# What `merge_answers` counts, in the order it is logged: every answer read is kept or dropped for
+# one reason, and every clip is written or left out for one reason.
+COUNTS = (
+    "answers read",
+    "answers kept",
+    "dropped: empty after normalization",
+    "dropped: repeated by the same annotator",
+    "dropped: not a noun phrase",
+    "dropped: clip in no blanked file",
+    "dropped: the clip is an unavailable video",
+    "annotators left with no answer",
+    "clips written",
+    "clips left out: unavailable video",
+    "clips left out: no answers",
+)
 
 
 @dataclass(frozen=True)
@@ -62,42 +96,161 @@ class Submission:
     answers: tuple[str, ...]
 
 
+def _not_utf8(path: Path, data: bytes, error: UnicodeDecodeError) -> DataError:
+    line = data.count(b"\n", 0, error.start) + 1
+    column = error.start - data.rfind(b"\n", 0, error.start)
+    return DataError(
+        f"{path}, line {line}: byte {column} of the line (0x{data[error.start]:02x}) is not UTF-8; save the file as UTF-8"
+    )
+
+
+class CsvTable:
+    """A UTF-8 CSV file read as rows of cells by column name, each with the line it starts on.
+
+    A byte-order mark and Windows line ends are accepted; errors name the file and the line.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        data = path.read_bytes()
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as error:
+            raise _not_utf8(path, data, error) from error
+        if "\0" in text:
+            # NUL is valid UTF-8, but no text holds it: a UTF-16 file without its byte-order mark does.
+            line = text.count("\n", 0, text.index("\0")) + 1
+            raise DataError(f"{path}, line {line}: holds a NUL character (a UTF-16 file?); save the file as UTF-8 text")
+        self._reader = csv.reader(io.StringIO(text, newline=""))
+        self.columns = next(self._read_rows(), (0, []))[1]
+        if not self.columns:
+            raise DataError(f"{path}: empty, no header line")
+
+    def _read_rows(self) -> Iterator[tuple[int, list[str]]]:
+        """(first line, cells) of every non-blank row, header included."""
+        while True:
+            line = self._reader.line_num + 1
+            try:
+                cells = next(self._reader)
+            except StopIteration:
+                return
+            except csv.Error as error:
+                raise DataError(f"{self.path}, line {self._reader.line_num}: {error}") from error
+            if cells:
+                yield line, cells
+
+    def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
+        """(first line, column -> cell) of the rows after the header; missing cells at a row's end read as ''."""
+        for line, cells in self._read_rows():
+            if len(cells) > len(self.columns):
+                raise DataError(f"{self.path}, line {line}: {len(cells)} cells, but the header has {len(self.columns)}")
+            yield line, dict(itertools.zip_longest(self.columns, cells, fillvalue=""))
+
+    def require(self, columns: Iterable[str], layout: str) -> None:
+        missing = [column for column in columns if column not in self.columns]
+        if missing:
+            raise DataError(f"{self.path}: the {layout} layout needs the columns {missing}, which are missing")
+
+    def whole_seconds(self, row: dict[str, str], line: int, column: str) -> int:
+        value = row[column].strip()
+        if not re.fullmatch(r"[0-9]+", value):
+            raise DataError(f"{self.path}, line {line}, column {column!r}: must hold whole seconds, got {value!r}")
+        return int(value)
+
+
+def _is_rejected(row: dict[str, str]) -> bool:
+    return row.get("AssignmentStatus", "").strip() == "Rejected" or bool(row.get("RejectionTime", "").strip())
+
+
 def _answer_columns(columns: list[str], pattern: re.Pattern) -> list[str]:
     """The answer columns, ordered by the rank in their names (so answer_10 comes after answer_9)."""
     ranked = [(int(match[1]), column) for column in columns if (match := pattern.fullmatch(column))]
     return [column for _, column in sorted(ranked)]
 
 
-def read_submissions(path: Path) -> Iterator[Submission]:
-    """The rows of an answers CSV in either layout of `CSV_LAYOUTS`, rejected assignments skipped."""
-    with path.open(newline="", encoding="utf-8-sig") as file:
-        reader = csv.DictReader(file)
-        columns = reader.fieldnames or []
-        layout = "mturk" if "WorkerId" in columns else "fiber"
-        annotator_column, id_columns, answer_pattern = LAYOUTS[layout]
-        missing = [column for column in (annotator_column, *id_columns) if column not in columns]
-        answer_columns = _answer_columns(columns, answer_pattern)
-        if missing or not answer_columns:
-            raise ValueError(
-                f"{path}: the {layout} layout needs the columns {[annotator_column, *id_columns]} and answer "
-                f"columns matching {answer_pattern.pattern!r}; missing: {missing or 'the answer columns'}"
-            )
-        rejected = 0
-        for row in reader:
-            if row.get("AssignmentStatus") == "Rejected":
-                rejected += 1
+def _row_submissions(table: CsvTable, rows: Iterable[tuple[int, dict[str, str]]]) -> Iterator[Submission]:
+    """The FIBER and one-clip-per-row Mechanical Turk layouts: one submission per row."""
+    layout = "mturk" if "WorkerId" in table.columns else "fiber"
+    annotator_column, id_columns, answer_pattern = LAYOUTS[layout]
+    table.require((annotator_column, *id_columns), layout)
+    answer_columns = _answer_columns(table.columns, answer_pattern)
+    if not answer_columns:
+        raise DataError(f"{table.path}: the {layout} layout needs answer columns matching {answer_pattern.pattern!r}")
+    for line, row in rows:
+        video_id = row[id_columns[0]].strip()
+        start, end = (table.whole_seconds(row, line, column) for column in id_columns[1:])
+        answers = tuple(filter(None, (row[column].strip() for column in answer_columns)))
+        yield Submission(f"{table.path}, line {line}", (video_id, start, end), row[annotator_column], answers)
+
+
+def task_answers(text: str, where: str, clips: list[int]) -> dict[int, list[str]]:
+    """Clip number -> its answers in rank order, from an `Answer.taskAnswers` cell (see `CSV_LAYOUTS`)."""
+    where = f"{where}, column {TASK_ANSWERS_COLUMN!r}"
+    try:
+        objects = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{where}: invalid JSON at character {error.pos}: {error.msg}") from error
+    if not isinstance(objects, list) or not all(isinstance(value, dict) for value in objects):
+        raise DataError(f"{where}: expected a JSON list of objects, got {text[:80]!r}")
+    ranked = defaultdict(list)
+    for key, answer in (item for value in objects for item in value.items()):
+        if match := ANSWER_KEY.fullmatch(key):
+            clip, rank = int(match[1]), int(match[2])
+        elif match := PENDING_ANSWER_KEY.fullmatch(key):
+            clip, rank = int(match[1]), math.inf
+        else:
+            continue  # the page's other fields, such as comments
+        if clip not in clips:
+            raise DataError(f"{where}: key {key!r} answers clip {clip}, but the task's clips are {clips}")
+        if not isinstance(answer, str):
+            raise DataError(f"{where}: key {key!r} must hold a string, got {json.dumps(answer)}")
+        ranked[clip].append((rank, answer.strip()))
+    return {clip: [answer for _, answer in sorted(pairs, key=lambda pair: pair[0])] for clip, pairs in ranked.items()}
+
+
+def _task_submissions(table: CsvTable, rows: Iterable[tuple[int, dict[str, str]]]) -> Iterator[Submission]:
+    """The release's task layout: one submission per clip of each row."""
+    clips = sorted(int(match[1]) for column in table.columns if (match := TASK_CLIP_COLUMN.fullmatch(column)))
+    inputs = {clip: {name: f"Input.{column}" for name, column in input_columns(clip).items()} for clip in clips}
+    table.require(
+        ["WorkerId", TASK_ANSWERS_COLUMN]
+        + [columns[name] for columns in inputs.values() for name in ("video_start_time", "video_end_time")],
+        "task",
+    )
+    if not clips:
+        raise DataError(f"{table.path}: the task layout needs the clip columns Input.video1_id, Input.video2_id, ...")
+    for line, row in rows:
+        where = f"{table.path}, line {line}"
+        answers_by_clip = task_answers(row[TASK_ANSWERS_COLUMN], where, clips)
+        for clip, columns in inputs.items():
+            video_id = row[columns["video_id"]].strip()
+            answers = tuple(filter(None, answers_by_clip.get(clip, [])))
+            if not video_id:
+                if answers:
+                    raise DataError(
+                        f"{where}, column {columns['video_id']!r}: empty, but Answer.taskAnswers answers clip {clip}"
+                    )
                 continue
-            source = f"{path}, line {reader.line_num}"
-            video_id, start, end = ((row[column] or "").strip() for column in id_columns)
-            for column, value in zip(id_columns[1:], (start, end)):
-                if not value.isdigit():
-                    raise ValueError(f"{source}: column {column!r} must hold whole seconds, got {value!r}")
-            answers = ((row[column] or "").strip() for column in answer_columns)
-            yield Submission(
-                source, (video_id, int(start), int(end)), row[annotator_column], tuple(filter(None, answers))
-            )
+            start, end = (table.whole_seconds(row, line, columns[name]) for name in ("video_start_time", "video_end_time"))
+            yield Submission(where, (video_id, start, end), row["WorkerId"], answers)
+
+
+def read_submissions(path: Path) -> Iterator[Submission]:
+    """The submissions of an answers CSV in any layout of `CSV_LAYOUTS`, rejected assignments skipped."""
+    table = CsvTable(path)
+    rejected = Counter()
+
+    def accepted_rows() -> Iterator[tuple[int, dict[str, str]]]:
+        for line, row in table.rows():
+            if _is_rejected(row):
+                rejected["rows"] += 1
+            else:
+                yield line, row
+
+    read = _task_submissions if TASK_ANSWERS_COLUMN in table.columns else _row_submissions
+    yield from read(table, accepted_rows())
     if rejected:
-        logger.info("%s: skipped %d rows of rejected assignments", path, rejected)
+        logger.info("%s: skipped %d rows of rejected assignments", path, rejected["rows"])
 
 
 @dataclass
@@ -108,6 +261,7 @@ class ClipAnswers:
     annotators: dict[str, None] = field(default_factory=dict)  # an ordered set
     answers: list[tuple[str, str]] = field(default_factory=list)  # (annotator, answer)
     seen: set[tuple[str, str]] = field(default_factory=set)  # (annotator, normalized answer)
+    unavailable: bool = False
 
 
 def clip_key(record: dict) -> ClipKey:
@@ -115,20 +269,11 @@ def clip_key(record: dict) -> ClipKey:
     return record["video_id"], record["video_start_time"], record["video_end_time"]
 
 
-def merge_answers(
-    records: list[dict], submissions: Iterable[Submission], nlp: Language | None, batch_size: int = 256
-) -> tuple[list[dict], Counter]:
-    """The records with `additional_answers` from the submissions, and the counts of what was kept and dropped.
+def _collect(records: list[dict], submissions: Iterable[Submission], counts: Counter) -> dict[ClipKey, ClipAnswers]:
+    """Each clip's answers, empties and an annotator's repeats dropped, unavailable videos marked."""
+    from fiberbench.metric import normalize_answer
 
-    With a pipeline, the noun-phrase rule parses every answer in its blank's context, all in one
-    `nlp.pipe`; with `nlp=None` every answer is kept. Annotators left with no answer are left out;
-    `additional_answers` already in the records are replaced.
-    """
     clips = {clip_key(record): ClipAnswers(record["masked_caption"]) for record in records}
-    if len(clips) != len(records):
-        duplicates = [key for key, count in Counter(map(clip_key, records)).items() if count > 1]
-        raise ValueError(f"Clips appear more than once in the blanked files: {duplicates}")
-    counts = Counter()
     for submission in submissions:
         counts["answers read"] += len(submission.answers)
         clip = clips.get(submission.clip)
@@ -139,17 +284,44 @@ def merge_answers(
         clip.annotators[submission.annotator] = None
         for answer in submission.answers:
             normalized = normalize_answer(answer)
-            if not normalized:
+            if is_unavailable_video(answer):
+                clip.unavailable = True
+                counts["dropped: the clip is an unavailable video"] += 1
+            elif not normalized:
                 counts["dropped: empty after normalization"] += 1
             elif (submission.annotator, normalized) in clip.seen:
                 counts["dropped: repeated by the same annotator"] += 1
             else:
                 clip.seen.add((submission.annotator, normalized))
                 clip.answers.append((submission.annotator, answer))
+    for key, clip in clips.items():
+        if clip.unavailable:
+            logger.info("Clip %s is an unavailable video: left out", key)
+            counts["dropped: the clip is an unavailable video"] += len(clip.answers)
+            clip.answers = []
+    return clips
 
+
+def merge_answers(
+    records: list[dict], submissions: Iterable[Submission], nlp: "Language | None", batch_size: int = 256
+) -> tuple[list[dict], Counter]:
+    """The records that end up with answers, with `additional_answers` from the submissions, and the counts.
+
+    `records` are validated release-format records, each clip once (see `check_unique_clips`). With
+    a pipeline, the noun-phrase rule parses every answer in its blank's context, all in one
+    `nlp.pipe`; with `nlp=None` every answer is kept. Annotators left with no answer are left out;
+    `additional_answers` already in the records are replaced. Clips with an "unavailable video"
+    answer and clips left with no answers are left out of the returned records. The counts hold
+    every reason an answer or a clip was dropped: answers read = answers kept + the answers dropped.
+    """
+    counts = Counter(dict.fromkeys(COUNTS, 0))
+    clips = _collect(records, submissions, counts)
     if nlp is None:
+        del counts["dropped: not a noun phrase"]
         keep = itertools.repeat(True)
     else:
+        from fiberbench.modeling.noun_phrases import are_noun_phrases
+
         masked_captions = [clip.masked_caption for clip in clips.values() for _ in clip.answers]
         answers = [answer for clip in clips.values() for _, answer in clip.answers]
         are_nps = are_noun_phrases(masked_captions, answers, nlp, batch_size)
@@ -162,10 +334,15 @@ def merge_answers(
             if next(keep):
                 by_annotator[annotator].append(answer)
         additional_answers = [answers for answers in by_annotator.values() if answers]
-        merged.append({**record, "additional_answers": additional_answers})
         counts["answers kept"] += sum(map(len, additional_answers))
-        counts["annotators left with no answer"] += len(by_annotator) - len(additional_answers)
-        counts["clips with no answers"] += not additional_answers
+        if clip.unavailable:
+            counts["clips left out: unavailable video"] += 1
+        elif not additional_answers:
+            counts["clips left out: no answers"] += 1
+        else:
+            counts["annotators left with no answer"] += len(by_annotator) - len(additional_answers)
+            merged.append({**record, "additional_answers": additional_answers})
+    counts["clips written"] = len(merged)
     return merged, counts
 
 
@@ -184,7 +361,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         required=True,
-        help="Answers CSVs, in FIBER's layout or as Mechanical Turk batch results (see below).",
+        help="Answers CSVs: Mechanical Turk results of the annotation page, or the other layouts below.",
     )
     parser.add_argument(
         "--output_dir",
@@ -192,7 +369,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="Each blanked file is written here under its own name, with additional_answers.",
     )
-    parser.add_argument("--spacy_model", default=DEFAULT_PIPELINE, help="spaCy pipeline of the noun-phrase rule.")
+    parser.add_argument(
+        "--spacy_model",
+        default=None,
+        help="spaCy pipeline of the noun-phrase rule (default: the paper's, en_core_web_trf, else an installed one).",
+    )
     parser.add_argument("--batch_size", type=int, default=256, help="Texts per nlp.pipe batch.")
     parser.add_argument(
         "--keep_non_noun_phrases",
@@ -208,26 +389,38 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
         for index, record in enumerate(records):
             first_path, first_index = first_seen.setdefault(clip_key(record), (path, index))
             if (first_path, first_index) != (path, index):
-                raise ValueError(
+                raise DataError(
                     f"{path}: record {index}: clip {clip_key(record)} is also record {first_index} of {first_path}"
                 )
 
 
 def run(args: argparse.Namespace) -> int:
-    fields = ("video_id", "video_start_time", "video_end_time", "masked_caption")
-    files = {path: read_records_with_fields(path, fields) for path in args.blanked_files}
-    outputs = [args.output_dir / path.name for path in files]
+    from .fiber.validation import read_release_records
+
+    if args.batch_size < 1:
+        raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
+    outputs = [args.output_dir / path.name for path in args.blanked_files]
     if len(set(outputs)) != len(outputs):
-        raise ValueError(f"--blanked_files must have different names, got {[str(path) for path in files]}")
+        raise UsageError(f"--blanked_files must have different names, got {[str(path) for path in args.blanked_files]}")
+    for output in outputs:
+        check_outputs_apart({"--output_dir": output}, [*args.blanked_files, *args.answers_files])
+
+    files = {path: read_release_records(path) for path in args.blanked_files}
     check_unique_clips(files)
-    submissions = (submission for path in args.answers_files for submission in read_submissions(path))
-    nlp = None if args.keep_non_noun_phrases else load_spacy_pipeline(args.spacy_model)
+    # Every answers file is read and checked before the (slow) pipeline loads.
+    submissions = [submission for path in args.answers_files for submission in read_submissions(path)]
+    if args.keep_non_noun_phrases:
+        nlp = None
+    else:
+        from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+
+        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
     all_records = [record for records in files.values() for record in records]
     merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
-    merged = iter(merged)
+    kept = {clip_key(record): record for record in merged}
     for output, records in zip(outputs, files.values()):
-        write_json_records(output, itertools.islice(merged, len(records)))
-        logger.info("Wrote %s (%d clips)", output, len(records))
+        written = write_json_records(output, (kept[key] for key in map(clip_key, records) if key in kept))
+        logger.info("Wrote %s (%d of its %d clips)", output, written, len(records))
     for reason, count in counts.items():
         logger.info("%s: %d", reason, count)
     return 0

@@ -7,29 +7,37 @@ with no noun chunk are dropped. The same input, pipeline and seed give the relea
 
 Parsing runs batched and, with `--num_proc`, in worker processes; the random choices are made
 here, in input order, so the output does not depend on the number of processes. Input and output
-are streamed, so corpora larger than memory work.
+are streamed, so corpora larger than memory work. spaCy and `fiberbench.modeling` (which imports
+transformers) are imported where they are used, so that `fiberbench blank --help` answers at once.
 """
 
 import argparse
+import errno
 import itertools
 import logging
 import multiprocessing
+import os
 import random
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from spacy.language import Language
 from tqdm.auto import tqdm
 
-from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline, parse_texts
-from fiberbench.modeling.processing_fiber import BLANK
+from fiberbench.errors import DataError, UsageError
+from fiberbench.files import check_outputs_apart
 
-from .json_records import read_json_records, write_json_records
+from .json_records import JsonRecordError, read_json_values, write_json_records
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 logger = logging.getLogger(__name__)
 
+# The output's format is told by its suffix: a JSON array, or JSON Lines.
+OUTPUT_SUFFIXES = (".json", ".jsonl")
 # Clips sent to a worker at a time; a few such tasks per worker are in flight at once.
 CLIPS_PER_TASK = 512
 TASKS_IN_FLIGHT_PER_WORKER = 2
@@ -64,8 +72,18 @@ def parse_clip_id(clip_id: str) -> tuple[str, int, int]:
     return video_id, int(start), int(end)
 
 
-def clip_from_record(record: dict, video_id_column: str = "videoID", captions_column: str = "enCap") -> Clip:
-    """Read a clip from an input record; a ValueError names the bad field."""
+def clip_from_record(
+    record: dict,
+    video_id_column: str = "videoID",
+    captions_column: str = "enCap",
+    max_caption_chars: int | None = None,
+) -> Clip:
+    """Read a clip from an input record; a ValueError names the bad field.
+
+    `max_caption_chars`: the longest caption the spaCy pipeline takes (its `max_length`).
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
     for column in (video_id_column, captions_column):
         if column not in record:
             raise ValueError(f"field {column!r} is missing (fields: {sorted(record)})")
@@ -78,11 +96,17 @@ def clip_from_record(record: dict, video_id_column: str = "videoID", captions_co
         video_id, start, end = parse_clip_id(clip_id)
     except ValueError as error:
         raise ValueError(f"field {video_id_column!r}: {error}") from None
+    for position, caption in enumerate(captions):
+        if max_caption_chars is not None and len(caption) > max_caption_chars:
+            raise ValueError(
+                f"field {captions_column!r}: caption {position} has {len(caption):,} characters, more than the "
+                f"spaCy pipeline takes ({max_caption_chars:,})"
+            )
     return Clip(video_id, start, end, tuple(captions))
 
 
 def first_captions_with_noun_chunks(
-    nlp: Language, caption_lists: list[tuple[str, ...]], batch_size: int | None = None
+    nlp: "Language", caption_lists: list[tuple[str, ...]], batch_size: int | None = None
 ) -> list[Candidate | None]:
     """For each clip, its first tidied caption with a noun chunk and the chunks' spans (or None).
 
@@ -91,6 +115,8 @@ def first_captions_with_noun_chunks(
     a tenth of the work on VaTeX (almost every first caption has a chunk). Blank captions are
     skipped (the official script failed on them).
     """
+    from fiberbench.modeling.noun_phrases import parse_texts
+
     found: list[Candidate | None] = [None] * len(caption_lists)
     pending = [
         (index, [tidy_caption(caption) for caption in captions if caption.strip()])
@@ -112,6 +138,8 @@ def first_captions_with_noun_chunks(
 
 def blank_record(clip: Clip, candidate: Candidate, rng: random.Random) -> dict:
     """The release-format record of `clip`, with one randomly chosen noun chunk blanked."""
+    from fiberbench.modeling.processing_fiber import BLANK
+
     caption, spans = candidate
     start, end = rng.choice(spans)
     return {
@@ -128,6 +156,8 @@ _worker_state: dict = {}
 
 
 def _start_worker(pipeline_path: str, batch_size: int | None) -> None:
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
     _worker_state.update(nlp=load_spacy_pipeline(pipeline_path), batch_size=batch_size)
 
 
@@ -136,7 +166,7 @@ def _find_in_worker(caption_lists: list[tuple[str, ...]]) -> list[Candidate | No
 
 
 def _candidates_per_batch(
-    batches: Iterable[list[Clip]], nlp: Language, num_proc: int, batch_size: int | None
+    batches: Iterable[list[Clip]], nlp: "Language", num_proc: int, batch_size: int | None
 ) -> Iterator[tuple[list[Clip], list[Candidate | None]]]:
     """Each batch of clips with its candidates, in input order, parsed here or in `num_proc` workers.
 
@@ -149,7 +179,7 @@ def _candidates_per_batch(
             yield batch, first_captions_with_noun_chunks(nlp, [clip.captions for clip in batch], batch_size)
         return
     if nlp.path is None:
-        raise ValueError("--num_proc > 1 needs a spaCy pipeline loaded from disk (a package or a folder).")
+        raise UsageError("--num_proc > 1 needs a spaCy pipeline loaded from disk (a package or a folder)")
     context = multiprocessing.get_context("spawn")
     with context.Pool(num_proc, initializer=_start_worker, initargs=(str(nlp.path), batch_size)) as pool:
         in_flight = deque()
@@ -163,7 +193,7 @@ def _candidates_per_batch(
 
 
 def blank_clips(
-    clips: Iterable[Clip], nlp: Language, seed: int = 2, num_proc: int = 1, batch_size: int | None = None
+    clips: Iterable[Clip], nlp: "Language", *, seed: int = 2, num_proc: int = 1, batch_size: int | None = None
 ) -> Iterator[tuple[Clip, dict | None]]:
     """Each clip with its blanked record, or None when no caption has a noun chunk; input order.
 
@@ -178,35 +208,46 @@ def blank_clips(
             yield clip, None if candidate is None else blank_record(clip, candidate, rng)
 
 
-def _input_records(args: argparse.Namespace) -> tuple[Iterable[dict], int | None]:
-    """The input's records and, when known, their number: a JSON / JSON Lines file or a HF dataset."""
+def _input_records(args: argparse.Namespace) -> tuple[Iterable[object], int | None]:
+    """The input's records and, when known, their number: a JSON / JSON Lines file or a HF dataset.
+
+    A record of a file that cannot be decoded comes as a `JsonRecordError` (see `read_json_values`).
+    """
     path = Path(args.input)
     if path.is_file():
-        return read_json_records(path), None
+        return read_json_values(path), None
+    if not path.is_dir() and (path.suffix in (".json", ".jsonl") or path.is_absolute() or args.input.startswith(".")):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), args.input)
     import datasets
 
     if path.is_dir():
         dataset = datasets.load_from_disk(str(path))
         if isinstance(dataset, datasets.DatasetDict):
             if args.split not in dataset:
-                raise ValueError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split.")
+                raise DataError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split")
             dataset = dataset[args.split]
         return dataset, len(dataset)
     return datasets.load_dataset(args.input, split=args.split, streaming=True), None
 
 
-def _read_clips(records: Iterable[dict], args: argparse.Namespace, summary: Counter) -> Iterator[Clip]:
+def _read_clips(
+    records: Iterable[object], args: argparse.Namespace, max_caption_chars: int, summary: Counter
+) -> Iterator[Clip]:
     """The input's clips; a bad record is an error naming it, or with --skip_invalid, counted and skipped."""
     for index, record in enumerate(records):
         summary["clips read"] += 1
         try:
-            yield clip_from_record(record, args.video_id_column, args.captions_column)
+            if isinstance(record, JsonRecordError):
+                raise ValueError(record.problem)
+            yield clip_from_record(record, args.video_id_column, args.captions_column, max_caption_chars)
         except ValueError as error:
             message = f"{args.input}: record {index}: {error}"
             if not args.skip_invalid:
-                raise ValueError(message) from None
+                raise DataError(message) from None
             logger.warning("Skipping invalid record: %s", message)
             summary["dropped: invalid record"] += 1
+    if not summary["clips read"]:
+        raise DataError(f"{args.input}: holds no records (an empty file?)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -215,12 +256,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved "
         "with `save_to_disk`, or a Hub dataset name (streamed).",
     )
-    parser.add_argument("--output_file", required=True, type=Path, help="Blanked records (.json, or .jsonl).")
+    parser.add_argument(
+        "--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines)."
+    )
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(
         "--spacy_model",
-        default=DEFAULT_PIPELINE,
-        help="spaCy pipeline; the release used en_core_web_trf (if missing, an installed smaller one, with a warning).",
+        help="spaCy pipeline (default: the release's, en_core_web_trf; if missing, an installed smaller one, "
+        "with a warning).",
     )
     parser.add_argument("--num_proc", type=int, default=1, help="Processes that parse (output is identical).")
     parser.add_argument(
@@ -243,13 +286,29 @@ def _records_counting_drops(pairs: Iterable[tuple[Clip, dict | None]], summary: 
             summary["dropped: no caption"] += 1
 
 
-def run(args: argparse.Namespace) -> int:
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, before any work, flag values that cannot work and an output that would replace the input."""
     if args.num_proc < 1:
-        raise ValueError(f"--num_proc must be at least 1, got {args.num_proc}")
-    nlp = load_spacy_pipeline(args.spacy_model)
+        raise UsageError(f"--num_proc must be at least 1, got {args.num_proc}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
+    local_input = args.input if Path(args.input).exists() else None
+    check_outputs_apart({"--output_file": args.output_file}, [local_input])
+    if args.output_file.suffix not in OUTPUT_SUFFIXES:
+        raise UsageError(
+            f"--output_file {args.output_file}: name a .json file (a JSON array) or a .jsonl file (JSON Lines)"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+
+    _check_arguments(args)
     records, total = _input_records(args)
+    nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
     summary = Counter()
-    pairs = blank_clips(_read_clips(records, args, summary), nlp, args.seed, args.num_proc, args.batch_size)
+    clips = _read_clips(records, args, nlp.max_length, summary)
+    pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)
     progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
     blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
     logger.info("Wrote %s", args.output_file)

@@ -3,6 +3,9 @@
 The folder holds `text/{split}-*.parquet`, `i3d/{split}-*.parquet` (when features are given) and a
 README.md card whose YAML declares the configs and their features, so `load_dataset(folder)` and
 `load_dataset(folder, "i3d")` read it and `--push_to_hub` publishes it as it is.
+
+`datasets`, the builder, the card and the Hub client are imported where a build or a push needs
+them, so that `fiberbench build-dataset --help` answers at once.
 """
 
 import argparse
@@ -12,24 +15,17 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import datasets
-
-from fiberbench.errors import UsageError
+from fiberbench.errors import DataError, FiberbenchError, UsageError
 from fiberbench.files import atomic_folder, check_outputs_apart
-from fiberbench.hub import HubPushError, check_can_push, push_folder
 
-from .fiber.card import make_dataset_card, read_build_info
-from .fiber.fiber import (
-    CATEGORY_FILES,
-    I3D_WRITER_BATCH_SIZE,
-    RELEASE_CATEGORY_URLS,
-    RELEASE_URLS,
-    SPLIT_FILES,
-    Fiber,
-)
-from .fiber.validation import InvalidRecordError
+from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, SPLIT_FILES
 from .sample import SAMPLE_DIR
+
+if TYPE_CHECKING:
+    from .fiber.fiber import Fiber
+    from .fiber.validation import InvalidRecordError
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +73,12 @@ class Sources:
         missing = [name for name in SPLIT_FILES.values() if not (folder / name).is_file()]
         if missing:
             raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (expected the release's train/val/test JSON)")
-        synthetic = folder.resolve() == SAMPLE_DIR.resolve()
+        if folder.resolve() == SAMPLE_DIR.resolve():
+            description, synthetic = "the bundled SYNTHETIC sample", True
+        elif _holds_the_sample(folder):
+            description, synthetic = f"the local folder `{folder.name}`, a copy of the bundled SYNTHETIC sample", True
+        else:
+            description, synthetic = f"the local folder `{folder.name}`", False
         return cls(
             {split: str(folder / name) for split, name in SPLIT_FILES.items()},
             {
@@ -86,9 +87,18 @@ class Sources:
                 if (path := next((folder / name for name in names if (folder / name).is_file()), None))
             },
             _absolute(features_dir),
-            "the bundled SYNTHETIC sample" if synthetic else f"the local folder `{folder.name}`",
+            description,
             synthetic,
         )
+
+
+def _holds_the_sample(folder: Path) -> bool:
+    """Whether the split files in `folder` are byte for byte the bundled sample's (a copy of it is SYNTHETIC too)."""
+    return all(
+        (folder / name).stat().st_size == (SAMPLE_DIR / name).stat().st_size
+        and (folder / name).read_bytes() == (SAMPLE_DIR / name).read_bytes()
+        for name in SPLIT_FILES.values()
+    )
 
 
 def _absolute(path: str | Path | None) -> str | None:
@@ -101,11 +111,15 @@ class BuildResult:
 
     output_dir: Path
     num_examples: dict[str, dict[str, int]]
-    invalid_records: dict[str, list[InvalidRecordError]]
+    invalid_records: dict[str, list["InvalidRecordError"]]
 
 
-def _prepare(config: str, sources: Sources, work_dir: Path, skip_invalid: bool, max_shard_size: str) -> Fiber:
+def _prepare(config: str, sources: Sources, work_dir: Path, *, skip_invalid: bool, max_shard_size: str) -> "Fiber":
     """Run the builder for one config into `work_dir/prepared/<config>` as Parquet shards."""
+    import datasets
+
+    from .fiber.fiber import I3D_WRITER_BATCH_SIZE, Fiber
+
     builder = Fiber(
         config_name=config,
         # A fresh cache inside the build: no earlier build's info can leak into this one.
@@ -126,14 +140,15 @@ def _prepare(config: str, sources: Sources, work_dir: Path, skip_invalid: bool, 
             max_shard_size=max_shard_size,
         )
     except datasets.exceptions.DatasetGenerationError as error:
-        # datasets wraps whatever the generator raised; an invalid record is the user's to fix.
-        if isinstance(error.__cause__, InvalidRecordError):
+        # datasets wraps whatever the generator or the writer raised; an invalid record, an
+        # unreadable file or a full disk is the user's to fix, and is reported as it is.
+        if isinstance(error.__cause__, FiberbenchError | OSError):
             raise error.__cause__ from None
         raise
     return builder
 
 
-def _move_shards(builder: Fiber, prepared_dir: Path, config_dir: Path) -> dict[str, list[Path]]:
+def _move_shards(builder: "Fiber", prepared_dir: Path, config_dir: Path) -> dict[str, list[Path]]:
     """Move the builder's `fiber-<split>[-i-of-n].parquet` files to `<config>/<split>-i-of-n.parquet`."""
     config_dir.mkdir(parents=True)
     shards = {}
@@ -154,9 +169,11 @@ def check_output_dir(output_dir: Path, sources: Sources, overwrite: bool) -> Non
 
     Never an input (or a folder holding one), the current directory or a folder above it, or the
     home directory. An existing folder is replaced only with `overwrite`, and only when it is a
-    dataset that `build-dataset` wrote (its card carries the build marker); anything else may hold
-    a user's files.
+    dataset that `build-dataset` wrote (its card carries the build marker) and holds nothing else
+    (a file a user put there would be lost with it).
     """
+    from .fiber.card import read_build_info
+
     local_inputs = [
         path
         for path in (*sources.split_files.values(), *sources.category_files.values(), sources.features_dir)
@@ -176,6 +193,41 @@ def check_output_dir(output_dir: Path, sources: Sources, overwrite: bool) -> Non
             f"{output_dir} exists and is not a dataset written by build-dataset (no build marker in its "
             "README.md): --overwrite_output_dir replaces only such folders; remove it yourself or choose another"
         )
+    foreign = _files_not_built(output_dir)
+    if foreign:
+        raise OutputExistsError(
+            f"{output_dir} holds files that build-dataset did not write ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}): --overwrite_output_dir would delete them; move them first"
+        )
+
+
+def _files_not_built(folder: Path) -> list[str]:
+    """What `folder` holds besides a build's README.md, config folders and `<config>/*.parquet` shards."""
+    from .fiber.fiber import Fiber
+
+    configs = {config.name for config in Fiber.BUILDER_CONFIGS}
+    foreign = []
+    for path in sorted(folder.rglob("*")):
+        parts = path.relative_to(folder).parts
+        built = not path.is_symlink() and (
+            parts == ("README.md",)
+            or (parts[0] in configs and len(parts) == 1 and path.is_dir())
+            or (parts[0] in configs and len(parts) == 2 and path.suffix == ".parquet")
+        )
+        if not built:
+            foreign.append("/".join(parts))
+    return foreign
+
+
+def _check_max_shard_size(max_shard_size: str) -> None:
+    from datasets.utils.py_utils import convert_file_size_to_int
+
+    try:
+        valid = convert_file_size_to_int(max_shard_size) > 0
+    except ValueError:
+        valid = False
+    if not valid:
+        raise UsageError(f"--max_shard_size {max_shard_size!r}: expected a positive size such as 500MB")
 
 
 def build_dataset(
@@ -205,11 +257,18 @@ def build_dataset(
 
     Raises:
         InvalidRecordError: a record is invalid (naming the file, record index and field).
-        UsageError: `output_dir` may not be written (see `check_output_dir`).
+        DataError: the features folder does not exist.
+        UsageError: `output_dir` may not be written (see `check_output_dir`), or `max_shard_size` is not a size.
         FileExistsError: another build published `output_dir` first.
     """
+    from .fiber.card import make_dataset_card
+
     if not isinstance(sources, Sources):
         sources = Sources.from_location(sources)
+    if sources.features_dir is not None and not Path(sources.features_dir).is_dir():
+        problem = "not a folder" if Path(sources.features_dir).exists() else "no such folder"
+        raise DataError(f"{sources.features_dir}: {problem} (the I3D features folder)")
+    _check_max_shard_size(max_shard_size)
     output_dir = Path(output_dir).expanduser().absolute()
     check_output_dir(output_dir, sources, overwrite)
     with atomic_folder(output_dir, replace=overwrite) as dataset_dir:
@@ -219,7 +278,7 @@ def build_dataset(
         configs = ["text", "i3d"] if sources.features_dir else ["text"]
         infos, data_files, shards, invalid_records = {}, {}, {}, {}
         for config in configs:
-            builder = _prepare(config, sources, work_dir, skip_invalid, max_shard_size)
+            builder = _prepare(config, sources, work_dir, skip_invalid=skip_invalid, max_shard_size=max_shard_size)
             shards[config] = _move_shards(builder, work_dir / "prepared" / config, dataset_dir / config)
             # On the Hub, `download_size` is what a user downloads: this config's Parquet files, not
             # the release files the builder read.
@@ -300,6 +359,10 @@ def _log_summary(result: BuildResult) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build, report, and push when asked; errors are one line (see `fiberbench.errors`)."""
+    from fiberbench.hub import HubPushError, check_can_push, push_folder
+
+    from .fiber.validation import InvalidRecordError
+
     if args.push_to_hub:
         # A wrong repo id or a missing login fails now, not after the build.
         check_can_push(args.push_to_hub)
@@ -313,7 +376,10 @@ def run(args: argparse.Namespace) -> int:
             repo_id=args.push_to_hub,
         )
     except InvalidRecordError as error:
-        raise InvalidRecordError(error.file, error.index, error.field, f"{error.problem} (pass --skip_invalid to skip invalid records)") from None
+        if error.index is None or args.skip_invalid:  # an error of a whole file: skipping cannot help
+            raise
+        hint = f"{error.problem} (pass --skip_invalid to skip invalid records)"
+        raise InvalidRecordError(error.file, error.index, error.field, hint) from None
     _log_summary(result)
     if args.push_to_hub:
         try:

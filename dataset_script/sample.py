@@ -20,10 +20,10 @@ logger = logging.getLogger(__name__)
 def sample_fingerprint() -> str:
     """A hash of the sample's files and of the code that builds them, naming its cache folder."""
     from . import build, json_records
-    from .fiber import card, fiber, validation
+    from .fiber import card, fiber, release, validation
 
     digest = hashlib.sha256()
-    code_modules = (build, json_records, card, fiber, validation)
+    code_modules = (build, json_records, card, fiber, release, validation)
     code_files = [Path(module.__file__) for module in code_modules] + [card.CARD_TEMPLATE_PATH]
     sample_files = sorted(path for path in SAMPLE_DIR.rglob("*") if path.is_file())
     for path in code_files + sample_files:
@@ -51,9 +51,17 @@ def built_sample_dir() -> Path:
 def load_sample(config_name: str = "text") -> "datasets.DatasetDict":
     """The bundled SYNTHETIC sample as a `datasets.DatasetDict` (train, validation, test).
 
+    Made-up captions, answers and features for tests and demos (see `make_sample.py`): no number
+    measured on it says anything about FIBER, and a warning says so on every load.
     `config_name` is "text" or "i3d" (which adds `video_features`, float32 of shape (T, 1024)).
     """
     import datasets
+
+    logger.warning(
+        "Loading the bundled SYNTHETIC sample (config %r): made-up data for tests and demos, not FIBER; "
+        "no number measured on it says anything about FIBER.",
+        config_name,
+    )
 
     # An absolute path: `load_dataset` of a bare name may return an older cached copy.
     return datasets.load_dataset(str(built_sample_dir().resolve()), config_name)

@@ -5,6 +5,9 @@ per caption and per annotator, characters per token, tokens per answer and visua
 (Table 1), gender-word shares (§A.5), the top-20 answers (Fig. 5) and the POS-sequence
 distribution (Fig. 7). Written as JSON and Markdown, and as PNG charts when matplotlib is installed
 (`pip install fiber-benchmark[plots]`).
+
+spaCy, the metric and `fiberbench.modeling` (which imports transformers) are imported where they
+are used, so that `fiberbench stats --help` answers at once.
 """
 
 import argparse
@@ -12,14 +15,13 @@ import logging
 import statistics
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from spacy.language import Language
+from fiberbench.errors import DataError, UsageError
+from fiberbench.files import atomic_path, check_outputs_apart, write_json, write_text
 
-from fiberbench.files import atomic_path, write_json, write_text
-from fiberbench.metric import normalize_answer
-from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, answer_spans, is_noun_phrase_span, load_spacy_pipeline
-
-from .fiber.validation import read_release_records
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,8 @@ VISUAL_WORDS = {
 TOP_ANSWERS = 20
 TOP_POS_SEQUENCES = 10
 GROUPS = {"labels": "original phrases", "annotations": "annotated answers"}
+REPORT_FILES = ("stats.json", "stats.md")
+CHART_KEYS = {"top_answers": "Top answers", "pos_sequences": "POS sequences"}
 
 
 def _percent(count: int, total: int) -> float | None:
@@ -47,9 +51,9 @@ def _percent(count: int, total: int) -> float | None:
 
 def _mean_std(values: list[float]) -> dict:
     """Mean and population standard deviation (None for no values)."""
-    if not values:
-        return {"mean": None, "std": None}
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
+    from fiberbench.metric import mean_std
+
+    return mean_std(values)._asdict() if values else {"mean": None, "std": None}
 
 
 def _ranked(counter: Counter, total: int, top: int) -> list[dict]:
@@ -61,6 +65,9 @@ def _ranked(counter: Counter, total: int, top: int) -> list[dict]:
 
 def answer_statistics(answers: list[str], spans: list) -> dict:
     """Statistics of one group of answers; `spans` are their spans in their filled captions."""
+    from fiberbench.metric import normalize_answer
+    from fiberbench.modeling.noun_phrases import is_noun_phrase_span
+
     tokens = [normalize_answer(answer).split() for answer in answers]
     word_sets = [set(answer_tokens) for answer_tokens in tokens]
     visual_words = {word for words in VISUAL_WORDS.values() for word in words}
@@ -82,8 +89,11 @@ def answer_statistics(answers: list[str], spans: list) -> dict:
     }
 
 
-def compute_stats(records: list[dict], nlp: Language, batch_size: int = 256) -> dict:
+def compute_stats(records: list[dict], nlp: "Language", batch_size: int = 256) -> dict:
     """All statistics of validated release-format records (`additional_answers` is [] in train)."""
+    from fiberbench.metric import normalize_answer
+    from fiberbench.modeling.noun_phrases import answer_spans, pipeline_name
+
     groups = {
         "labels": [(record["masked_caption"], record["label"]) for record in records],
         "annotations": [
@@ -95,7 +105,7 @@ def compute_stats(records: list[dict], nlp: Language, batch_size: int = 256) -> 
     }
     pairs = groups["labels"] + groups["annotations"]
     spans = list(answer_spans([caption for caption, _ in pairs], [answer for _, answer in pairs], nlp, batch_size))
-    stats = {"num_captions": len(records), "spacy_pipeline": f"{nlp.lang}_{nlp.meta['name']}-{nlp.meta['version']}"}
+    stats = {"num_captions": len(records), "spacy_pipeline": pipeline_name(nlp)}
     split = len(groups["labels"])
     for name, group_spans in (("labels", spans[:split]), ("annotations", spans[split:])):
         stats[name] = answer_statistics([answer for _, answer in groups[name]], group_spans)
@@ -179,7 +189,7 @@ def write_charts(stats: dict, output_dir: Path) -> list[Path]:
         )
         return []
     paths = []
-    for key, title in (("top_answers", "Top answers"), ("pos_sequences", "POS sequences")):
+    for key, title in CHART_KEYS.items():
         figure = Figure(figsize=(11, 0.3 * max(len(stats[group][key]) for group in GROUPS) + 1.5), layout="constrained")
         axes = figure.subplots(1, len(GROUPS), squeeze=False)[0]
         for ax, (group, group_title) in zip(axes, GROUPS.items()):
@@ -197,15 +207,49 @@ def write_charts(stats: dict, output_dir: Path) -> list[Path]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
     parser.add_argument("--output_dir", type=Path, required=True, help="Where stats.json, stats.md and the PNGs go.")
-    parser.add_argument("--spacy_model", default=DEFAULT_PIPELINE, help="spaCy pipeline for noun phrases and POS tags.")
+    parser.add_argument(
+        "--spacy_model",
+        help="spaCy pipeline for noun phrases and POS tags (default: the paper's, en_core_web_trf; if missing, "
+        "an installed smaller one, with a warning).",
+    )
     parser.add_argument("--batch_size", type=int, default=256, help="Texts per nlp.pipe batch.")
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse, before any work, flag values that cannot work and outputs that would replace the input."""
+    if args.batch_size < 1:
+        raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
+    for name in (*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS)):
+        check_outputs_apart({"--output_dir": args.output_dir / name}, [args.file])
+
+
+def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
+    """Refuse a caption that spaCy would refuse to parse once an answer fills its blank (longer than `nlp.max_length`)."""
+    for index, record in enumerate(records):
+        answers = [record["label"], *(answer for group in record["additional_answers"] for answer in group)]
+        longest = len(record["masked_caption"]) + max(len(answer) for answer in answers)
+        if longest > nlp.max_length:
+            raise DataError(
+                f"{file}: record {index}: field 'masked_caption': {longest:,} characters with its longest answer, "
+                f"more than the spaCy pipeline takes ({nlp.max_length:,})"
+            )
+
+
 def run(args: argparse.Namespace) -> int:
+    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+
+    from .fiber.validation import read_release_records
+
+    _check_arguments(args)
     records = read_release_records(args.file)
-    stats = compute_stats(records, load_spacy_pipeline(args.spacy_model), args.batch_size)
-    write_json(args.output_dir / "stats.json", stats)
-    write_text(args.output_dir / "stats.md", stats_markdown(stats, args.file.name))
-    written = [args.output_dir / name for name in ("stats.json", "stats.md")] + write_charts(stats, args.output_dir)
+    if not records:
+        raise DataError(f"{args.file}: holds no records (an empty file?)")
+    nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+    check_lengths(records, nlp, str(args.file))
+    stats = compute_stats(records, nlp, args.batch_size)
+    json_file, markdown_file = (args.output_dir / name for name in REPORT_FILES)
+    write_json(json_file, stats)
+    write_text(markdown_file, stats_markdown(stats, args.file.name))
+    written = [json_file, markdown_file] + write_charts(stats, args.output_dir)
     logger.info("Wrote %s", ", ".join(map(str, written)))
     return 0

@@ -50,11 +50,18 @@ class FiberT5Config(T5Config):
         """Read a saved config; a T5 checkpoint's config reads as a FIBER one with the FIBER defaults.
 
         Every T5 field is a FiberT5Config field, so `from_pretrained("t5-base", fusion="early")`
-        starts a FIBER model from T5 (no "model of type t5" warning).
+        starts a FIBER model from T5 (no "model of type t5" warning). Any other architecture's
+        config is a ValueError.
         """
         config_dict, kwargs = super().get_config_dict(pretrained_model_name_or_path, **kwargs)
-        if config_dict.get("model_type") == "t5":
-            config_dict["model_type"] = cls.model_type
+        model_type = config_dict.get("model_type")
+        if model_type not in (cls.model_type, "t5"):
+            # Another architecture's fields would be read as T5's: a model that loads none of its weights.
+            raise ValueError(
+                f"{pretrained_model_name_or_path} holds a {model_type!r} model: a FIBER model starts from a FIBER "
+                "or T5 checkpoint."
+            )
+        config_dict["model_type"] = cls.model_type
         return config_dict, kwargs
 
     def validate_fusion(self):

@@ -3,21 +3,23 @@
 from collections.abc import Sequence
 
 import torch
-from transformers import GenerationConfig, LogitsProcessor
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from .noun_phrases import are_noun_phrases
 
-# Beam sizes of the paper's best runs (App. B.2): fine-tuned text-only T5 2, T5 + I3D 4, late fusion 8.
+# Beam sizes of the paper's best runs (App. B.2): fine-tuned text-only T5 2, T5 + I3D 4, late fusion 8;
+# T5 zero-shot (not trained on FIBER) also 8.
 PAPER_NUM_BEAMS = {"none": 2, "early": 4, "late": 8}
+ZERO_SHOT_NUM_BEAMS = 8
+# The rest of the paper's beam search: at most 10 new tokens, early stopping, no repeated bigrams.
+PAPER_DECODING = {"max_new_tokens": 10, "early_stopping": True, "no_repeat_ngram_size": 2}
 
 
 def paper_generation_config(config) -> GenerationConfig:
-    """The paper's decoding settings for a model with this config: beams by fusion, at most 10
-    new tokens, early stopping, no repeated bigrams; special tokens from the config."""
+    """The paper's decoding settings for a model with this config: beams by fusion and `PAPER_DECODING`;
+    special tokens from the config."""
     generation_config = GenerationConfig.from_model_config(config)
-    generation_config.update(
-        num_beams=PAPER_NUM_BEAMS[config.fusion], max_new_tokens=10, early_stopping=True, no_repeat_ngram_size=2
-    )
+    generation_config.update(num_beams=PAPER_NUM_BEAMS[config.fusion], **PAPER_DECODING)
     return generation_config
 
 
@@ -38,6 +40,33 @@ class EosAfterAnswerLogitsProcessor(LogitsProcessor):
         only_eos = torch.full_like(scores, -float("inf"))
         only_eos[:, self.eos_token_id] = 0.0
         return torch.where(answer_closed[:, None], only_eos, scores)
+
+
+def generate_candidates(
+    model,
+    processor,
+    masked_captions: Sequence[str],
+    video_features=None,
+    num_beams: int | None = None,
+    **generate_kwargs,
+) -> list[list[str]]:
+    """One batch through `model.generate` in the paper's format: each example's ranked, deduplicated beam answers.
+
+    `processor` is a `FiberProcessor` (the blank as `<extra_id_0>`, answers read between the
+    sentinels); `model` any seq2seq model that takes its inputs: a FIBER model, or a T5-family
+    model zero-shot. `num_beams` defaults to the model's generation config; `generate_kwargs` go
+    to `generate` (e.g. `max_new_tokens`).
+    """
+    num_beams = num_beams or model.generation_config.num_beams
+    inputs = processor(masked_captions, video_features=video_features).to(model.device)
+    end_rule = LogitsProcessorList(
+        [EosAfterAnswerLogitsProcessor(processor.answer_end_token_id, processor.tokenizer.eos_token_id)]
+    )
+    sequences = model.generate(
+        **inputs, num_beams=num_beams, num_return_sequences=num_beams, logits_processor=end_rule, **generate_kwargs
+    )
+    answers = processor.decode_answers(sequences)
+    return [list(dict.fromkeys(answers[i : i + num_beams])) for i in range(0, len(answers), num_beams)]
 
 
 def choose_noun_phrases(

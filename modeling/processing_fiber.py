@@ -16,6 +16,21 @@ FPS = 25
 FRAMES_PER_FEATURE = 8
 
 
+def check_masked_captions(masked_captions: str | Sequence[str]) -> list[str]:
+    """The captions as a list (one may be given alone); a ValueError names the first without exactly one blank."""
+    masked_captions = [masked_captions] if isinstance(masked_captions, str) else list(masked_captions)
+    if not masked_captions:
+        raise ValueError("Got no masked captions: give at least one.")
+    for index, caption in enumerate(masked_captions):
+        if not isinstance(caption, str):
+            raise ValueError(f"Masked caption {index} must be a string, got {type(caption).__name__}: {caption!r}")
+        if caption.count(BLANK) != 1:
+            raise ValueError(
+                f"Masked caption {index} must contain exactly one {BLANK!r}, found {caption.count(BLANK)}: {caption!r}"
+            )
+    return masked_captions
+
+
 class FiberProcessor(ProcessorMixin):
     r"""
     A T5 tokenizer plus FIBER's input format, shared by training and inference.
@@ -82,13 +97,7 @@ class FiberProcessor(ProcessorMixin):
             video, `video_features` (batch, frames, size) and `video_attention_mask` (batch,
             frames); with labels, `labels` (batch, target tokens) with -100 on padding.
         """
-        masked_captions = [masked_captions] if isinstance(masked_captions, str) else list(masked_captions)
-        for index, caption in enumerate(masked_captions):
-            if caption.count(BLANK) != 1:
-                raise ValueError(
-                    f"Masked caption {index} must contain exactly one {BLANK!r}, "
-                    f"found {caption.count(BLANK)}: {caption!r}"
-                )
+        masked_captions = check_masked_captions(masked_captions)
         texts = [caption.replace(BLANK, BLANK_TOKEN) for caption in masked_captions]
         batch = dict(self.tokenizer(texts, padding=True, return_tensors="pt"))
         if video_features is not None:
@@ -108,7 +117,10 @@ class FiberProcessor(ProcessorMixin):
             raise ValueError(f"Got {expected} masked captions but {len(video_features)} video feature arrays.")
         clips = []
         for index, features in enumerate(video_features):
-            clip = torch.as_tensor(np.asarray(features, dtype=np.float32))
+            try:
+                clip = torch.as_tensor(np.asarray(features, dtype=np.float32))
+            except (TypeError, ValueError) as error:
+                raise ValueError(f"Video features {index} are not an array of numbers: {error}") from error
             if clip.ndim == 3 and clip.shape[0] == 1:
                 clip = clip[0]
             if clip.ndim != 2 or clip.shape[0] == 0:
@@ -116,6 +128,13 @@ class FiberProcessor(ProcessorMixin):
                     f"Video features {index} must be shaped (frames, size) or (1, frames, size) with "
                     f"frames >= 1, got {tuple(clip.shape)}."
                 )
+            if clips and clip.shape[1] != clips[0].shape[1]:
+                raise ValueError(
+                    f"Video features {index} have {clip.shape[1]} values per frame, "
+                    f"features 0 have {clips[0].shape[1]}."
+                )
+            if not torch.isfinite(clip).all():
+                raise ValueError(f"Video features {index} hold NaN or infinite values.")
             if self.single_feature:
                 # A clip shorter than `feature_second` keeps its last feature.
                 clip = clip[min(self.feature_index, clip.shape[0] - 1)][None]
@@ -144,4 +163,4 @@ class FiberProcessor(ProcessorMixin):
         return answers
 
 
-__all__ = ["FiberProcessor"]
+__all__ = ["BLANK", "FiberProcessor", "check_masked_captions"]

@@ -15,15 +15,18 @@ SUBPACKAGES = [
     "fiberbench",
     "fiberbench.cli",
     "fiberbench.data",
+    "fiberbench.data.annotation",
     "fiberbench.data.fiber",
     "fiberbench.metric",
     "fiberbench.metric.fiber_metric",
     "fiberbench.modeling",
+    "fiberbench.predict",
     "fiberbench.training",
 ]
-# Files that the package must carry for offline use: the sample, the metric card, the
-# shipped tokenizer and the training configs.
+# Files that the package must carry for offline use: the sample, the annotation page, the metric
+# card, the shipped tokenizer and the training configs.
 PACKAGE_DATA = [
+    "fiberbench/data/annotation/annotation.html",
     "fiberbench/data/fiber/sample/train.json",
     "fiberbench/data/fiber/sample/val.json",
     "fiberbench/data/fiber/sample/test.json",

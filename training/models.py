@@ -1,7 +1,6 @@
 """What answers the blanks: a FIBER model (tiny, or a T5 or FIBER checkpoint) or the most-frequent-answer baseline."""
 
 import argparse
-from collections import Counter
 from pathlib import Path
 
 from huggingface_hub import HfApi, constants, try_to_load_from_cache
@@ -9,7 +8,6 @@ from huggingface_hub.errors import RepositoryNotFoundError
 from transformers import AutoConfig, AutoTokenizer
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.metric import normalize_answer
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -124,17 +122,3 @@ def build_model(
         model.generation_config.num_beams = args.num_beams
     return model, FiberProcessor(tokenizer, single_feature=args.single_feature)
 
-
-def most_frequent_answer(labels: list[str]) -> str:
-    """The paper's baseline (Table 3): the training set's most frequent label after normalization ("a man").
-
-    Labels are counted by their normalized form, so "A man" and "a man" count together; the
-    answer returned is the most common spelling of the winning form. Ties go to the form seen
-    first, so the result does not depend on hash order.
-    """
-    if not labels:
-        raise DataError("The most-frequent-answer baseline needs a non-empty training split.")
-    by_form = Counter(normalize_answer(label) for label in labels)
-    winner = by_form.most_common(1)[0][0]
-    spellings = Counter(label for label in labels if normalize_answer(label) == winner)
-    return spellings.most_common(1)[0][0]

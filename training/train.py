@@ -37,6 +37,7 @@ from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, run_reporting_errors
 from fiberbench.files import write_json, write_jsonl, write_text
 from fiberbench.hub import push_folder
+from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.training.arguments import hub_repo_id, parse_args
@@ -58,7 +59,7 @@ from fiberbench.training.inputs import (
     make_dataloader,
 )
 from fiberbench.training.model_card import make_model_card
-from fiberbench.training.models import build_model, loading_options, most_frequent_answer, resolve_fusion
+from fiberbench.training.models import build_model, loading_options, resolve_fusion
 from fiberbench.training.outputs import (
     MODEL_FOLDER,
     PREDICTIONS_FILE,

@@ -12,8 +12,10 @@ from typing import Any
 import datasets
 
 from fiberbench import CITATION
+from fiberbench.errors import DataError
 
-from ..json_records import read_json_records
+from ..json_records import JsonRecordError, read_json_values
+from .release import SPLIT_FILES
 from .validation import (
     VIDEO_FEATURE_SIZE,
     InvalidRecordError,
@@ -36,40 +38,26 @@ answers of about 9 crowd annotators).
 
 _HOMEPAGE = "https://lit.eecs.umich.edu/fiber/"
 
-# The official release files, as linked from the project's GitHub README
-# (https://github.com/MichiganNLP/video-fill-in-the-blank) and used by its data module; the category
-# files are the ones behind the paper's Table 4. `?dl=1` makes Dropbox serve the file itself.
-RELEASE_URLS = {
-    "train": "https://www.dropbox.com/s/lc3e1ave94hz9tu/train.json?dl=1",
-    "validation": "https://www.dropbox.com/s/t1dpotaz2sjjtxk/val.json?dl=1",
-    "test": "https://www.dropbox.com/s/2nr7kooprjti975/test.json?dl=1",
-}
-RELEASE_CATEGORY_URLS = {
-    "validation": "https://www.dropbox.com/s/3zxz9jtivg7oedr/val_label_categories.tsv?dl=1",
-    "test": "https://www.dropbox.com/s/77koxiu59q2w0vl/test_label_categories.tsv?dl=1",
-}
-# The I3D features are VaTeX's (https://eric-xw.github.io/vatex-website/download.html), tens of GB:
-# they are downloaded and extracted by hand and passed as a local folder.
-
-# File names in a local copy of the release: the JSON files keep their names; the category files
-# are looked for under the sample's names, then under the names of the release's downloads.
-SPLIT_FILES = {"train": "train.json", "validation": "val.json", "test": "test.json"}
-CATEGORY_FILES = {
-    "validation": ("categories_val.tsv", "val_label_categories.tsv"),
-    "test": ("categories_test.tsv", "test_label_categories.tsv"),
-}
-
 # An i3d row is ~128 KB (32 x 1024 float32): the writer keeps this many rows in memory before
 # writing a Parquet row group, so memory stays flat in the number of clips.
 I3D_WRITER_BATCH_SIZE = 64
 
 
-def _read_records(source: str, path: str) -> Iterator[dict[str, Any]]:
-    """The records of a release JSON file, one at a time: memory does not grow with the file."""
+def _read_values(source: str, path: str) -> Iterator[object]:
+    """The values of a release JSON file, one at a time: memory does not grow with the file.
+
+    A record that cannot be decoded comes as a `JsonRecordError` (see `read_json_values`); a file
+    that cannot be read on, or that holds no record at all, is an `InvalidRecordError` of the file.
+    """
+    empty = True
     try:
-        yield from read_json_records(path)
-    except ValueError as error:  # not JSON, or not a list of objects: the file cannot be read on
-        raise InvalidRecordError(source, None, None, str(error)) from error
+        for value in read_json_values(path):
+            empty = False
+            yield value
+    except DataError as error:
+        raise InvalidRecordError(source, None, None, str(error).removeprefix(f"{path}: ")) from error
+    if empty:
+        raise InvalidRecordError(source, None, None, "holds no records (an empty file?)")
 
 
 @dataclass
@@ -185,8 +173,10 @@ class Fiber(datasets.GeneratorBasedBuilder):
         """Validate each record, join its category and, for `i3d`, read its features (clip by clip)."""
         categories = self._read_categories(category_source, category_path)
         features_dir = Path(self.config.features_dir) if self.config.with_video_features else None
-        for index, record in enumerate(_read_records(source, path)):
+        for index, record in enumerate(_read_values(source, path)):
             try:
+                if isinstance(record, JsonRecordError):
+                    raise InvalidRecordError(source, index, "(record)", record.problem)
                 example = validate_record(record, file=source, index=index)
                 if features_dir is not None:
                     file_name = feature_file_name(

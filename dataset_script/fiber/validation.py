@@ -14,9 +14,13 @@ import numpy as np
 from fiberbench.errors import DataError
 from fiberbench.modeling.processing_fiber import BLANK
 
-from ..json_records import read_json_records
+from ..json_records import NOT_UTF8_PATTERN, read_json_records
 
 VIDEO_FEATURE_SIZE = 1024
+# Times are stored as int32 (seconds into the video); larger ones cannot be written.
+MAX_TIME = 2**31 - 1
+# A .npz archive is a zip file: its first bytes.
+ZIP_MAGIC = b"PK\x03\x04"
 # A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
 # id is turned into a file name, so ids are checked before any path is built from them.
 VIDEO_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
@@ -87,6 +91,8 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     _require_type(end, int, file=file, index=index, field="video_end_time")
     if start < 0:
         raise InvalidRecordError(file, index, "video_start_time", f"must not be negative, got {start}")
+    if end > MAX_TIME:
+        raise InvalidRecordError(file, index, "video_end_time", f"must be at most {MAX_TIME:,} (int32), got {end:,}")
     if start >= end:
         problem = f"must be greater than video_start_time ({end} <= {start})"
         raise InvalidRecordError(file, index, "video_end_time", problem)
@@ -131,17 +137,30 @@ def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:
     """The rows of a tab-separated category file whose header row names `video_id` and `category`.
 
     The release's files have these two columns among others (ignored); so does the bundled sample.
+    A UTF-8 byte order mark and Windows line ends are accepted; bytes that are not UTF-8 are kept
+    (as lone surrogates) for `validate_category_row` to report in the row that holds them.
     """
-    with open(path, newline="", encoding="utf-8") as stream:
+    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as stream:
         reader = csv.DictReader(stream, delimiter="\t")
-        missing = {"video_id", "category"} - set(reader.fieldnames or ())
+        header = reader.fieldnames or ()
+        if _has_bytes_not_utf8(*header):
+            raise InvalidRecordError(file, None, None, "the header row holds bytes that are not UTF-8 text")
+        missing = {"video_id", "category"} - set(header)
         if missing:
             raise InvalidRecordError(file, None, None, f"no {' or '.join(sorted(missing))} column in the header row")
         return list(reader)
 
 
+def _has_bytes_not_utf8(*texts: str | None) -> bool:
+    """Whether any text holds a byte that was not UTF-8 (read with errors="surrogateescape")."""
+    return any(text is not None and NOT_UTF8_PATTERN.search(text) for text in texts)
+
+
 def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tuple[str, str]:
     """(video_id, category) of one category row."""
+    for field in ("video_id", "category"):
+        if _has_bytes_not_utf8(row.get(field)):
+            raise InvalidRecordError(file, index, field, "holds bytes that are not UTF-8 text")
     video_id = validate_video_id(row["video_id"], file=file, index=index)
     category = (row["category"] or "").strip()
     if not category:
@@ -150,23 +169,42 @@ def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tupl
 
 
 def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
-    """The clip's I3D features as float32 (T, 1024), from a release `.npy` of shape (1, T, 1024)."""
+    """The clip's I3D features as float32 (T, 1024), from a release `.npy` of shape (1, T, 1024).
+
+    The file must lie in its features folder (`path.parent`): a symbolic link that leads out of
+    it is refused, so that a crafted folder cannot make the build read (and publish) other files.
+    """
     field = "video_features"
+    if path.is_dir():
+        raise InvalidRecordError(file, index, field, f"{path} is a folder, not a .npy file")
     if not path.is_file():
         raise InvalidRecordError(file, index, field, f"feature file not found: {path}")
+    if not path.resolve().is_relative_to(path.parent.resolve()):
+        raise InvalidRecordError(
+            file, index, field, f"{path} is a symbolic link to {path.resolve()}, outside the features folder"
+        )
     try:
-        features = np.load(path, allow_pickle=False)
+        with open(path, "rb") as stream:
+            if stream.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
+                raise ValueError("it is a .npz (zip) archive")
+            stream.seek(0)
+            features = np.lib.format.read_array(stream, allow_pickle=False)
     except (OSError, ValueError) as error:
-        raise InvalidRecordError(file, index, field, f"cannot read {path}: {error}") from error
+        raise InvalidRecordError(file, index, field, f"{path}: not a readable .npy array ({error})") from error
     if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != VIDEO_FEATURE_SIZE:
         raise InvalidRecordError(
             file, index, field, f"{path.name}: expected shape (1, T, {VIDEO_FEATURE_SIZE}), got {features.shape}"
         )
     if not np.issubdtype(features.dtype, np.floating):
         raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")
+    # Checked after the cast: float64 values beyond float32's range (about 3.4e38) become infinite.
+    with np.errstate(over="ignore"):
+        features = features[0].astype(np.float32, copy=False)
     if not np.isfinite(features).all():
-        raise InvalidRecordError(file, index, field, f"{path.name}: contains NaN or infinite values")
-    return features[0].astype(np.float32, copy=False)
+        raise InvalidRecordError(
+            file, index, field, f"{path.name}: contains NaN or infinite values (or values beyond float32's range)"
+        )
+    return features
 
 
 def clip_id(video_id: str, start: int, end: int) -> str:

@@ -3,6 +3,8 @@
 import json
 import logging
 import random
+import signal
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -126,13 +128,13 @@ def test_dataset_folder_input_with_other_columns(tmp_path):
         ({"videoID": "abc_000001_000011", "enCap": "A dog."}, "record 1: field 'enCap' must be a list"),
     ],
 )
-def test_a_bad_record_is_named_or_skipped(tmp_path, caplog, record, message):
+def test_a_bad_record_is_named_or_skipped(tmp_path, caplog, cli_error, record, message):
     source = tmp_path / "vatex.json"
     good = {"videoID": "good_000000_000010", "enCap": ["A dog runs."]}
     source.write_text(json.dumps([good, record, good]))
     output = tmp_path / "blanked.json"
-    with pytest.raises(ValueError, match=f"{source}: {message}"):
-        blank(str(source), "--output_file", str(output))
+    status, line = cli_error("blank", source, "--output_file", output, "--spacy_model", PIPELINE)
+    assert status == 1 and f"{source}: {message}" in line
     assert not output.exists()
     with caplog.at_level(logging.INFO):
         blank(str(source), "--output_file", str(output), "--skip_invalid")
@@ -167,3 +169,26 @@ def test_a_corpus_larger_than_the_memory_budget_streams_through(tmp_path, monkey
     assert peak < budget
     records = list(read_json_records(output))
     assert len(records) == 6500 and {record["caption"] for record in records} == {"A dog runs."}
+
+
+@pytest.mark.slow
+def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kill_when):
+    """SIGKILL while the output is being written: the previous output is still there, whole."""
+    source = tmp_path / "vatex.json"
+    write_json_records(
+        source, ({"videoID": f"clip{index:07d}_000000_000010", "enCap": ["A dog runs in the park."]} for index in range(50_000))
+    )
+    output = tmp_path / "blanked.json"
+    output.write_bytes(EXPECTED_SEED_2.read_bytes())
+    command = [sys.executable, "-m", "fiberbench.cli", "blank", str(source), "--output_file", str(output)]
+
+    def writing() -> bool:
+        return any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.*"))
+
+    assert kill_when([*command, "--spacy_model", PIPELINE], writing) == -signal.SIGKILL
+    assert output.read_bytes() == EXPECTED_SEED_2.read_bytes()
+    # What the killed run had written stays in its hidden temporary file, never under the output's name.
+    assert {path.name for path in tmp_path.iterdir() if not path.name.startswith(".blanked.json.")} == {
+        "vatex.json",
+        "blanked.json",
+    }

@@ -12,7 +12,7 @@ import yaml
 from datasets import Array2D, List, Value, load_dataset
 from huggingface_hub import DatasetCard
 
-import fiberbench.data.build as build_module
+import fiberbench.data.fiber.card as card_module
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.build import Sources, build_dataset
@@ -178,7 +178,7 @@ def test_a_crash_before_the_end_leaves_nothing(tmp_path, monkeypatch):
     def failing_card(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(build_module, "make_dataset_card", failing_card)
+    monkeypatch.setattr(card_module, "make_dataset_card", failing_card)
     with pytest.raises(RuntimeError, match="disk full"):
         build_dataset(Sources.sample(), tmp_path / "fiber")
     assert list(tmp_path.iterdir()) == []
@@ -188,7 +188,7 @@ def test_push_to_hub_with_an_invalid_repo_id_fails_before_building(tmp_path, cli
     # The real push round trip runs against a local Hub server in tests/hub/.
     output_dir = tmp_path / "fiber"
     status, line = cli_error("build-dataset", "--output_dir", output_dir, "--push_to_hub", "not a/valid/repo")
-    assert status == 1 and "Invalid Hub repo id 'not a/valid/repo'" in line
+    assert status == 2 and "Invalid Hub repo id 'not a/valid/repo'" in line
     assert not output_dir.exists()
 
 

@@ -1,11 +1,13 @@
 """Tests of the streaming JSON record reader and the atomic writer behind the data tools."""
 
 import json
+import re
 
 import pytest
 
 from fiberbench.data import json_records
-from fiberbench.data.json_records import read_json_records, write_json_records
+from fiberbench.data.json_records import JsonRecordError, read_json_records, read_json_values, write_json_records
+from fiberbench.errors import DataError
 
 RECORDS = [{"index": index, "text": "é" * index * 700, "numbers": [index, 1.5, None]} for index in range(40)]
 
@@ -41,8 +43,19 @@ def test_empty_files(tmp_path, text):
 def test_malformed_files_are_named_with_the_record(tmp_path, text, message):
     path = tmp_path / "bad.json"
     path.write_text(text)
-    with pytest.raises(ValueError, match=f"{path}: .*({message})"):
+    with pytest.raises(DataError, match=f"{path}: .*({message})"):
         list(read_json_records(path))
+
+
+@pytest.mark.parametrize("name", ["records.json", "records.jsonl"])
+def test_written_as_fiberbench_files_writes_json(tmp_path, name):
+    """UTF-8 text as it is (not \\u escapes), and NaN refused: it is not JSON."""
+    path = tmp_path / name
+    write_json_records(path, [{"caption": "Un café à Zürich."}])
+    assert "Un café à Zürich." in path.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        write_json_records(tmp_path / f"nan-{name}", [{"score": float("nan")}])
+    assert [child.name for child in tmp_path.iterdir()] == [name]
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
@@ -57,3 +70,44 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         write_json_records(path, records())
     assert path.read_text() == "old"
     assert [child.name for child in tmp_path.iterdir()] == ["out.json"]
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("name", ["records.json", "records.jsonl"])
+@pytest.mark.parametrize(
+    ("bad_record", "problem"),
+    [
+        (b'{"text": "caf\xe9"}', "holds bytes that are not UTF-8 text (byte 0xe9)"),
+        (DEEP.encode(), "nested too deeply to decode"),
+        # Brackets and an escaped backslash inside a string after the deep value do not end the record.
+        (b'{"a": ' + DEEP.encode() + b', "b": "]}\\\\"}', "nested too deeply to decode"),
+    ],
+)
+def test_a_bad_record_takes_its_place_and_the_rest_is_read(tmp_path, monkeypatch, name, bad_record, problem):
+    """The records after an undecodable one are read on (a reader that skips bad records can skip it)."""
+    monkeypatch.setattr(json_records, "_CHUNK_CHARS", 1000)  # the deep record spans many buffer fills
+    path = tmp_path / name
+    good = [json.dumps(record).encode() for record in RECORDS[:3]]
+    opening, separator, closing = (b"[", b",\n", b"]") if name.endswith(".json") else (b"", b"\n", b"\n")
+    path.write_bytes(opening + separator.join([good[0], bad_record, good[1], good[2]]) + closing)
+    values = list(read_json_values(path))
+    assert len(values) == 4 and values[0] == RECORDS[0] and values[2:] == RECORDS[1:3]
+    assert isinstance(values[1], JsonRecordError) and values[1].index == 1 and problem in values[1].problem
+    with pytest.raises(JsonRecordError, match=f"^{re.escape(f'{path}: record 1: {problem}')}"):
+        list(read_json_records(path))
+
+
+def test_a_value_that_is_not_an_object_is_yielded_and_refused_by_read_json_records(tmp_path):
+    path = tmp_path / "records.json"
+    path.write_text('[{"a": 1}, ["a list"], {"a": 2}]')
+    assert list(read_json_values(path)) == [{"a": 1}, ["a list"], {"a": 2}]
+    with pytest.raises(JsonRecordError, match=r"record 1: expected a JSON object, got list"):
+        list(read_json_records(path))
+
+
+def test_a_byte_order_mark_and_windows_line_ends_are_accepted(tmp_path):
+    path = tmp_path / "records.jsonl"
+    path.write_bytes("\ufeff".encode() + b'{"a": 1}\r\n{"a": 2}\r\n')
+    assert list(read_json_records(path)) == [{"a": 1}, {"a": 2}]

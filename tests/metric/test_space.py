@@ -1,12 +1,12 @@
 """The metric's Space for real: app.py started with the real Gradio, scored through gradio_client, rendered in Chromium."""
 
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,23 +15,15 @@ from fiberbench.metric import METRIC_PATH, score_predictions
 pytest.importorskip("gradio", reason="the Space needs the `test` extra's gradio")
 from gradio_client import Client  # noqa: E402
 
+# chromium.py is a helper module of the tests folder; pytest's importlib mode does not put test folders on sys.path.
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from chromium import CHROMIUM, SKIP_REASON, Chromium  # noqa: E402
+
 ROWS = [
     ["a mountain", "adirondacks | cliff | mountain"],
     ["icy mountain", "mountain | icy cliff"],
     ["The house!", "house | home"],
     ["a gym", "room | living room"],
-]
-# The flags that let headless Chromium run here: no sandbox as root, and no background traffic to
-# a network this machine cannot reach.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
 ]
 
 
@@ -87,35 +79,18 @@ def test_the_space_scores_like_the_metric(space_url):
     assert result["exact_match"] == 50.0
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed (.ci/run installs it)")
-def test_the_space_renders_in_a_browser(space_url, tmp_path):
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_the_space_renders_and_scores_in_a_browser(space_url, tmp_path):
     from PIL import Image
 
-    screenshot = tmp_path / "space.png"
-    subprocess.run(
-        [
-            "chromium",
-            *CHROMIUM_FLAGS,
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1280,1600",
-            "--virtual-time-budget=15000",
-            f"--screenshot={screenshot}",
-            space_url,
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    image = Image.open(screenshot).convert("L")
-    assert image.size == (1280, 1600)
+    with Chromium(tmp_path / "chromium", window_size=(1280, 1600)) as browser:
+        browser.open(space_url)
+        browser.wait_for("[...document.querySelectorAll('button')].some(b => b.innerText.trim() === 'Submit')")
+        browser.evaluate("[...document.querySelectorAll('button')].find(b => b.innerText.trim() === 'Submit').click()")
+        # The page's example rows hold one exact match in three ("a mountain"): EM 33.33...
+        browser.wait_for("document.body.innerText.includes('33.33')")
+        browser.screenshot(tmp_path / "space.png")
+    image = Image.open(tmp_path / "space.png").convert("L")
+    assert image.size[0] > 1000 and image.size[1] > 1000
     # A rendered page has text and widgets: many grey levels, not one flat colour.
     assert sum(1 for count in image.histogram() if count) > 20
-    page = subprocess.run(
-        ["chromium", *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile2'}", "--virtual-time-budget=15000",
-         "--dump-dom", space_url],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    ).stdout
-    assert re.search(r"FIBER metric", page)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fiberbench.modeling import FUSIONS
+from fiberbench.modeling import FUSIONS, FiberT5ForConditionalGeneration, build_tiny_config
 from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases
 from fiberbench.modeling.noun_phrases import are_noun_phrases
 
@@ -67,3 +67,21 @@ def test_fill_blanks(make_model, processor, sample_clips, counting_nlp, nlp):
     assert first_beams == [ranked[0] for ranked in candidates]
     two_beams = model.fill_blanks(processor, captions, videos, num_beams=2, return_candidates=True, nlp=nlp)
     assert all(len(ranked) <= 2 for _, ranked in two_beams)
+
+
+def test_fill_blanks_is_deterministic_and_restores_the_mode(tokenizer, processor, sample_clips):
+    """A freshly built model is in train mode (dropout on): fill_blanks still answers the same, and leaves it so."""
+    torch.manual_seed(0)
+    model = FiberT5ForConditionalGeneration(build_tiny_config(tokenizer, "early"))
+    assert model.training
+    captions, videos = [clip["masked_caption"] for clip in sample_clips], [clip["video"] for clip in sample_clips]
+    calls = [
+        model.fill_blanks(processor, captions, video_features=videos, only_noun_phrases=False, return_candidates=True)
+        for _ in range(3)
+    ]
+    assert calls[0] == calls[1] == calls[2]
+    assert model.training and all(module.training for module in model.modules())
+    assert calls[0] == model.eval().fill_blanks(
+        processor, captions, video_features=videos, only_noun_phrases=False, return_candidates=True
+    )
+    assert not model.training

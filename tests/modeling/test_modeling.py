@@ -1,12 +1,7 @@
 """FiberT5ForConditionalGeneration: fusions train, batching changes nothing, "none" is T5, T5 starts, save/load."""
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
-import numpy as np
 import pytest
 import torch
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, T5Config, T5ForConditionalGeneration
@@ -161,65 +156,6 @@ def test_save_and_load_by_registration(tmp_path, make_model, processor, sample_c
         assert type(loaded) is FiberT5ForConditionalGeneration
         assert torch.equal(loaded(**batch).logits, expected)
         assert loaded.generation_config.num_beams == 4
-
-
-REMOTE_CODE_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    import numpy as np
-    from transformers import AutoModelForSeq2SeqLM, AutoProcessor
-
-    folder = sys.argv[1]
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)
-    processor = AutoProcessor.from_pretrained(folder, trust_remote_code=True)
-    inputs = json.load(open(f"{folder}/inputs.json"))
-    videos = [np.load(f"{folder}/video_{i}.npy") for i in range(len(inputs["captions"]))]
-    logits = model(**processor(inputs["captions"], video_features=videos, labels=inputs["labels"])).logits
-    filled = model.fill_blanks(
-        processor, inputs["captions"], video_features=videos, only_noun_phrases=False, return_candidates=True
-    )
-    print(json.dumps({
-        "modules": [type(model).__module__, type(processor).__module__],
-        "imported_fiberbench": any(name.split(".")[0] == "fiberbench" for name in sys.modules),
-        "logits": logits.tolist(),
-        "filled": filled,
-    }))
-    """
-)
-
-
-@pytest.mark.slow
-def test_trust_remote_code_in_a_fresh_process(tmp_path, make_model, processor, sample_clips):
-    model = make_model("early")
-    model.save_pretrained(tmp_path)
-    processor.save_pretrained(tmp_path)
-    captions, labels = [clip["masked_caption"] for clip in sample_clips], [clip["label"] for clip in sample_clips]
-    (tmp_path / "inputs.json").write_text(json.dumps({"captions": captions, "labels": labels}))
-    for index, clip in enumerate(sample_clips):
-        np.save(tmp_path / f"video_{index}.npy", clip["video"])
-
-    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    environment |= {"HF_MODULES_CACHE": str(tmp_path / "modules"), "HF_HUB_OFFLINE": "1"}
-    run = subprocess.run(
-        [sys.executable, "-c", REMOTE_CODE_SCRIPT, str(tmp_path)],
-        cwd=tmp_path,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
-    remote = json.loads(run.stdout.strip().splitlines()[-1])
-
-    assert remote["imported_fiberbench"] is False
-    assert all(module.startswith("transformers_modules.") for module in remote["modules"])
-    videos = [clip["video"] for clip in sample_clips]
-    logits = model(**processor(captions, video_features=videos, labels=labels)).logits
-    torch.testing.assert_close(torch.tensor(remote["logits"]), logits, rtol=0, atol=1e-6)
-    filled = model.fill_blanks(
-        processor, captions, video_features=videos, only_noun_phrases=False, return_candidates=True
-    )
-    assert remote["filled"] == [[answer, candidates] for answer, candidates in filled]
 
 
 def test_encoder_outputs_without_the_joint_mask_are_refused(make_model):

@@ -5,8 +5,9 @@ from safetensors.torch import save_model
 from transformers import AutoTokenizer
 
 from fiberbench.errors import DataError, UsageError
+from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberT5ForConditionalGeneration, build_tiny_config
-from fiberbench.training.models import loading_options, most_frequent_answer
+from fiberbench.training.models import loading_options
 
 
 def test_most_frequent_answer_counts_normalized_labels():

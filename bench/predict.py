@@ -1,0 +1,126 @@
+"""Benchmark of `fiberbench predict`: clips per second with batched generation against one clip at a time.
+
+For a seq2seq LM (T5, the paper's zero-shot format and decoding: 8 beams) and a causal LM (Llama,
+the default prompt through a chat template, greedy), both random and of the same small size, built
+from the tokenizer shipped with the package: the predictors `fiberbench predict` uses answer the
+bundled sample's train captions in batches of --per_device_eval_batch_size, then one at a time.
+Model loading is not timed; the noun-phrase choice is left out (it does not depend on batching).
+"""
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    T5Config,
+    T5ForConditionalGeneration,
+)
+
+import fiberbench.data
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
+from fiberbench.predict import command
+from fiberbench.predict.kinds import PREDICTORS
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}{{ '\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
+    """A random T5 and a random Llama of the same width and depth, saved with the sample tokenizer."""
+    tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
+    torch.manual_seed(0)
+    t5 = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=d_model,
+        d_kv=d_model // 4,
+        d_ff=4 * d_model,
+        num_layers=num_layers,
+        num_heads=4,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    T5ForConditionalGeneration(t5).save_pretrained(folder / "seq2seq")
+    tokenizer.save_pretrained(folder / "seq2seq")
+    llama = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=d_model,
+        intermediate_size=4 * d_model,
+        num_hidden_layers=2 * num_layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=None,
+    )
+    LlamaForCausalLM(llama).save_pretrained(folder / "causal")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(folder / "causal")
+    return {"seq2seq": folder / "seq2seq", "causal": folder / "causal"}
+
+
+def clips_per_second(predictor, captions: list[str], batch_size: int) -> tuple[float, list[list[str]]]:
+    """Clips per second of `predictor` over `captions` in batches of `batch_size`, and its answers."""
+    rows = [{"masked_caption": caption} for caption in captions]
+    start = time.perf_counter()
+    answers = []
+    for index in range(0, len(rows), batch_size):
+        answers += predictor.candidates(rows[index : index + batch_size])
+    if predictor.model.device.type == "cuda":
+        torch.cuda.synchronize()
+    return len(rows) / (time.perf_counter() - start), answers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (bf16 on GPUs that support it)")
+    parser.add_argument("--d_model", type=int, default=256)
+    parser.add_argument("--num_layers", type=int, default=4, help="T5 layers each side; the Llama gets twice as many")
+    parser.add_argument("--per_device_eval_batch_size", type=int, default=16)
+    parser.add_argument("--num_clips", type=int, default=160, help="train captions of the bundled sample")
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    dtype = torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    captions = fiberbench.data.load_sample("text")["train"]["masked_caption"][: args.num_clips]
+
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for kind, path in save_models(Path(folder), args.d_model, args.num_layers).items():
+            predict_parser = argparse.ArgumentParser()
+            command.add_arguments(predict_parser)
+            predict_args = predict_parser.parse_args(["--model_name_or_path", str(path)])
+            predict_args.prompt = command.DEFAULT_PROMPT if kind == "causal" else None
+            predictor = PREDICTORS[kind](predict_args, {}, AutoConfig.from_pretrained(path))
+            predictor.load_model(device, dtype)
+            clips_per_second(predictor, captions[:4], 4)  # warm-up
+            batched, batched_answers = clips_per_second(predictor, captions, args.per_device_eval_batch_size)
+            alone, alone_answers = clips_per_second(predictor, captions, 1)
+            same = sum(a == b for a, b in zip(batched_answers, alone_answers))
+            results[kind] = (predictor.num_beams, batched, alone, same)
+
+    where = f"{device.type} {str(dtype).removeprefix('torch.')}, {torch.get_num_threads()} threads"
+    print(
+        f"\nfiberbench predict, clips/s ({where}; d_model {args.d_model}; {len(captions)} sample captions; "
+        f"batch {args.per_device_eval_batch_size} against 1)"
+    )
+    print("| model | beams | batched clips/s | one at a time clips/s | batched vs one at a time | same answers |")
+    print("|---|---|---|---|---|---|")
+    names = {
+        "seq2seq": f"T5 seq2seq, {args.num_layers}+{args.num_layers} layers",
+        "causal": f"Llama causal, {2 * args.num_layers} layers",
+    }
+    for kind, (beams, batched, alone, same) in results.items():
+        print(
+            f"| {names[kind]} | {beams} | {batched:.1f} | {alone:.1f} | {batched / alone:.2f}x | "
+            f"{same}/{len(captions)} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""FIBER's crowd task (§3.2, Figure 2): the annotation page and the layout of its inputs and answers.
+
+A task shows several clips (five in the paper), each with its masked caption. Its inputs are, for
+clip number `i` from 1, the columns `video{i}_id`, `video{i}_start_time`, `video{i}_end_time`,
+`question{i}` (the masked caption, HTML-escaped so that quotes cannot break the page) and
+`label{i}`. A worker's answers come back as one JSON object whose key `answer-{i}-{rank}` holds
+the answer of rank `rank` (from 1, most natural first) to clip `i`; a clip that would not play is
+answered "unavailable video". On Mechanical Turk the object is the `Answer.taskAnswers` column of
+the results export, in a JSON list, as a crowd-form returns it.
+
+`annotation.html` beside this file is the page: a Mechanical Turk template with `${question1}`-style
+placeholders, also usable in a browser with the same inputs in its query string.
+"""
+
+import re
+import urllib.parse
+from pathlib import Path
+
+PAGE_PATH = Path(__file__).resolve().parent / "annotation.html"
+# The paper's tasks held five clips.
+CLIPS_PER_TASK = 5
+# What a worker's answer to a clip that does not play says (the page submits exactly this).
+UNAVAILABLE_VIDEO = "unavailable video"
+# `answer-{clip}-{rank}` holds an answer; `answer-input-{clip}` is what the release's page still had
+# in a clip's text box at submission, which the release counted as that clip's last answer.
+ANSWER_KEY = re.compile(r"answer-(\d+)-(\d+)")
+PENDING_ANSWER_KEY = re.compile(r"answer-input-(\d+)")
+
+# The clip slots of the page lie between these two lines; `annotation_page` rewrites them.
+_SLOTS_START = "<!-- clip slots: one per clip of a task -->\n"
+_SLOTS_END = "<!-- end of clip slots -->\n"
+
+
+def input_columns(clip: int) -> dict[str, str]:
+    """Release field -> task input column of clip number `clip` (from 1)."""
+    return {
+        "video_id": f"video{clip}_id",
+        "video_start_time": f"video{clip}_start_time",
+        "video_end_time": f"video{clip}_end_time",
+        "masked_caption": f"question{clip}",
+        "label": f"label{clip}",
+    }
+
+
+def is_unavailable_video(answer: str) -> bool:
+    """Whether an answer says the clip did not play: as the release, any answer holding both words."""
+    lowered = answer.lower()
+    return "unavailable" in lowered and "video" in lowered
+
+
+def _slot_line(clip: int) -> str:
+    columns = input_columns(clip)
+    attributes = {
+        "data-video-id": columns["video_id"],
+        "data-start-time": columns["video_start_time"],
+        "data-end-time": columns["video_end_time"],
+        "data-question": columns["masked_caption"],
+    }
+    placeholders = " ".join(f'{name}="${{{column}}}"' for name, column in attributes.items())
+    return f'    <section class="clip" id="clip-{clip}" data-clip="{clip}" {placeholders}></section>\n'
+
+
+def annotation_page(clips_per_task: int = CLIPS_PER_TASK) -> str:
+    """The annotation page's HTML with one slot per clip of a task (the shipped page has `CLIPS_PER_TASK`)."""
+    if clips_per_task < 1:
+        raise ValueError(f"a task needs at least one clip, got {clips_per_task}")
+    page = PAGE_PATH.read_text(encoding="utf-8")
+    start = page.index(_SLOTS_START) + len(_SLOTS_START)
+    end = page.index(_SLOTS_END, start)
+    end = page.rindex("\n", 0, end) + 1  # keep the indentation of the closing line
+    return page[:start] + "".join(map(_slot_line, range(1, clips_per_task + 1))) + page[end:]
+
+
+def preview_url(task_inputs: dict[str, str], page: Path = PAGE_PATH) -> str:
+    """A `file://` URL that opens `page` in a browser on one task: a row of `fiberbench hit-inputs`'s CSV."""
+    return f"{page.resolve().as_uri()}?{urllib.parse.urlencode(task_inputs)}"

@@ -1,0 +1,111 @@
+"""`fiberbench hit-inputs`: the input CSV of the crowd tasks that collect answers for blanked clips (§3.2).
+
+As in the paper, each task (a Mechanical Turk HIT) shows several clips, five by default; one row of
+the CSV is one task, with the columns that the annotation page (`fiberbench.data.annotation`) reads.
+Clips go into tasks in the order of the blanked file; the last task holds what remains, its other
+cells empty.
+"""
+
+import argparse
+import csv
+import html
+import logging
+from pathlib import Path
+
+from fiberbench.errors import DataError, UsageError
+from fiberbench.files import atomic_path, check_outputs_apart, write_text
+
+from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url
+
+logger = logging.getLogger(__name__)
+
+
+def task_columns(questions_per_hit: int) -> list[str]:
+    """The CSV's columns: the inputs of clip 1, then of clip 2, and so on."""
+    return [column for clip in range(1, questions_per_hit + 1) for column in input_columns(clip).values()]
+
+
+def task_rows(records: list[dict], questions_per_hit: int) -> list[dict[str, str]]:
+    """One row per task, `questions_per_hit` clips each in the records' order.
+
+    Captions are HTML-escaped, as the release did: Mechanical Turk pastes the values into the page
+    as they are, where a quote or a `<` would break it.
+    """
+    rows = []
+    for first in range(0, len(records), questions_per_hit):
+        row = dict.fromkeys(task_columns(questions_per_hit), "")
+        for clip, record in enumerate(records[first : first + questions_per_hit], start=1):
+            columns = input_columns(clip)
+            row[columns["video_id"]] = record["video_id"]
+            row[columns["video_start_time"]] = str(record["video_start_time"])
+            row[columns["video_end_time"]] = str(record["video_end_time"])
+            row[columns["masked_caption"]] = html.escape(record["masked_caption"])
+            row[columns["label"]] = record["label"]
+        rows.append(row)
+    return rows
+
+
+def write_task_csv(path: Path, rows: list[dict[str, str]], columns: list[str]) -> None:
+    """Write the task rows as a UTF-8 CSV, atomically."""
+    with atomic_path(path) as temporary, temporary.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "blanked_file", type=Path, help="Release-format file of blanked clips, e.g. val.json (from `fiberbench blank`)."
+    )
+    parser.add_argument(
+        "--questions_per_hit",
+        type=int,
+        default=CLIPS_PER_TASK,
+        help=f"Clips per task (default {CLIPS_PER_TASK}, as in the paper).",
+    )
+    parser.add_argument("--output_file", type=Path, required=True, help="The task input CSV to write.")
+    parser.add_argument(
+        "--page_file",
+        type=Path,
+        default=None,
+        help=f"Also write the annotation page with one slot per clip of a task (the shipped page, {PAGE_PATH.name}, "
+        f"has {CLIPS_PER_TASK}).",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from .answers import check_unique_clips
+    from .fiber.validation import read_release_records
+
+    if args.questions_per_hit < 1:
+        raise UsageError(f"--questions_per_hit must be at least 1, got {args.questions_per_hit}")
+    outputs = {"--output_file": args.output_file}
+    if args.page_file is not None:
+        if args.page_file.resolve() == args.output_file.resolve():
+            raise UsageError(f"--page_file and --output_file are the same file, {args.output_file}")
+        outputs["--page_file"] = args.page_file
+    check_outputs_apart(outputs, [args.blanked_file])
+
+    records = read_release_records(args.blanked_file)
+    if not records:
+        raise DataError(f"{args.blanked_file}: holds no clips")
+    check_unique_clips({args.blanked_file: records})
+    rows = task_rows(records, args.questions_per_hit)
+    write_task_csv(args.output_file, rows, task_columns(args.questions_per_hit))
+    remainder = len(records) % args.questions_per_hit or args.questions_per_hit
+    logger.info(
+        "Wrote %s: %d tasks of %d clips (%d clips; the last task holds %d)",
+        args.output_file, len(rows), args.questions_per_hit, len(records), remainder,
+    )
+    page = PAGE_PATH
+    if args.page_file is not None:
+        write_text(args.page_file, annotation_page(args.questions_per_hit))
+        page = args.page_file
+        logger.info("Wrote %s, the annotation page for %d clips per task", page, args.questions_per_hit)
+    elif args.questions_per_hit != CLIPS_PER_TASK:
+        logger.warning(
+            "The shipped annotation page shows %d clips per task: write one for %d with --page_file",
+            CLIPS_PER_TASK, args.questions_per_hit,
+        )
+    logger.info("Preview the first task in a browser: %s", preview_url(rows[0], page))
+    return 0

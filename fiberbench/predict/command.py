@@ -1,0 +1,416 @@
+"""`fiberbench predict`: a model's answers to every blank of a FIBER split, as a file for `fiberbench evaluate`.
+
+Everything that can refuse the run is checked before the model's weights are read: the flags,
+the model's config (its kind), the dataset split, each clip's video, and an existing output
+(resumed only when it was written with the same settings). Then each process (several under
+`accelerate launch`) predicts its share of the clips not done yet, batch by batch, appending to
+its part file, and the first process merges all rows in dataset order (see `outputs`).
+"""
+
+import argparse
+import logging
+from pathlib import Path
+
+from fiberbench.errors import DataError, FiberbenchError, UsageError
+
+from .prompts import DEFAULT_PROMPT, check_template
+
+logger = logging.getLogger(__name__)
+
+# The kinds of model (`kinds.PREDICTORS` runs each), as messages name them.
+KIND_NAMES = {
+    "fiber": "a FIBER model",
+    "seq2seq": "a seq2seq LM",
+    "causal": "a causal LM",
+    "video": "a video-language model",
+}
+DEFAULT_NUM_FRAMES = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "The kind of model is read from its config: FIBER models (I3D features, the paper's decoding), seq2seq LMs "
+        "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one; the "
+        "answer is the reply's first line without quotes or final punctuation) and video-language models "
+        "(AutoModelForImageTextToText: --num_frames frames of each clip's video in --video_dir, then --prompt). "
+        "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
+        f"The default --prompt: {DEFAULT_PROMPT!r}"
+    )
+    model = parser.add_argument_group("model")
+    model.add_argument("--model_name_or_path", required=True, help="A Hub model id or a local model folder.")
+    model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
+    model.add_argument(
+        "--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config."
+    )
+    model.add_argument(
+        "--trust_remote_code",
+        action="store_true",
+        help="Run the model's own code from its repo (not needed for FIBER).",
+    )
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--dataset_name",
+        default=None,
+        help="A FIBER dataset folder or Hub id; the bundled SYNTHETIC sample if omitted.",
+    )
+    data.add_argument("--split", default="test", help="The split to predict (default: test).")
+    data.add_argument("--max_predict_samples", type=int, default=None, help="Predict only the first N clips.")
+    data.add_argument(
+        "--video_dir",
+        type=Path,
+        default=None,
+        help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4.",
+    )
+    data.add_argument(
+        "--num_frames",
+        type=int,
+        default=None,
+        help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES}).",
+    )
+    data.add_argument(
+        "--skip_missing_videos",
+        action="store_true",
+        help="Predict an empty answer for clips without a video file (counted and listed in the metadata).",
+    )
+    decoding = parser.add_argument_group("decoding")
+    decoding.add_argument(
+        "--prompt", default=None, help="Causal and video-language models: a template holding {masked_caption}."
+    )
+    decoding.add_argument(
+        "--num_beams", type=int, default=None, help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1)."
+    )
+    decoding.add_argument("--max_new_tokens", type=int, default=10, help="Tokens generated at most (default 10).")
+    # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
+    decoding.add_argument(
+        "--only_noun_phrases",
+        action="store_true",
+        default=True,
+        help="With several beams, answer with the first that is a noun phrase in the blank (default, as the paper).",
+    )
+    decoding.add_argument(
+        "--no_only_noun_phrases", dest="only_noun_phrases", action="store_false", help="Answer with the first beam."
+    )
+    decoding.add_argument(
+        "--spacy_model",
+        default=None,
+        help="spaCy pipeline of the noun-phrase check (default en_core_web_trf, else the largest English one here).",
+    )
+    decoding.add_argument(
+        "--per_device_eval_batch_size",
+        "--per_device_batch_size",
+        dest="per_device_eval_batch_size",
+        type=int,
+        default=16,
+        help="Clips per generate call and process (default 16).",
+    )
+    output = parser.add_argument_group("output")
+    output.add_argument(
+        "--output_file",
+        type=Path,
+        default=Path("predictions.jsonl"),
+        help="The predictions (JSON Lines); its settings go to NAME.metadata.json beside it. Rerun to resume.",
+    )
+    output.add_argument(
+        "--overwrite_output_file", action="store_true", help="Replace an output made with other settings."
+    )
+
+
+def check_flags(args) -> None:
+    """The flag values on their own (UsageError), before anything is loaded."""
+    for name in ("num_beams", "max_new_tokens", "per_device_eval_batch_size", "num_frames", "max_predict_samples"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UsageError(f"--{name} must be at least 1, got {value}")
+    if args.prompt is not None:
+        try:
+            check_template(args.prompt)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
+    if args.video_dir is not None and not args.video_dir.is_dir():
+        raise UsageError(f"--video_dir {args.video_dir}: no such folder")
+
+
+def load_config(args):
+    """The model's config; an unreachable or unknown model id is a UsageError naming it."""
+    from transformers import AutoConfig
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
+
+    name = args.model_name_or_path
+    if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
+        raise UsageError(f"--model_name_or_path {name}: no such folder")
+    try:
+        return AutoConfig.from_pretrained(name, revision=args.revision, trust_remote_code=args.trust_remote_code)
+    except (OSError, ValueError) as error:
+        from huggingface_hub import constants
+
+        reason = "HF_HUB_OFFLINE is set and it is not in the cache" if constants.HF_HUB_OFFLINE else error
+        raise UsageError(
+            f"--model_name_or_path {name}: not a local model folder, and not loadable from the Hub ({reason})"
+        ) from error
+
+
+def choose_kind(args, config) -> str:
+    """--model_type, else the kind of the config; then the flags that only some kinds read."""
+    from .kinds import detect_kind
+
+    kind = args.model_type or detect_kind(config)
+    if kind is None:
+        raise UsageError(
+            f"--model_name_or_path {args.model_name_or_path}: model type {config.model_type!r} is none of the kinds "
+            "fiberbench predict runs (FIBER models, and the models of AutoModelForSeq2SeqLM, AutoModelForCausalLM "
+            "and AutoModelForImageTextToText)"
+        )
+    prompted = kind in ("causal", "video")
+    if args.prompt is not None and not prompted:
+        raise UsageError(
+            f"--prompt is for causal and video-language models; {KIND_NAMES[kind]} uses the paper's format"
+        )
+    if kind == "video" and args.video_dir is None:
+        raise UsageError(
+            f"{args.model_name_or_path} is a video-language model: give --video_dir with the clips' videos "
+            "(or --model_type causal to run it on the captions alone)"
+        )
+    for flag in ("video_dir", "num_frames", "skip_missing_videos"):
+        if kind != "video" and getattr(args, flag) not in (None, False):
+            raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
+    return kind
+
+
+def model_commit(args) -> str | None:
+    """The commit of a Hub model (from the snapshot folder its config was cached in); None for a local folder."""
+    if Path(args.model_name_or_path).expanduser().is_dir():
+        return None
+    from huggingface_hub import hf_hub_download
+
+    config_file = hf_hub_download(args.model_name_or_path, "config.json", revision=args.revision)
+    # The Hub cache keeps each revision's files in snapshots/<commit hash>/.
+    return Path(config_file).parent.name
+
+
+def load_split(args, config_name: str):
+    """The clips to predict: the split of the dataset (or of the bundled sample), first --max_predict_samples."""
+    import datasets
+
+    import fiberbench.data
+
+    try:
+        if args.dataset_name is None:
+            splits = fiberbench.data.load_sample(config_name)
+        else:
+            # A local folder by its absolute path: a bare name may return an older cached copy.
+            folder = Path(args.dataset_name)
+            splits = datasets.load_dataset(str(folder.resolve()) if folder.is_dir() else args.dataset_name, config_name)
+    except (OSError, ValueError, datasets.exceptions.DatasetNotFoundError) as error:
+        raise DataError(
+            f"--dataset_name {args.dataset_name}: cannot load its {config_name!r} config ({error})"
+        ) from error
+    if args.split not in splits:
+        raise DataError(
+            f"--dataset_name {args.dataset_name or '(the bundled sample)'} has no split {args.split!r} "
+            f"(splits: {', '.join(splits)})"
+        )
+    split = splits[args.split]
+    if args.max_predict_samples is not None:
+        split = split.select(range(min(args.max_predict_samples, len(split))))
+    return split
+
+
+def clip_keys(split, described: str) -> list[tuple[str, int, int]]:
+    """Each row's clip (video_id, video_start_time, video_end_time); a clip twice in the split is a DataError."""
+    keys = list(zip(split["video_id"], split["video_start_time"], split["video_end_time"]))
+    first_row = {}
+    for index, key in enumerate(keys):
+        if key in first_row:
+            raise DataError(f"{described}: rows {first_row[key]} and {index} are the same clip {key}")
+        first_row[key] = index
+    return keys
+
+
+def find_videos(args, keys) -> list:
+    """Each clip's video (a `ClipVideo`), or None for a missing one with --skip_missing_videos (else a DataError)."""
+    from .videos import expected_names, find_clip_video
+
+    videos = [find_clip_video(args.video_dir, *key) for key in keys]
+    missing = [key for key, video in zip(keys, videos) if video is None]
+    if missing and not args.skip_missing_videos:
+        raise DataError(
+            f"--video_dir {args.video_dir}: no video for clip {missing[0][0]} ({missing[0][1]}-{missing[0][2]} s): "
+            f"looked for {expected_names(*missing[0])}; {len(missing)} of {len(keys)} clips have none. Pass "
+            "--skip_missing_videos to predict the others (the skipped clips get an empty answer)"
+        )
+    if missing:
+        logger.warning(
+            "%d of %d clips have no video in %s: skipped, with an empty answer", len(missing), len(keys), args.video_dir
+        )
+    return videos
+
+
+def noun_phrase_pipeline(args, predictor):
+    """The spaCy pipeline that picks the first noun-phrase beam, or None when there is no choice to make."""
+    if not (args.only_noun_phrases and predictor.num_beams > 1):
+        return None
+    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+
+    return load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+
+
+def local_or_hub(name: str | None) -> str | None:
+    """A local folder as its absolute path (the same however it was spelled), a Hub id as it is."""
+    if name is None or not Path(name).expanduser().exists():
+        return name
+    return str(Path(name).expanduser().resolve())
+
+
+def describe_run(args, config, kind: str, predictor, split, nlp, dtype) -> dict:
+    """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
+    import fiberbench
+    from fiberbench.data.provenance import is_synthetic
+
+    spacy_model = None if nlp is None else f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+    return {
+        "fiberbench_version": fiberbench.__version__,
+        "model": {
+            "name_or_path": local_or_hub(args.model_name_or_path),
+            "revision": args.revision,
+            "commit": model_commit(args),
+            "kind": kind,
+            "architectures": config.architectures,
+            "dtype": str(dtype).removeprefix("torch."),
+        },
+        "dataset": {
+            "name": local_or_hub(args.dataset_name),
+            "config": predictor.dataset_config,
+            "split": args.split,
+            "clips": len(split),
+            "synthetic": is_synthetic(args.dataset_name),
+        },
+        "prompt": predictor.prompt(split[0]["masked_caption"]),
+        "decoding": predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
+        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if kind == "video" else None,
+    }
+
+
+def run(args) -> int:
+    import torch
+    from accelerate import Accelerator
+
+    from fiberbench.files import check_outputs_apart
+
+    from .kinds import PREDICTORS
+    from .outputs import PredictionsFile, metadata_path
+
+    check_flags(args)
+    config = load_config(args)
+    kind = choose_kind(args, config)
+    if kind in ("causal", "video") and args.prompt is None:
+        args.prompt = DEFAULT_PROMPT
+    if kind == "video" and args.num_frames is None:
+        args.num_frames = DEFAULT_NUM_FRAMES
+    local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
+    check_outputs_apart(
+        {"--output_file": args.output_file, "its metadata file": metadata_path(args.output_file)},
+        [*local_inputs, args.video_dir],
+    )
+    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code}
+    try:
+        predictor = PREDICTORS[kind](args, loading, config)
+    except FiberbenchError:
+        raise
+    except (OSError, ValueError) as error:
+        raise DataError(
+            f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor ({error})"
+        ) from error
+    split = load_split(args, predictor.dataset_config)
+    described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
+    keys = clip_keys(split, described)
+    if not keys:
+        raise DataError(f"{described}: has no clips")
+    videos = find_videos(args, keys) if kind == "video" else None
+
+    nlp = noun_phrase_pipeline(args, predictor)
+    accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
+    on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
+    dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
+    settings = describe_run(args, config, kind, predictor, split, nlp, dtype)
+    predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
+    predictions.check()
+    if accelerator.is_main_process:
+        predictions.drop_other_runs()
+    accelerator.wait_for_everyone()
+    done = predictions.done()
+    accelerator.wait_for_everyone()  # every process has read the part files before any appends to its own
+    pending = [index for index, key in enumerate(keys) if key not in done]
+    if accelerator.is_main_process:
+        logger.info(
+            "%s: %d of %d clips of %s already predicted, %d to go%s",
+            args.output_file,
+            len(done & set(keys)),
+            len(keys),
+            described,
+            len(pending),
+            " (SYNTHETIC data)" if settings["dataset"]["synthetic"] else "",
+        )
+    shard = pending[accelerator.process_index :: accelerator.num_processes]
+    logger.info(
+        "Process %d of %d: %d clips to predict", accelerator.process_index + 1, accelerator.num_processes, len(shard)
+    )
+    if shard:
+        predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        output = predictions.merge(keys, predictor.num_beams)
+        skipped = len(output["skipped_missing_videos"])
+        logger.info(
+            "Wrote %d predictions to %s (settings in %s)%s",
+            output["rows"],
+            args.output_file,
+            predictions.metadata_path.name,
+            f"; {skipped} clips skipped for a missing video" if skipped else "",
+        )
+    return 0
+
+
+def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype) -> None:
+    """Predict this process's clips batch by batch, appending each batch's rows to its part file."""
+    from tqdm.auto import tqdm
+
+    from fiberbench.modeling.decoding import choose_noun_phrases
+
+    from .outputs import KEY_FIELDS, SKIPPED
+
+    predictor.load_model(accelerator.device, dtype)
+    predictions.start_appending(accelerator.process_index)
+    captions = list(split["masked_caption"])
+    batch_size = args.per_device_eval_batch_size
+    progress = tqdm(
+        total=len(shard),
+        unit="clip",
+        desc=f"Predicting (process {accelerator.process_index + 1} of {accelerator.num_processes})",
+        disable=not accelerator.is_local_main_process,
+    )
+    with progress:
+        for start in range(0, len(shard), batch_size):
+            indices = shard[start : start + batch_size]
+            # Clips without a video (--skip_missing_videos) are not put to the model.
+            present = [index for index in indices if videos is None or videos[index] is not None]
+            rows = [{"masked_caption": captions[index]} for index in present]
+            if predictor.reads_features and present:
+                for row, features in zip(rows, split.with_format("numpy")[present]["video_features"]):
+                    row["video_features"] = features
+            if predictor.reads_video:
+                for row, index in zip(rows, present):
+                    row["video"] = videos[index]
+            candidates = predictor.candidates(rows) if rows else []
+            if nlp is None:
+                answers = [ranked[0] for ranked in candidates]
+            else:
+                answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, nlp)
+            predicted = {
+                index: {"prediction": answer, "candidates": ranked}
+                for index, answer, ranked in zip(present, answers, candidates)
+            }
+            skipped = {"prediction": "", "candidates": [], SKIPPED: True}
+            records = [dict(zip(KEY_FIELDS, keys[index])) | predicted.get(index, skipped) for index in indices]
+            predictions.append(accelerator.process_index, records)
+            progress.update(len(indices))

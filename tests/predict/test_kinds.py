@@ -1,0 +1,174 @@
+"""`fiberbench predict` with each kind of model: a row per clip of the split, in dataset order and evaluate's format."""
+
+import json
+import logging
+
+import pytest
+
+from fiberbench.cli import main
+from fiberbench.predict.command import KIND_NAMES
+from fiberbench.predict.kinds import PREDICTORS, detect_kind
+from fiberbench.predict.prompts import DEFAULT_PROMPT
+
+from .conftest import (
+    clip_keys,
+    read_evaluate_format,
+    sample_test_records,
+    save_causal,
+    save_video,
+)
+
+# kind -> (extra flags, beams the run uses by default, what the metadata's prompt section holds)
+RUNS = {
+    "seq2seq": ([], 8, "format"),
+    "causal": ([], 1, "template"),
+    "fiber": ([], 4, "format"),
+    "video": (["--num_frames", "4"], 1, "template"),
+}
+
+
+def test_every_kind_has_a_predictor():
+    assert set(PREDICTORS) == set(KIND_NAMES) == set(RUNS)
+
+
+@pytest.mark.parametrize("kind", RUNS)
+def test_the_kind_is_read_from_the_config(kind, tiny_models):
+    from transformers import AutoConfig
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config
+
+    assert detect_kind(AutoConfig.from_pretrained(tiny_models[kind])) == kind
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", RUNS)
+def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    flags, num_beams, prompt_field = RUNS[kind]
+    output_file = tmp_path / "predictions.jsonl"
+    video = ["--video_dir", str(video_dir)] if kind == "video" else []
+    status = main(
+        ["predict", "--model_name_or_path", str(tiny_models[kind]), "--output_file", str(output_file), *flags, *video]
+    )
+    assert status == 0
+
+    rows = read_evaluate_format(output_file, num_beams)
+    assert clip_keys(rows) == clip_keys(sample_test_records())
+    assert any(row["prediction"] for row in rows)
+    metadata = json.loads(output_file.with_name("predictions.metadata.json").read_text(encoding="utf-8"))
+    settings = metadata["settings"]
+    assert settings["model"] | {"commit": None} == {
+        "name_or_path": str(tiny_models[kind]),
+        "revision": None,
+        "commit": None,
+        "kind": kind,
+        "architectures": json.loads((tiny_models[kind] / "config.json").read_text())["architectures"],
+        "dtype": "float32",
+    }
+    assert settings["dataset"] == {
+        "name": None,
+        "config": "i3d" if kind == "fiber" else "text",
+        "split": "test",
+        "clips": len(rows),
+        "synthetic": True,
+    }
+    assert settings["decoding"]["num_beams"] == num_beams
+    assert settings["decoding"]["only_noun_phrases"] is (num_beams > 1)
+    assert prompt_field in settings["prompt"] and settings["prompt"]["example"]
+    assert settings["fiberbench_version"]
+    assert metadata["output"] == {"rows": len(rows), "skipped_missing_videos": []}
+    assert f"Wrote {len(rows)} predictions to {output_file}" in caplog.text
+    if kind == "video":
+        assert settings["video"] == {"num_frames": 4, "sampling": "uniform"}
+        assert settings["prompt"]["example"].count("<image>") == 4
+
+
+def test_causal_prompt_through_the_chat_template(tiny_models, tmp_path):
+    output_file = tmp_path / "predictions.jsonl"
+    template = "Caption: {masked_caption} Answer:"
+    assert (
+        main(
+            [
+                "predict",
+                "--model_name_or_path",
+                str(tiny_models["causal"]),
+                "--output_file",
+                str(output_file),
+                "--prompt",
+                template,
+                "--max_predict_samples",
+                "3",
+                "--num_beams",
+                "2",
+                "--no_only_noun_phrases",
+            ]
+        )
+        == 0
+    )
+    settings = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]
+    caption = sample_test_records()[0]["masked_caption"]
+    assert settings["prompt"]["template"] == template
+    assert settings["prompt"]["example"] == f"user: Caption: {caption} Answer:\nassistant:"
+    assert settings["decoding"] | {"only_noun_phrases": False} == {
+        "num_beams": 2,
+        "max_new_tokens": 10,
+        "do_sample": False,
+        "only_noun_phrases": False,
+        "spacy_model": None,
+    }
+    rows = read_evaluate_format(output_file, num_beams=2)
+    assert all(row["prediction"] == row["candidates"][0] for row in rows)
+
+
+def test_causal_prompt_without_a_chat_template(tmp_path):
+    folder = tmp_path / "plain"
+    save_causal(folder, chat_template=None)
+    output_file = tmp_path / "predictions.jsonl"
+    assert (
+        main(
+            [
+                "predict",
+                "--model_name_or_path",
+                str(folder),
+                "--output_file",
+                str(output_file),
+                "--max_predict_samples",
+                "2",
+            ]
+        )
+        == 0
+    )
+    prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
+    assert prompt["chat_template"] is None
+    assert prompt["example"] == DEFAULT_PROMPT.format(masked_caption=sample_test_records()[0]["masked_caption"])
+    assert len(read_evaluate_format(output_file, num_beams=1)) == 2
+
+
+def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
+    folder = tmp_path / "plain_video"
+    save_video(folder)
+    (folder / "chat_template.jinja").unlink()
+    output_file = tmp_path / "predictions.jsonl"
+    assert (
+        main(
+            [
+                "predict",
+                "--model_name_or_path",
+                str(folder),
+                "--output_file",
+                str(output_file),
+                "--video_dir",
+                str(video_dir),
+                "--num_frames",
+                "3",
+                "--max_predict_samples",
+                "2",
+            ]
+        )
+        == 0
+    )
+    prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
+    caption = sample_test_records()[0]["masked_caption"]
+    assert prompt["chat_template"] is None
+    assert prompt["example"] == "<image>" * 3 + DEFAULT_PROMPT.format(masked_caption=caption)
+    assert len(read_evaluate_format(output_file, num_beams=1)) == 2

