@@ -6,7 +6,7 @@ import time
 
 import evaluate
 
-from fiberbench.metric import METRIC_PATH, exact_match, f1, normalize_answer, score_predictions
+from fiberbench.metric import METRIC_PATH, exact_match, f1, mean_std, normalize_answer, score_predictions
 
 WORDS = (
     "man woman boy girl child dog cat ball guitar piano drum kitchen room house street mountain cliff "
@@ -37,18 +37,14 @@ def straightforward_scores(predictions: list[str], references: list[list[str]]) 
     for prediction, answers in zip(predictions, references):
         exact_matches.append(max(int(normalize_answer(prediction) == normalize_answer(a)) for a in answers))
         f1s.append(max(token_set_f1(normalize_answer(prediction), normalize_answer(a)) for a in answers))
-    return percent_means(exact_matches, f1s)
+    return {"exact_match": 100 * sum(exact_matches) / len(exact_matches), "f1": 100 * sum(f1s) / len(f1s)}
 
 
 def per_example_functions(predictions: list[str], references: list[list[str]]) -> dict[str, float]:
-    """The public one-example functions, called once per blank each."""
+    """The public one-example functions (scores in percent), called once per blank each."""
     exact_matches = [exact_match(prediction, answers) for prediction, answers in zip(predictions, references)]
     f1s = [f1(prediction, answers) for prediction, answers in zip(predictions, references)]
-    return percent_means(exact_matches, f1s)
-
-
-def percent_means(exact_matches: list[int], f1s: list[float]) -> dict[str, float]:
-    return {"exact_match": 100 * sum(exact_matches) / len(exact_matches), "f1": 100 * sum(f1s) / len(f1s)}
+    return {"exact_match": mean_std(exact_matches).mean, "f1": mean_std(f1s).mean}
 
 
 def token_set_f1(normalized: str, other_normalized: str) -> float:

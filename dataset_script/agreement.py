@@ -1,74 +1,125 @@
-"""`fiberbench agreement`: human agreement (the paper's Table 2) of a release-format file.
+"""`fiberbench agreement`: human agreement (the paper's Table 2) of a release-format file or of crowd answers.
 
-The scores come from the metric's `human_agreement` (leave one annotator out, the label counting
-as one more annotator); this command reads the file, prints the table and can save the numbers.
+The scores come from the metric's `human_agreement`, which computes them as the FIBER release did
+(leave one annotator out, the label counting as one more annotator). The answers are the file's
+`additional_answers`, or, with `--answers_files`, the crowd answers of CSVs joined to the file's
+clips: those carry annotator ids, which the paper's per-answer deviation (across annotators) needs.
 """
 
 import argparse
 import logging
 from pathlib import Path
 
-from fiberbench.files import write_json
-from fiberbench.metric import human_agreement
-
-from .fiber.validation import InvalidRecordError, read_release_records
+from fiberbench.errors import DataError, UsageError
+from fiberbench.files import check_outputs_apart, write_json
 
 logger = logging.getLogger(__name__)
 
-# Table 2 of the paper: first answers, F1 and EM, per caption and per answer (mean, std), in %.
+# Table 2 of the paper, F1 and EM (mean, std) in %. Its "per answer" row says "first answers", but
+# the release computed it over every answer of every annotator and the labels.
 PAPER_TABLE_2 = {
-    ("first_answers", "per_caption"): ((82.6, 15.7), (75.3, 19.7)),
-    ("first_answers", "per_answer"): ((70.0, 11.9), (58.1, 16.3)),
+    "first_answers_per_caption": ((82.6, 15.7), (75.3, 19.7)),
+    "all_answers_per_answer": ((70.0, 11.9), (58.1, 16.3)),
 }
 
 
-def agreement_of_file(path: Path) -> dict:
-    """`human_agreement` of the records of a release-format file (label and additional_answers)."""
+def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list, list]:
+    """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`.
+
+    The answers are taken as written (before the noun-phrase filter), as in the release's analysis.
+    Rows of clips that are not in `records` are skipped and counted; a clip with no row has no annotator.
+    """
+    from .answers import clip_key, read_submissions
+
+    by_clip = {clip_key(record): {} for record in records}  # clip -> annotator id -> answers
+    skipped = 0
+    for path in answers_files:
+        for submission in read_submissions(path):
+            annotators = by_clip.get(submission.clip)
+            if annotators is None:
+                skipped += 1
+            else:
+                annotators.setdefault(submission.annotator, []).extend(submission.answers)
+    if skipped:
+        logger.info("Skipped %d answer rows of clips that are not in the blanked file", skipped)
+    without_answers = sum(not annotators for annotators in by_clip.values())
+    if without_answers == len(by_clip):
+        raise DataError(f"No row of {', '.join(map(str, answers_files))} answers a clip of the blanked file")
+    if without_answers:
+        logger.info("%d of %d clips have no answers in the CSVs (no annotator to score)", without_answers, len(by_clip))
+    return [list(annotators.values()) for annotators in by_clip.values()], [list(a) for a in by_clip.values()]
+
+
+def agreement_of_file(path: Path, answers_files: list[Path] | None = None) -> dict:
+    """`human_agreement` of a release-format file: of its `additional_answers`, or of the crowd answers of CSVs."""
+    from fiberbench.metric import human_agreement
+
+    from .fiber.validation import InvalidRecordError, read_release_records
+
     records = read_release_records(path)
-    for index, record in enumerate(records):
-        if not record["additional_answers"]:
-            raise InvalidRecordError(
-                str(path), index, "additional_answers", "missing or empty: agreement needs annotators' answers"
-            )
-    try:
-        return human_agreement(
-            [record["label"] for record in records], [record["additional_answers"] for record in records]
-        )
-    except ValueError as error:  # the metric names the field and the record's index, not the file
-        raise ValueError(f"{path}: {error}") from error
+    if answers_files:
+        additional_answers, annotator_ids = crowd_answers(records, answers_files)
+    else:
+        for index, record in enumerate(records):
+            if not record["additional_answers"]:
+                raise InvalidRecordError(
+                    str(path), index, "additional_answers", "missing or empty: agreement needs annotators' answers"
+                )
+        additional_answers, annotator_ids = [record["additional_answers"] for record in records], None
+    return human_agreement([record["label"] for record in records], additional_answers, annotator_ids)
+
+
+def _cell(results: dict, prefix: str, metric: str, deviation: str) -> str:
+    return f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}{deviation}']:.1f})"
 
 
 def agreement_table(results: dict) -> str:
-    """Table 2 as Markdown: F1 and EM with their standard deviations, and the paper's values."""
-    lines = [
-        "| answers | averaged | F1 (%) | EM (%) | paper F1 | paper EM |",
-        "|---|---|---|---|---|---|",
-    ]
-    for which in ("first_answers", "all_answers"):
-        for level in ("per_caption", "per_answer"):
-            prefix = f"{which}_{level}"
-            cells = [
-                f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}_std']:.1f})"
-                for metric in ("f1", "exact_match")
-            ]
-            paper = PAPER_TABLE_2.get((which, level))
-            paper_cells = [f"{mean} (± {std})" for mean, std in paper] if paper else ["", ""]
-            row = [which.split("_")[0], level.replace("_", " "), *cells, *paper_cells]
-            lines.append("| " + " | ".join(row) + " |")
+    """Table 2 as Markdown: F1 and EM with their standard deviations, beside the paper's values."""
+    with_ids = "all_answers_per_answer_f1_std_across_annotators" in results
+    per_answer_deviation = "_std_across_annotators" if with_ids else "_std_across_answers"
+    rows = {
+        "first answers, per caption": ("first_answers_per_caption", "_std"),
+        "all answers, per answer": ("all_answers_per_answer", per_answer_deviation),
+    }
+    lines = ["| Table 2 | F1 (%) | EM (%) | paper F1 | paper EM |", "|---|---|---|---|---|"]
+    for title, (prefix, deviation) in rows.items():
+        cells = [_cell(results, prefix, metric, deviation) for metric in ("f1", "exact_match")]
+        paper = [f"{mean} (± {std})" for mean, std in PAPER_TABLE_2[prefix]]
+        lines.append(f"| {title} | {' | '.join(cells + paper)} |")
     counts = ", ".join(
-        f"{results[key]} {key.removeprefix('num_').replace('_', ' ')}"
-        for key in ("num_captions", "num_first_answers", "num_all_answers", "num_annotators_left_out")
+        f"{value} {key.removeprefix('num_').replace('_', ' ')}"
+        for key, value in results.items()
+        if key.startswith("num_")
     )
-    return "\n".join(lines) + f"\n\nLeave one annotator out, the label counting as one more annotator; {counts}.\n"
+    if with_ids:
+        deviation = "the per-answer deviation is across annotators (each annotator's mean), as in the paper"
+    else:
+        deviation = (
+            "the per-answer deviation is across answers: this file has no annotator ids, and the paper's deviation "
+            "across annotators needs them (pass the crowd answers with --answers_files)"
+        )
+    notes = f"Leave one annotator out, the label counting as one more annotator; {counts}; {deviation}."
+    return "\n".join(lines) + f"\n\n{notes}\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file with additional_answers.")
+    parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
+    parser.add_argument(
+        "--answers_files",
+        nargs="+",
+        type=Path,
+        help="Crowd answers CSVs with annotator ids (the layouts of `fiberbench answers`), joined to FILE's clips "
+        "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
+    )
     parser.add_argument("--output_file", type=Path, help="Also write the numbers here as JSON.")
 
 
 def run(args: argparse.Namespace) -> int:
-    results = agreement_of_file(args.file)
+    if args.output_file:
+        check_outputs_apart({"--output_file": args.output_file}, [args.file, *(args.answers_files or [])])
+        if args.output_file.is_dir():
+            raise UsageError(f"--output_file {args.output_file} is a folder: name the JSON file to write")
+    results = agreement_of_file(args.file, args.answers_files)
     print(agreement_table(results))
     if args.output_file:
         write_json(args.output_file, results)

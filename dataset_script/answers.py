@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.errors import DataError, FiberbenchError, UsageError
+from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_outputs_apart
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video
 from .fiber.validation import ClipKey, clip_key
-from .json_records import read_json_records, write_json_records
+from .json_records import write_json_records
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -252,31 +252,6 @@ def read_submissions(path: Path) -> Iterator[Submission]:
         logger.info("%s: skipped %d rows of rejected assignments", path, rejected["rows"])
 
 
-def read_blanked_records(path: Path) -> list[dict]:
-    """The records of a release-format file of blanked clips, each checked as the dataset builder checks them.
-
-    They are returned as they are in the file, so that fields beyond the release's go on unchanged.
-    """
-    from .fiber.validation import validate_record
-
-    try:
-        records = list(read_json_records(path))
-    except UnicodeDecodeError as error:
-        data = path.read_bytes()
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as located:
-            raise _not_utf8(path, data, located) from error
-        raise
-    except FiberbenchError:
-        raise
-    except ValueError as error:
-        raise DataError(str(error)) from error
-    for index, record in enumerate(records):
-        validate_record(record, file=str(path), index=index)
-    return records
-
-
 @dataclass
 class ClipAnswers:
     """One clip's answers so far, in reading order, and its annotators in first-seen order."""
@@ -293,9 +268,6 @@ def _collect(records: list[dict], submissions: Iterable[Submission], counts: Cou
     from fiberbench.metric import normalize_answer
 
     clips = {clip_key(record): ClipAnswers(record["masked_caption"]) for record in records}
-    if len(clips) != len(records):
-        duplicates = [key for key, count in Counter(map(clip_key, records)).items() if count > 1]
-        raise DataError(f"Clips appear more than once in the blanked files: {duplicates}")
     for submission in submissions:
         counts["answers read"] += len(submission.answers)
         clip = clips.get(submission.clip)
@@ -329,7 +301,8 @@ def merge_answers(
 ) -> tuple[list[dict], Counter]:
     """The records that end up with answers, with `additional_answers` from the submissions, and the counts.
 
-    With a pipeline, the noun-phrase rule parses every answer in its blank's context, all in one
+    `records` are validated release-format records, each clip once (see `check_unique_clips`). With
+    a pipeline, the noun-phrase rule parses every answer in its blank's context, all in one
     `nlp.pipe`; with `nlp=None` every answer is kept. Annotators left with no answer are left out;
     `additional_answers` already in the records are replaced. Clips with an "unavailable video"
     answer and clips left with no answers are left out of the returned records. The counts hold
@@ -416,6 +389,8 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .fiber.validation import read_release_records
+
     if args.batch_size < 1:
         raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
     outputs = [args.output_dir / path.name for path in args.blanked_files]
@@ -424,7 +399,7 @@ def run(args: argparse.Namespace) -> int:
     for output in outputs:
         check_outputs_apart({"--output_dir": output}, [*args.blanked_files, *args.answers_files])
 
-    files = {path: read_blanked_records(path) for path in args.blanked_files}
+    files = {path: read_release_records(path) for path in args.blanked_files}
     check_unique_clips(files)
     # Every answers file is read and checked before the (slow) pipeline loads.
     submissions = [submission for path in args.answers_files for submission in read_submissions(path)]

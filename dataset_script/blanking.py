@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# The output's format is told by its suffix: a JSON array, or JSON Lines.
+OUTPUT_SUFFIXES = (".json", ".jsonl")
 # Clips sent to a worker at a time; a few such tasks per worker are in flight at once.
 CLIPS_PER_TASK = 512
 TASKS_IN_FLIGHT_PER_WORKER = 2
@@ -191,7 +193,7 @@ def _candidates_per_batch(
 
 
 def blank_clips(
-    clips: Iterable[Clip], nlp: "Language", seed: int = 2, num_proc: int = 1, batch_size: int | None = None
+    clips: Iterable[Clip], nlp: "Language", *, seed: int = 2, num_proc: int = 1, batch_size: int | None = None
 ) -> Iterator[tuple[Clip, dict | None]]:
     """Each clip with its blanked record, or None when no caption has a noun chunk; input order.
 
@@ -254,7 +256,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved "
         "with `save_to_disk`, or a Hub dataset name (streamed).",
     )
-    parser.add_argument("--output_file", required=True, type=Path, help="Blanked records (.json, or .jsonl).")
+    parser.add_argument(
+        "--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines)."
+    )
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(
         "--spacy_model",
@@ -288,10 +292,12 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(f"--num_proc must be at least 1, got {args.num_proc}")
     if args.batch_size is not None and args.batch_size < 1:
         raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
-    if args.output_file.is_dir():
-        raise UsageError(f"--output_file {args.output_file} is a folder: name the file to write")
     local_input = args.input if Path(args.input).exists() else None
     check_outputs_apart({"--output_file": args.output_file}, [local_input])
+    if args.output_file.suffix not in OUTPUT_SUFFIXES:
+        raise UsageError(
+            f"--output_file {args.output_file}: name a .json file (a JSON array) or a .jsonl file (JSON Lines)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -302,7 +308,7 @@ def run(args: argparse.Namespace) -> int:
     nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
     summary = Counter()
     clips = _read_clips(records, args, nlp.max_length, summary)
-    pairs = blank_clips(clips, nlp, args.seed, args.num_proc, args.batch_size)
+    pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)
     progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
     blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
     logger.info("Wrote %s", args.output_file)

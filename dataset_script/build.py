@@ -114,7 +114,7 @@ class BuildResult:
     invalid_records: dict[str, list["InvalidRecordError"]]
 
 
-def _prepare(config: str, sources: Sources, work_dir: Path, skip_invalid: bool, max_shard_size: str) -> "Fiber":
+def _prepare(config: str, sources: Sources, work_dir: Path, *, skip_invalid: bool, max_shard_size: str) -> "Fiber":
     """Run the builder for one config into `work_dir/prepared/<config>` as Parquet shards."""
     import datasets
 
@@ -278,7 +278,7 @@ def build_dataset(
         configs = ["text", "i3d"] if sources.features_dir else ["text"]
         infos, data_files, shards, invalid_records = {}, {}, {}, {}
         for config in configs:
-            builder = _prepare(config, sources, work_dir, skip_invalid, max_shard_size)
+            builder = _prepare(config, sources, work_dir, skip_invalid=skip_invalid, max_shard_size=max_shard_size)
             shards[config] = _move_shards(builder, work_dir / "prepared" / config, dataset_dir / config)
             # On the Hub, `download_size` is what a user downloads: this config's Parquet files, not
             # the release files the builder read.

@@ -74,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .answers import check_unique_clips, read_blanked_records
+    from .answers import check_unique_clips
+    from .fiber.validation import read_release_records
 
     if args.questions_per_hit < 1:
         raise UsageError(f"--questions_per_hit must be at least 1, got {args.questions_per_hit}")
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         outputs["--page_file"] = args.page_file
     check_outputs_apart(outputs, [args.blanked_file])
 
-    records = read_blanked_records(args.blanked_file)
+    records = read_release_records(args.blanked_file)
     if not records:
         raise DataError(f"{args.blanked_file}: holds no clips")
     check_unique_clips({args.blanked_file: records})

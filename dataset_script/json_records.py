@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from fiberbench.errors import DataError
-from fiberbench.files import atomic_path
+from fiberbench.files import atomic_path, write_jsonl
 
 _CHUNK_CHARS = 1 << 16
 _DECODER = json.JSONDecoder()
@@ -188,14 +188,16 @@ def read_records_with_fields(path: str | os.PathLike, fields: Iterable[str]) -> 
 def write_json_records(path: str | os.PathLike, records: Iterable[dict]) -> int:
     """Write `records` as a JSON array (JSON Lines when `path` ends in .jsonl), atomically.
 
-    Records are written one per line as they come, so the output is never held in memory.
-    Returns the number of records written.
+    Records are written one per line as they come, so the output is never held in memory. As with
+    `fiberbench.files.write_jsonl` (which writes the JSON Lines), text is written as UTF-8 rather
+    than escaped, and NaN or infinity, which are not JSON, is refused. Returns the number of records.
     """
-    opening, separator, closing = ("", "\n", "\n") if Path(path).suffix == ".jsonl" else ("[\n", ",\n", "\n]\n")
+    if Path(path).suffix == ".jsonl":
+        return write_jsonl(path, records)
     count = 0
     with atomic_path(path) as temporary, temporary.open("w", encoding="utf-8") as file:
-        file.write(opening)
+        file.write("[\n")
         for count, record in enumerate(records, start=1):
-            file.write((separator if count > 1 else "") + json.dumps(record))
-        file.write(closing if count else closing.lstrip("\n"))
+            file.write((",\n" if count > 1 else "") + json.dumps(record, ensure_ascii=False, allow_nan=False))
+        file.write("\n]\n" if count else "]\n")
     return count

@@ -51,9 +51,9 @@ def _percent(count: int, total: int) -> float | None:
 
 def _mean_std(values: list[float]) -> dict:
     """Mean and population standard deviation (None for no values)."""
-    if not values:
-        return {"mean": None, "std": None}
-    return {"mean": statistics.fmean(values), "std": statistics.pstdev(values)}
+    from fiberbench.metric import mean_std
+
+    return mean_std(values)._asdict() if values else {"mean": None, "std": None}
 
 
 def _ranked(counter: Counter, total: int, top: int) -> list[dict]:
@@ -92,7 +92,7 @@ def answer_statistics(answers: list[str], spans: list) -> dict:
 def compute_stats(records: list[dict], nlp: "Language", batch_size: int = 256) -> dict:
     """All statistics of validated release-format records (`additional_answers` is [] in train)."""
     from fiberbench.metric import normalize_answer
-    from fiberbench.modeling.noun_phrases import answer_spans
+    from fiberbench.modeling.noun_phrases import answer_spans, pipeline_name
 
     groups = {
         "labels": [(record["masked_caption"], record["label"]) for record in records],
@@ -105,7 +105,7 @@ def compute_stats(records: list[dict], nlp: "Language", batch_size: int = 256) -
     }
     pairs = groups["labels"] + groups["annotations"]
     spans = list(answer_spans([caption for caption, _ in pairs], [answer for _, answer in pairs], nlp, batch_size))
-    stats = {"num_captions": len(records), "spacy_pipeline": f"{nlp.lang}_{nlp.meta['name']}-{nlp.meta['version']}"}
+    stats = {"num_captions": len(records), "spacy_pipeline": pipeline_name(nlp)}
     split = len(groups["labels"])
     for name, group_spans in (("labels", spans[:split]), ("annotations", spans[split:])):
         stats[name] = answer_statistics([answer for _, answer in groups[name]], group_spans)
@@ -219,8 +219,6 @@ def _check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before any work, flag values that cannot work and outputs that would replace the input."""
     if args.batch_size < 1:
         raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
-    if args.output_dir.exists() and not args.output_dir.is_dir():
-        raise UsageError(f"--output_dir {args.output_dir} is a file, not a folder")
     for name in (*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS)):
         check_outputs_apart({"--output_dir": args.output_dir / name}, [args.file])
 

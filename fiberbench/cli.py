@@ -35,6 +35,10 @@ COMMANDS = {
         "fiberbench.data.stats",
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
+    "evaluate": (
+        "fiberbench.metric.scoring",
+        "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
+    ),
     "predict": (
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
@@ -46,9 +50,16 @@ COMMANDS = {
 }
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors (a bad flag value, a missing argument) are one line, like every user error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in `argv` is imported."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="fiberbench",
         description="FIBER, the video fill-in-the-blanks benchmark: data, scoring and tools.",
     )
@@ -57,7 +68,9 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         action="store_true",
         help="Show the traceback of a user error (also: FIBERBENCH_DEBUG=1); by default it is one line.",
     )
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrorParser
+    )
     for name, (module_name, help_text) in COMMANDS.items():
         subparser = subparsers.add_parser(name, help=help_text, description=help_text)
         if name in argv:

@@ -72,23 +72,30 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary path beside `path` (same suffix) to write; it replaces `path` when the block succeeds.
 
     On an exception the temporary file is removed and `path` is left as it was; after a kill, the
-    next `atomic_path` for the same `path` removes it.
+    next `atomic_path` for the same `path` removes it. An `OSError` about the temporary file (a full
+    disk, a folder in the way) is raised about `path`, the name the user knows.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_staging(path)
-    descriptor, name = tempfile.mkstemp(
-        dir=path.parent, prefix=f"{_staging_prefix(path)}{os.getpid()}-", suffix=f".tmp{path.suffix}"
-    )
-    os.close(descriptor)
-    temporary = Path(name)
+    temporary = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_staging(path)
+        descriptor, name = tempfile.mkstemp(
+            dir=path.parent, prefix=f"{_staging_prefix(path)}{os.getpid()}-", suffix=f".tmp{path.suffix}"
+        )
+        os.close(descriptor)
+        temporary = Path(name)
         yield temporary
         os.chmod(temporary, file_mode())
         _fsync(temporary)
         os.replace(temporary, path)
+    except OSError as error:
+        if error.filename in (None, str(temporary)) or error.filename2 is not None:
+            raise OSError(error.errno, error.strerror, str(path)) from error
+        raise
     finally:
-        temporary.unlink(missing_ok=True)
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -194,18 +201,26 @@ def _resolved(path: str | os.PathLike) -> Path:
 def check_outputs_apart(
     outputs: dict[str, str | os.PathLike], inputs: Iterable[str | os.PathLike | None]
 ) -> None:
-    """Refuse, before any work, an output that would destroy an input.
+    """Refuse, before any work, an output that would destroy an input or cannot be written.
 
     Args:
-        outputs: flag (e.g. "--output_file") -> the path it writes (a file or a folder).
+        outputs: flag (e.g. "--output_file", "--output_dir") -> the path it writes. A flag ending in
+            `_dir` may name a folder or a file in it; any other names a file, so an existing folder
+            there is refused. A file standing where a folder of the path should be is refused.
         inputs: the files and folders the command reads (None entries are ignored).
 
     Raises:
-        UsageError: an output is an input, lies inside an input folder, or is a folder holding an input.
+        UsageError: an output is an input, lies inside an input folder, is a folder holding an
+            input, is a folder where a file is expected, or lies under a file.
     """
     inputs = [_resolved(path) for path in inputs if path is not None]
     for flag, output in outputs.items():
         target = _resolved(output)
+        if target.is_dir() and not flag.endswith("_dir"):
+            raise UsageError(f"{flag} {output} is a folder; give a file name")
+        blocking = next((parent for parent in target.parents if parent.exists() and not parent.is_dir()), None)
+        if blocking is not None:
+            raise UsageError(f"{flag} {output}: {blocking} is a file, not a folder")
         for source in inputs:
             if target == source:
                 problem = "is an input of this command"

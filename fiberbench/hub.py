@@ -40,6 +40,12 @@ class HubPushError(FiberbenchError, RuntimeError):
     """A push that did not complete: bad repo id, no token, or the Hub refused or could not be reached."""
 
 
+class HubPushUsageError(HubPushError):
+    """A push refused before any network call (a bad repo id, no token): a usage error, exit status 2."""
+
+    exit_status = 2
+
+
 def push_folder(
     folder: str | Path,
     repo_id: str,
@@ -140,10 +146,10 @@ def check_can_push(repo_id: str, token: str | None = None) -> str:
     try:
         validate_repo_id(repo_id)
     except HFValidationError as err:
-        raise HubPushError(f"Invalid Hub repo id {repo_id!r}: {err}") from err
+        raise HubPushUsageError(f"Invalid Hub repo id {repo_id!r}: {err}") from err
     token = token or get_token()
     if not token:
-        raise HubPushError(
+        raise HubPushUsageError(
             f"No Hugging Face token to push to '{repo_id}': set HF_TOKEN, run `hf auth login`, or pass a token"
         )
     return token

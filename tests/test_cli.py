@@ -45,3 +45,15 @@ def test_debug_shows_the_traceback(tmp_path):
         ["fiberbench", "--debug", "agreement", str(tmp_path / "missing.json")], capture_output=True, text=True
     )
     assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["evaluate", "--num_bootstrap", "many", "x.jsonl"], ["blank"], ["no-such-command"], ["stats", "--batch_size"]],
+)
+def test_a_bad_flag_is_one_line_with_exit_status_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and ": error: " in lines[0] and "--help" in lines[0]

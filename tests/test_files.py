@@ -149,17 +149,17 @@ def test_staging_folders_of_live_processes_are_kept(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("output", "problem"),
+    ("flag", "output", "problem"),
     [
-        ("in.json", "is an input"),
-        (".", "holds the input"),
-        ("data/sub/out.json", "lies inside the input folder"),
+        ("--output_file", "in.json", "is an input"),
+        ("--output_dir", ".", "holds the input"),
+        ("--output_file", "data/sub/out.json", "lies inside the input folder"),
     ],
 )
-def test_an_output_that_would_destroy_an_input_is_refused(tmp_path, output, problem):
+def test_an_output_that_would_destroy_an_input_is_refused(tmp_path, flag, output, problem):
     (tmp_path / "data").mkdir()
     with pytest.raises(UsageError, match=problem):
-        check_outputs_apart({"--output": tmp_path / output}, [tmp_path / "in.json", tmp_path / "data", None])
+        check_outputs_apart({flag: tmp_path / output}, [tmp_path / "in.json", tmp_path / "data", None])
 
 
 def test_an_input_reached_through_a_symlink_is_still_an_input(tmp_path):
@@ -171,3 +171,22 @@ def test_an_input_reached_through_a_symlink_is_still_an_input(tmp_path):
 
 def test_outputs_beside_the_inputs_are_fine(tmp_path):
     check_outputs_apart({"--output_file": tmp_path / "out.json"}, [tmp_path / "in.json", tmp_path / "data"])
+
+
+def test_an_output_of_the_wrong_kind_is_refused(tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError, match="is a folder; give a file name"):
+        check_outputs_apart({"--output_file": tmp_path / "folder"}, [])
+    with pytest.raises(UsageError, match="file is a file, not a folder"):
+        check_outputs_apart({"--output_dir": tmp_path / "file" / "stats.json"}, [])
+    check_outputs_apart({"--output_dir": tmp_path / "folder"}, [])
+    check_outputs_apart({"--output_dir": tmp_path / "file"}, [])  # a file in a folder flag: rewritten, e.g. stats.json
+
+
+def test_write_errors_name_the_destination_not_the_temporary_file(tmp_path):
+    (tmp_path / "results.json").mkdir()  # a folder where the file should go
+    with pytest.raises(IsADirectoryError) as error:
+        write_json(tmp_path / "results.json", {"f1": 1.0})
+    assert error.value.filename == str(tmp_path / "results.json")
+    assert [path.name for path in tmp_path.iterdir()] == ["results.json"]

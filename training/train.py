@@ -31,7 +31,7 @@ from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.training.model_card import make_model_card
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.training.arguments import hub_repo_id, parse_args
-from fiberbench.training.baselines import most_frequent_answer
+from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.training.checkpointing import TrainingProgress, batches_to_skip, resume, save_checkpoint
 from fiberbench.training.evaluation import Evaluator, load_metric, score
 from fiberbench.training.inputs import default_config_name, load_splits, make_dataloader

@@ -165,6 +165,7 @@ def write_split(
     folder: Path,
     split: str,
     num_clips: int,
+    *,
     text_rng: random.Random,
     feature_rng: np.random.Generator,
     frame_range: tuple[int, int],
@@ -186,9 +187,9 @@ def write_split(
             folder / "i3d" / feature_file_name(video_id, record["video_start_time"], record["video_end_time"]),
             make_features(feature_rng, item_index, num_frames),
         )
-    (folder / f"{split}.json").write_text(json.dumps(records, indent=1) + "\n")
+    (folder / f"{split}.json").write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     if split != "train":
-        (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n")
+        (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n", encoding="utf-8")
 
 
 def make_sample(
@@ -213,8 +214,16 @@ def make_sample(
         (staging / "i3d").mkdir()
         video_ids: set[str] = set()
         for split, num_clips in clips_per_split.items():
-            write_split(staging, split, num_clips, text_rng, feature_rng, frame_range, video_ids)
-        (staging / "README.md").write_text(SAMPLE_README.format(seed=seed, **clips_per_split))
+            write_split(
+                staging,
+                split,
+                num_clips,
+                text_rng=text_rng,
+                feature_rng=feature_rng,
+                frame_range=frame_range,
+                video_ids=video_ids,
+            )
+        (staging / "README.md").write_text(SAMPLE_README.format(seed=seed, **clips_per_split), encoding="utf-8")
 
 
 def main() -> None:

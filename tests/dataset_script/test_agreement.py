@@ -1,5 +1,6 @@
-"""Tests of `fiberbench agreement` on a hand-worked release-format file."""
+"""Tests of `fiberbench agreement` on a hand-worked release-format file, and on crowd answers with annotator ids."""
 
+import csv
 import json
 import re
 
@@ -29,44 +30,230 @@ RECORDS = [
 ]
 
 # Worked by hand. Each answer is compared with the other annotators' answers, the label being one
-# more annotator; "the" normalizes to nothing, so its annotator is left out.
-# Caption 1: first answers dog (EM 1, F1 1), puppy (1, 1), cat (0, 0); all answers add puppy (1, 1).
-# Caption 2: first answers "red ball" (1, 1), "blue ball" vs {red ball} (0, F1 1/(1 + 2/2) = 0.5);
-#            all answers add "ball" vs {red ball} (0, F1 1/(1 + 1/2) = 2/3).
+# more annotator; "the" normalizes to nothing, so it is dropped and its annotator left out.
+# Caption 1: first answers dog (EM 100, F1 100), puppy (100, 100), cat (0, 0); all answers add
+#            puppy (100, 100) and the label "dog" vs {dog, puppy, puppy, cat} (100, 100).
+# Caption 2: first answers "red ball" (100, 100), "blue ball" vs {red ball} (0, F1 2*1/(2+2) = 50);
+#            all answers add "ball" vs {red ball} (0, 2*1/(1+2) = 66.7) and the label (100, 100).
+EM_BY_ANSWER = [100, 100, 100, 0, 100, 100, 0, 0, 100]
+F1_BY_ANSWER = [100, 100, 100, 0, 100, 100, 50, 200 / 3, 100]
 EXPECTED = {
-    "first_answers_per_caption_f1": 100 * (2 / 3 + 3 / 4) / 2,  # 70.83
-    "first_answers_per_caption_f1_std": 100 * (3 / 4 - 2 / 3) / 2,  # 4.17
-    "first_answers_per_caption_exact_match": 100 * (2 / 3 + 1 / 2) / 2,  # 58.33
-    "first_answers_per_caption_exact_match_std": 100 * (2 / 3 - 1 / 2) / 2,  # 8.33
-    "first_answers_per_answer_f1": 100 * 3.5 / 5,  # [1, 1, 0, 1, 0.5]
-    "first_answers_per_answer_f1_std": 100 * 0.4,  # sqrt(3.25 / 5 - 0.7 ** 2)
-    "first_answers_per_answer_exact_match": 100 * 3 / 5,  # [1, 1, 0, 1, 0]
-    "first_answers_per_answer_exact_match_std": 100 * 0.24**0.5,
-    "all_answers_per_caption_f1": 100 * (3 / 4 + (1 + 0.5 + 2 / 3) / 3) / 2,
-    "all_answers_per_caption_exact_match": 100 * (3 / 4 + 1 / 3) / 2,
-    "all_answers_per_answer_f1": 100 * (4 + 0.5 + 2 / 3) / 7,
-    "all_answers_per_answer_exact_match": 100 * 4 / 7,
+    "first_answers_per_caption_f1": (2 / 3 + 3 / 4) / 2 * 100,  # 70.83
+    "first_answers_per_caption_f1_std": (3 / 4 - 2 / 3) / 2 * 100,  # 4.17
+    "first_answers_per_caption_exact_match": (2 / 3 + 1 / 2) / 2 * 100,  # 58.33
+    "first_answers_per_caption_exact_match_std": (2 / 3 - 1 / 2) / 2 * 100,  # 8.33
+    "all_answers_per_answer_f1": sum(F1_BY_ANSWER) / 9,  # 79.63
+    "all_answers_per_answer_exact_match": 600 / 9,
+    "all_answers_per_answer_exact_match_std_across_answers": 100 * (6 / 9 * 3 / 9) ** 0.5,
     "num_captions": 2,
     "num_first_answers": 5,
-    "num_all_answers": 7,
+    "num_answers": 9,
     "num_annotators_left_out": 1,
+    "num_empty_answers_dropped": 1,
+    "num_repeated_answers_dropped": 0,
 }
 
 
+def mean(values):
+    return sum(values) / len(values)
+
+
+def std(values):
+    return (sum((value - mean(values)) ** 2 for value in values) / len(values)) ** 0.5
+
+
+def write_records(path, records):
+    path.write_text(json.dumps(records))
+    return path
+
+
 def test_agreement_of_a_hand_worked_file(tmp_path, capsys):
-    source, output = tmp_path / "val.json", tmp_path / "agreement.json"
-    source.write_text(json.dumps(RECORDS))
+    source, output = write_records(tmp_path / "val.json", RECORDS), tmp_path / "agreement.json"
     assert main(["agreement", str(source), "--output_file", str(output)]) == 0
     results = json.loads(output.read_text())
     assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)
+    assert "all_answers_per_answer_f1_std_across_annotators" not in results
     table = capsys.readouterr().out
-    assert "| first | per caption | 70.8 (± 4.2) | 58.3 (± 8.3) | 82.6 (± 15.7) | 75.3 (± 19.7) |" in table
-    assert "2 captions, 5 first answers, 7 all answers, 1 annotators left out" in table
+    assert "| first answers, per caption | 70.8 (± 4.2) | 58.3 (± 8.3) | 82.6 (± 15.7) | 75.3 (± 19.7) |" in table
+    assert "| all answers, per answer | 79.6 (± " in table
+    assert "2 captions, 5 first answers, 9 answers, 1 annotators left out, 1 empty answers dropped" in table
+    assert "the per-answer deviation is across answers: this file has no annotator ids" in table
+
+
+def write_answers_csv(path, rows):
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1", "answer_2"])
+        writer.writerows(rows)
+    return path
+
+
+# The answers of RECORDS by annotator id: w1 and w2 answer both clips; w3 only v1, w4 only v2 ("the": left out).
+CSV_ROWS = [
+    ["v1", 0, 10, "w1", "dog", "puppy"],
+    ["v1", 0, 10, "w2", "a puppy", ""],
+    ["v1", 0, 10, "w3", "cat", ""],
+    ["v2", 0, 10, "w1", "red ball", ""],
+    ["v2", 0, 10, "w2", "a blue ball", "ball"],
+    ["v2", 0, 10, "w4", "the", ""],
+    ["v9", 0, 10, "w1", "a clip that is not in the file", ""],
+]
+
+
+def test_agreement_of_crowd_answers_with_annotator_ids(tmp_path, capsys):
+    records = [{key: value for key, value in record.items() if key != "additional_answers"} for record in RECORDS]
+    source = write_records(tmp_path / "val.json", records)
+    answers = write_answers_csv(tmp_path / "answers.csv", CSV_ROWS)
+    output = tmp_path / "agreement.json"
+    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
+    results = json.loads(output.read_text())
+    assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)  # the same answers as RECORDS
+    # Each annotator's mean over all their answers (EM_BY_ANSWER / F1_BY_ANSWER, by annotator), the labels as one.
+    em_by_annotator = {"w1": [100, 100, 100], "w2": [100, 0, 0], "w3": [0], "labels": [100, 100]}
+    f1_by_annotator = {"w1": [100, 100, 100], "w2": [100, 50, 200 / 3], "w3": [0], "labels": [100, 100]}
+    for metric, by_annotator in (("exact_match", em_by_annotator), ("f1", f1_by_annotator)):
+        expected = std([mean(scores) for scores in by_annotator.values()])
+        assert results[f"all_answers_per_answer_{metric}_std_across_annotators"] == pytest.approx(expected)
+    assert results["all_answers_per_answer_exact_match_std_across_annotators"] == pytest.approx(43.30127)
+    assert results["num_annotators"] == 4
+    table = capsys.readouterr().out
+    assert "| all answers, per answer | 79.6 (± 40.9) | 66.7 (± 43.3) | 70.0 (± 11.9) | 58.1 (± 16.3) |" in table
+    assert "across annotators (each annotator's mean), as in the paper" in table
 
 
 def test_a_record_without_answers_is_named(tmp_path, cli_error):
-    source = tmp_path / "val.json"
     without_answers = {key: value for key, value in RECORDS[1].items() if key != "additional_answers"}
-    source.write_text(json.dumps([RECORDS[0], without_answers]))
+    source = write_records(tmp_path / "val.json", [RECORDS[0], without_answers])
     status, line = cli_error("agreement", source)
     assert status == 1 and re.search(r"val.json: record 1: field 'additional_answers': missing or empty", line)
+
+
+def test_answers_of_no_clip_of_the_file_are_an_error(tmp_path, cli_error):
+    source = write_records(tmp_path / "val.json", RECORDS)
+    answers = write_answers_csv(tmp_path / "answers.csv", CSV_ROWS[-1:])
+    status, line = cli_error("agreement", source, "--answers_files", answers)
+    assert status == 1 and "No row of" in line and "answers a clip of the blanked file" in line
+
+
+def records_bytes(records) -> bytes:
+    return json.dumps(records).encode()
+
+
+TRAIN_RECORD = {key: value for key, value in RECORDS[0].items() if key != "additional_answers"}
+ANSWERS_HEADER = b"video_id,video_start_time,video_end_time,annotator_id,answer_1\n"
+# name -> (the file's bytes, the answers CSV's bytes (or None), the output file's name, exit status, message pattern)
+BAD_INPUTS = {
+    "a file that is not there": (None, None, None, 1, r"val.json: No such file or directory"),
+    "a folder instead of a file": ("folder", None, None, 1, r"val.json: Is a directory"),
+    "non-UTF-8 bytes": (
+        records_bytes(RECORDS)[:30] + b"\xff" + records_bytes(RECORDS)[30:],
+        None,
+        None,
+        1,
+        r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xff\)",
+    ),
+    "not JSON": (b"video_id,label\nv1,a dog\n", None, None, 1, r"val.json: record 0: invalid JSON"),
+    "a JSON array cut short": (records_bytes(RECORDS)[:-20], None, None, 1, r"val.json: record 1: invalid JSON"),
+    "a record that is not an object": (
+        b'["v1"]',
+        None,
+        None,
+        1,
+        r"val.json: record 0: expected a JSON object, got str",
+    ),
+    "a record without a label": (
+        records_bytes([{k: v for k, v in RECORDS[0].items() if k != "label"}]),
+        None,
+        None,
+        1,
+        r"val.json: record 0: field 'label': missing",
+    ),
+    "a split without answers (train)": (
+        records_bytes([TRAIN_RECORD]),
+        None,
+        None,
+        1,
+        r"val.json: record 0: field 'additional_answers': missing or empty",
+    ),
+    "an annotator with no answers": (
+        records_bytes([{**RECORDS[0], "additional_answers": [["dog"], []]}]),
+        None,
+        None,
+        1,
+        r"record 0: field 'additional_answers': annotator 1: expected a non-empty list",
+    ),
+    "an answers file that is not there": (
+        records_bytes(RECORDS),
+        "missing",
+        None,
+        1,
+        r"answers.csv: No such file or directory",
+    ),
+    "an answers CSV without answer columns": (
+        records_bytes(RECORDS),
+        b"video_id,video_start_time,video_end_time,annotator_id\n",
+        None,
+        1,
+        r"answers.csv: the fiber layout needs answer columns",
+    ),
+    "an answers CSV with non-UTF-8 bytes": (
+        records_bytes(RECORDS),
+        ANSWERS_HEADER + b"v1,0,10,w1,caf\xe9\n",
+        None,
+        1,
+        r"answers.csv, line 2: byte 15 of the line \(0xe9\) is not UTF-8",
+    ),
+    "an answers CSV with times that are not seconds": (
+        records_bytes(RECORDS),
+        ANSWERS_HEADER + b"v1,zero,10,w1,dog\n",
+        None,
+        1,
+        r"answers.csv, line 2, column 'video_start_time': must hold whole seconds",
+    ),
+    "answers of no clip of the file": (
+        records_bytes(RECORDS),
+        ANSWERS_HEADER + b"v9,0,10,w1,dog\n",
+        None,
+        1,
+        r"No row of .*answers.csv answers a clip of the blanked file",
+    ),
+    "the output is the input": (records_bytes(RECORDS), None, "val.json", 2, r"--output_file .*val.json is an input"),
+    "the output is a folder": (
+        records_bytes(RECORDS),
+        None,
+        "folder_out",
+        2,
+        r"--output_file .*folder_out is a folder",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_a_bad_input_is_one_line_and_writes_nothing(case, tmp_path, cli_error):
+    content, answers, output_name, expected_status, message = BAD_INPUTS[case]
+    source, answers_file = tmp_path / "val.json", tmp_path / "answers.csv"
+    if content == "folder":
+        source.mkdir()
+    elif content is not None:
+        source.write_bytes(content)
+    if isinstance(answers, bytes):
+        answers_file.write_bytes(answers)
+    if output_name == "folder_out":
+        (tmp_path / output_name).mkdir()
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    output = tmp_path / (output_name or "agreement.json")
+    flags = ["--output_file", output] + (["--answers_files", answers_file] if answers is not None else [])
+    status, line = cli_error("agreement", source, *flags)
+    assert status == expected_status and re.search(message, line), line
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+
+
+def test_answers_csv_with_a_byte_order_mark_and_windows_line_ends_are_read(tmp_path):
+    source = write_records(tmp_path / "val.json", RECORDS)
+    answers = tmp_path / "answers.csv"
+    lines = ["video_id,video_start_time,video_end_time,annotator_id,answer_1,answer_2"]
+    lines += [",".join(map(str, row)) for row in CSV_ROWS]
+    answers.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
+    output = tmp_path / "agreement.json"
+    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
+    assert json.loads(output.read_text())["num_annotators"] == 4

@@ -82,7 +82,10 @@ REFUSED = [
     ("output folder holding the blanked file", {}, {"--output_dir": ["{tmp}"]}, 2,
      r"--output_dir .*/val.json is an input of this command"),
     ("output folder that is the answers file", {}, {"--output_dir": ["{tmp}/answers.csv"]}, 2,
-     r"--output_dir .*answers.csv/val.json lies inside the input folder .*answers.csv"),
+     r"--output_dir .*answers.csv/val.json: .*answers.csv is a file, not a folder"),
+    # Checked before any work: the answers file, empty, would be refused otherwise.
+    ("output folder that is an existing file", {"afile": b"mine\n", "answers.csv": b""}, {"--output_dir": ["{tmp}/afile"]},
+     2, r"--output_dir .*afile/val.json: .*afile is a file, not a folder"),
     ("batch size 0", {}, {"--batch_size": ["0"]}, 2, r"--batch_size must be at least 1, got 0"),
     ("answers file empty", {"answers.csv": b""}, {}, 1, r"answers.csv: empty, no header line"),
     ("answers without an id column", {"answers.csv": ANSWERS.replace("video_end_time", "end").encode()}, {}, 1,
@@ -183,7 +186,7 @@ def test_accepted_variants_give_the_same_answers(tmp_path, files):
 
 
 def test_the_matrix_counts():
-    assert (len(REFUSED), len(ACCEPTED)) == (35, 5)
+    assert (len(REFUSED), len(ACCEPTED)) == (36, 5)
 
 
 @pytest.mark.slow

@@ -74,9 +74,12 @@ def test_a_bad_record_is_one_line_and_skippable(tmp_path, cli_error, caplog, nam
         (lambda d: (d / "link.json").symlink_to(d / "vatex.json"), ["{source}", "--output_file", "{d}/link.json"], 2,
          r"--output_file .*link.json is an input of this command"),
         (lambda d: (d / "out").mkdir(), ["{source}", "--output_file", "{d}/out"], 2, r"--output_file .*out is a folder"),
+        (None, ["{source}", "--output_file", "{d}/blanked.txt"], 2,
+         r"--output_file .*blanked.txt: name a .json file \(a JSON array\) or a .jsonl file \(JSON Lines\)"),
+        (None, ["{source}", "--output_file", "{d}/blanked"], 2, r"--output_file .*blanked: name a .json file"),
     ],
     ids=["missing_file", "empty_file", "file_cut_short", "folder_that_is_not_a_dataset", "num_proc_0", "batch_size_negative",
-         "output_is_the_input", "output_is_a_link_to_the_input", "output_is_a_folder"],
+         "output_is_the_input", "output_is_a_link_to_the_input", "output_is_a_folder", "output_txt", "output_without_suffix"],
 )
 def test_a_bad_file_or_flag_is_one_line_before_any_output(tmp_path, cli_error, prepare, arguments, status, message):
     source = write_source(tmp_path / "vatex.json", json.dumps(GOOD).encode())

@@ -188,7 +188,7 @@ def test_push_to_hub_with_an_invalid_repo_id_fails_before_building(tmp_path, cli
     # The real push round trip runs against a local Hub server in tests/hub/.
     output_dir = tmp_path / "fiber"
     status, line = cli_error("build-dataset", "--output_dir", output_dir, "--push_to_hub", "not a/valid/repo")
-    assert status == 1 and "Invalid Hub repo id 'not a/valid/repo'" in line
+    assert status == 2 and "Invalid Hub repo id 'not a/valid/repo'" in line
     assert not output_dir.exists()
 
 

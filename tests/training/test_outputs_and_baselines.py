@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fiberbench.training.baselines import most_frequent_answer
+from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.training.checkpointing import TrainingProgress, batches_to_skip
 from fiberbench.training.outputs import format_results_table
 

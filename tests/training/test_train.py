@@ -93,7 +93,7 @@ def test_main_job_trains_saves_and_writes_consistent_outputs(main_job):
         assert metrics["num_examples"] == size
         assert [record["index"] for record in split_records] == list(range(size))
         for name in ("exact_match", "f1", "exact_match_label_only", "f1_label_only"):
-            assert math.fsum(record[name] for record in split_records) * 100 / size == pytest.approx(metrics[name])
+            assert math.fsum(record[name] for record in split_records) / size == pytest.approx(metrics[name])  # percent
         assert math.fsum(record["label_probability"] for record in split_records) / size == pytest.approx(
             metrics["label_probability"]
         )

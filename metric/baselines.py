@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from fiberbench.metric import normalize_answer
+from . import normalize_answer
 
 
 def most_frequent_answer(labels: list[str]) -> str:

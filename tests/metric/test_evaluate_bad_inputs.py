@@ -1,0 +1,294 @@
+"""Bad inputs to `fiberbench evaluate`: one line naming what to fix, exit status 2 (usage) or 1 (data), nothing written.
+
+The strict join's errors (a blank missing, given twice or not in the split; no or a non-string
+prediction) are in test_evaluate_command.py.
+"""
+
+import json
+import re
+
+import pytest
+
+from fiberbench.cli import main
+from fiberbench.data import load_sample
+from fiberbench.metric.scoring import KEY_FIELDS
+
+
+@pytest.fixture(scope="module")
+def rows():
+    """A valid row per blank of the sample's test split."""
+    return [{field: blank[field] for field in KEY_FIELDS} | {"prediction": "a man"} for blank in load_sample()["test"]]
+
+
+def jsonl(rows) -> bytes:
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
+def csv_bytes(header: str, rows, cells) -> bytes:
+    return (header + "\n" + "".join(cells(row) + "\n" for row in rows)).encode()
+
+
+def key_cells(row) -> str:
+    return f"{row['video_id']},{row['video_start_time']},{row['video_end_time']}"
+
+
+# name -> (file name, its bytes given the valid rows, extra flags, exit status, the message's pattern)
+CASES = {
+    # Flags (exit status 2), refused before anything is read.
+    "confidence level 1.5": (
+        "a.jsonl",
+        jsonl,
+        ["--confidence_level", "1.5"],
+        2,
+        r"--confidence_level must be between 0 and 1",
+    ),
+    "confidence level 0": (
+        "a.jsonl",
+        jsonl,
+        ["--confidence_level", "0"],
+        2,
+        r"--confidence_level must be between 0 and 1",
+    ),
+    "no resamples": ("a.jsonl", jsonl, ["--num_bootstrap", "0"], 2, r"--num_bootstrap must be at least 1"),
+    "negative seed": ("a.jsonl", jsonl, ["--seed", "-1"], 2, r"--seed must not be negative"),
+    "names for another number of files": ("a.jsonl", jsonl, ["--names", "x", "y"], 2, r"--names gives 2 names for 1"),
+    "a split that does not exist": (
+        "a.jsonl",
+        jsonl,
+        ["--split", "dev"],
+        2,
+        r"--split dev: the bundled sample has no such split \(it has: train, validation, test\)",
+    ),
+    "a split without answers": (
+        "a.jsonl",
+        jsonl,
+        ["--split", "train"],
+        2,
+        r"--split train: the train split of the bundled sample has no annotators' answers",
+    ),
+    "an unknown config": (
+        "a.jsonl",
+        jsonl,
+        ["--dataset_config_name", "video"],
+        2,
+        r"--dataset_config_name video: BuilderConfig 'video' not found",
+    ),
+    "a dataset folder that does not exist": (
+        "a.jsonl",
+        jsonl,
+        ["--dataset_name", "./no_such_fiber"],
+        2,
+        r"--dataset_name ./no_such_fiber: no such folder",
+    ),
+    "overwrite without an output folder": (
+        "a.jsonl",
+        jsonl,
+        ["--overwrite_output_dir", "--no_output"],
+        2,
+        r"--overwrite_output_dir needs --output_dir",
+    ),
+    # Files (exit status 1).
+    "a file that is not there": ("missing.jsonl", None, [], 1, r"missing.jsonl: No such file or directory"),
+    "a folder instead of a file": ("folder.jsonl", "folder", [], 1, r"folder.jsonl: Is a directory"),
+    "an unknown format": (
+        "a.txt",
+        jsonl,
+        [],
+        1,
+        r"a.txt: cannot tell its format from '.txt': use .jsonl, .json or .csv",
+    ),
+    "no suffix": ("predictions", jsonl, [], 1, r"predictions: cannot tell its format from 'no suffix'"),
+    "non-UTF-8 bytes": (
+        "a.jsonl",
+        lambda rows: jsonl(rows)[:40] + b"\xff\xfe" + jsonl(rows)[40:],
+        [],
+        1,
+        r"a.jsonl: not UTF-8 text \(invalid start byte at byte 40\)",
+    ),
+    "non-UTF-8 bytes in CSV": (
+        "a.csv",
+        lambda rows: b"video_id,video_start_time,video_end_time,prediction\n\xe9",
+        [],
+        1,
+        r"a.csv: not UTF-8 text",
+    ),
+    "a line that is not JSON": (
+        "a.jsonl",
+        lambda rows: jsonl(rows[:3]) + b"{not json}\n",
+        [],
+        1,
+        r"a.jsonl: line 4: invalid JSON \(Expecting property name",
+    ),
+    "a JSON file cut short": (
+        "a.json",
+        lambda rows: json.dumps(rows).encode()[:-30],
+        [],
+        1,
+        r"a.json: line 1: invalid JSON",
+    ),
+    "a JSON object instead of an array": (
+        "a.json",
+        lambda rows: json.dumps(rows[0]).encode(),
+        [],
+        1,
+        r"a.json: expected a JSON array of objects, got dict",
+    ),
+    "a row that is a list": (
+        "a.jsonl",
+        lambda rows: jsonl(rows[:1]) + b"[1, 2]\n",
+        [],
+        1,
+        r"a.jsonl: line 2: expected an object, got list",
+    ),
+    "an empty file": ("a.jsonl", lambda rows: b"", [], 1, r"a.jsonl: no prediction for 60 of the 60 blanks"),
+    "no video_id": (
+        "a.jsonl",
+        lambda rows: jsonl([{k: v for k, v in rows[0].items() if k != "video_id"}]),
+        [],
+        1,
+        r"a.jsonl: line 1: field 'video_id' is missing",
+    ),
+    "a time that is not whole seconds": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "video_start_time": 1.5}]),
+        [],
+        1,
+        r"line 1: field 'video_start_time' must be a whole number of seconds, got 1.5",
+    ),
+    "a time that is true": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "video_end_time": True}]),
+        [],
+        1,
+        r"line 1: field 'video_end_time' must be a whole number of seconds, got True",
+    ),
+    "a number as video id": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "video_id": 7}]),
+        [],
+        1,
+        r"line 1: field 'video_id' must be a string, got int",
+    ),
+    "candidates that are not a list": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "candidates": "a man"}] + rows[1:]),
+        [],
+        1,
+        r"line 1: field 'candidates' must be a list of strings, got 'a man'",
+    ),
+    "candidates in some rows only": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "candidates": ["a man"]}] + rows[1:]),
+        [],
+        1,
+        r"a.jsonl: 1 of 60 rows have 'candidates': give them in every row or in none",
+    ),
+    "CSV without a prediction column": (
+        "a.csv",
+        lambda rows: csv_bytes("video_id,video_start_time,video_end_time", rows, key_cells),
+        [],
+        1,
+        r"a.csv: line 2: field 'prediction' is missing",
+    ),
+    "CSV candidates that are not JSON": (
+        "a.csv",
+        lambda rows: csv_bytes(
+            "video_id,video_start_time,video_end_time,prediction,candidates",
+            rows,
+            lambda row: key_cells(row) + ",a man,[a man",
+        ),
+        [],
+        1,
+        r"a.csv: line 2: field 'candidates' must be a JSON list of strings",
+    ),
+    "CSV time that is not a number": (
+        "a.csv",
+        lambda rows: csv_bytes(
+            "video_id,video_start_time,video_end_time,prediction",
+            rows[:1],
+            lambda row: f"{row['video_id']},ten,20,a man",
+        ),
+        [],
+        1,
+        r"a.csv: line 2: field 'video_start_time' must be a whole number of seconds, got 'ten'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_bad_input_is_one_line_and_writes_nothing(case, rows, tmp_path, cli_error):
+    name, content, flags, status, message = CASES[case]
+    path = tmp_path / name
+    if content == "folder":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content(rows))
+    output_dir = tmp_path / "out"
+    output_flags = [] if "--no_output" in flags else ["--output_dir", output_dir]
+    flags = [flag for flag in flags if flag != "--no_output"]
+    exit_status, line = cli_error("evaluate", path, *output_flags, "--num_bootstrap", "10", *flags)
+    assert exit_status == status and re.search(message, line), line
+    assert line.startswith("fiberbench evaluate: error: ")
+    assert not output_dir.exists()
+    assert sorted(item.name for item in tmp_path.iterdir()) == ([name] if content is not None else [])
+
+
+@pytest.mark.parametrize(
+    ("where", "flags", "problem"),
+    [
+        ("the predictions file", ["--overwrite_output_dir"], "is an input of this command"),
+        ("the predictions file's folder", ["--overwrite_output_dir"], "holds the input"),
+        ("a folder that is not empty", [], "is not empty: pass --overwrite_output_dir to replace it"),
+        ("a file", ["--overwrite_output_dir"], "is a file, not a folder"),
+    ],
+)
+def test_an_output_that_would_overwrite_something_is_refused(where, flags, problem, rows, tmp_path, cli_error):
+    predictions = tmp_path / "runs" / "system.jsonl"
+    predictions.parent.mkdir()
+    predictions.write_bytes(jsonl(rows))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "results.json").write_text("{}")
+    output_dir = {
+        "the predictions file": predictions,
+        "the predictions file's folder": predictions.parent,
+        "a folder that is not empty": other,
+        "a file": other / "results.json",
+    }[where]
+    status, line = cli_error("evaluate", predictions, "--output_dir", output_dir, *flags)
+    assert status == 2 and problem in line, line
+    assert predictions.read_bytes() == jsonl(rows) and (other / "results.json").read_text() == "{}"
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["other", "results.json", "runs", "system.jsonl"]
+
+
+def test_overwrite_output_dir_replaces_a_previous_evaluation_whole(rows, tmp_path):
+    path, output_dir = tmp_path / "a.jsonl", tmp_path / "out"
+    path.write_bytes(jsonl(rows))
+    output_dir.mkdir()
+    (output_dir / "stale.txt").write_text("from an earlier run")
+    assert (
+        main(
+            ["evaluate", str(path), "--num_bootstrap", "10", "--output_dir", str(output_dir), "--overwrite_output_dir"]
+        )
+        == 0
+    )
+    assert sorted(item.name for item in output_dir.iterdir()) == ["by_category.png", "results.json", "results.md"]
+
+
+def test_flags_argparse_cannot_read_exit_with_status_2(rows, tmp_path, capsys):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(jsonl(rows))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", str(path), "--num_bootstrap", "many"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "fiberbench evaluate: error: argument --num_bootstrap: invalid int value: 'many' (see fiberbench evaluate --help)"
+    ]
+
+
+def test_a_one_megabyte_answer_and_a_bom_are_fine(rows, tmp_path):
+    long_answer = [{**rows[0], "prediction": "word " * 200_000}] + rows[1:]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + jsonl(long_answer))
+    assert main(["evaluate", str(path), "--num_bootstrap", "10", "--output_dir", str(tmp_path / "out")]) == 0
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["a"]["exact_match"] >= 0

@@ -1,0 +1,235 @@
+"""`fiberbench evaluate` on the bundled sample: the metric's scores to the last digit, baselines, the join, the plot."""
+
+import csv
+import json
+
+import pytest
+
+from fiberbench.cli import main
+from fiberbench.data import load_sample
+from fiberbench.files import write_jsonl
+from fiberbench.metric import human_agreement, references_from_example
+from fiberbench.metric.baselines import most_frequent_answer
+from fiberbench.metric.scoring import KEY_FIELDS, plot_size
+
+SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
+FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return load_sample("text")
+
+
+@pytest.fixture(scope="module")
+def test_split(sample):
+    return sample["test"].to_list()
+
+
+def prediction_rows(blanks, answer, candidates=None) -> list[dict]:
+    """One row per blank: `answer(index, blank)`, and `candidates(index, blank)` when given."""
+    rows = []
+    for index, blank in enumerate(blanks):
+        row = {field: blank[field] for field in KEY_FIELDS} | {"prediction": answer(index, blank)}
+        if candidates is not None:
+            row["candidates"] = candidates(index, blank)
+        rows.append(row)
+    return rows
+
+
+def label_half_the_time(index, blank):
+    return blank["label"] if index % 2 else "a thing"
+
+
+SYSTEMS = {
+    "half": (label_half_the_time, lambda index, blank: ["a thing", blank["label"], "a man"]),
+    "annotator": (lambda index, blank: blank["additional_answers"][0][0], None),
+    "partial": (lambda index, blank: f"{blank['label']} thing" if index % 3 else "", None),
+}
+
+
+@pytest.fixture(scope="module")
+def predictions_dir(tmp_path_factory, test_split):
+    folder = tmp_path_factory.mktemp("predictions")
+    for name, (answer, candidates) in SYSTEMS.items():
+        write_jsonl(folder / f"{name}.jsonl", prediction_rows(test_split, answer, candidates))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def evaluated(predictions_dir, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("evaluation") / "out"
+    files = [str(predictions_dir / f"{name}.jsonl") for name in SYSTEMS]
+    assert main(["evaluate", *files, "--with_baselines", "--output_dir", str(output_dir), *FLAGS]) == 0
+    return output_dir, json.loads((output_dir / "results.json").read_text())
+
+
+def test_scores_equal_the_evaluate_module(evaluated, test_split, fiber_metric):
+    _, results = evaluated
+    references = [references_from_example(blank) for blank in test_split]
+    labels = [references_from_example(blank, label_only=True) for blank in test_split]
+    categories = [blank["category"] for blank in test_split]
+    for name, (answer, candidates) in SYSTEMS.items():
+        rows = prediction_rows(test_split, answer, candidates)
+        predictions = [row["prediction"] for row in rows]
+        ranked = [row["candidates"] for row in rows] if candidates else None
+        expected = fiber_metric.compute(
+            predictions=predictions, references=references, categories=categories, candidates=ranked, **SETTINGS
+        )
+        label_only = fiber_metric.compute(predictions=predictions, references=labels, **SETTINGS)
+        system = results["systems"][name]
+        assert system["file"].endswith(f"{name}.jsonl")
+        assert (system["exact_match"], system["f1"]) == (expected["exact_match"], expected["f1"])
+        assert system["exact_match_label_only"] == label_only["exact_match"]
+        assert system["f1_label_only"] == label_only["f1"]
+        assert system["correct_at_k"] == expected.get("correct_at_k") and system["map"] == expected.get("map")
+        intervals = system["confidence_intervals"]
+        for key in ("exact_match", "f1", "map"):
+            if f"{key}_ci" in expected:
+                assert intervals[key] == pytest.approx(expected[f"{key}_ci"], abs=1e-9)
+        assert intervals["f1_label_only"] == pytest.approx(label_only["f1_ci"], abs=1e-9)
+        for category, scores in system["by_category"].items():
+            assert scores["count"] == expected["count_by_category"][category]
+            assert scores["f1"] == expected["f1_by_category"][category]
+            assert scores["exact_match"] == expected["exact_match_by_category"][category]
+            expected_interval = expected["f1_ci_by_category"][category]
+            assert scores["confidence_intervals"]["f1"] == pytest.approx(expected_interval, abs=1e-9)
+    assert results["systems"]["half"]["correct_at_k"] == {"1": 0.0, "2": 100.0}  # K up to the 3 candidates
+
+
+def test_baselines_equal_the_most_frequent_answer_and_human_agreement(evaluated, sample, test_split, fiber_metric):
+    _, results = evaluated
+    answer = most_frequent_answer(sample["train"]["label"])
+    baseline = results["baselines"]["most frequent answer"]
+    assert baseline["answer"] == answer
+    expected = fiber_metric.compute(
+        predictions=[answer] * len(test_split), references=[references_from_example(blank) for blank in test_split]
+    )
+    assert (baseline["exact_match"], baseline["f1"]) == (expected["exact_match"], expected["f1"])
+    labels, answers = ([blank[field] for blank in test_split] for field in ("label", "additional_answers"))
+    agreement = human_agreement(labels, answers)
+    human = results["baselines"]["human agreement"]
+    assert human["exact_match"] == pytest.approx(agreement["first_answers_per_caption_exact_match"], rel=1e-12)
+    assert human["f1"] == pytest.approx(agreement["first_answers_per_caption_f1"], rel=1e-12)
+    assert human["num_blanks"] == agreement["num_captions"]
+
+
+def test_results_layout_comparisons_and_leaderboard(evaluated, capsys):
+    output_dir, results = evaluated
+    dataset = {"name": "the bundled sample", "config": "text", "split": "test", "num_blanks": 60, "synthetic": True}
+    assert results["dataset"] == dataset
+    assert results["settings"] == {**SETTINGS, "num_permutations": 500}
+    pairs = {(tuple(comparison["systems"]), comparison["metric"]) for comparison in results["comparisons"]}
+    assert len(pairs) == len(results["comparisons"]) == 3 * 2
+    for comparison in results["comparisons"]:
+        a, b = comparison["systems"]
+        metric = comparison["metric"]
+        assert results["systems"][a]["f1"] >= results["systems"][b]["f1"]  # the better-ranked first
+        assert comparison["difference"] == pytest.approx(results["systems"][a][metric] - results["systems"][b][metric])
+        assert 0 < comparison["p_value"] <= 1 and ("mcnemar_p_value" in comparison) == (metric == "exact_match")
+    leaderboard = (output_dir / "results.md").read_text()
+    assert "**SYNTHETIC data**" in leaderboard and "## Comparisons" in leaderboard
+    ranks = [line.split(" | ")[1] for line in leaderboard.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert ranks[0] == "annotator" and "human agreement (baseline)" in ranks
+    assert any(rank.startswith('most frequent answer "') for rank in ranks)
+    assert {path.name for path in output_dir.iterdir()} == {"results.json", "results.md", "by_category.png"}
+    for path in output_dir.iterdir():
+        assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_the_plot_is_a_png_of_the_expected_size(evaluated, test_split):
+    from PIL import Image
+
+    output_dir, results = evaluated
+    with Image.open(output_dir / "by_category.png") as image:
+        assert image.format == "PNG"
+        width, height = plot_size(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
+        assert image.size == (round(100 * width), round(100 * height))
+        assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
+
+
+def test_train_py_predictions_are_accepted(sample, tmp_path, capsys):
+    from fiberbench.training.evaluation import load_metric, score
+
+    # The records train.py writes to predictions.jsonl, for validation and test.
+    records = []
+    for split_name in ("validation", "test"):
+        split = sample[split_name]
+        outputs = [{"index": i, "prediction": "a man", "candidates": ["a man", "a woman"]} for i in range(len(split))]
+        records += score(load_metric(), split, outputs, split_name)[1]
+    write_jsonl(tmp_path / "predictions.jsonl", records)
+    assert main(["evaluate", str(tmp_path / "predictions.jsonl"), "--output_dir", str(tmp_path / "out"), *FLAGS]) == 0
+    system = json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["predictions"]
+    test_records = [record for record in records if record["split"] == "test"]
+    assert system["exact_match"] == pytest.approx(sum(record["exact_match"] for record in test_records) / 60)
+    assert system["correct_at_k"]["2"] >= system["correct_at_k"]["1"]
+
+
+def test_csv_with_bom_and_windows_line_ends_and_a_json_array_score_as_json_lines(evaluated, test_split, tmp_path):
+    rows = prediction_rows(test_split, *SYSTEMS["half"])
+    with (tmp_path / "half.csv").open("w", newline="", encoding="utf-8-sig") as file:
+        writer = csv.DictWriter(file, fieldnames=[*KEY_FIELDS, "prediction", "candidates"], lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows({**row, "candidates": json.dumps(row["candidates"])} for row in rows)
+    (tmp_path / "half_array.json").write_text(json.dumps(rows))
+    files = [tmp_path / "half.csv", tmp_path / "half_array.json"]
+    assert main(["evaluate", *map(str, files), "--output_dir", str(tmp_path / "out"), *FLAGS]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    for name in ("half", "half_array"):
+        system = results["systems"][name]
+        expected = evaluated[1]["systems"]["half"]
+        assert {key: system[key] for key in ("exact_match", "f1", "correct_at_k", "map", "confidence_intervals")} == {
+            key: expected[key] for key in ("exact_match", "f1", "correct_at_k", "map", "confidence_intervals")
+        }
+
+
+def write_rows(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def join_error_cases(rows):
+    extra = {**rows[0], "video_id": "notInSplit0"}
+    return {
+        "blanks without a prediction": (
+            rows[3:],
+            r"no prediction for 3 of the 60 blanks of the test split of the bundled sample: \('",
+        ),
+        "a blank given twice": (rows + [rows[5]], r"line 61: blank \(.*\) is predicted twice \(first on line 6\)"),
+        "a blank not in the split": (rows + [extra], r"line 61: blank \('notInSplit0', .*\) is not in the test split"),
+        "no prediction field": (
+            [{key: value for key, value in row.items() if key != "prediction"} for row in rows],
+            r"line 1: field 'prediction' is missing",
+        ),
+        "a prediction that is not a string": (
+            rows[:2] + [{**rows[2], "prediction": 3}] + rows[3:],
+            r"line 3: field 'prediction' must be a string, got int",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "blanks without a prediction",
+        "a blank given twice",
+        "a blank not in the split",
+        "no prediction field",
+        "a prediction that is not a string",
+    ],
+)
+def test_join_errors_name_the_file_line_and_key(case, test_split, tmp_path, cli_error):
+    import re
+
+    rows, message = join_error_cases(prediction_rows(test_split, label_half_the_time))[case]
+    path = write_rows(tmp_path / "system.jsonl", rows)
+    status, line = cli_error("evaluate", path, "--output_dir", tmp_path / "out", "--num_bootstrap", "10")
+    assert status == 1 and re.search(re.escape(str(path)) + ".*" + message, line), line
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
+    path = write_rows(tmp_path / "empty.jsonl", prediction_rows(test_split, lambda index, blank: ""))
+    assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "10"]) == 0
+    system = json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["empty"]
+    assert system["exact_match"] == system["f1"] == 0.0 and system["correct_at_k"] is None
