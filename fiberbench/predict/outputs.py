@@ -99,8 +99,6 @@ class PredictionsFile:
         The output may be replaced only if it is one this command wrote with the same settings
         (it is then resumed) or with `overwrite`; the same for the part files of an unfinished run.
         """
-        if self.path.is_dir():
-            raise UsageError(f"--output_file {self.path} is a folder; give a file name")
         if self.overwrite:
             return
         hint = "pass --overwrite_output_file to replace it, or another --output_file"
