@@ -91,3 +91,16 @@ def read_evaluate_format(path, num_beams: int) -> list[dict]:
 
 def clip_keys(records) -> list[tuple]:
     return [clip_key(record) for record in records]
+
+
+def scored_by_evaluate(predictions_file, output_dir, num_beams: int) -> dict:
+    """`fiberbench evaluate` on a predictions file (exit 0); its system's scores in results.json."""
+    from fiberbench.cli import main
+
+    assert main(["evaluate", str(predictions_file), "--output_dir", str(output_dir), "--num_bootstrap", "100"]) == 0
+    results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
+    assert list(results["systems"]) == [predictions_file.stem]
+    system = results["systems"][predictions_file.stem]
+    assert results["dataset"]["num_blanks"] == 60 and 0 <= system["f1"] <= 100
+    assert ("correct_at_k" in system and system["correct_at_k"] is not None) == (num_beams > 1)
+    return system

@@ -12,7 +12,7 @@ from fiberbench.predict.prompts import DEFAULT_PROMPT
 
 from fiberbench.predict.tiny_models import save_causal, save_video
 
-from .conftest import clip_keys, read_evaluate_format, sample_test_records
+from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate
 
 # kind -> (extra flags, beams the run uses by default, what the metadata's prompt section holds)
 RUNS = {
@@ -77,6 +77,7 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
     if kind == "video":
         assert settings["video"] == {"num_frames": 4, "sampling": "uniform"}
         assert settings["prompt"]["example"].count("<image>") == 4
+    scored_by_evaluate(output_file, tmp_path / "scores", num_beams)
 
 
 def test_causal_prompt_through_the_chat_template(tiny_models, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from fiberbench.cli import main
 
-from .conftest import read_evaluate_format, sample_test_records
+from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -124,6 +124,8 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     assert rows[0]["prediction"] == "" and all(row["prediction"] for row in rows[1:])
     metadata = output_file.with_name("predictions.metadata.json")
     assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": [clip]}
+    # The skipped clip's empty answer is scored as a wrong one.
+    assert scored_by_evaluate(output_file, tmp_path / "scores", num_beams=1)["by_category"]
     assert "1 of 60 clips have no video" in caplog.text and "1 clips skipped for a missing video" in caplog.text
 
     (tmp_path / missing.name).rename(missing)
