@@ -1,10 +1,12 @@
 """`fiberbench predict`: a model's answers to every blank of a FIBER split, as a file for `fiberbench evaluate`.
 
-Everything that can refuse the run is checked before the model's weights are read: the flags,
-the model's config (its kind), the dataset split, each clip's video, and an existing output
-(resumed only when it was written with the same settings). Then each process (several under
-`accelerate launch`) predicts its share of the clips not done yet, batch by batch, appending to
-its part file, and the first process merges all rows in dataset order (see `outputs`).
+Everything that can refuse the run is checked before the dataset or the model's weights are read
+where it can be: the flags, the model's config (its kind, the class that loads it, its
+safetensors weights); then, before any generation, the dataset split, each clip's video (opened),
+and an existing output (resumed only when it was written with the same settings). Then each
+process (several under `accelerate launch`) predicts its share of the clips not done yet, batch
+by batch, each batch written as a part file, and the first process merges all rows in dataset
+order (see `outputs`).
 """
 
 import argparse
@@ -376,12 +378,12 @@ class Run:
     dtype: "torch.dtype"
 
 
-def describe_run(run: Run) -> dict:
+def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
     from fiberbench.data.provenance import is_synthetic
 
-    args, nlp = run.args, run.nlp
+    args, nlp = prepared.args, prepared.nlp
     spacy_model = None if nlp is None else f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
     return {
         "fiberbench_version": fiberbench.__version__,
@@ -389,20 +391,20 @@ def describe_run(run: Run) -> dict:
             "name_or_path": local_or_hub(args.model_name_or_path),
             "revision": args.revision,
             "commit": model_commit(args),
-            "kind": run.kind,
-            "architectures": run.config.architectures,
-            "dtype": str(run.dtype).removeprefix("torch."),
+            "kind": prepared.kind,
+            "architectures": prepared.config.architectures,
+            "dtype": str(prepared.dtype).removeprefix("torch."),
         },
         "dataset": {
             "name": local_or_hub(args.dataset_name),
-            "config": run.predictor.dataset_config,
+            "config": prepared.predictor.dataset_config,
             "split": args.split,
-            "clips": len(run.split),
+            "clips": len(prepared.split),
             "synthetic": is_synthetic(args.dataset_name),
         },
-        "prompt": run.predictor.prompt(run.split[0]["masked_caption"]),
-        "decoding": run.predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
-        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if run.kind == "video" else None,
+        "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
+        "decoding": prepared.predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
+        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if prepared.kind == "video" else None,
     }
 
 
@@ -438,7 +440,17 @@ def run(args) -> int:
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
-    prepared = Run(args, config, kind, predictor, split, keys, videos, nlp, dtype)
+    prepared = Run(
+        args=args,
+        config=config,
+        kind=kind,
+        predictor=predictor,
+        split=split,
+        keys=keys,
+        videos=videos,
+        nlp=nlp,
+        dtype=dtype,
+    )
     settings = describe_run(prepared)
     predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
     predictions.check()
@@ -478,7 +490,7 @@ def run(args) -> int:
     return 0
 
 
-def predict_shard(run: Run, shard: list[int], predictions, accelerator) -> None:
+def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:
     """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file."""
     from tqdm.auto import tqdm
 
@@ -486,10 +498,10 @@ def predict_shard(run: Run, shard: list[int], predictions, accelerator) -> None:
 
     from .outputs import KEY_FIELDS, SKIPPED
 
-    predictor, split, videos = run.predictor, run.split, run.videos
-    predictor.load_model(accelerator.device, run.dtype)
+    predictor, split, videos = prepared.predictor, prepared.split, prepared.videos
+    predictor.load_model(accelerator.device, prepared.dtype)
     captions = list(split["masked_caption"])
-    batch_size = run.args.per_device_eval_batch_size
+    batch_size = prepared.args.per_device_eval_batch_size
     progress = tqdm(
         total=len(shard),
         unit="clip",
@@ -509,15 +521,15 @@ def predict_shard(run: Run, shard: list[int], predictions, accelerator) -> None:
                 for row, index in zip(rows, present):
                     row["video"] = videos[index]
             candidates = predictor.candidates(rows) if rows else []
-            if run.nlp is None:
+            if prepared.nlp is None:
                 answers = [ranked[0] for ranked in candidates]
             else:
-                answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, run.nlp)
+                answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, prepared.nlp)
             predicted = {
                 index: {"prediction": answer, "candidates": ranked}
                 for index, answer, ranked in zip(present, answers, candidates)
             }
             skipped = {"prediction": "", "candidates": [], SKIPPED: True}
-            records = [dict(zip(KEY_FIELDS, run.keys[index])) | predicted.get(index, skipped) for index in indices]
+            records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]
             predictions.append(accelerator.process_index, records)
             progress.update(len(indices))
