@@ -10,7 +10,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError
 from fiberbench.files import check_outputs_apart, write_json
 
 logger = logging.getLogger(__name__)
@@ -117,8 +117,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.output_file:
         check_outputs_apart({"--output_file": args.output_file}, [args.file, *(args.answers_files or [])])
-        if args.output_file.is_dir():
-            raise UsageError(f"--output_file {args.output_file} is a folder: name the JSON file to write")
     results = agreement_of_file(args.file, args.answers_files)
     print(agreement_table(results))
     if args.output_file:
