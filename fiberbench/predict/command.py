@@ -382,9 +382,10 @@ def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
     from fiberbench.data.provenance import is_synthetic
+    from fiberbench.modeling.noun_phrases import pipeline_name
 
     args, nlp = prepared.args, prepared.nlp
-    spacy_model = None if nlp is None else f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+    spacy_model = None if nlp is None else pipeline_name(nlp)
     return {
         "fiberbench_version": fiberbench.__version__,
         "model": {
