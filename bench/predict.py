@@ -1,8 +1,8 @@
 """Benchmark of `fiberbench predict`: clips per second with batched generation against one clip at a time.
 
 For a seq2seq LM (T5, the paper's zero-shot format and decoding: 8 beams) and a causal LM (Llama,
-the default prompt through a chat template, greedy), both random and of the same small size, built
-from the tokenizer shipped with the package: the predictors `fiberbench predict` uses answer the
+the default prompt through a chat template, greedy), both random and of the same small size
+(`fiberbench.predict.tiny_models`, widened): the predictors `fiberbench predict` uses answer the
 bundled sample's train captions in batches of --per_device_eval_batch_size, then one at a time.
 Model loading is not timed; the noun-phrase choice is left out (it does not depend on batching).
 """
@@ -13,55 +13,17 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoTokenizer,
-    LlamaConfig,
-    LlamaForCausalLM,
-    T5Config,
-    T5ForConditionalGeneration,
-)
+from transformers import AutoConfig
 
 import fiberbench.data
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
 from fiberbench.predict import command
-from fiberbench.predict.kinds import PREDICTORS
-
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}{{ '\\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}assistant:{% endif %}"
-)
+from fiberbench.predict.tiny_models import save_causal, save_seq2seq
 
 
 def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
-    """A random T5 and a random Llama of the same width and depth, saved with the sample tokenizer."""
-    tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
-    torch.manual_seed(0)
-    t5 = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=d_model,
-        d_kv=d_model // 4,
-        d_ff=4 * d_model,
-        num_layers=num_layers,
-        num_heads=4,
-        decoder_start_token_id=tokenizer.pad_token_id,
-    )
-    T5ForConditionalGeneration(t5).save_pretrained(folder / "seq2seq")
-    tokenizer.save_pretrained(folder / "seq2seq")
-    llama = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=d_model,
-        intermediate_size=4 * d_model,
-        num_hidden_layers=2 * num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=None,
-    )
-    LlamaForCausalLM(llama).save_pretrained(folder / "causal")
-    tokenizer.chat_template = CHAT_TEMPLATE
-    tokenizer.save_pretrained(folder / "causal")
+    """A random T5 and a random Llama of the same width and depth (the Llama: both T5 stacks' layers)."""
+    save_seq2seq(folder / "seq2seq", d_model=d_model, num_layers=num_layers)
+    save_causal(folder / "causal", hidden_size=d_model, num_layers=2 * num_layers)
     return {"seq2seq": folder / "seq2seq", "causal": folder / "causal"}
 
 
@@ -96,7 +58,7 @@ def main() -> None:
             command.add_arguments(predict_parser)
             predict_args = predict_parser.parse_args(["--model_name_or_path", str(path)])
             predict_args.prompt = command.DEFAULT_PROMPT if kind == "causal" else None
-            predictor = PREDICTORS[kind](predict_args, {}, AutoConfig.from_pretrained(path))
+            predictor = command.make_predictor(predict_args, kind, AutoConfig.from_pretrained(path))
             predictor.load_model(device, dtype)
             clips_per_second(predictor, captions[:4], 4)  # warm-up
             batched, batched_answers = clips_per_second(predictor, captions, args.per_device_eval_batch_size)

@@ -25,14 +25,13 @@ from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_outputs_apart
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video
+from .fiber.validation import ClipKey, clip_key
 from .json_records import write_json_records
 
 if TYPE_CHECKING:
     from spacy.language import Language
 
 logger = logging.getLogger(__name__)
-
-ClipKey = tuple[str, int, int]
 
 CSV_LAYOUTS = """\
 Answers CSVs come in three layouts, told apart by their columns:
@@ -262,11 +261,6 @@ class ClipAnswers:
     answers: list[tuple[str, str]] = field(default_factory=list)  # (annotator, answer)
     seen: set[tuple[str, str]] = field(default_factory=set)  # (annotator, normalized answer)
     unavailable: bool = False
-
-
-def clip_key(record: dict) -> ClipKey:
-    """The (video_id, video_start_time, video_end_time) of a release-format record."""
-    return record["video_id"], record["video_start_time"], record["video_end_time"]
 
 
 def _collect(records: list[dict], submissions: Iterable[Submission], counts: Counter) -> dict[ClipKey, ClipAnswers]:

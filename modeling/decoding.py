@@ -65,7 +65,11 @@ def generate_candidates(
     sequences = model.generate(
         **inputs, num_beams=num_beams, num_return_sequences=num_beams, logits_processor=end_rule, **generate_kwargs
     )
-    answers = processor.decode_answers(sequences)
+    return rank_beams(processor.decode_answers(sequences), num_beams)
+
+
+def rank_beams(answers: Sequence[str], num_beams: int) -> list[list[str]]:
+    """`num_beams` answers per example, best first, in a flat list -> each example's distinct answers in rank order."""
     return [list(dict.fromkeys(answers[i : i + num_beams])) for i in range(0, len(answers), num_beams)]
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from fiberbench.errors import DataError
-from fiberbench.modeling.processing_fiber import BLANK
 
 from ..json_records import NOT_UTF8_PATTERN, read_json_records
 
@@ -79,6 +78,10 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     `additional_answers` may be absent (as in train) and becomes `[]`; `caption` may be absent and
     becomes None, but when present the label put into the blank must give it back.
     """
+    # Imported here: the modeling package loads torch and transformers, which the commands that
+    # only need `clip_key` or `clip_id` (`fiberbench answers --help`, ...) should not wait for.
+    from fiberbench.modeling.processing_fiber import BLANK
+
     if not isinstance(record, dict):
         raise InvalidRecordError(file, index, "(record)", f"expected a JSON object, got {type(record).__name__}")
     for field in ("video_id", "video_start_time", "video_end_time", "masked_caption", "label"):
@@ -205,6 +208,15 @@ def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
             file, index, field, f"{path.name}: contains NaN or infinite values (or values beyond float32's range)"
         )
     return features
+
+
+# A clip as the release identifies it: (video_id, video_start_time, video_end_time).
+ClipKey = tuple[str, int, int]
+
+
+def clip_key(record: dict) -> ClipKey:
+    """The (video_id, video_start_time, video_end_time) of a release-format record."""
+    return record["video_id"], record["video_start_time"], record["video_end_time"]
 
 
 def clip_id(video_id: str, start: int, end: int) -> str:

@@ -1,19 +1,36 @@
 """`fiberbench predict`: a model's answers to every blank of a FIBER split, as a file for `fiberbench evaluate`.
 
-Everything that can refuse the run is checked before the model's weights are read: the flags,
-the model's config (its kind), the dataset split, each clip's video, and an existing output
-(resumed only when it was written with the same settings). Then each process (several under
-`accelerate launch`) predicts its share of the clips not done yet, batch by batch, appending to
-its part file, and the first process merges all rows in dataset order (see `outputs`).
+Everything that can refuse the run is checked before the dataset or the model's weights are read
+where it can be: the flags, the model's config (its kind, the class that loads it, its
+safetensors weights); then, before any generation, the dataset split, each clip's video (opened),
+and an existing output (resumed only when it was written with the same settings). Then each
+process (several under `accelerate launch`) predicts its share of the clips not done yet, batch
+by batch, each batch written as a part file, and the first process merges all rows in dataset
+order (see `outputs`).
 """
 
 import argparse
+import json
 import logging
+import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
+
+if TYPE_CHECKING:
+    import datasets
+    import torch
+    from spacy.language import Language
+    from transformers import PretrainedConfig
+
+    from fiberbench.data.fiber.validation import ClipKey
+
+    from .kinds import Predictor
+    from .videos import ClipVideo
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +114,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     decoding.add_argument(
         "--per_device_eval_batch_size",
-        "--per_device_batch_size",
-        dest="per_device_eval_batch_size",
         type=int,
         default=16,
         help="Clips per generate call and process (default 16).",
@@ -126,18 +141,28 @@ def check_flags(args) -> None:
             check_template(args.prompt)
         except ValueError as error:
             raise UsageError(str(error)) from error
+    if args.video_dir is not None and args.video_dir.exists() and not args.video_dir.is_dir():
+        raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the clips' videos")
     if args.video_dir is not None and not args.video_dir.is_dir():
         raise UsageError(f"--video_dir {args.video_dir}: no such folder")
 
 
 def load_config(args):
-    """The model's config; an unreachable or unknown model id is a UsageError naming it."""
+    """The model's config: a local folder's (a DataError names a broken config.json), else the Hub's.
+
+    A Hub id that cannot be reached, or a path to nothing, is a UsageError naming it.
+    """
     from transformers import AutoConfig
 
     import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
 
     name = args.model_name_or_path
-    if name.startswith((".", "/", "~")) and not Path(name).expanduser().is_dir():
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        return local_config(args, folder)
+    if folder.exists():
+        raise UsageError(f"--model_name_or_path {name} is a file; give a model folder or a Hub model id")
+    if name.startswith((".", "/", "~")):
         raise UsageError(f"--model_name_or_path {name}: no such folder")
     try:
         return AutoConfig.from_pretrained(name, revision=args.revision, trust_remote_code=args.trust_remote_code)
@@ -150,16 +175,55 @@ def load_config(args):
         ) from error
 
 
-def choose_kind(args, config) -> str:
-    """--model_type, else the kind of the config; then the flags that only some kinds read."""
-    from .kinds import detect_kind
+def local_config(args, folder: Path):
+    """The config of a local model folder; a missing or broken config.json is a DataError naming it."""
+    from transformers import AutoConfig
+    from transformers.utils import CONFIG_NAME
 
-    kind = args.model_type or detect_kind(config)
+    config_file = folder / CONFIG_NAME
+    if not config_file.is_file():
+        raise DataError(f"--model_name_or_path {args.model_name_or_path}: no {CONFIG_NAME} in it: not a saved model")
+    try:
+        json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DataError(f"{config_file}: not valid JSON ({error})") from error
+    try:
+        return AutoConfig.from_pretrained(folder, trust_remote_code=args.trust_remote_code)
+    except (OSError, ValueError) as error:
+        raise DataError(f"{config_file}: not a config transformers can read ({error})") from error
+
+
+def choose_kind(args, config) -> str:
+    """--model_type, else the kind of the config; checked to load as that kind, with its weights in safetensors.
+
+    Then the flags that only some kinds read. All of it before the dataset or the weights are read.
+    """
+    from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
+
+    from .kinds import detect_kind, loads_as, model_class
+
+    name = args.model_name_or_path
+    detected = detect_kind(config)
+    kind = args.model_type or detected
     if kind is None:
         raise UsageError(
-            f"--model_name_or_path {args.model_name_or_path}: model type {config.model_type!r} is none of the kinds "
+            f"--model_name_or_path {name}: model type {config.model_type!r} is none of the kinds "
             "fiberbench predict runs (FIBER models, and the models of AutoModelForSeq2SeqLM, AutoModelForCausalLM "
             "and AutoModelForImageTextToText)"
+        )
+    if not loads_as(kind, config):
+        read = f"; its config makes it {KIND_NAMES[detected]}" if detected else ""
+        raise UsageError(
+            f"--model_type {kind}: {name} is a {config.model_type!r} model, which {model_class(kind)} does not "
+            f"load{read}"
+        )
+    weights = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME)
+    folder = Path(name).expanduser()
+    if folder.is_dir() and not any((folder / file_name).is_file() for file_name in weights):
+        # A pickle (pytorch_model.bin) can run any code when it is read.
+        raise DataError(
+            f"--model_name_or_path {name}: no {SAFE_WEIGHTS_NAME} in it; fiberbench predict reads only safetensors "
+            "weights, never a pickle"
         )
     prompted = kind in ("causal", "video")
     if args.prompt is not None and not prompted:
@@ -168,13 +232,28 @@ def choose_kind(args, config) -> str:
         )
     if kind == "video" and args.video_dir is None:
         raise UsageError(
-            f"{args.model_name_or_path} is a video-language model: give --video_dir with the clips' videos "
+            f"{name} is a video-language model: give --video_dir with the clips' videos "
             "(or --model_type causal to run it on the captions alone)"
         )
     for flag in ("video_dir", "num_frames", "skip_missing_videos"):
         if kind != "video" and getattr(args, flag) not in (None, False):
             raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
     return kind
+
+
+def make_predictor(args, kind: str, config) -> "Predictor":
+    """The predictor of `kind`, with its tokenizer or processor (not its weights yet)."""
+    from .kinds import PREDICTORS
+
+    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code}
+    try:
+        return PREDICTORS[kind](args, loading, config)
+    except FiberbenchError:
+        raise
+    except (OSError, ValueError) as error:
+        raise DataError(
+            f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor ({error})"
+        ) from error
 
 
 def model_commit(args) -> str | None:
@@ -216,7 +295,7 @@ def load_split(args, config_name: str):
     return split
 
 
-def clip_keys(split, described: str) -> list[tuple[str, int, int]]:
+def clip_keys(split, described: str) -> "list[ClipKey]":
     """Each row's clip (video_id, video_start_time, video_end_time); a clip twice in the split is a DataError."""
     keys = list(zip(split["video_id"], split["video_start_time"], split["video_end_time"]))
     first_row = {}
@@ -227,9 +306,15 @@ def clip_keys(split, described: str) -> list[tuple[str, int, int]]:
     return keys
 
 
-def find_videos(args, keys) -> list:
-    """Each clip's video (a `ClipVideo`), or None for a missing one with --skip_missing_videos (else a DataError)."""
-    from .videos import expected_names, find_clip_video
+def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
+    """Each clip's video, checked to be usable (`check_video`); None for a missing one with --skip_missing_videos.
+
+    Every video is opened here, before any work, so that a bad one is one error line on every
+    process at once, not a failure of one process in the middle of a run.
+    """
+    from tqdm.auto import tqdm
+
+    from .videos import check_video, expected_names, find_clip_video
 
     videos = [find_clip_video(args.video_dir, *key) for key in keys]
     missing = [key for key, video in zip(keys, videos) if video is None]
@@ -238,6 +323,21 @@ def find_videos(args, keys) -> list:
             f"--video_dir {args.video_dir}: no video for clip {missing[0][0]} ({missing[0][1]}-{missing[0][2]} s): "
             f"looked for {expected_names(*missing[0])}; {len(missing)} of {len(keys)} clips have none. Pass "
             "--skip_missing_videos to predict the others (the skipped clips get an empty answer)"
+        )
+    unusable = []
+    # Under `accelerate launch` every process checks every video; the first of each machine shows the bar.
+    quiet = os.environ.get("LOCAL_RANK", "0") != "0"
+    for key, video in zip(keys, tqdm(videos, desc="Checking the clips' videos", unit="video", disable=quiet)):
+        try:
+            if video is not None:
+                check_video(video)
+        except DataError as error:
+            unusable.append((key, error))
+    if unusable:
+        (video_id, start, end), error = unusable[0]
+        raise DataError(
+            f"{error} (the video of clip {video_id}, {start}-{end} s); {len(unusable)} of {len(keys)} clips' videos "
+            "cannot be used"
         )
     if missing:
         logger.warning(
@@ -262,32 +362,50 @@ def local_or_hub(name: str | None) -> str | None:
     return str(Path(name).expanduser().resolve())
 
 
-def describe_run(args, config, kind: str, predictor, split, nlp, dtype) -> dict:
+@dataclass
+class Run:
+    """What a run works on, once every check that could refuse it has passed: what `describe_run` records
+    and `predict_shard` reads."""
+
+    args: argparse.Namespace
+    config: "PretrainedConfig"
+    kind: str
+    predictor: "Predictor"
+    split: "datasets.Dataset"
+    keys: "list[ClipKey]"  # each row's clip, in dataset order
+    videos: "list[ClipVideo | None] | None"  # video-language models: each row's video (None: missing, skipped)
+    nlp: "Language | None"  # the pipeline that picks the first noun-phrase beam, if any
+    dtype: "torch.dtype"
+
+
+def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
     from fiberbench.data.provenance import is_synthetic
+    from fiberbench.modeling.noun_phrases import pipeline_name
 
-    spacy_model = None if nlp is None else f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
+    args, nlp = prepared.args, prepared.nlp
+    spacy_model = None if nlp is None else pipeline_name(nlp)
     return {
         "fiberbench_version": fiberbench.__version__,
         "model": {
             "name_or_path": local_or_hub(args.model_name_or_path),
             "revision": args.revision,
             "commit": model_commit(args),
-            "kind": kind,
-            "architectures": config.architectures,
-            "dtype": str(dtype).removeprefix("torch."),
+            "kind": prepared.kind,
+            "architectures": prepared.config.architectures,
+            "dtype": str(prepared.dtype).removeprefix("torch."),
         },
         "dataset": {
             "name": local_or_hub(args.dataset_name),
-            "config": predictor.dataset_config,
+            "config": prepared.predictor.dataset_config,
             "split": args.split,
-            "clips": len(split),
+            "clips": len(prepared.split),
             "synthetic": is_synthetic(args.dataset_name),
         },
-        "prompt": predictor.prompt(split[0]["masked_caption"]),
-        "decoding": predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
-        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if kind == "video" else None,
+        "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
+        "decoding": prepared.predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
+        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if prepared.kind == "video" else None,
     }
 
 
@@ -297,7 +415,6 @@ def run(args) -> int:
 
     from fiberbench.files import check_outputs_apart
 
-    from .kinds import PREDICTORS
     from .outputs import PredictionsFile, metadata_path
 
     check_flags(args)
@@ -312,15 +429,7 @@ def run(args) -> int:
         {"--output_file": args.output_file, "its metadata file": metadata_path(args.output_file)},
         [*local_inputs, args.video_dir],
     )
-    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code}
-    try:
-        predictor = PREDICTORS[kind](args, loading, config)
-    except FiberbenchError:
-        raise
-    except (OSError, ValueError) as error:
-        raise DataError(
-            f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor ({error})"
-        ) from error
+    predictor = make_predictor(args, kind, config)
     split = load_split(args, predictor.dataset_config)
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
     keys = clip_keys(split, described)
@@ -332,14 +441,25 @@ def run(args) -> int:
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
-    settings = describe_run(args, config, kind, predictor, split, nlp, dtype)
+    prepared = Run(
+        args=args,
+        config=config,
+        kind=kind,
+        predictor=predictor,
+        split=split,
+        keys=keys,
+        videos=videos,
+        nlp=nlp,
+        dtype=dtype,
+    )
+    settings = describe_run(prepared)
     predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
     predictions.check()
     if accelerator.is_main_process:
-        predictions.drop_other_runs()
+        predictions.prepare()
     accelerator.wait_for_everyone()
     done = predictions.done()
-    accelerator.wait_for_everyone()  # every process has read the part files before any appends to its own
+    accelerator.wait_for_everyone()  # every process has read the part files before any writes a new one
     pending = [index for index, key in enumerate(keys) if key not in done]
     if accelerator.is_main_process:
         logger.info(
@@ -356,7 +476,7 @@ def run(args) -> int:
         "Process %d of %d: %d clips to predict", accelerator.process_index + 1, accelerator.num_processes, len(shard)
     )
     if shard:
-        predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype)
+        predict_shard(prepared, shard, predictions, accelerator)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         output = predictions.merge(keys, predictor.num_beams)
@@ -371,18 +491,18 @@ def run(args) -> int:
     return 0
 
 
-def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions, accelerator, dtype) -> None:
-    """Predict this process's clips batch by batch, appending each batch's rows to its part file."""
+def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:
+    """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file."""
     from tqdm.auto import tqdm
 
     from fiberbench.modeling.decoding import choose_noun_phrases
 
     from .outputs import KEY_FIELDS, SKIPPED
 
-    predictor.load_model(accelerator.device, dtype)
-    predictions.start_appending(accelerator.process_index)
+    predictor, split, videos = prepared.predictor, prepared.split, prepared.videos
+    predictor.load_model(accelerator.device, prepared.dtype)
     captions = list(split["masked_caption"])
-    batch_size = args.per_device_eval_batch_size
+    batch_size = prepared.args.per_device_eval_batch_size
     progress = tqdm(
         total=len(shard),
         unit="clip",
@@ -402,15 +522,15 @@ def predict_shard(args, predictor, nlp, split, keys, videos, shard, predictions,
                 for row, index in zip(rows, present):
                     row["video"] = videos[index]
             candidates = predictor.candidates(rows) if rows else []
-            if nlp is None:
+            if prepared.nlp is None:
                 answers = [ranked[0] for ranked in candidates]
             else:
-                answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, nlp)
+                answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, prepared.nlp)
             predicted = {
                 index: {"prediction": answer, "candidates": ranked}
                 for index, answer, ranked in zip(present, answers, candidates)
             }
             skipped = {"prediction": "", "candidates": [], SKIPPED: True}
-            records = [dict(zip(KEY_FIELDS, keys[index])) | predicted.get(index, skipped) for index in indices]
+            records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]
             predictions.append(accelerator.process_index, records)
             progress.update(len(indices))

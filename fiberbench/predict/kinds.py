@@ -17,6 +17,8 @@ several images takes a clip's frames that way.
 
 import torch
 
+from fiberbench.modeling.decoding import rank_beams
+
 from .prompts import extract_answer
 from .videos import sample_frames
 
@@ -27,31 +29,38 @@ AUTO_CLASSES = {
     "seq2seq": "AutoModelForSeq2SeqLM",
     "causal": "AutoModelForCausalLM",
 }
+# transformers' mapping (config class -> model class) behind each Auto class, models registered by packages included.
+AUTO_MAPPINGS = {
+    "video": "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING",
+    "seq2seq": "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING",
+    "causal": "MODEL_FOR_CAUSAL_LM_MAPPING",
+}
+# FIBER models, and T5 checkpoints run as text-only ones (--model_type fiber).
+FIBER_MODEL_TYPES = ("fiber_t5", "t5")
+
+
+def model_class(kind: str) -> str:
+    """The class that loads a model of `kind`, as messages name it."""
+    return "FiberT5ForConditionalGeneration" if kind == "fiber" else AUTO_CLASSES[kind]
+
+
+def loads_as(kind: str, config) -> bool:
+    """Whether `model_class(kind)` loads the model of `config`: by its config class, or remote code's `auto_map`."""
+    import transformers
+
+    if kind == "fiber":
+        return config.model_type in FIBER_MODEL_TYPES
+    auto_map = getattr(config, "auto_map", None) or {}
+    return type(config) in getattr(transformers, AUTO_MAPPINGS[kind]) or AUTO_CLASSES[kind] in auto_map
 
 
 def detect_kind(config) -> str | None:
-    """The kind of model `config` describes (by its `model_type`, or the `auto_map` of remote code), or None."""
-    from transformers.models.auto import modeling_auto
-
+    """The kind of model `config` describes, or None when fiberbench predict runs no such model."""
     from fiberbench.modeling import FiberT5Config
 
     if isinstance(config, FiberT5Config):
         return "fiber"
-    model_types = {
-        "video": modeling_auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-        "seq2seq": modeling_auto.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES,
-        "causal": modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-    }
-    auto_map = getattr(config, "auto_map", None) or {}
-    for kind, auto_class in AUTO_CLASSES.items():
-        if config.model_type in model_types[kind] or auto_class in auto_map:
-            return kind
-    return None
-
-
-def _group(answers: list[str], num_beams: int) -> list[list[str]]:
-    """Generated answers (num_beams per clip, best first) -> each clip's distinct answers in rank order."""
-    return [list(dict.fromkeys(answers[i : i + num_beams])) for i in range(0, len(answers), num_beams)]
+    return next((kind for kind in AUTO_CLASSES if loads_as(kind, config)), None)
 
 
 class Predictor:
@@ -129,15 +138,9 @@ class FiberPredictor(PaperFormatPredictor):
         super().__init__(args, loading, config)
         from transformers import AutoProcessor, AutoTokenizer
 
-        from fiberbench.errors import UsageError
         from fiberbench.modeling import FiberProcessor
         from fiberbench.modeling.decoding import PAPER_NUM_BEAMS
 
-        if config.model_type not in ("fiber_t5", "t5"):
-            raise UsageError(
-                f"--model_type fiber runs FIBER and T5 checkpoints; {args.model_name_or_path} is a "
-                f"{config.model_type!r} model"
-            )
         # A T5 checkpoint run as a FIBER model (--model_type fiber) is a text-only one.
         self.fusion = getattr(config, "fusion", "none")
         self.dataset_config = "text" if self.fusion == "none" else "i3d"
@@ -246,7 +249,7 @@ class PromptedPredictor(Predictor):
                 **self.decoding(),
             )
         replies = decoder.batch_decode(sequences[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-        return _group([extract_answer(reply) for reply in replies], self.num_beams)
+        return rank_beams([extract_answer(reply) for reply in replies], self.num_beams)
 
 
 class CausalPredictor(PromptedPredictor):

@@ -6,33 +6,37 @@
 - `OUTPUT_FILE` with the suffix `.metadata.json` beside it: `settings` (model id, revision and
   commit, kind, the exact prompt, decoding, dataset and split, package version: what the
   predictions depend on) and `output` (rows, clips skipped for a missing video).
-- While a run goes on, each process appends its rows, batch by batch, to a hidden part file beside
-  the output (`.NAME.part-RANK.jsonl`, first line: the settings). A rerun with the same settings
-  reads them and the finished output, and predicts only the clips not done yet; a clip skipped for
-  a missing video is tried again. At the end the rows are merged in dataset order into the output
-  (atomically, through `fiberbench.files`) and the part files removed.
-- Rows made with other settings are never mixed in: an output or part file of other settings is
-  refused, or with `overwrite` (--overwrite_output_file) ignored, the output being replaced only
-  when the new one is complete.
+- While a run goes on, its rows go to a hidden folder beside the output (`.NAME.parts/`):
+  `settings.json`, then one JSON Lines file per batch and process (`rank-R-NNNNNN.jsonl`), each
+  written atomically through `fiberbench.files`, so a killed run leaves whole batches only. A
+  rerun with the same settings reads them and the finished output, and predicts only the clips
+  not done yet; a clip skipped for a missing video is tried again. At the end the rows are merged
+  in dataset order into the output (atomically) and the folder removed.
+- Rows made with other settings are never mixed in: an output or unfinished run of other settings
+  is refused, or with `overwrite` (--overwrite_output_file) ignored, the output being replaced
+  only when the new one is complete.
+- A file of an earlier run that is not in this shape (edited or damaged) is a `DataError` naming
+  the file, the line and the field.
 """
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from fiberbench.data.fiber.validation import ClipKey, clip_key
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import write_json, write_jsonl
 
 logger = logging.getLogger(__name__)
 
-ClipKey = tuple[str, int, int]
 KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
+# The fields of every row and their JSON types (bool is not an int here: `type` is compared, not isinstance).
+ROW_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
 SKIPPED = "skipped"  # field of a part-file row whose clip had no video; the output row has an empty prediction
-
-
-def clip_key(row: dict) -> ClipKey:
-    return row["video_id"], row["video_start_time"], row["video_end_time"]
+# Differences in these settings are named first when a rerun is refused: they change the answers most.
+SETTINGS_ORDER = ("model", "prompt", "decoding", "video", "dataset")
 
 
 def metadata_path(output_file: Path) -> Path:
@@ -41,9 +45,12 @@ def metadata_path(output_file: Path) -> Path:
 
 
 def differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
-    """The settings that differ, as 'decoding.num_beams: 4 here, 8 there'."""
+    """The settings that differ, as 'decoding.num_beams: 4 here, 8 there': the model's first, then `SETTINGS_ORDER`."""
     found = []
-    for name in sorted(set(ours) | set(theirs)):
+    names = sorted(set(ours) | set(theirs))
+    if not prefix:  # a stable sort: the sections of `SETTINGS_ORDER` first, the others alphabetically after them
+        names.sort(key=lambda name: SETTINGS_ORDER.index(name) if name in SETTINGS_ORDER else len(SETTINGS_ORDER))
+    for name in names:
         mine, other = ours.get(name), theirs.get(name)
         if isinstance(mine, dict) and isinstance(other, dict):
             found += differences(mine, other, f"{prefix}{name}.")
@@ -52,30 +59,46 @@ def differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
     return found
 
 
+def check_row(row, where: str) -> dict:
+    """`row` if it is a row of a predictions or part file: the fields of `ROW_FIELDS`, `candidates` strings."""
+    if not isinstance(row, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    for field, kind in ROW_FIELDS.items():
+        if field not in row:
+            raise DataError(f"{where}: field '{field}' is missing")
+        if type(row[field]) is not kind:
+            expected = "a string" if kind is str else "an integer"
+            raise DataError(f"{where}: field '{field}' must be {expected}, got {json.dumps(row[field])[:60]}")
+    candidates = row.get("candidates", [])
+    if not (isinstance(candidates, list) and all(type(candidate) is str for candidate in candidates)):
+        raise DataError(f"{where}: field 'candidates' must be a list of strings, got {json.dumps(candidates)[:60]}")
+    return row
+
+
 class PredictionsFile:
-    """The output file of one run's `settings`, its metadata sidecar and its part files."""
+    """The output file of one run's `settings`, its metadata sidecar and the part files of a run in progress."""
 
     def __init__(self, path: Path, settings: dict, overwrite: bool = False):
         self.path = Path(path)
         self.metadata_path = metadata_path(self.path)
+        self.parts = self.path.with_name(f".{self.path.name}.parts")
+        self.settings_path = self.parts / "settings.json"
         self.settings = settings
         # With `overwrite`, the rows of an earlier output are neither resumed nor kept.
         self.overwrite = overwrite
-
-    def part_path(self, rank: int) -> Path:
-        return self.path.with_name(f".{self.path.name}.part-{rank}.jsonl")
+        self._next_batch: dict[int, int] = {}  # rank -> the number of its next part file
 
     def part_paths(self) -> list[Path]:
-        return sorted(self.path.parent.glob(f".{self.path.name}.part-*.jsonl"))
+        """The part files of every process, in the order they were written by each."""
+        return sorted(self.parts.glob("rank-*.jsonl"))
 
     def check(self) -> None:
-        """Refuse, before any work, to mix these predictions with another run's (unless `overwrite`).
+        """Refuse, before any work, to mix these predictions with another run's (unless `overwrite`), or to read
+        damaged files.
 
         The output may be replaced only if it is one this command wrote with the same settings
-        (it is then resumed) or with `overwrite`; the same for unfinished part files.
+        (it is then resumed) or with `overwrite`; the same for the part files of an unfinished run.
         """
-        if self.path.is_dir():
-            raise UsageError(f"--output_file {self.path} is a folder; give a file name")
         if self.overwrite:
             return
         hint = "pass --overwrite_output_file to replace it, or another --output_file"
@@ -85,69 +108,69 @@ class PredictionsFile:
                     f"--output_file {self.path} exists and was not written by fiberbench predict "
                     f"(no {self.metadata_path.name} beside it); {hint}"
                 )
-            self._check_settings(self._read_json(self.metadata_path).get("settings"), self.metadata_path, hint)
-        for part in self.part_paths():
-            first = self._first_record(part)
-            if first is not None:  # a part file without a whole line holds no rows
-                self._check_settings(first.get("settings"), part, hint)
+            self._check_settings(self._read_metadata()["settings"], self.metadata_path, hint)
+        if self.settings_path.exists():
+            self._check_settings(self._read_parts_settings(), self.settings_path, hint)
+        elif self.part_paths():
+            raise DataError(f"{self.parts}: holds part files but no settings.json; remove the folder or {hint}")
+        self._rows()  # every row is read once here, so that a damaged one is named before anything is written
 
-    def _check_settings(self, theirs, source: Path, hint: str) -> None:
+    def _check_settings(self, theirs: dict, source: Path, hint: str) -> None:
         if theirs != self.settings:
-            changed = "; ".join(differences(self.settings, theirs if isinstance(theirs, dict) else {})[:3])
-            raise UsageError(f"{source} holds predictions made with other settings ({changed}); {hint}")
+            found = differences(self.settings, theirs)
+            more = f", and {len(found) - 3} more" if len(found) > 3 else ""
+            raise UsageError(
+                f"{source} holds predictions made with other settings ({'; '.join(found[:3])}{more}); {hint}"
+            )
 
-    def drop_other_runs(self) -> None:
-        """With `overwrite`, remove the part files of unfinished runs with other settings (`check` allowed them).
+    def prepare(self) -> None:
+        """Before the processes predict (by one process): start the part files, or resume those of these settings.
 
-        Part files of these settings stay: a run that replaces an output resumes like any other.
+        With `overwrite`, the part files of an unfinished run with other settings (allowed by
+        `check`) are removed first; those of these settings stay: a run that replaces an output
+        resumes like any other.
         """
-        for part in self.part_paths():
-            first = self._first_record(part)
-            if self.overwrite and first is not None and first.get("settings") != self.settings:
-                part.unlink()
+        if self.overwrite and self.parts.exists():
+            try:
+                same = self._read_parts_settings() == self.settings
+            except DataError:
+                same = False
+            if not same:
+                shutil.rmtree(self.parts)
+        if not self.settings_path.exists():
+            write_json(self.settings_path, self.settings)
 
-    def _rows(self) -> dict[ClipKey, dict]:
-        """Every row written with these settings, by clip: the finished output's, then the part files'.
+    def _rows(self) -> dict[ClipKey, tuple[dict, str]]:
+        """Every row written with these settings, by clip, with where it was read: the output's, then the part files'.
 
         A later row replaces an earlier one, except that a skipped clip never replaces a predicted one.
         """
         rows = {}
 
-        def add(row: dict) -> None:
+        def add(row: dict, where: str) -> None:
             if not row.get(SKIPPED) or clip_key(row) not in rows:
-                rows[clip_key(row)] = row
+                rows[clip_key(row)] = (row, where)
 
         if not self.overwrite and self.path.is_file():
-            skipped = {tuple(clip) for clip in self._read_json(self.metadata_path)["output"]["skipped_missing_videos"]}
-            for row in self._records(self.path):
-                add(row | ({SKIPPED: True} if clip_key(row) in skipped else {}))
+            skipped = set(self._read_metadata()["output"]["skipped_missing_videos"])
+            for row, where in self._read_rows(self.path):
+                add(row | ({SKIPPED: True} if clip_key(row) in skipped else {}), where)
         for part in self.part_paths():
-            for row in self._records(part, skip_first=True):
-                add(row)
+            for row, where in self._read_rows(part):
+                add(row, where)
         return rows
 
     def done(self) -> set[ClipKey]:
         """The clips already predicted with these settings (a clip skipped for a missing video is not done)."""
-        return {key for key, row in self._rows().items() if not row.get(SKIPPED)}
+        return {key for key, (row, _) in self._rows().items() if not row.get(SKIPPED)}
 
     def append(self, rank: int, rows: Sequence[dict]) -> None:
-        """Add one batch of rows to this process's part file, in one write of whole lines."""
-        part = self.part_path(rank)
-        if not part.exists():
-            part.parent.mkdir(parents=True, exist_ok=True)
-            self._write_lines(part, [{"settings": self.settings}], mode="w")
-        self._write_lines(part, rows, mode="a")
-
-    def start_appending(self, rank: int) -> None:
-        """Cut this process's part file after its last whole line (a killed run may have left half a line)."""
-        part = self.part_path(rank)
-        if part.exists():
-            whole_lines = part.read_bytes().rfind(b"\n") + 1
-            if whole_lines == 0:  # killed before its settings line was written
-                part.unlink()
-                return
-            with part.open("r+b") as file:
-                file.truncate(whole_lines)
+        """Write one batch of rows of process `rank`, as a new part file (atomically: whole or not at all)."""
+        if rank not in self._next_batch:
+            written = [int(part.stem.rsplit("-", 1)[1]) for part in self.parts.glob(f"rank-{rank}-*.jsonl")]
+            self._next_batch[rank] = max(written, default=-1) + 1
+        write_jsonl(self.parts / f"rank-{rank}-{self._next_batch[rank]:06d}.jsonl", rows)
+        self._next_batch[rank] += 1
 
     def merge(self, keys: Sequence[ClipKey], num_beams: int) -> dict:
         """Write the output (one row per clip of `keys`, in that order) and its metadata; remove the part files.
@@ -158,39 +181,62 @@ class PredictionsFile:
         missing = [key for key in keys if key not in rows]
         if missing:
             raise RuntimeError(f"{len(missing)} clips have no prediction after the run, the first {missing[0]}")
-        fields = (*KEY_FIELDS, "prediction", *(("candidates",) if num_beams > 1 else ()))
-        skipped = [list(key) for key in keys if rows[key].get(SKIPPED)]
+        if num_beams > 1:
+            for key in keys:
+                row, where = rows[key]
+                if "candidates" not in row:
+                    raise DataError(f"{where}: field 'candidates' is missing (the run has {num_beams} beams)")
+        fields = (*ROW_FIELDS, *(("candidates",) if num_beams > 1 else ()))
+        skipped = [list(key) for key in keys if rows[key][0].get(SKIPPED)]
         output = {"rows": len(keys), "skipped_missing_videos": skipped}
-        write_jsonl(self.path, ({field: rows[key][field] for field in fields} for key in keys))
+        write_jsonl(self.path, ({field: rows[key][0][field] for field in fields} for key in keys))
         write_json(self.metadata_path, {"settings": self.settings, "output": output})
-        for part in self.part_paths():
-            part.unlink()
+        shutil.rmtree(self.parts, ignore_errors=True)
         return output
 
-    @staticmethod
-    def _write_lines(path: Path, records: Iterable[dict], mode: str) -> None:
-        text = "".join(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n" for record in records)
-        with path.open(mode, encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
+    def _read_metadata(self) -> dict:
+        """The output's metadata, checked: `settings` an object, `output.skipped_missing_videos` a list of clips."""
+        path = self.metadata_path
+        metadata = self._read_json(path)
+        if not isinstance(metadata, dict):
+            raise DataError(f"{path}: expected a JSON object, got {type(metadata).__name__}")
+        for field in ("settings", "output"):
+            if not isinstance(metadata.get(field), dict):
+                problem = "is missing" if field not in metadata else "must be an object"
+                raise DataError(f"{path}: field '{field}' {problem}")
+        skipped = metadata["output"].get("skipped_missing_videos")
+        if not isinstance(skipped, list):
+            raise DataError(f"{path}: field 'output.skipped_missing_videos' must be a list of clips")
+        for index, clip in enumerate(skipped):
+            if not (isinstance(clip, list) and [type(value) for value in clip] == [str, int, int]):
+                raise DataError(
+                    f"{path}: field 'output.skipped_missing_videos', item {index}: expected "
+                    f"[video_id, video_start_time, video_end_time], got {json.dumps(clip)[:60]}"
+                )
+        metadata["output"]["skipped_missing_videos"] = [tuple(clip) for clip in skipped]
+        return metadata
+
+    def _read_parts_settings(self) -> dict:
+        settings = self._read_json(self.settings_path)
+        if not isinstance(settings, dict):
+            raise DataError(f"{self.settings_path}: expected a JSON object, got {type(settings).__name__}")
+        return settings
 
     @staticmethod
-    def _read_json(path: Path) -> dict:
+    def _read_json(path: Path):
         try:
             return json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise DataError(f"{path}: not valid JSON ({error})") from error
 
-    @classmethod
-    def _first_record(cls, path: Path) -> dict | None:
-        return next(iter(cls._records(path)), None)
-
     @staticmethod
-    def _records(path: Path, skip_first: bool = False) -> Iterable[dict]:
-        """The whole lines of a JSON Lines file (a last line without its newline was cut by a kill: ignored)."""
-        lines = path.read_bytes().split(b"\n")[:-1]
-        for number, line in enumerate(lines[1:] if skip_first else lines, start=2 if skip_first else 1):
-            try:
-                yield json.loads(line)
-            except (UnicodeDecodeError, json.JSONDecodeError) as error:
-                raise DataError(f"{path}, line {number}: not valid JSON ({error})") from error
+    def _read_rows(path: Path) -> Iterator[tuple[dict, str]]:
+        """The rows of a JSON Lines file, each checked (`check_row`), with where it was read ('FILE: line N')."""
+        with path.open("rb") as file:
+            for number, line in enumerate(file, start=1):
+                where = f"{path}: line {number}"
+                try:
+                    row = json.loads(line)
+                except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                    raise DataError(f"{where}: not valid JSON ({error})") from error
+                yield check_row(row, where), where

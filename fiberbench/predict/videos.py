@@ -6,6 +6,7 @@ clip's times. PyAV decodes both: torchcodec's CPU wheels need CUDA libraries to 
 transformers' video processors need torchvision, so neither is relied on here.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,17 @@ def uniform_times(start: float, end: float, num_frames: int) -> list[float]:
     return [start + (index + 0.5) * step for index in range(num_frames)]
 
 
+def check_video(video: ClipVideo) -> None:
+    """Check, without decoding a frame, that frames can be sampled from `video`: its file opens, holds a video
+    stream of known duration, and the clip's times lie in it.
+
+    Raises:
+        DataError: naming the file and what is wrong with it.
+    """
+    with _opened(video) as container:
+        _clip_span(container, video)
+
+
 def sample_frames(video: ClipVideo, num_frames: int) -> list[np.ndarray]:
     """`num_frames` RGB frames (height, width, 3; uint8), uniformly spread over the clip, in time order.
 
@@ -59,26 +71,46 @@ def sample_frames(video: ClipVideo, num_frames: int) -> list[np.ndarray]:
     Raises:
         DataError: the file cannot be decoded, has no video stream, or has no frame in the clip's times.
     """
+    with _opened(video) as container:
+        stream, start, end = _clip_span(container, video)
+        if start > _first_time(stream):
+            container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
+        return _frames_at(container.decode(stream), uniform_times(start, end, num_frames), video.path)
+
+
+@contextmanager
+def _opened(video: ClipVideo):
+    """The video's file opened with PyAV; FFmpeg's errors, then or while decoding, become DataErrors naming it."""
     import av
 
     try:
         with av.open(str(video.path)) as container:
-            if not container.streams.video:
-                raise DataError(f"{video.path}: holds no video stream")
-            stream = container.streams.video[0]
-            first = float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
-            length = _duration(container, stream)
-            start = first if video.start is None else video.start
-            end = first + length if video.end is None else min(video.end, first + length)
-            if end <= start:
-                raise DataError(
-                    f"{video.path}: no frame between {start:g} s and {video.end:g} s (the video lasts {length:g} s)"
-                )
-            if start > first:
-                container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
-            return _frames_at(container.decode(stream), uniform_times(start, end, num_frames), video.path)
+            yield container
     except av.error.FFmpegError as error:
-        raise DataError(f"{video.path}: cannot be decoded ({error})") from error
+        raise DataError(f"{video.path}: cannot be decoded ({error.strerror or error})") from error
+
+
+def _clip_span(container, video: ClipVideo) -> tuple:
+    """The file's first video stream and the clip's seconds in it, [start, end), cut at the end of the video."""
+    if not container.streams.video:
+        raise DataError(f"{video.path}: holds no video stream")
+    stream = container.streams.video[0]
+    first = _first_time(stream)
+    length = _duration(container, stream)
+    start = first if video.start is None else video.start
+    end = first + length if video.end is None else min(video.end, first + length)
+    if end <= start:
+        if video.end is None:  # a clip's own file
+            raise DataError(f"{video.path}: the video lasts {length:g} s: no frame to sample")
+        raise DataError(
+            f"{video.path}: no frame between {video.start:g} s and {video.end:g} s (the video lasts {length:g} s)"
+        )
+    return stream, start, end
+
+
+def _first_time(stream) -> float:
+    """Seconds of the stream's first frame (0 when its header does not say)."""
+    return float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
 
 
 def _duration(container, stream) -> float:

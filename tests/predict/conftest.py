@@ -1,104 +1,15 @@
-"""Tiny random models of every kind `fiberbench predict` runs, saved as on the Hub, and synthetic videos.
-
-Built once per session, offline, from the tokenizer shipped with the package: a T5 seq2seq LM, a
-Llama causal LM with a chat template, this project's early-fusion model, and a LLaVA
-video-language model (CLIP vision tower, Llama text model) whose processor reads frames as images.
+"""Tiny random models of every kind `fiberbench predict` runs (`fiberbench.predict.tiny_models`), synthetic videos,
+and the predictions format `fiberbench evaluate` reads.
 """
 
 import json
 
 import numpy as np
 import pytest
-import torch
-from transformers import (
-    AutoTokenizer,
-    CLIPImageProcessorPil,
-    LlamaConfig,
-    LlamaForCausalLM,
-    LlavaConfig,
-    LlavaForConditionalGeneration,
-    LlavaProcessor,
-    T5Config,
-    T5ForConditionalGeneration,
-)
 
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id
-from fiberbench.modeling import (
-    SAMPLE_TOKENIZER_PATH,
-    FiberProcessor,
-    FiberT5ForConditionalGeneration,
-    build_tiny_config,
-)
-
-# A minimal chat template: "user: ...\nassistant:", images as <image> placeholders.
-CHAT_TEMPLATE = (
-    "{% for message in messages %}{{ message['role'] }}: "
-    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
-    "{% for part in message['content'] %}{% if part['type'] == 'image' %}<image>{% else %}{{ part['text'] }}{% endif %}"
-    "{% endfor %}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
-)
-LLAMA_SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
-LLAMA_SIZES |= {"num_key_value_heads": 2}
-FRAME_SIZE = 32  # pixels; the CLIP tower reads 32x32 images in 8x8 patches: 16 tokens per frame
-
-
-def sample_tokenizer():
-    return AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
-
-
-def save_seq2seq(folder):
-    tokenizer = sample_tokenizer()
-    config = T5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4)
-    config.decoder_start_token_id = tokenizer.pad_token_id
-    T5ForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-
-
-def save_causal(folder, chat_template=CHAT_TEMPLATE):
-    tokenizer = sample_tokenizer()
-    tokenizer.chat_template = chat_template
-    special = {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id, "bos_token_id": None}
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), **LLAMA_SIZES, **special)).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-
-
-def save_fiber(folder):
-    tokenizer = sample_tokenizer()
-    FiberT5ForConditionalGeneration(build_tiny_config(tokenizer, "early")).save_pretrained(folder)
-    FiberProcessor(tokenizer).save_pretrained(folder)
-
-
-def save_video(folder):
-    tokenizer = sample_tokenizer()
-    tokenizer.add_tokens(["<image>"], special_tokens=True)
-    vision = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
-    vision |= {"num_attention_heads": 4, "image_size": FRAME_SIZE, "patch_size": 8, "projection_dim": 32}
-    text = {"model_type": "llama", "vocab_size": len(tokenizer), **LLAMA_SIZES}
-    text |= {"pad_token_id": tokenizer.pad_token_id, "eos_token_id": tokenizer.eos_token_id, "bos_token_id": None}
-    config = LlavaConfig(
-        vision_config=vision,
-        text_config=text,
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        vision_feature_layer=-1,
-    )
-    LlavaForConditionalGeneration(config).save_pretrained(folder)
-    # CLIP's slow (PIL) image processor: the default one needs torchvision. One extra token per
-    # image (CLIP's class token), dropped by the "default" feature selection.
-    image_processor = CLIPImageProcessorPil(
-        size={"shortest_edge": FRAME_SIZE}, crop_size={"height": FRAME_SIZE, "width": FRAME_SIZE}
-    )
-    LlavaProcessor(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        patch_size=8,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=CHAT_TEMPLATE,
-    ).save_pretrained(folder)
-
-
-SAVERS = {"seq2seq": save_seq2seq, "causal": save_causal, "fiber": save_fiber, "video": save_video}
+from fiberbench.data.fiber.validation import clip_id, clip_key
+from fiberbench.predict.tiny_models import FRAME_SIZE, SAVERS
 
 
 @pytest.fixture(scope="session")
@@ -107,7 +18,6 @@ def tiny_models(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny_models")
     folders = {}
     for kind, save in SAVERS.items():
-        torch.manual_seed(0)
         folders[kind] = root / kind
         save(folders[kind])
     return folders
@@ -127,6 +37,17 @@ def write_video(path, seconds: float, fps: int, size: int = FRAME_SIZE, level=la
                 container.mux(packet)
         for packet in stream.encode():
             container.mux(packet)
+
+
+def write_zero_duration_video(path):
+    """A one-frame video whose headers say it lasts 0 s, as some cut clips do."""
+    write_video(path, seconds=0.5, fps=2)
+    data = bytearray(path.read_bytes())
+    # The duration fields of the movie (mvhd), track (tkhd) and media (mdhd) headers: version 0 boxes.
+    for box, offset in ((b"mvhd", 20), (b"tkhd", 24), (b"mdhd", 20)):
+        at = data.index(box) + offset
+        data[at : at + 4] = bytes(4)
+    path.write_bytes(data)
 
 
 def sample_test_records() -> list[dict]:
@@ -169,4 +90,17 @@ def read_evaluate_format(path, num_beams: int) -> list[dict]:
 
 
 def clip_keys(records) -> list[tuple]:
-    return [(record["video_id"], record["video_start_time"], record["video_end_time"]) for record in records]
+    return [clip_key(record) for record in records]
+
+
+def scored_by_evaluate(predictions_file, output_dir, num_beams: int) -> dict:
+    """`fiberbench evaluate` on a predictions file (exit 0); its system's scores in results.json."""
+    from fiberbench.cli import main
+
+    assert main(["evaluate", str(predictions_file), "--output_dir", str(output_dir), "--num_bootstrap", "100"]) == 0
+    results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))
+    assert list(results["systems"]) == [predictions_file.stem]
+    system = results["systems"][predictions_file.stem]
+    assert results["dataset"]["num_blanks"] == 60 and 0 <= system["f1"] <= 100
+    assert ("correct_at_k" in system and system["correct_at_k"] is not None) == (num_beams > 1)
+    return system

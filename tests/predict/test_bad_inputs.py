@@ -3,8 +3,10 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,9 +19,11 @@ from transformers import (
     ViTModel,
 )
 
+from fiberbench.data.fiber.validation import clip_id
 from fiberbench.predict.command import clip_keys
+from fiberbench.predict.tiny_models import save_fiber
 
-from .conftest import sample_test_records, save_fiber
+from .conftest import sample_test_records, write_video, write_zero_duration_video
 
 USAGE, DATA = 2, 1
 
@@ -87,7 +91,97 @@ def model(kind, *flags):
     return lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models[kind], *flags]
 
 
+def before_the_data(make_flags):
+    """The flags of `make_flags` with a dataset that does not exist: the refusal must come before it is read."""
+    return lambda tmp_path, tiny_models: [
+        *make_flags(tmp_path, tiny_models),
+        "--dataset_name",
+        tmp_path / "a dataset never read",
+    ]
+
+
+def broken_config(tmp_path, tiny_models):
+    folder = tmp_path / "broken"
+    shutil.copytree(tiny_models["causal"], folder)
+    (folder / "config.json").write_text('{"model_type": "llama",\n')
+    return ["--model_name_or_path", folder]
+
+
+def folder_without_config(tmp_path, tiny_models):
+    (tmp_path / "empty").mkdir()
+    return ["--model_name_or_path", tmp_path / "empty"]
+
+
+def model_file(tmp_path, tiny_models):
+    return ["--model_name_or_path", tiny_models["causal"] / "model.safetensors"]
+
+
+def videos_with(tmp_path, index: int, write) -> Path:
+    """A one-second video for every test clip but clip `index`, whose file `write(path)` makes."""
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    for number, record in enumerate(sample_test_records()):
+        path = folder / f"{clip_id(record['video_id'], record['video_start_time'], record['video_end_time'])}.mp4"
+        write(path) if number == index else write_video(path, seconds=1, fps=2)
+    return folder
+
+
+def a_bad_video(write):
+    """The video model on the test videos, the last clip's replaced by `write`: the refusal comes before the first
+    batch (of 16) is written."""
+    return lambda tmp_path, tiny_models: [
+        "--model_name_or_path",
+        tiny_models["video"],
+        "--video_dir",
+        videos_with(tmp_path, LAST, write),
+        "--num_frames",
+        "2",
+    ]
+
+
+def predicted(tmp_path, tiny_models) -> list:
+    """The flags of a finished run (the causal model, 2 clips) into tmp_path/predictions.jsonl."""
+    from fiberbench.cli import main
+
+    flags = [
+        "--model_name_or_path",
+        tiny_models["causal"],
+        "--output_file",
+        tmp_path / "predictions.jsonl",
+        "--max_predict_samples",
+        "2",
+    ]
+    assert main(["predict", *map(str, flags)]) == 0
+    return flags
+
+
+def damaged(edit_metadata=None, edit_row=None):
+    """A finished run whose metadata (or first row) was changed by `edit_metadata` (`edit_row`)."""
+
+    def make(tmp_path, tiny_models):
+        flags = predicted(tmp_path, tiny_models)
+        if edit_metadata:
+            metadata = tmp_path / "predictions.metadata.json"
+            metadata.write_text(json.dumps(edit_metadata(json.loads(metadata.read_text()))))
+        if edit_row:
+            output = tmp_path / "predictions.jsonl"
+            first, *others = output.read_text().splitlines()
+            output.write_text("".join(line + "\n" for line in [json.dumps(edit_row(json.loads(first))), *others]))
+        return flags
+
+    return make
+
+
+def damaged_part(tmp_path, tiny_models):
+    """A run in progress whose settings file is not an object."""
+    (tmp_path / ".predictions.jsonl.parts").mkdir()
+    (tmp_path / ".predictions.jsonl.parts" / "settings.json").write_text("[]")
+    return ["--model_name_or_path", tiny_models["causal"]]
+
+
 FIRST = sample_test_records()[0]
+LAST = len(sample_test_records()) - 1
+LAST_CLIP = "{video_id}, {video_start_time}-{video_end_time} s".format(**sample_test_records()[LAST])
 # id -> (the flags, made in the test's folder; the exit status; the pattern of the one line)
 CASES = {
     "a model folder that does not exist": (
@@ -184,11 +278,83 @@ CASES = {
         USAGE,
         "the paper's zero-shot format needs T5's sentinel tokens",
     ),
-    "a model folder with only a pickle": (pickle_only_model, DATA, "no file named model.safetensors"),
+    "a model folder with only a pickle": (
+        before_the_data(pickle_only_model),
+        DATA,
+        "pickled: no model.safetensors in it; fiberbench predict reads only safetensors weights, never a pickle$",
+    ),
     "a causal LM run as a FIBER model": (
-        model("causal", "--model_type", "fiber"),
+        before_the_data(model("causal", "--model_type", "fiber")),
         USAGE,
-        "--model_type fiber runs FIBER and T5 checkpoints; .* is a 'llama' model",
+        "--model_type fiber: .* is a 'llama' model, which FiberT5ForConditionalGeneration does not load; its "
+        "config makes it a causal LM$",
+    ),
+    "a FIBER model run as a causal LM": (
+        before_the_data(model("fiber", "--model_type", "causal")),
+        USAGE,
+        "--model_type causal: .* is a 'fiber_t5' model, which AutoModelForCausalLM does not load; its config makes "
+        "it a FIBER model$",
+    ),
+    "a causal LM run as a video-language model": (
+        before_the_data(model("causal", "--model_type", "video", "--video_dir", ".")),
+        USAGE,
+        "--model_type video: .* is a 'llama' model, which AutoModelForImageTextToText does not load",
+    ),
+    "a broken config.json": (
+        before_the_data(broken_config),
+        DATA,
+        r"broken/config.json: not valid JSON \(Expecting property name enclosed in double quotes: line 2 column 1",
+    ),
+    "a model folder without config.json": (
+        folder_without_config,
+        DATA,
+        "empty: no config.json in it: not a saved model",
+    ),
+    "a model path that is a file": (
+        model_file,
+        USAGE,
+        "--model_name_or_path .*model.safetensors is a file; give a model folder or a Hub model id",
+    ),
+    "a --video_dir that is a file": (
+        lambda tmp_path, tiny_models: [
+            "--model_name_or_path",
+            tiny_models["video"],
+            "--video_dir",
+            tiny_models["video"] / "config.json",
+        ],
+        USAGE,
+        "--video_dir .*config.json is a file; give the folder of the clips' videos",
+    ),
+    "a video that cannot be decoded": (
+        a_bad_video(lambda path: path.write_text("not a video")),
+        DATA,
+        r"\.mp4: cannot be decoded \(Invalid data found when processing input\) \(the video of clip "
+        rf"{LAST_CLIP}\); 1 of 60 clips' videos cannot be used$",
+    ),
+    "a video of zero duration": (
+        a_bad_video(write_zero_duration_video),
+        DATA,
+        rf"\.mp4: the video lasts 0 s: no frame to sample \(the video of clip {LAST_CLIP}\); 1 of 60 clips'",
+    ),
+    "an output's metadata that is a list": (
+        damaged(edit_metadata=lambda metadata: [metadata]),
+        DATA,
+        "predictions.metadata.json: expected a JSON object, got list$",
+    ),
+    "an output's metadata without its output section": (
+        damaged(edit_metadata=lambda metadata: {"settings": metadata["settings"]}),
+        DATA,
+        "predictions.metadata.json: field 'output' is missing$",
+    ),
+    "an output row without a field": (
+        damaged(edit_row=lambda row: {name: value for name, value in row.items() if name != "video_end_time"}),
+        DATA,
+        "predictions.jsonl: line 1: field 'video_end_time' is missing$",
+    ),
+    "a run in progress whose settings are not an object": (
+        damaged_part,
+        DATA,
+        r"\.predictions\.jsonl\.parts/settings\.json: expected a JSON object, got list$",
     ),
 }
 

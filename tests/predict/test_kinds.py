@@ -10,13 +10,9 @@ from fiberbench.predict.command import KIND_NAMES
 from fiberbench.predict.kinds import PREDICTORS, detect_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 
-from .conftest import (
-    clip_keys,
-    read_evaluate_format,
-    sample_test_records,
-    save_causal,
-    save_video,
-)
+from fiberbench.predict.tiny_models import save_causal, save_video
+
+from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate
 
 # kind -> (extra flags, beams the run uses by default, what the metadata's prompt section holds)
 RUNS = {
@@ -25,6 +21,11 @@ RUNS = {
     "fiber": ([], 4, "format"),
     "video": (["--num_frames", "4"], 1, "template"),
 }
+
+
+def predict(model, output_file, *flags) -> int:
+    """`fiberbench predict` of `model` into `output_file`: its exit status."""
+    return main(["predict", "--model_name_or_path", str(model), "--output_file", str(output_file), *map(str, flags)])
 
 
 def test_every_kind_has_a_predictor():
@@ -47,17 +48,14 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
     flags, num_beams, prompt_field = RUNS[kind]
     output_file = tmp_path / "predictions.jsonl"
     video = ["--video_dir", str(video_dir)] if kind == "video" else []
-    status = main(
-        ["predict", "--model_name_or_path", str(tiny_models[kind]), "--output_file", str(output_file), *flags, *video]
-    )
-    assert status == 0
+    assert predict(tiny_models[kind], output_file, *flags, *video) == 0
 
     rows = read_evaluate_format(output_file, num_beams)
     assert clip_keys(rows) == clip_keys(sample_test_records())
     assert any(row["prediction"] for row in rows)
     metadata = json.loads(output_file.with_name("predictions.metadata.json").read_text(encoding="utf-8"))
     settings = metadata["settings"]
-    assert settings["model"] | {"commit": None} == {
+    assert settings["model"] == {
         "name_or_path": str(tiny_models[kind]),
         "revision": None,
         "commit": None,
@@ -81,35 +79,19 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
     if kind == "video":
         assert settings["video"] == {"num_frames": 4, "sampling": "uniform"}
         assert settings["prompt"]["example"].count("<image>") == 4
+    scored_by_evaluate(output_file, tmp_path / "scores", num_beams)
 
 
 def test_causal_prompt_through_the_chat_template(tiny_models, tmp_path):
     output_file = tmp_path / "predictions.jsonl"
     template = "Caption: {masked_caption} Answer:"
-    assert (
-        main(
-            [
-                "predict",
-                "--model_name_or_path",
-                str(tiny_models["causal"]),
-                "--output_file",
-                str(output_file),
-                "--prompt",
-                template,
-                "--max_predict_samples",
-                "3",
-                "--num_beams",
-                "2",
-                "--no_only_noun_phrases",
-            ]
-        )
-        == 0
-    )
+    flags = ["--prompt", template, "--max_predict_samples", 3, "--num_beams", 2, "--no_only_noun_phrases"]
+    assert predict(tiny_models["causal"], output_file, *flags) == 0
     settings = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]
     caption = sample_test_records()[0]["masked_caption"]
     assert settings["prompt"]["template"] == template
     assert settings["prompt"]["example"] == f"user: Caption: {caption} Answer:\nassistant:"
-    assert settings["decoding"] | {"only_noun_phrases": False} == {
+    assert settings["decoding"] == {
         "num_beams": 2,
         "max_new_tokens": 10,
         "do_sample": False,
@@ -124,20 +106,7 @@ def test_causal_prompt_without_a_chat_template(tmp_path):
     folder = tmp_path / "plain"
     save_causal(folder, chat_template=None)
     output_file = tmp_path / "predictions.jsonl"
-    assert (
-        main(
-            [
-                "predict",
-                "--model_name_or_path",
-                str(folder),
-                "--output_file",
-                str(output_file),
-                "--max_predict_samples",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert predict(folder, output_file, "--max_predict_samples", 2) == 0
     prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
     assert prompt["chat_template"] is None
     assert prompt["example"] == DEFAULT_PROMPT.format(masked_caption=sample_test_records()[0]["masked_caption"])
@@ -149,24 +118,7 @@ def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
     save_video(folder)
     (folder / "chat_template.jinja").unlink()
     output_file = tmp_path / "predictions.jsonl"
-    assert (
-        main(
-            [
-                "predict",
-                "--model_name_or_path",
-                str(folder),
-                "--output_file",
-                str(output_file),
-                "--video_dir",
-                str(video_dir),
-                "--num_frames",
-                "3",
-                "--max_predict_samples",
-                "2",
-            ]
-        )
-        == 0
-    )
+    assert predict(folder, output_file, "--video_dir", video_dir, "--num_frames", 3, "--max_predict_samples", 2) == 0
     prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
     caption = sample_test_records()[0]["masked_caption"]
     assert prompt["chat_template"] is None

@@ -1,5 +1,6 @@
 """Long runs of `fiberbench predict`: resumed after a kill, rerun with nothing to do, two processes."""
 
+import json
 import logging
 import os
 import signal
@@ -11,7 +12,7 @@ import pytest
 
 from fiberbench.cli import main
 
-from .conftest import read_evaluate_format, sample_test_records
+from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -48,9 +49,9 @@ def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) 
 
 
 def part_rows(output_file) -> int:
-    """Whole rows in the part files of a run in progress (their first line is the settings)."""
-    parts = output_file.parent.glob(f".{output_file.name}.part-*.jsonl")
-    return sum(max(part.read_bytes().count(b"\n") - 1, 0) for part in parts)
+    """Rows in the part files of a run in progress (one file per batch, written whole)."""
+    parts = output_file.parent.glob(f".{output_file.name}.parts/rank-*.jsonl")
+    return sum(part.read_bytes().count(b"\n") for part in parts)
 
 
 def test_a_killed_run_resumed_gives_the_uninterrupted_file(tiny_models, tmp_path, caplog):
@@ -75,10 +76,9 @@ def test_a_killed_run_resumed_gives_the_uninterrupted_file(tiny_models, tmp_path
     process.wait()
     done_before = part_rows(resumed)
     assert not resumed.exists() and 4 <= done_before < 30, "the run was not killed in the middle"
-    # A kill in the middle of a write leaves half a line: it is dropped, and that clip predicted again.
-    (part,) = resumed.parent.glob(".predictions.jsonl.part-*.jsonl")
-    with part.open("a", encoding="utf-8") as file:
-        file.write('{"video_id": "half a li')
+    # A kill in the middle of a write leaves at most a hidden temporary file, cut short: it is not read.
+    parts = resumed.with_name(".predictions.jsonl.parts")
+    (parts / ".rank-0-000099.jsonl.incomplete-host-1-x.tmp.jsonl").write_text('{"video_id": "half a li')
 
     caplog.clear()
     assert main(predict_command(tiny_models["seq2seq"], resumed, *flags)) == 0
@@ -123,7 +123,9 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     rows = read_evaluate_format(output_file, num_beams=1)
     assert rows[0]["prediction"] == "" and all(row["prediction"] for row in rows[1:])
     metadata = output_file.with_name("predictions.metadata.json")
-    assert '"skipped_missing_videos": [\n      [\n        "' + record["video_id"] in metadata.read_text()
+    assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": [clip]}
+    # The skipped clip's empty answer is scored as a wrong one.
+    assert scored_by_evaluate(output_file, tmp_path / "scores", num_beams=1)["by_category"]
     assert "1 of 60 clips have no video" in caplog.text and "1 clips skipped for a missing video" in caplog.text
 
     (tmp_path / missing.name).rename(missing)
@@ -132,7 +134,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     assert "59 of 60 clips of the bundled sample, split test already predicted, 1 to go" in caplog.text
     rows_after = read_evaluate_format(output_file, num_beams=1)
     assert rows_after[0]["prediction"] != "" and rows_after[1:] == rows[1:]
-    assert f"[{clip[0]!r}" not in metadata.read_text()
+    assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": []}
 
 
 @pytest.mark.parametrize("kind", ["seq2seq", "causal"])
@@ -152,3 +154,34 @@ def test_two_processes_give_the_predictions_of_one(kind, tiny_models, tmp_path):
     assert "Process 1 of 2: 12 clips to predict" in stderr and "Process 2 of 2: 12 clips to predict" in stderr
     assert two.read_bytes() == one.read_bytes()
     assert [path.name for path in two.parent.iterdir() if path.name.startswith(".")] == []
+
+
+def test_a_bad_video_stops_both_processes_before_any_work(tiny_models, video_dir, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for video in video_dir.iterdir():
+        (videos / video.name).symlink_to(video)
+    record = sample_test_records()[-1]
+    (bad,) = videos.glob(f"{record['video_id']}*.mp4")
+    bad.unlink()
+    bad.write_text("not a video")
+    output_file = tmp_path / "out" / "predictions.jsonl"
+    process = run_in_a_process(
+        predict_command(tiny_models["video"], output_file, "--video_dir", videos, "--num_frames", 2),
+        launch=TWO_CPU_PROCESSES,
+        env={"ACCELERATE_USE_CPU": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode != 0
+    error = (
+        f"fiberbench predict: error: {bad}: cannot be decoded (Invalid data found when processing input) (the video "
+        f"of clip {record['video_id']}, {record['video_start_time']}-{record['video_end_time']} s); 1 of 60 clips' "
+        "videos cannot be used"
+    )
+    # Each process stops with this line, unless the launcher ends it first (it stops the others when one fails).
+    errors = [line for line in stderr.splitlines() if line.startswith("fiberbench predict: error:")]
+    assert errors and set(errors) == {error}, stderr[-4000:]
+    assert "gloo" not in stderr.lower() and "fiberbench/predict" not in stderr, "a process failed mid-run"
+    assert not output_file.parent.exists(), "something was written"

@@ -6,12 +6,13 @@ import pytest
 from fiberbench.errors import DataError
 from fiberbench.predict.videos import (
     ClipVideo,
+    check_video,
     find_clip_video,
     sample_frames,
     uniform_times,
 )
 
-from .conftest import write_video
+from .conftest import write_video, write_zero_duration_video
 
 FPS = 10
 
@@ -35,7 +36,25 @@ def videos(tmp_path_factory):
     write_video(folder / "abc.mp4", seconds=12, fps=FPS, level=level)  # the whole video of the same id
     write_video(folder / "short.mp4", seconds=5, fps=FPS, level=level)
     (folder / "broken.mp4").write_text("not a video")
+    write_zero_duration_video(folder / "zero_000001_000002.mp4")
+    write_audio(folder / "audio.mp4")
     return folder
+
+
+def write_audio(path):
+    """A file with one second of silent AAC audio and no video stream."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("aac", rate=8000)
+        stream.layout = "mono"
+        for index in range(8):
+            frame = av.AudioFrame.from_ndarray(np.zeros((1, 1024), np.float32), format="fltp", layout="mono")
+            frame.sample_rate, frame.pts = 8000, index * 1024
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
 
 
 def test_uniform_times_are_the_centres_of_equal_parts():
@@ -71,15 +90,24 @@ def test_more_frames_than_the_clip_has_repeat_frames(videos):
     assert frames == sorted(frames) and set(frames) == {10, 11, 12}
 
 
+@pytest.mark.parametrize("check", [check_video, lambda video: sample_frames(video, 4)], ids=["checked", "sampled"])
 @pytest.mark.parametrize(
     "video, message",
     [
-        (ClipVideo("short.mp4", 10.0, 20.0), "no frame between 10 s and 20 s \\(the video lasts 5 s\\)"),
+        (ClipVideo("short.mp4", 10.0, 20.0), "short.mp4: no frame between 10 s and 20 s \\(the video lasts 5 s\\)$"),
+        (ClipVideo("zero_000001_000002.mp4"), "zero_000001_000002.mp4: the video lasts 0 s: no frame to sample$"),
+        (ClipVideo("audio.mp4"), "audio.mp4: holds no video stream$"),
         (ClipVideo("broken.mp4"), "broken.mp4: cannot be decoded"),
         (ClipVideo("missing.mp4"), "missing.mp4: cannot be decoded"),
     ],
+    ids=["outside the video", "zero duration", "no video stream", "not a video", "missing"],
 )
-def test_unusable_videos_are_one_line_errors(videos, video, message):
+def test_unusable_videos_are_one_line_errors(videos, video, message, check):
     with pytest.raises(DataError, match=message) as raised:
-        sample_frames(ClipVideo(videos / video.path, video.start, video.end), 4)
+        check(ClipVideo(videos / video.path, video.start, video.end))
     assert "\n" not in str(raised.value)
+
+
+def test_usable_videos_pass_the_check(videos):
+    check_video(ClipVideo(videos / "abc_000003_000007.mp4"))
+    check_video(ClipVideo(videos / "short.mp4", 3.0, 13.0))
