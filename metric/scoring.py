@@ -167,25 +167,6 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     return [f"{name} ({names[:i].count(name) + 1})" if names.count(name) > 1 else name for i, name in enumerate(names)]
 
 
-def load_splits(dataset_name: str | None, config_name: str):
-    """The dataset's splits: a folder built by `build-dataset`, a Hub id, or the bundled sample (None)."""
-    import datasets
-
-    from fiberbench.data import load_sample
-
-    if dataset_name is not None and not Path(dataset_name).is_dir() and dataset_name.startswith((".", "/", "~")):
-        raise UsageError(f"--dataset_name {dataset_name}: no such folder")
-    try:
-        if dataset_name is None:
-            return load_sample(config_name)
-        # A local folder by its absolute path: a bare name may return an older cached copy.
-        location = str(Path(dataset_name).resolve()) if Path(dataset_name).is_dir() else dataset_name
-        return datasets.load_dataset(location, config_name)
-    except ValueError as error:  # an unknown config ("BuilderConfig 'x' not found") or an invalid Hub id
-        dataset_flag = "" if dataset_name is None else f"--dataset_name {dataset_name} "
-        raise UsageError(f"{dataset_flag}--dataset_config_name {config_name}: {error}") from error
-
-
 def load_split(splits, split_name: str, described: str) -> Split:
     """The blanks of one split, which must have annotators' answers to score against."""
     if split_name not in splits:
@@ -502,13 +483,14 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fiberbench.data import load_fiber
     from fiberbench.data.provenance import is_synthetic
 
     check_flags(args)
     names = system_names(args.predictions, args.names)
     rows_by_file = {path: read_rows(path) for path in args.predictions}
     described = "the bundled sample" if args.dataset_name is None else args.dataset_name
-    splits = load_splits(args.dataset_name, args.dataset_config_name)
+    splits = load_fiber(args.dataset_name, args.dataset_config_name)
     split = load_split(splits, args.split, described)
     if args.with_baselines and "train" not in splits:
         raise UsageError(f"--with_baselines needs a train split (for the most frequent answer); {described} has none")

@@ -9,7 +9,6 @@ while the training process runs the step.
 
 import os
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import datasets
 import numpy as np
@@ -33,24 +32,13 @@ def default_config_name(fusion: str) -> str:
 
 
 def load_splits(dataset_name: str | None, config_name: str, fusion: str) -> datasets.DatasetDict:
-    """The dataset's splits; the bundled sample when `dataset_name` is None.
+    """The dataset's splits (`fiberbench.data.load_fiber`), checked for the columns the run needs.
 
-    Fails at once (before any model is built) with a `DataError` naming the dataset when it
-    cannot be loaded or lacks a column the run needs (the video features of a fusion model).
+    Fails at once (before any model is built) with a `DataError` naming the dataset when a split
+    lacks a column the run needs (the video features of a fusion model).
     """
-    if dataset_name is None:
-        splits = fiberbench.data.load_sample(config_name)
-        described = f"the bundled sample (config {config_name!r})"
-    else:
-        described = f"dataset {dataset_name!r} (config {config_name!r})"
-        check_dataset_name(dataset_name)
-        folder = Path(dataset_name).expanduser()
-        # A local folder by its absolute path: a bare name may return an older cached copy.
-        location = str(folder.resolve()) if folder.is_dir() else dataset_name
-        try:
-            splits = datasets.load_dataset(location, config_name)
-        except (OSError, ValueError) as error:
-            raise DataError(f"--dataset_name {dataset_name}: cannot load {described}: {error}") from error
+    splits = fiberbench.data.load_fiber(dataset_name, config_name)
+    described = f"{dataset_name or 'the bundled sample'} (config {config_name!r})"
     for name, split in splits.items():
         missing = [column for column in TEXT_COLUMNS if column not in split.column_names]
         if fusion != "none" and VIDEO_COLUMN not in split.column_names:
@@ -61,24 +49,6 @@ def load_splits(dataset_name: str | None, config_name: str, fusion: str) -> data
         if missing:
             raise DataError(f"{described}, split {name}: no {' or '.join(missing)} column (a FIBER dataset?).")
     return splits
-
-
-def check_dataset_name(dataset_name: str) -> None:
-    """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (checked before any work)."""
-    if not Path(dataset_name).expanduser().is_dir() and not is_hub_id(dataset_name):
-        raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id).")
-
-
-def is_hub_id(name: str) -> bool:
-    """Whether `name` can be a Hub repo id ("name" or "namespace/name")."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
 
 
 class FiberExamples(torch.utils.data.Dataset):

@@ -15,7 +15,7 @@ from fiberbench.modeling import (
     FiberT5ForConditionalGeneration,
     build_tiny_config,
 )
-from fiberbench.training.inputs import is_hub_id
+from fiberbench.data.loading import is_hub_id
 
 # The paper's main model (Table 3, "T5 + I3D") when neither --fusion nor a FIBER checkpoint says otherwise.
 DEFAULT_FUSION = "early"

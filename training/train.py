@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.loading import check_dataset_name
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, run_reporting_errors
 from fiberbench.files import write_json, write_jsonl, write_text
@@ -52,7 +53,6 @@ from fiberbench.training.checkpointing import (
 from fiberbench.training.evaluation import Evaluator, load_metric, score
 from fiberbench.training.inputs import (
     FiberExamples,
-    check_dataset_name,
     default_config_name,
     default_num_workers,
     load_splits,

@@ -269,21 +269,9 @@ def model_commit(args) -> str | None:
 
 def load_split(args, config_name: str):
     """The clips to predict: the split of the dataset (or of the bundled sample), first --max_predict_samples."""
-    import datasets
+    from fiberbench.data import load_fiber
 
-    import fiberbench.data
-
-    try:
-        if args.dataset_name is None:
-            splits = fiberbench.data.load_sample(config_name)
-        else:
-            # A local folder by its absolute path: a bare name may return an older cached copy.
-            folder = Path(args.dataset_name)
-            splits = datasets.load_dataset(str(folder.resolve()) if folder.is_dir() else args.dataset_name, config_name)
-    except (OSError, ValueError, datasets.exceptions.DatasetNotFoundError) as error:
-        raise DataError(
-            f"--dataset_name {args.dataset_name}: cannot load its {config_name!r} config ({error})"
-        ) from error
+    splits = load_fiber(args.dataset_name, config_name)
     if args.split not in splits:
         raise DataError(
             f"--dataset_name {args.dataset_name or '(the bundled sample)'} has no split {args.split!r} "

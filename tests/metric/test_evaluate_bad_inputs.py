@@ -71,14 +71,14 @@ CASES = {
         jsonl,
         ["--dataset_config_name", "video"],
         2,
-        r"--dataset_config_name video: BuilderConfig 'video' not found",
+        r"--dataset_config_name video: the bundled sample has no such config \(it has: i3d, text\)",
     ),
     "a dataset folder that does not exist": (
         "a.jsonl",
         jsonl,
         ["--dataset_name", "./no_such_fiber"],
-        2,
-        r"--dataset_name ./no_such_fiber: no such folder",
+        1,
+        r"--dataset_name ./no_such_fiber: no such folder \(and not a Hub dataset id\)",
     ),
     "overwrite without an output folder": (
         "a.jsonl",

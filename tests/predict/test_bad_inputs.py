@@ -271,7 +271,7 @@ CASES = {
             tmp_path / "no_such_dataset",
         ],
         DATA,
-        "--dataset_name .*no_such_dataset: cannot load its 'text' config",
+        "--dataset_name .*no_such_dataset: no such folder \\(and not a Hub dataset id\\)",
     ),
     "a seq2seq tokenizer without sentinels": (
         seq2seq_without_sentinels,

@@ -1,0 +1,66 @@
+"""FIBER as the commands that read it load it (training, `predict`, `evaluate`): one way, one set of errors.
+
+A dataset is a folder written by `fiberbench build-dataset`, a Hub dataset id, or None for the
+bundled sample. `datasets` is imported inside the functions: `fiberbench.data` is imported by
+every `fiberbench` subcommand, and most of them never load a dataset.
+"""
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fiberbench.errors import DataError, UsageError
+
+from .sample import built_sample_dir, load_sample
+
+if TYPE_CHECKING:
+    import datasets
+
+
+def is_hub_id(name: str) -> bool:
+    """Whether `name` can be a Hub repo id ("name" or "namespace/name")."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
+def check_dataset_name(dataset_name: str) -> None:
+    """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (cheap: check it first)."""
+    if not Path(dataset_name).expanduser().is_dir() and not is_hub_id(dataset_name):
+        raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id)")
+
+
+def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetDict":
+    """The splits of `dataset_name` (a built folder or a Hub id; the bundled sample when None), config `config_name`.
+
+    A folder is loaded by its absolute path: `load_dataset` of a relative name may return an older
+    cached copy. A config the dataset does not have is a `UsageError` listing those it has; a
+    dataset that cannot be found or read is a `DataError` naming --dataset_name and the config.
+    """
+    import datasets
+
+    if dataset_name is None:
+        location, described = None, "the bundled sample"
+    else:
+        check_dataset_name(dataset_name)
+        folder = Path(dataset_name).expanduser()
+        location, described = (str(folder.resolve()) if folder.is_dir() else dataset_name), dataset_name
+    try:
+        return load_sample(config_name) if location is None else datasets.load_dataset(location, config_name)
+    except (OSError, ValueError) as error:  # DatasetNotFoundError is a FileNotFoundError
+        cannot_load = f"--dataset_name {described}: cannot load its {config_name!r} config ({error})"
+        if isinstance(error, ValueError):
+            try:
+                configs = datasets.get_dataset_config_names(location or str(built_sample_dir().resolve()))
+            except (OSError, ValueError):
+                raise DataError(cannot_load) from error
+            if config_name not in configs:
+                raise UsageError(
+                    f"--dataset_config_name {config_name}: {described} has no such config "
+                    f"(it has: {', '.join(configs)})"
+                ) from error
+        raise DataError(cannot_load) from error

@@ -1,0 +1,42 @@
+"""fiberbench.data.load_fiber: how training, predict and evaluate load FIBER, and the errors they share."""
+
+import pytest
+
+from fiberbench.data import load_fiber
+from fiberbench.errors import DataError, UsageError
+
+
+def test_the_bundled_sample_is_loaded_when_no_dataset_is_named():
+    splits = load_fiber(None, "i3d")
+    assert list(splits) == ["train", "validation", "test"]
+    assert "video_features" in splits["train"].column_names
+
+
+def test_a_built_folder_is_loaded_whatever_the_working_directory(built_sample, monkeypatch, tmp_path):
+    monkeypatch.chdir(built_sample.parent)
+    relative = load_fiber(built_sample.name, "text")
+    monkeypatch.chdir(tmp_path)
+    assert load_fiber(str(built_sample), "text")["test"].to_list() == relative["test"].to_list()
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["the sample", "a built folder"])
+def test_an_unknown_config_is_a_usage_error_listing_the_configs(built_sample, named):
+    described = str(built_sample) if named else "the bundled sample"
+    with pytest.raises(UsageError, match=rf"--dataset_config_name video: {described} has no such config \(it has: "):
+        load_fiber(str(built_sample) if named else None, "video")
+
+
+def test_a_missing_folder_is_named_before_anything_is_loaded(tmp_path):
+    with pytest.raises(DataError, match=r"no_such_fiber: no such folder \(and not a Hub dataset id\)"):
+        load_fiber(str(tmp_path / "no_such_fiber"), "text")
+
+
+def test_a_folder_without_data_is_a_data_error_naming_it(tmp_path):
+    with pytest.raises(DataError, match=rf"--dataset_name {tmp_path}: cannot load its 'text' config \(.*any data files"):
+        load_fiber(str(tmp_path), "text")
+
+
+def test_a_folder_of_other_files_has_no_fiber_config(tmp_path):
+    (tmp_path / "notes.txt").write_text("not FIBER", encoding="utf-8")
+    with pytest.raises(UsageError, match=r"--dataset_config_name text: .* has no such config \(it has: default\)"):
+        load_fiber(str(tmp_path), "text")
