@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_outputs_apart
 
@@ -368,7 +369,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="spaCy pipeline of the noun-phrase rule (default: the paper's, en_core_web_trf, else an installed one).",
     )
-    parser.add_argument("--batch_size", type=int, default=256, help="Texts per nlp.pipe batch.")
+    parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
     parser.add_argument(
         "--keep_non_noun_phrases",
         action="store_true",
@@ -391,8 +392,6 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
 def run(args: argparse.Namespace) -> int:
     from .fiber.validation import read_release_records
 
-    if args.batch_size < 1:
-        raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
     outputs = [args.output_dir / path.name for path in args.blanked_files]
     if len(set(outputs)) != len(outputs):
         raise UsageError(f"--blanked_files must have different names, got {[str(path) for path in args.blanked_files]}")

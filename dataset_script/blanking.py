@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_outputs_apart
 
@@ -265,9 +266,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="spaCy pipeline (default: the release's, en_core_web_trf; if missing, an installed smaller one, "
         "with a warning).",
     )
-    parser.add_argument("--num_proc", type=int, default=1, help="Processes that parse (output is identical).")
+    parser.add_argument("--num_proc", type=positive_int, default=1, help="Processes that parse (output is identical).")
     parser.add_argument(
-        "--batch_size", type=int, default=None, help="Texts per nlp.pipe batch (default: the pipeline's)."
+        "--batch_size", type=positive_int, default=None, help="Texts per nlp.pipe batch (default: the pipeline's)."
     )
     parser.add_argument("--video_id_column", default="videoID", help="Field holding '{video_id}_{start}_{end}'.")
     parser.add_argument("--captions_column", default="enCap", help="Field holding the list of English captions.")
@@ -288,10 +289,6 @@ def _records_counting_drops(pairs: Iterable[tuple[Clip, dict | None]], summary: 
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before any work, flag values that cannot work and an output that would replace the input."""
-    if args.num_proc < 1:
-        raise UsageError(f"--num_proc must be at least 1, got {args.num_proc}")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
     local_input = args.input if Path(args.input).exists() else None
     check_outputs_apart({"--output_file": args.output_file}, [local_input])
     if args.output_file.suffix not in OUTPUT_SUFFIXES:

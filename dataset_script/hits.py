@@ -12,6 +12,7 @@ import html
 import logging
 from pathlib import Path
 
+from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_path, check_outputs_apart, write_text
 
@@ -59,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--questions_per_hit",
-        type=int,
+        type=positive_int,
         default=CLIPS_PER_TASK,
         help=f"Clips per task (default {CLIPS_PER_TASK}, as in the paper).",
     )
@@ -77,8 +78,6 @@ def run(args: argparse.Namespace) -> int:
     from .answers import check_unique_clips
     from .fiber.validation import read_release_records
 
-    if args.questions_per_hit < 1:
-        raise UsageError(f"--questions_per_hit must be at least 1, got {args.questions_per_hit}")
     outputs = {"--output_file": args.output_file}
     if args.page_file is not None:
         if args.page_file.resolve() == args.output_file.resolve():

@@ -17,7 +17,8 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.errors import DataError, UsageError
+from fiberbench.cli import positive_int
+from fiberbench.errors import DataError
 from fiberbench.files import atomic_path, check_outputs_apart, write_json, write_text
 
 if TYPE_CHECKING:
@@ -212,13 +213,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="spaCy pipeline for noun phrases and POS tags (default: the paper's, en_core_web_trf; if missing, "
         "an installed smaller one, with a warning).",
     )
-    parser.add_argument("--batch_size", type=int, default=256, help="Texts per nlp.pipe batch.")
+    parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Refuse, before any work, flag values that cannot work and outputs that would replace the input."""
-    if args.batch_size < 1:
-        raise UsageError(f"--batch_size must be at least 1, got {args.batch_size}")
     for name in (*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS)):
         check_outputs_apart({"--output_dir": args.output_dir / name}, [args.file])
 

@@ -57,6 +57,17 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def positive_int(text: str) -> int:
+    """argparse type of counts and sizes: an integer of at least 1 (a bad value is argparse's one-line error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in `argv` is imported."""
     parser = OneLineErrorParser(

@@ -34,7 +34,10 @@ def cli_error(capsys):
 
     def run(*args) -> tuple[int, str]:
         capsys.readouterr()
-        status = main([str(arg) for arg in args])
+        try:
+            status = main([str(arg) for arg in args])
+        except SystemExit as exit_:  # argparse's own errors (a value its type refuses) exit in parse_args
+            status = exit_.code
         stderr = capsys.readouterr().err
         lines = [line for line in stderr.splitlines() if line.startswith("fiberbench ")]
         assert status != 0 and len(lines) == 1 and "Traceback" not in stderr, (status, stderr)

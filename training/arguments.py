@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 from transformers import SchedulerType
 
+from fiberbench.cli import positive_int
 from fiberbench.errors import UsageError
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
@@ -31,14 +32,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(message)
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
 
 
 def non_negative_int(text: str) -> int:

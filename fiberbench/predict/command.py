@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
@@ -71,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="A FIBER dataset folder or Hub id; the bundled SYNTHETIC sample if omitted.",
     )
     data.add_argument("--split", default="test", help="The split to predict (default: test).")
-    data.add_argument("--max_predict_samples", type=int, default=None, help="Predict only the first N clips.")
+    data.add_argument("--max_predict_samples", type=positive_int, default=None, help="Predict only the first N clips.")
     data.add_argument(
         "--video_dir",
         type=Path,
@@ -80,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument(
         "--num_frames",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES}).",
     )
@@ -94,9 +95,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prompt", default=None, help="Causal and video-language models: a template holding {masked_caption}."
     )
     decoding.add_argument(
-        "--num_beams", type=int, default=None, help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1)."
+        "--num_beams", type=positive_int, default=None, help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1)."
     )
-    decoding.add_argument("--max_new_tokens", type=int, default=10, help="Tokens generated at most (default 10).")
+    decoding.add_argument("--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (default 10).")
     # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
     decoding.add_argument(
         "--only_noun_phrases",
@@ -114,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     decoding.add_argument(
         "--per_device_eval_batch_size",
-        type=int,
+        type=positive_int,
         default=16,
         help="Clips per generate call and process (default 16).",
     )
@@ -132,10 +133,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_flags(args) -> None:
     """The flag values on their own (UsageError), before anything is loaded."""
-    for name in ("num_beams", "max_new_tokens", "per_device_eval_batch_size", "num_frames", "max_predict_samples"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name} must be at least 1, got {value}")
     if args.prompt is not None:
         try:
             check_template(args.prompt)

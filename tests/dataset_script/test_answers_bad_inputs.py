@@ -86,7 +86,7 @@ REFUSED = [
     # Checked before any work: the answers file, empty, would be refused otherwise.
     ("output folder that is an existing file", {"afile": b"mine\n", "answers.csv": b""}, {"--output_dir": ["{tmp}/afile"]},
      2, r"--output_dir .*afile/val.json: .*afile is a file, not a folder"),
-    ("batch size 0", {}, {"--batch_size": ["0"]}, 2, r"--batch_size must be at least 1, got 0"),
+    ("batch size 0", {}, {"--batch_size": ["0"]}, 2, r"--batch_size: must be at least 1, got 0"),
     ("answers file empty", {"answers.csv": b""}, {}, 1, r"answers.csv: empty, no header line"),
     ("answers without an id column", {"answers.csv": ANSWERS.replace("video_end_time", "end").encode()}, {}, 1,
      r"answers.csv: the fiber layout needs the columns \['video_end_time'\], which are missing"),

@@ -126,7 +126,7 @@ def test_another_number_of_clips_without_a_page_is_a_warning(tmp_path, blanked, 
 @pytest.mark.parametrize(
     "arguments, status, message",
     [
-        (["--questions_per_hit", "0"], 2, r"--questions_per_hit must be at least 1, got 0"),
+        (["--questions_per_hit", "0"], 2, r"--questions_per_hit: must be at least 1, got 0"),
         (["--output_file", "{input}"], 2, r"--output_file .*val.json is an input of this command"),
         (["--page_file", "{input}"], 2, r"--page_file .*val.json is an input of this command"),
         (["--page_file", "{output}"], 2, r"--page_file and --output_file are the same file"),

@@ -64,7 +64,7 @@ def with_fields(**changes) -> bytes:
          r"val.json: record 1: field 'masked_caption': 1,000,033 characters with its longest answer, more than the spaCy "
          r"pipeline takes \(1,000,000\)"),
         (lambda d: write_records(d / "val.json"), ["{d}/val.json", "--output_dir", "{d}/stats", "--batch_size", "0"], 2,
-         r"--batch_size must be at least 1, got 0"),
+         r"--batch_size: must be at least 1, got 0"),
         (lambda d: write_records(d / "stats.json"), ["{d}/stats.json", "--output_dir", "{d}"], 2,
          r"--output_dir .*stats.json is an input of this command: it would be overwritten"),
         (lambda d: (write_records(d / "val.json"), (d / "stats").write_text("mine")),

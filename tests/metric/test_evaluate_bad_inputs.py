@@ -49,7 +49,7 @@ CASES = {
         2,
         r"--confidence_level must be between 0 and 1",
     ),
-    "no resamples": ("a.jsonl", jsonl, ["--num_bootstrap", "0"], 2, r"--num_bootstrap must be at least 1"),
+    "no resamples": ("a.jsonl", jsonl, ["--num_bootstrap", "0"], 2, r"--num_bootstrap: must be at least 1"),
     "negative seed": ("a.jsonl", jsonl, ["--seed", "-1"], 2, r"--seed must not be negative"),
     "names for another number of files": ("a.jsonl", jsonl, ["--names", "x", "y"], 2, r"--names gives 2 names for 1"),
     "a split that does not exist": (
@@ -282,7 +282,7 @@ def test_flags_argparse_cannot_read_exit_with_status_2(rows, tmp_path, capsys):
         main(["evaluate", str(path), "--num_bootstrap", "many"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        "fiberbench evaluate: error: argument --num_bootstrap: invalid int value: 'many' (see fiberbench evaluate --help)"
+        "fiberbench evaluate: error: argument --num_bootstrap: must be an integer, got 'many' (see fiberbench evaluate --help)"
     ]
 
 

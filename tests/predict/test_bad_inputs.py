@@ -216,16 +216,16 @@ CASES = {
         USAGE,
         "--video_dir is for video-language models; a causal LM does not read",
     ),
-    "--num_beams 0": (model("causal", "--num_beams", "0"), USAGE, "--num_beams must be at least 1, got 0"),
+    "--num_beams 0": (model("causal", "--num_beams", "0"), USAGE, "--num_beams: must be at least 1, got 0"),
     "--per_device_eval_batch_size 0": (
         model("causal", "--per_device_eval_batch_size", "0"),
         USAGE,
-        "--per_device_eval_batch_size must be at least 1, got 0",
+        "--per_device_eval_batch_size: must be at least 1, got 0",
     ),
     "--max_predict_samples -1": (
         model("causal", "--max_predict_samples", "-1"),
         USAGE,
-        "--max_predict_samples must be at least 1, got -1",
+        "--max_predict_samples: must be at least 1, got -1",
     ),
     "a --video_dir that does not exist": (
         model("video", "--video_dir", "/no/such/videos"),

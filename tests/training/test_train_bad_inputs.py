@@ -71,7 +71,7 @@ CASES = [
         "batch size 0",
         lambda tmp: ["--per_device_train_batch_size", 0],
         2,
-        "--per_device_train_batch_size: must be a positive integer, got 0",
+        "--per_device_train_batch_size: must be at least 1, got 0",
     ),
     (
         "negative learning rate",
