@@ -36,7 +36,7 @@ COMMANDS = {
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
     "evaluate": (
-        "fiberbench.metric.scoring",
+        "fiberbench.scoring",
         "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
     ),
     "predict": (

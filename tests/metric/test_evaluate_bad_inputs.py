@@ -11,7 +11,7 @@ import pytest
 
 from fiberbench.cli import main
 from fiberbench.data import load_sample
-from fiberbench.metric.scoring import KEY_FIELDS
+from fiberbench.scoring import KEY_FIELDS
 
 
 @pytest.fixture(scope="module")

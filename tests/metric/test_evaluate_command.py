@@ -10,7 +10,7 @@ from fiberbench.data import load_sample
 from fiberbench.files import write_jsonl
 from fiberbench.metric import human_agreement, references_from_example
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.metric.scoring import KEY_FIELDS, plot_size
+from fiberbench.scoring import KEY_FIELDS, plot_size
 
 SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
 FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]
