@@ -140,12 +140,27 @@ def _prepare(config: str, sources: Sources, work_dir: Path, *, skip_invalid: boo
             max_shard_size=max_shard_size,
         )
     except datasets.exceptions.DatasetGenerationError as error:
-        # datasets wraps whatever the generator or the writer raised; an invalid record, an
-        # unreadable file or a full disk is the user's to fix, and is reported as it is.
-        if isinstance(error.__cause__, FiberbenchError | OSError):
-            raise error.__cause__ from None
+        cause = _users_cause(error)
+        if cause is not None:
+            raise cause from None
         raise
     return builder
+
+
+def _users_cause(error: BaseException) -> BaseException | None:
+    """The invalid record, unreadable file or full disk behind a datasets error: the user's to fix, reported as it is.
+
+    datasets wraps whatever the generator or the writer raised, and the writer may fail again on its
+    way out (pyarrow 21's "Operation on closed file" after a full disk), so the whole chain is read.
+    """
+    seen = set()
+    cause = error.__cause__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, FiberbenchError | OSError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _move_shards(builder: "Fiber", prepared_dir: Path, config_dir: Path) -> dict[str, list[Path]]:

@@ -104,7 +104,7 @@ RECORD_FAULTS = [
     ("npz_content_under_a_npy_name", lambda d: replace_features(d, save_npz),
      r"val.json: record 3: field 'video_features': .*not a readable .npy array \(it is a .npz \(zip\) archive\)", "i3d"),
     ("feature_file_truncated", lambda d: replace_features(d, save_truncated),
-     r"val.json: record 3: field 'video_features': .*not a readable .npy array \(Failed to read all data", "i3d"),
+     r"val.json: record 3: field 'video_features': .*not a readable .npy array \((Failed to read all data|cannot reshape)", "i3d"),  # NumPy 2 | 1
     ("feature_file_pickled_objects",
      lambda d: replace_features(d, lambda path: np.save(path, np.array([{"a": 1}], dtype=object), allow_pickle=True)),
      r"val.json: record 3: field 'video_features': .*Object arrays cannot be loaded", "i3d"),
