@@ -49,6 +49,15 @@ def test_single_feature_mode_keeps_the_feature_at_the_given_second(tokenizer):
     assert FiberProcessor(tokenizer, single_feature=True, feature_second=0.5).feature_index == 1
 
 
+@pytest.mark.parametrize("single_feature", [False, True])
+def test_a_non_finite_value_anywhere_in_a_clip_names_that_clip(tokenizer, single_feature):
+    clips = [np.zeros((32, 1024), np.float32) for _ in range(3)]
+    clips[2][30, 7] = np.inf  # past the single feature's frame: every frame is checked all the same
+    processor = FiberProcessor(tokenizer, single_feature=single_feature)
+    with pytest.raises(ValueError, match="Video features 2 hold NaN or infinite values"):
+        processor(["A _____."] * 3, video_features=clips)
+
+
 @pytest.mark.parametrize("caption", ["A man plays the guitar.", "_____ plays _____."])
 def test_a_caption_without_exactly_one_blank_is_named(processor, caption):
     with pytest.raises(ValueError, match=r"Masked caption 1 must contain exactly one '_____'") as error:
