@@ -232,6 +232,11 @@ def build_parser() -> ArgumentParser:
         help="A step_N or epoch_N folder written by --checkpointing_steps; training continues where it stopped.",
     )
     outputs.add_argument(
+        "--trust_checkpoint",
+        action="store_true",
+        help="Resume from a sharded FSDP checkpoint (torch's distributed format unpickles): only one you wrote.",
+    )
+    outputs.add_argument(
         "--with_tracking", action=argparse.BooleanOptionalAction, default=False, help="Log metrics to --report_to."
     )
     outputs.add_argument(

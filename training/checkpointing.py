@@ -170,8 +170,19 @@ def _copy_weights_and_json(source: Path, destination: Path) -> None:
             destination.joinpath(file.name).write_bytes(file.read_bytes())
 
 
-def check_checkpoint_files(checkpoint: Path, num_processes: int) -> None:
-    """Refuse a checkpoint folder holding a pickle this script never writes (before anything is loaded)."""
+def check_checkpoint_files(checkpoint: Path, num_processes: int, *, trust_checkpoint: bool = False) -> None:
+    """Refuse a checkpoint folder holding a pickle this script never writes (before anything is loaded).
+
+    FSDP's sharded checkpoints are torch's distributed checkpoint format, whose loader unpickles
+    its `.metadata` file and any non-tensor entry: they are read only with `trust_checkpoint`
+    (--trust_checkpoint), for checkpoints one wrote oneself.
+    """
+    distributed = sorted([*checkpoint.rglob(".metadata"), *checkpoint.rglob("*.distcp")])
+    if distributed and not trust_checkpoint:
+        raise CheckpointError(
+            f"{distributed[0]}: a sharded (torch distributed) checkpoint, whose loading unpickles its metadata and "
+            f"can run code; resume from {checkpoint} only if you wrote it, with --trust_checkpoint."
+        )
     expected = {RNG_STATE_FILE.format(index) for index in range(num_processes)}
     for file in sorted(checkpoint.rglob("*.pkl")):
         if file.relative_to(checkpoint).as_posix() not in expected:
@@ -181,13 +192,13 @@ def check_checkpoint_files(checkpoint: Path, num_processes: int) -> None:
             )
 
 
-def check_checkpoint(accelerator, checkpoint: Path) -> None:
+def check_checkpoint(accelerator, checkpoint: Path, *, trust_checkpoint: bool = False) -> None:
     """Check a checkpoint's pickles and progress file before the run writes anything (see `load_checkpoint`).
 
     Accelerate skips RNG states it cannot load with only a log line, and the resumed run would then
     silently differ from an uninterrupted one: this process's are loaded here first, the same way.
     """
-    check_checkpoint_files(checkpoint, accelerator.num_processes)
+    check_checkpoint_files(checkpoint, accelerator.num_processes, trust_checkpoint=trust_checkpoint)
     TrainingProgress.from_json(checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes)
     rng_states = checkpoint / RNG_STATE_FILE.format(accelerator.process_index)
     try:
@@ -201,13 +212,13 @@ def check_checkpoint(accelerator, checkpoint: Path) -> None:
         raise CheckpointError(f"{rng_states} cannot be read: {type(error).__name__}: {_first_line(error)}") from error
 
 
-def load_checkpoint(accelerator, checkpoint: Path) -> TrainingProgress:
+def load_checkpoint(accelerator, checkpoint: Path, *, trust_checkpoint: bool = False) -> TrainingProgress:
     """Load a checkpoint's state into the prepared objects, and return the loop's progress.
 
     Torch files are loaded with `weights_only=True`: a file holding anything but tensors, numbers
     and containers (e.g. a pickle payload) is a `CheckpointError`, and its code never runs.
     """
-    check_checkpoint(accelerator, checkpoint)
+    check_checkpoint(accelerator, checkpoint, trust_checkpoint=trust_checkpoint)
     progress = TrainingProgress.from_json(
         checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes
     )

@@ -6,7 +6,6 @@ import math
 import datasets
 import evaluate
 import torch
-from accelerate.utils import DistributedType
 from tqdm.auto import tqdm
 
 import fiberbench.metric
@@ -145,9 +144,17 @@ def decoding_model(accelerator, model):
     run a different number of steps on each process. The copy is built from the full state dict
     that every process gathers, then generates on its own.
     """
-    if accelerator.distributed_type != DistributedType.FSDP:
+    if not is_sharded(model):
         return accelerator.unwrap_model(model, keep_torch_compile=False)
     return unsharded_copy(model, accelerator.unwrap_model(model).config, accelerator.device)
+
+
+def is_sharded(model: torch.nn.Module) -> bool:
+    """Whether FSDP holds `model`'s weights in shards: wrapped by FSDP1, or DTensor parameters (FSDP2)."""
+    from torch.distributed.fsdp import FullyShardedDataParallel
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(model, FullyShardedDataParallel) or any(isinstance(p, DTensor) for p in model.parameters())
 
 
 def unsharded_copy(sharded_model, config, device) -> FiberT5ForConditionalGeneration:

@@ -161,7 +161,7 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
     if missing:
         raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
     if args.resume_from_checkpoint:
-        check_checkpoint(accelerator, Path(args.resume_from_checkpoint))
+        check_checkpoint(accelerator, Path(args.resume_from_checkpoint), trust_checkpoint=args.trust_checkpoint)
     run = Run(
         args=args,
         accelerator=accelerator,
@@ -331,7 +331,7 @@ def run_model(run: Run, options: dict) -> None:
     if args.do_train:
         model, training = train(run, model, processor, evaluator)
     else:
-        model = accelerator.prepare(model)
+        model = prepare_for_evaluation(accelerator, model)
 
     scores, records = {}, []
     for name in run.evaluated_splits:
@@ -449,7 +449,18 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
     del model, optimizer, lr_scheduler, state
     accelerator.free_memory()
     best = FiberT5ForConditionalGeneration.from_pretrained(run.output.path / MODEL_FOLDER, use_safetensors=True)
-    return accelerator.prepare(best), training
+    return prepare_for_evaluation(accelerator, best), training
+
+
+def prepare_for_evaluation(accelerator: Accelerator, model: FiberT5ForConditionalGeneration):
+    """The model to evaluate, on the run's device: prepared, except under FSDP, where it stays whole.
+
+    Evaluation decodes with every weight on every process anyway (`decoding_model`), and FSDP2 can
+    only prepare a model together with its optimizer (Accelerate refuses a model alone).
+    """
+    if accelerator.distributed_type == DistributedType.FSDP:
+        return model.to(accelerator.device)
+    return accelerator.prepare(model)
 
 
 def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_steps: int, bar: tqdm) -> None:
@@ -518,7 +529,7 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
 def resume(run: Run, state: TrainingState, checkpoint: Path, processor: FiberProcessor) -> None:
     """Load a checkpoint's state and progress, and put back the best model it was saved with (weights only)."""
     logger.info(f"Resuming from {checkpoint}")
-    state.progress = load_checkpoint(run.accelerator, checkpoint)
+    state.progress = load_checkpoint(run.accelerator, checkpoint, trust_checkpoint=run.args.trust_checkpoint)
     if state.progress.best is not None:
         best = FiberT5ForConditionalGeneration.from_pretrained(
             checkpoint / BEST_MODEL_IN_CHECKPOINT, use_safetensors=True

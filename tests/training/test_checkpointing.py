@@ -82,3 +82,15 @@ def test_a_pickle_the_script_never_writes_is_refused_unread(tmp_path):
         check_checkpoint_files(tmp_path, num_processes=1)
     assert not marker.exists()
     check_checkpoint_files(tmp_path / "best_model", num_processes=1)  # nothing there: accepted
+
+
+@pytest.mark.parametrize("name", [".metadata", "__0_0.distcp"])
+def test_a_sharded_checkpoint_is_read_only_when_trusted(tmp_path, name):
+    marker = tmp_path / "payload_ran"
+    shards = tmp_path / "pytorch_model_fsdp_0"
+    shards.mkdir()
+    (shards / name).write_bytes(pickle.dumps(Payload(marker)))
+    with pytest.raises(CheckpointError, match=rf"{name}: a sharded .* only if you wrote it, with --trust_checkpoint"):
+        check_checkpoint_files(tmp_path, num_processes=1)
+    check_checkpoint_files(tmp_path, num_processes=1, trust_checkpoint=True)
+    assert not marker.exists()

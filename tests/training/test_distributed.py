@@ -105,13 +105,14 @@ UNSHARDED_COPY = textwrap.dedent(
 
     from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
     from fiberbench.modeling import build_tiny_config
-    from fiberbench.training.evaluation import unsharded_copy
+    from fiberbench.training.evaluation import is_sharded, unsharded_copy
 
     dist.init_process_group("gloo")
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     torch.manual_seed(0)
     model = FiberT5ForConditionalGeneration(build_tiny_config(tokenizer, "early"))
     reference = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    whole = is_sharded(model)
     for block in [*model.encoder.block, *model.decoder.block]:
         fully_shard(block)
     fully_shard(model)
@@ -123,7 +124,8 @@ UNSHARDED_COPY = textwrap.dedent(
     answers = copy.fill_blanks(
         FiberProcessor(tokenizer), captions, video_features=[torch.ones(4, 1024)] * (1 + rank), only_noun_phrases=False
     )
-    report = {"rank": rank, "sharded": sharded, "same": same, "answers": len(answers)}
+    detected = {"before": whole, "after": is_sharded(model), "copy": is_sharded(copy)}
+    report = {"rank": rank, "sharded": sharded, "detected": detected, "same": same, "answers": len(answers)}
     with open(f"{sys.argv[1]}/rank_{rank}.json", "w") as file:  # one file each: two processes share stdout
         json.dump(report, file)
     dist.destroy_process_group()
@@ -142,7 +144,7 @@ def test_the_evaluation_copy_of_an_fsdp_model_has_every_weight_on_every_process(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     reports = [json.loads((tmp_path / f"rank_{rank}.json").read_text(encoding="utf-8")) for rank in (0, 1)]
+    detected = {"before": False, "after": True, "copy": False}
     assert reports == [
-        {"rank": 0, "sharded": "DTensor", "same": True, "answers": 1},
-        {"rank": 1, "sharded": "DTensor", "same": True, "answers": 2},
+        {"rank": rank, "sharded": "DTensor", "detected": detected, "same": True, "answers": rank + 1} for rank in (0, 1)
     ]
