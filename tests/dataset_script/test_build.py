@@ -154,7 +154,7 @@ def test_overwrite_never_deletes_its_own_data_dir(tmp_path, cli_error):
     (data_dir / "NOTES.txt").write_text("keep")
     before = sorted(path.name for path in data_dir.iterdir())
     status, line = cli_error("build-dataset", "--data_dir", data_dir, "--output_dir", data_dir, "--overwrite_output_dir")
-    assert status == 2 and "is an input" in line or "holds the input" in line
+    assert status == 2 and ("is an input" in line or "holds the input" in line), line
     assert sorted(path.name for path in data_dir.iterdir()) == before
 
 
