@@ -51,6 +51,8 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
         if not self.args.predict_with_generate or prediction_loss_only:
             return super().prediction_step(model, inputs, prediction_loss_only, ignore_keys=ignore_keys)
         inputs = self._prepare_inputs(inputs)
+        # Seq2SeqTrainer.evaluate/predict keep their generation arguments in `_gen_kwargs`, which its
+        # own prediction_step reads the same way; there is no public accessor.
         gen_kwargs = {**getattr(self, "_gen_kwargs", {}), **gen_kwargs}
         generation_config = self.model.generation_config
         num_beams = gen_kwargs.get("num_beams") or generation_config.num_beams
