@@ -27,8 +27,11 @@ def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list,
     """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`.
 
     The answers are taken as written (before the noun-phrase filter), as in the release's analysis.
-    Rows of clips that are not in `records` are skipped and counted; a clip with no row has no annotator.
+    Rows of clips that are not in `records` are skipped and counted; a clip with no row has no
+    annotator, and neither has a clip that an answer says is an unavailable video (`fiberbench
+    answers` leaves those out of the release too).
     """
+    from .annotation import is_unavailable_video
     from .answers import clip_key, read_submissions
 
     by_clip = {clip_key(record): {} for record in records}  # clip -> annotator id -> answers
@@ -42,6 +45,15 @@ def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list,
                 annotators.setdefault(submission.annotator, []).extend(submission.answers)
     if skipped:
         logger.info("Skipped %d answer rows of clips that are not in the blanked file", skipped)
+    unavailable = [
+        clip
+        for clip, annotators in by_clip.items()
+        if any(is_unavailable_video(answer) for answers in annotators.values() for answer in answers)
+    ]
+    for clip in unavailable:
+        by_clip[clip] = {}
+    if unavailable:
+        logger.info("Left out %d clips that an answer says are unavailable videos", len(unavailable))
     without_answers = sum(not annotators for annotators in by_clip.values())
     if without_answers == len(by_clip):
         raise DataError(f"No row of {', '.join(map(str, answers_files))} answers a clip of the blanked file")

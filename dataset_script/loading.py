@@ -34,6 +34,24 @@ def check_dataset_name(dataset_name: str) -> None:
         raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id)")
 
 
+def check_hub_dataset(dataset_name: str) -> None:
+    """A `DataError`, in seconds, for a Hub dataset that cannot be downloaded now.
+
+    Without it `datasets` retries for half a minute before its own error. Offline
+    (`HF_HUB_OFFLINE=1`) the cache is left to answer.
+    """
+    from huggingface_hub import constants
+
+    from fiberbench.hub import hub_problem
+
+    problem = None if constants.HF_HUB_OFFLINE else hub_problem(dataset_name, repo_type="dataset")
+    if problem is not None:
+        raise DataError(
+            f"--dataset_name {dataset_name}: not a local folder, and {problem}. Ways out: a folder built by "
+            "`fiberbench build-dataset`; or, if it is in the Hugging Face cache, run with HF_HUB_OFFLINE=1."
+        )
+
+
 def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetDict":
     """The splits of `dataset_name` (a built folder or a Hub id; the bundled sample when None), config `config_name`.
 
@@ -49,6 +67,8 @@ def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetD
         check_dataset_name(dataset_name)
         folder = Path(dataset_name).expanduser()
         location, described = (str(folder.resolve()) if folder.is_dir() else dataset_name), dataset_name
+        if not folder.is_dir():
+            check_hub_dataset(dataset_name)
     try:
         return load_sample(config_name) if location is None else datasets.load_dataset(location, config_name)
     except (OSError, ValueError) as error:  # DatasetNotFoundError is a FileNotFoundError

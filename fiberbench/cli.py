@@ -91,11 +91,39 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
     return parser
 
 
+class StderrHandler(logging.StreamHandler):
+    """A handler writing to whatever `sys.stderr` is when a record comes (it may be replaced after start-up)."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        """StreamHandler sets its stream at construction; the current `sys.stderr` is used instead."""
+
+
+def configure_logging() -> None:
+    """INFO logs of fiberbench's own modules on stderr, once.
+
+    Only the `fiberbench` logger gets a handler: huggingface_hub, transformers and datasets have
+    their own, and a handler on the root logger printed each of their warnings twice.
+    """
+    logger = logging.getLogger("fiberbench")
+    if not any(isinstance(handler, StderrHandler) for handler in logger.handlers):
+        logger.addHandler(StderrHandler())
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run `fiberbench ARGV`; returns the exit status (0, 1 for a data error, 2 for a usage error)."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
 
 

@@ -12,11 +12,11 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, HfApi, get_session, get_token
-from huggingface_hub.errors import HFValidationError
+from huggingface_hub import CommitOperationAdd, HfApi, constants, get_session, get_token, try_to_load_from_cache
+from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import FiberbenchError
+from .errors import FiberbenchError, UsageError
 
 try:  # huggingface_hub 2 talks HTTP through httpx2, huggingface_hub 1 (CUDA images) through httpx: one API.
     import httpx2 as httpx
@@ -210,3 +210,44 @@ def _listed_files(folder: Path, paths: Iterable[str | Path]) -> list[Path]:
     if not files:
         raise HubPushError(f"Cannot push {folder}: no file to push was given")
     return sorted(files)
+
+
+# Seconds to wait for the Hub to answer whether a model or dataset exists, before loading it.
+PROBE_TIMEOUT = 10.0
+
+
+def model_loading_options(repo_id: str, *, flag: str, revision: str | None = None) -> dict:
+    """`from_pretrained` options for the Hub model `repo_id`, after checking in seconds that it can load.
+
+    Without this, an unreachable Hub costs half a minute of retries and a screen of warnings
+    before transformers' own error. When the Hub answers: no options. Offline (`HF_HUB_OFFLINE=1`)
+    or unreachable, a model in the local cache loads from the cache alone (`local_files_only`);
+    anything else is one `UsageError` naming `flag` and the ways out.
+    """
+    cached = isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+    problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(repo_id, revision=revision)
+    if problem is None:
+        return {}
+    if cached:
+        return {"local_files_only": True}
+    raise UsageError(
+        f"{flag} {repo_id}: not a local folder, not in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
+        f"{problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
+        f"(`hf download {repo_id}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
+    )
+
+
+def hub_problem(repo_id: str, *, repo_type: str = "model", revision: str | None = None) -> str | None:
+    """Why `repo_id` (a model or dataset) cannot be downloaded from the Hub right now, or None when it can."""
+    try:
+        HfApi().repo_info(repo_id, repo_type=repo_type, revision=revision, timeout=PROBE_TIMEOUT)
+    except RepositoryNotFoundError:
+        return (
+            f"the Hub at {constants.ENDPOINT} has no {repo_type} {repo_id!r} (or it is private: log in with "
+            "`hf auth login`)"
+        )
+    # The HTTP client's errors (connection refused, name not resolved, timeout) have no common
+    # base class across huggingface_hub releases; each means the Hub cannot be reached.
+    except Exception as error:  # noqa: BLE001
+        return f"the Hub at {constants.ENDPOINT} cannot be reached ({type(error).__name__}: {error})"
+    return None

@@ -1,4 +1,6 @@
-"""FIBER scoring: the `fiber_metric` evaluate module, its plain functions, and the scoring commands.
+"""FIBER scoring: the `fiber_metric` evaluate module, its plain functions, the baseline and `push-metric`.
+
+`fiberbench evaluate`, which joins predictions files with a dataset's split, is `fiberbench.scoring`.
 
 The functions are read from the module on first use (PEP 562), because the module imports
 `evaluate` and `datasets` for its `evaluate.Metric` class: `fiberbench push-metric --help`,

@@ -1,4 +1,4 @@
-"""Session fixtures shared by every test folder: the real spaCy pipeline and the built sample."""
+"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors."""
 
 import pytest
 
@@ -44,3 +44,13 @@ def cli_error(capsys):
         return status, lines[0]
 
     return run
+
+
+@pytest.fixture(scope="module")
+def fiber_metric():
+    """The metric module loaded with `evaluate.load` from its folder (the metric and scoring tests)."""
+    import evaluate
+
+    from fiberbench.metric import METRIC_PATH
+
+    return evaluate.load(str(METRIC_PATH), keep_in_memory=True)

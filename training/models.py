@@ -3,11 +3,11 @@
 import argparse
 from pathlib import Path
 
-from huggingface_hub import HfApi, constants, try_to_load_from_cache
-from huggingface_hub.errors import RepositoryNotFoundError
 from transformers import AutoConfig, AutoTokenizer
 
+from fiberbench.data.loading import is_hub_id
 from fiberbench.errors import DataError, UsageError
+from fiberbench.hub import model_loading_options
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -15,13 +15,9 @@ from fiberbench.modeling import (
     FiberT5ForConditionalGeneration,
     build_tiny_config,
 )
-from fiberbench.data.loading import is_hub_id
 
 # The paper's main model (Table 3, "T5 + I3D") when neither --fusion nor a FIBER checkpoint says otherwise.
 DEFAULT_FUSION = "early"
-# Seconds to wait for the Hub before a run gives up on a model it would download: without it,
-# transformers retries for about half a minute per file before failing.
-HUB_PROBE_TIMEOUT = 10.0
 SAFETENSORS_FILES = ("model.safetensors", "model.safetensors.index.json")
 
 
@@ -47,30 +43,7 @@ def loading_options(name: str) -> dict:
         return {"use_safetensors": True}
     if not is_hub_id(name):
         raise UsageError(f"--model_name_or_path {name}: no such folder (and not a Hub model id).")
-    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
-    problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(name)
-    if problem is None:
-        return {}
-    if cached:
-        return {"local_files_only": True}
-    raise UsageError(
-        f"--model_name_or_path {name}: not a local folder, not in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
-        f"and {problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
-        f"(`hf download {name}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
-    )
-
-
-def hub_problem(name: str) -> str | None:
-    """Why model `name` cannot be downloaded from the Hub right now, or None when it can."""
-    try:
-        HfApi().model_info(name, timeout=HUB_PROBE_TIMEOUT)
-    except RepositoryNotFoundError:
-        return f"the Hub at {constants.ENDPOINT} has no model {name!r} (or it is private: log in with `hf auth login`)"
-    # The HTTP client's errors (connection refused, name not resolved, timeout) have no common
-    # base class across huggingface_hub releases; each means the Hub cannot be reached.
-    except Exception as error:  # noqa: BLE001
-        return f"the Hub at {constants.ENDPOINT} cannot be reached ({type(error).__name__}: {error})"
-    return None
+    return model_loading_options(name, flag="--model_name_or_path")
 
 
 def resolve_fusion(args: argparse.Namespace, options: dict) -> str:

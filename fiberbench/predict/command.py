@@ -155,14 +155,21 @@ def load_config(args):
 
     name = args.model_name_or_path
     folder = Path(name).expanduser()
+    args.hub_options = {}  # from_pretrained's options for a Hub id, set below
     if folder.is_dir():
         return local_config(args, folder)
     if folder.exists():
         raise UsageError(f"--model_name_or_path {name} is a file; give a model folder or a Hub model id")
     if name.startswith((".", "/", "~")):
         raise UsageError(f"--model_name_or_path {name}: no such folder")
+    from fiberbench.hub import model_loading_options
+
+    # Checked in seconds: an unreachable Hub would otherwise retry for half a minute per file.
+    args.hub_options = model_loading_options(name, flag="--model_name_or_path", revision=args.revision)
     try:
-        return AutoConfig.from_pretrained(name, revision=args.revision, trust_remote_code=args.trust_remote_code)
+        return AutoConfig.from_pretrained(
+            name, revision=args.revision, trust_remote_code=args.trust_remote_code, **args.hub_options
+        )
     except (OSError, ValueError) as error:
         from huggingface_hub import constants
 
@@ -242,7 +249,7 @@ def make_predictor(args, kind: str, config) -> "Predictor":
     """The predictor of `kind`, with its tokenizer or processor (not its weights yet)."""
     from .kinds import PREDICTORS
 
-    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code}
+    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code, **args.hub_options}
     try:
         return PREDICTORS[kind](args, loading, config)
     except FiberbenchError:
@@ -259,7 +266,7 @@ def model_commit(args) -> str | None:
         return None
     from huggingface_hub import hf_hub_download
 
-    config_file = hf_hub_download(args.model_name_or_path, "config.json", revision=args.revision)
+    config_file = hf_hub_download(args.model_name_or_path, "config.json", revision=args.revision, **args.hub_options)
     # The Hub cache keeps each revision's files in snapshots/<commit hash>/.
     return Path(config_file).parent.name
 

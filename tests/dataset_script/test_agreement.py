@@ -121,6 +121,18 @@ def test_agreement_of_crowd_answers_with_annotator_ids(tmp_path, capsys):
     assert "across annotators (each annotator's mean), as in the paper" in table
 
 
+def test_a_clip_an_answer_says_is_an_unavailable_video_is_left_out(tmp_path):
+    records = [{key: value for key, value in record.items() if key != "additional_answers"} for record in RECORDS]
+    records.append({**records[0], "video_id": "v3"})
+    rows = [*CSV_ROWS, ["v3", 0, 10, "w1", "dog", ""], ["v3", 0, 10, "w2", "Unavailable video", ""]]
+    source = write_records(tmp_path / "val.json", records)
+    output = tmp_path / "agreement.json"
+    answers = write_answers_csv(tmp_path / "answers.csv", rows)
+    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
+    results = json.loads(output.read_text())
+    assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)  # as if v3 had no answers
+
+
 def test_a_record_without_answers_is_named(tmp_path, cli_error):
     without_answers = {key: value for key, value in RECORDS[1].items() if key != "additional_answers"}
     source = write_records(tmp_path / "val.json", [RECORDS[0], without_answers])

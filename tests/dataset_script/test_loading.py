@@ -40,3 +40,10 @@ def test_a_folder_of_other_files_has_no_fiber_config(tmp_path):
     (tmp_path / "notes.txt").write_text("not FIBER", encoding="utf-8")
     with pytest.raises(UsageError, match=r"--dataset_config_name text: .* has no such config \(it has: default\)"):
         load_fiber(str(tmp_path), "text")
+
+
+def test_a_hub_dataset_that_cannot_be_reached_is_one_error_at_once(monkeypatch):
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    with pytest.raises(DataError, match=r"--dataset_name org/fiber: not a local folder, and the Hub at .* cannot be"):
+        load_fiber("org/fiber", "text")

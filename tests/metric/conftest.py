@@ -21,10 +21,5 @@ def table_7_references() -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def fiber_metric():
-    return evaluate.load(str(METRIC_PATH), keep_in_memory=True)
-
-
-@pytest.fixture(scope="module")
 def agreement_metric():
     return evaluate.load(str(METRIC_PATH), "human_agreement", keep_in_memory=True)

@@ -373,9 +373,18 @@ def test_refused_in_one_line(case, tiny_models, tmp_path, cli_error):
     assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
 
 
-def test_an_unreachable_model_id_offline_is_one_line_at_once(tmp_path):
-    """With HF_HUB_OFFLINE=1 (set before the libraries start, as users do), no network wait."""
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+@pytest.mark.parametrize(
+    "hub, reason",
+    [
+        ({"HF_HUB_OFFLINE": "1"}, "and HF_HUB_OFFLINE is set. Ways out: pass a local model folder"),
+        # A port nothing listens on: the Hub cannot be reached, and no retry warnings come before the line.
+        ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "and the Hub at http://127.0.0.1:9 cannot be reached"),
+    ],
+    ids=["offline", "unreachable"],
+)
+def test_a_model_id_that_cannot_be_loaded_is_one_line(tmp_path, hub, reason):
+    """HF_HUB_OFFLINE=1 or a Hub that does not answer (set before the libraries start, as users do)."""
+    environment = {**os.environ, **hub, "HF_HOME": str(tmp_path / "hf")}
     result = subprocess.run(
         [
             sys.executable,
@@ -393,10 +402,12 @@ def test_an_unreachable_model_id_offline_is_one_line_at_once(tmp_path):
         timeout=120,
     )
     assert result.returncode == USAGE
-    assert result.stderr.strip().splitlines() == [
-        "fiberbench predict: error: --model_name_or_path org/not-a-model: not a local model folder, and not loadable "
-        "from the Hub (HF_HUB_OFFLINE is set and it is not in the cache)"
-    ]
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(
+        "fiberbench predict: error: --model_name_or_path org/not-a-model: not a local folder, not in the Hugging Face "
+        f"cache ({tmp_path / 'hf' / 'hub'}), "
+    )
+    assert reason in line and "`hf download org/not-a-model`" in line
     assert not (tmp_path / "predictions.jsonl").exists()
 
 
