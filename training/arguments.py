@@ -14,7 +14,7 @@ import yaml
 from transformers import SchedulerType
 
 from fiberbench.cli import positive_int
-from fiberbench.errors import UsageError
+from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
@@ -333,7 +333,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
     if args.resume_from_checkpoint is not None:
         if not Path(args.resume_from_checkpoint).is_dir():
-            raise UsageError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
+            raise DataError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
         if not args.do_train:
             raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
     if args.baseline is not None and args.model_name_or_path is not None:

@@ -42,7 +42,7 @@ def loading_options(name: str) -> dict:
             )
         return {"use_safetensors": True}
     if not is_hub_id(name):
-        raise UsageError(f"--model_name_or_path {name}: no such folder (and not a Hub model id).")
+        raise DataError(f"--model_name_or_path {name}: no such folder (and not a Hub model id).")
     return model_loading_options(name, flag="--model_name_or_path")
 
 

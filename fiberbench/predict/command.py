@@ -141,7 +141,7 @@ def check_flags(args) -> None:
     if args.video_dir is not None and args.video_dir.exists() and not args.video_dir.is_dir():
         raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the clips' videos")
     if args.video_dir is not None and not args.video_dir.is_dir():
-        raise UsageError(f"--video_dir {args.video_dir}: no such folder")
+        raise DataError(f"--video_dir {args.video_dir}: no such folder")
 
 
 def load_config(args):
@@ -160,9 +160,11 @@ def load_config(args):
         return local_config(args, folder)
     if folder.exists():
         raise UsageError(f"--model_name_or_path {name} is a file; give a model folder or a Hub model id")
-    if name.startswith((".", "/", "~")):
-        raise UsageError(f"--model_name_or_path {name}: no such folder")
+    from fiberbench.data.loading import is_hub_id
     from fiberbench.hub import model_loading_options
+
+    if not is_hub_id(name):
+        raise DataError(f"--model_name_or_path {name}: no such folder (and not a Hub model id)")
 
     # Checked in seconds: an unreachable Hub would otherwise retry for half a minute per file.
     args.hub_options = model_loading_options(name, flag="--model_name_or_path", revision=args.revision)

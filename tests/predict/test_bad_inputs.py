@@ -186,8 +186,8 @@ LAST_CLIP = "{video_id}, {video_start_time}-{video_end_time} s".format(**sample_
 CASES = {
     "a model folder that does not exist": (
         lambda tmp_path, tiny_models: ["--model_name_or_path", "./no/such/model"],
-        USAGE,
-        "--model_name_or_path ./no/such/model: no such folder",
+        DATA,
+        r"--model_name_or_path ./no/such/model: no such folder \(and not a Hub model id\)",
     ),
     "a model of no supported kind": (vision_only_model, USAGE, "model type 'vit' is none of the kinds"),
     "a video model without --video_dir": (model("video"), USAGE, "is a video-language model: give --video_dir"),
@@ -229,7 +229,7 @@ CASES = {
     ),
     "a --video_dir that does not exist": (
         model("video", "--video_dir", "/no/such/videos"),
-        USAGE,
+        DATA,
         "--video_dir /no/such/videos: no such folder",
     ),
     "an output inside the model folder": (

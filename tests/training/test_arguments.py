@@ -2,7 +2,7 @@
 
 import pytest
 
-from fiberbench.errors import UsageError
+from fiberbench.errors import DataError, UsageError
 from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, parse_args, read_config
 from fiberbench.training.models import resolve_fusion
 
@@ -106,6 +106,11 @@ def test_bad_flags_are_usage_errors_before_any_work(argv, message):
     assert message in str(error.value)
 
 
+def test_a_missing_checkpoint_folder_is_a_data_error():
+    with pytest.raises(DataError, match="no/such/step_10: no such checkpoint folder"):
+        parse_args(["--resume_from_checkpoint", "no/such/step_10"])
+
+
 def test_missing_config_file_lists_the_shipped_ones():
     with pytest.raises(UsageError, match="t5_i3d"):
         parse_args(["--config", "no_such_config"])
@@ -114,7 +119,6 @@ def test_missing_config_file_lists_the_shipped_ones():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--resume_from_checkpoint", "no/such/step_10"], "no such checkpoint folder"),
         (["--no-do_train", "--no-do_eval", "--no-do_predict"], "Nothing to do"),
         (["--baseline", "most_frequent_answer", "--model_name_or_path", "t5-base"], "uses no model"),
         (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], "tiny model"),

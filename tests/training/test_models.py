@@ -48,7 +48,7 @@ def test_a_folder_without_a_config_is_not_a_model(tmp_path):
 
 
 def test_a_missing_folder_is_named(tmp_path):
-    with pytest.raises(UsageError, match="no such folder"):
+    with pytest.raises(DataError, match="no such folder"):
         loading_options(str(tmp_path / "no" / "such" / "model"))
 
 

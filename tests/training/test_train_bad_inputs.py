@@ -96,13 +96,13 @@ CASES = [
     (
         "missing model folder",
         lambda tmp: ["--model_name_or_path", tmp / "no" / "such" / "model"],
-        2,
+        1,
         "no such folder (and not a Hub model id)",
     ),
     (
         "missing checkpoint",
         lambda tmp: ["--resume_from_checkpoint", tmp / "no" / "step_3"],
-        2,
+        1,
         "no such checkpoint folder",
     ),
     (
