@@ -228,6 +228,9 @@ def _input_records(args: argparse.Namespace) -> tuple[Iterable[object], int | No
                 raise DataError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split")
             dataset = dataset[args.split]
         return dataset, len(dataset)
+    from .loading import check_hub_dataset
+
+    check_hub_dataset(args.input, flag="input")
     return datasets.load_dataset(args.input, split=args.split, streaming=True), None
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.errors import DataError, FiberbenchError, UsageError
+from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.files import atomic_folder, check_outputs_apart
 
 from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, SPLIT_FILES
@@ -140,27 +140,11 @@ def _prepare(config: str, sources: Sources, work_dir: Path, *, skip_invalid: boo
             max_shard_size=max_shard_size,
         )
     except datasets.exceptions.DatasetGenerationError as error:
-        cause = _users_cause(error)
+        cause = users_cause(error)
         if cause is not None:
             raise cause from None
         raise
     return builder
-
-
-def _users_cause(error: BaseException) -> BaseException | None:
-    """The invalid record, unreadable file or full disk behind a datasets error: the user's to fix, reported as it is.
-
-    datasets wraps whatever the generator or the writer raised, and the writer may fail again on its
-    way out (pyarrow 21's "Operation on closed file" after a full disk), so the whole chain is read.
-    """
-    seen = set()
-    cause = error.__cause__
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, FiberbenchError | OSError):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
 
 
 def _move_shards(builder: "Fiber", prepared_dir: Path, config_dir: Path) -> dict[str, list[Path]]:

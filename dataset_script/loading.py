@@ -5,10 +5,11 @@ bundled sample. `datasets` is imported inside the functions: `fiberbench.data` i
 every `fiberbench` subcommand, and most of them never load a dataset.
 """
 
+import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError, FiberbenchError, UsageError, users_cause
 
 from .sample import built_sample_dir, load_sample
 
@@ -34,7 +35,7 @@ def check_dataset_name(dataset_name: str) -> None:
         raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id)")
 
 
-def check_hub_dataset(dataset_name: str) -> None:
+def check_hub_dataset(dataset_name: str, flag: str = "--dataset_name") -> None:
     """A `DataError`, in seconds, for a Hub dataset that cannot be downloaded now.
 
     Without it `datasets` retries for half a minute before its own error. Offline
@@ -47,32 +48,58 @@ def check_hub_dataset(dataset_name: str) -> None:
     problem = None if constants.HF_HUB_OFFLINE else hub_problem(dataset_name, repo_type="dataset")
     if problem is not None:
         raise DataError(
-            f"--dataset_name {dataset_name}: not a local folder, and {problem}. Ways out: a folder built by "
-            "`fiberbench build-dataset`; or, if it is in the Hugging Face cache, run with HF_HUB_OFFLINE=1."
+            f"{flag} {dataset_name}: not a local folder, and {problem}. Ways out: a local copy; or, if it is "
+            "in the Hugging Face cache, run with HF_HUB_OFFLINE=1."
         )
+
+
+def local_cache_dir(folder: Path) -> str:
+    """A `datasets` cache of its own for the files of `folder` as they are now.
+
+    `datasets` keys the Arrow cache of a local folder by the folder's name and config, not by its
+    files: another folder of the same name (or this one rebuilt) was read from the first one's
+    cache, measured with datasets 5.2. Here the key is every file's path, size and modification time.
+    """
+    import datasets
+
+    digest = hashlib.sha256(str(folder.resolve()).encode())
+    for path in sorted(path for path in folder.rglob("*") if path.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return str(Path(datasets.config.HF_DATASETS_CACHE) / "fiberbench" / "local" / digest.hexdigest()[:16])
 
 
 def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetDict":
     """The splits of `dataset_name` (a built folder or a Hub id; the bundled sample when None), config `config_name`.
 
-    A folder is loaded by its absolute path: `load_dataset` of a relative name may return an older
-    cached copy. A config the dataset does not have is a `UsageError` listing those it has; a
-    dataset that cannot be found or read is a `DataError` naming --dataset_name and the config.
+    A folder gets a cache keyed by its files (`local_cache_dir`), so a rebuilt folder, or another
+    of the same name, is never read from an older cache. A config the dataset does not have is a
+    `UsageError` listing those it has; a dataset that cannot be found or read is a `DataError`
+    naming --dataset_name and the config.
     """
     import datasets
 
     if dataset_name is None:
-        location, described = None, "the bundled sample"
+        location, described, flag = None, "the bundled sample", "the bundled sample"
     else:
         check_dataset_name(dataset_name)
         folder = Path(dataset_name).expanduser()
         location, described = (str(folder.resolve()) if folder.is_dir() else dataset_name), dataset_name
+        flag = f"--dataset_name {dataset_name}"
         if not folder.is_dir():
             check_hub_dataset(dataset_name)
     try:
-        return load_sample(config_name) if location is None else datasets.load_dataset(location, config_name)
+        if location is None:
+            return load_sample(config_name)
+        cache_dir = local_cache_dir(folder) if folder.is_dir() else None
+        return datasets.load_dataset(location, config_name, cache_dir=cache_dir)
+    except FiberbenchError:
+        raise
+    except datasets.exceptions.DatasetsError as error:  # e.g. a damaged Parquet shard: name what is behind it
+        cause = users_cause(error) or error.__cause__ or error
+        raise DataError(f"{flag}: cannot load its {config_name!r} config ({type(cause).__name__}: {cause})") from error
     except (OSError, ValueError) as error:  # DatasetNotFoundError is a FileNotFoundError
-        cannot_load = f"--dataset_name {described}: cannot load its {config_name!r} config ({error})"
+        cannot_load = f"{flag}: cannot load its {config_name!r} config ({error})"
         if isinstance(error, ValueError):
             try:
                 configs = datasets.get_dataset_config_names(location or str(built_sample_dir().resolve()))

@@ -59,13 +59,25 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def positive_int(text: str) -> int:
     """argparse type of counts and sizes: an integer of at least 1 (a bad value is argparse's one-line error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type of seeds (NumPy's must not be negative), worker counts and warm-up steps: an integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

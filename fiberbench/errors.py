@@ -50,3 +50,20 @@ def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: b
             raise
         print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
         return getattr(error, "exit_status", 1)
+
+
+def users_cause(error: BaseException) -> BaseException | None:
+    """The invalid record, unreadable file or full disk behind a library's error: the user's to fix, reported as it is.
+
+    `datasets` wraps whatever its generator or writer raised (`DatasetGenerationError`), and a
+    writer may fail again on its way out (pyarrow's "Operation on closed file" after a full disk),
+    so the whole chain of causes and contexts is read. None when no such cause is in it.
+    """
+    seen = set()
+    cause = error.__cause__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, FiberbenchError | OSError):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None

@@ -13,10 +13,10 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from huggingface_hub import CommitOperationAdd, HfApi, constants, get_session, get_token, try_to_load_from_cache
-from huggingface_hub.errors import HFValidationError, RepositoryNotFoundError
+from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import FiberbenchError, UsageError
+from .errors import DataError, FiberbenchError
 
 try:  # huggingface_hub 2 talks HTTP through httpx2, huggingface_hub 1 (CUDA images) through httpx: one API.
     import httpx2 as httpx
@@ -222,7 +222,7 @@ def model_loading_options(repo_id: str, *, flag: str, revision: str | None = Non
     Without this, an unreachable Hub costs half a minute of retries and a screen of warnings
     before transformers' own error. When the Hub answers: no options. Offline (`HF_HUB_OFFLINE=1`)
     or unreachable, a model in the local cache loads from the cache alone (`local_files_only`);
-    anything else is one `UsageError` naming `flag` and the ways out.
+    anything else is one `DataError` (like any input that cannot be read) naming `flag` and the ways out.
     """
     cached = isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
     problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(repo_id, revision=revision)
@@ -230,7 +230,7 @@ def model_loading_options(repo_id: str, *, flag: str, revision: str | None = Non
         return {}
     if cached:
         return {"local_files_only": True}
-    raise UsageError(
+    raise DataError(
         f"{flag} {repo_id}: not a local folder, not in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
         f"{problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
         f"(`hf download {repo_id}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
@@ -241,6 +241,10 @@ def hub_problem(repo_id: str, *, repo_type: str = "model", revision: str | None 
     """Why `repo_id` (a model or dataset) cannot be downloaded from the Hub right now, or None when it can."""
     try:
         HfApi().repo_info(repo_id, repo_type=repo_type, revision=revision, timeout=PROBE_TIMEOUT)
+    except RevisionNotFoundError:
+        return f"the Hub at {constants.ENDPOINT} has no revision {revision!r} of {repo_type} {repo_id!r}"
+    except GatedRepoError:
+        return f"{repo_type} {repo_id!r} is gated: accept its conditions on the Hub, then log in with `hf auth login`"
     except RepositoryNotFoundError:
         return (
             f"the Hub at {constants.ENDPOINT} has no {repo_type} {repo_id!r} (or it is private: log in with "

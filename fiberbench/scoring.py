@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import non_negative_int, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_folder, atomic_path, check_outputs_apart, write_json, write_text
 
@@ -452,8 +452,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output_dir", type=Path, help=f"Where {RESULTS_FILE}, {LEADERBOARD_FILE} and {PLOT_FILE} go.")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace a non-empty --output_dir.")
     parser.add_argument("--confidence_level", type=float, default=0.95, help="Of the bootstrap confidence intervals.")
-    parser.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples; also the randomization trials.")
-    parser.add_argument("--seed", type=int, default=0, help="Seed of the resamples and of the randomization trials.")
+    parser.add_argument(
+        "--num_bootstrap", type=positive_int, default=10_000, help="Resamples; also the randomization trials."
+    )
+    parser.add_argument(
+        "--seed", type=non_negative_int, default=0, help="Seed of the resamples and of the randomization trials."
+    )
     parser.add_argument(
         "--with_baselines",
         action="store_true",
@@ -465,8 +469,6 @@ def check_flags(args: argparse.Namespace) -> None:
     """Refuse, before any work, flag values that cannot work and an output that would overwrite something."""
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
-    if args.seed < 0:
-        raise UsageError(f"--seed must not be negative, got {args.seed}")
     if args.output_dir is None:
         if args.overwrite_output_dir:
             raise UsageError("--overwrite_output_dir needs --output_dir")

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from transformers import SchedulerType
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import non_negative_int, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
@@ -32,14 +32,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(message)
-
-
-def non_negative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
-    return value
 
 
 def positive_float(text: str) -> float:
@@ -156,7 +148,7 @@ def build_parser() -> ArgumentParser:
         default=None,
         help="Warm-up optimizer steps; default: one epoch, as in the paper.",
     )
-    training.add_argument("--seed", type=int, default=42)
+    training.add_argument("--seed", type=non_negative_int, default=42)
     training.add_argument(
         "--mixed_precision",
         choices=MIXED_PRECISIONS,
@@ -336,6 +328,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise DataError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
         if not args.do_train:
             raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
+    elif args.trust_checkpoint:
+        raise UsageError("--trust_checkpoint applies to --resume_from_checkpoint, which was not given.")
     if args.baseline is not None and args.model_name_or_path is not None:
         raise UsageError(f"--baseline {args.baseline} uses no model; drop --model_name_or_path.")
     if args.config_overrides is not None and args.model_name_or_path is not None:

@@ -150,11 +150,13 @@ def decoding_model(accelerator, model):
 
 
 def is_sharded(model: torch.nn.Module) -> bool:
-    """Whether FSDP holds `model`'s weights in shards: wrapped by FSDP1, or DTensor parameters (FSDP2)."""
+    """Whether FSDP holds `model`'s weights in shards: FSDP1 modules inside (compiled or not), or DTensors (FSDP2)."""
     from torch.distributed.fsdp import FullyShardedDataParallel
     from torch.distributed.tensor import DTensor
 
-    return isinstance(model, FullyShardedDataParallel) or any(isinstance(p, DTensor) for p in model.parameters())
+    return any(isinstance(module, FullyShardedDataParallel) for module in model.modules()) or any(
+        isinstance(parameter, DTensor) for parameter in model.parameters()
+    )
 
 
 def unsharded_copy(sharded_model, config, device) -> FiberT5ForConditionalGeneration:

@@ -15,7 +15,6 @@ a model that cannot be loaded, an output folder that is not this script's) is on
 
 import argparse
 import dataclasses
-import logging
 import math
 import os
 import sys
@@ -32,6 +31,7 @@ from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
+from fiberbench.cli import configure_logging
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.loading import check_dataset_name
 from fiberbench.data.provenance import is_synthetic
@@ -68,7 +68,8 @@ from fiberbench.training.outputs import (
     format_results_table,
 )
 
-logger = get_logger(__name__)
+# Named, not __name__ (which is "__main__" when run as a script): fiberbench's handler shows its INFO lines.
+logger = get_logger("fiberbench.training.train")
 
 PROG = "train.py"
 NUM_FILLED_EXAMPLES = 3
@@ -230,7 +231,7 @@ def make_accelerator(args: argparse.Namespace) -> Accelerator:
 
 def setup_logging(accelerator: Accelerator) -> None:
     """INFO logs from this script on the main process; library warnings only, and errors only elsewhere."""
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
+    configure_logging()
     if accelerator.is_local_main_process:
         datasets.utils.logging.set_verbosity_warning()
         transformers.utils.logging.set_verbosity_warning()
@@ -371,8 +372,8 @@ class TrainingState:
 def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> tuple[torch.nn.Module, dict]:
     """The training loop: epochs of Adam steps with warm-up then linear decay, validation after each epoch.
 
-    Returns the prepared model to evaluate (the one with the best validation F1, reloaded from
-    `model/`; the last weights when there is no validation) and the training record of results.json.
+    Returns the model to evaluate (the one with the best validation F1, reloaded from `model/` by
+    `prepare_for_evaluation`; the last weights, as trained, when there is no validation) and the training record of results.json.
     """
     args, accelerator = run.args, run.accelerator
     examples = FiberExamples(run.splits["train"], run.with_video)
@@ -444,8 +445,8 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
     logger.info(
         f"Best validation F1 {progress.best['f1']:.2f} at epoch {progress.best['epoch']}: evaluating that model"
     )
-    # The trained model, optimizer and scheduler are let go before the best model is loaded and
-    # prepared afresh: no weights are copied into prepared (possibly sharded) parameters.
+    # The trained model, optimizer and scheduler are let go before the best model is loaded afresh
+    # for evaluation: no weights are copied into prepared (possibly sharded) parameters.
     del model, optimizer, lr_scheduler, state
     accelerator.free_memory()
     best = FiberT5ForConditionalGeneration.from_pretrained(run.output.path / MODEL_FOLDER, use_safetensors=True)
@@ -453,14 +454,13 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
 
 
 def prepare_for_evaluation(accelerator: Accelerator, model: FiberT5ForConditionalGeneration):
-    """The model to evaluate, on the run's device: prepared, except under FSDP, where it stays whole.
+    """The model to evaluate, whole on the run's device, with the run's mixed precision (and compilation).
 
-    Evaluation decodes with every weight on every process anyway (`decoding_model`), and FSDP2 can
-    only prepare a model together with its optimizer (Accelerate refuses a model alone).
+    Not wrapped for data parallelism or sharded: nothing is trained, evaluation decodes with every
+    weight on every process anyway (`decoding_model`), and FSDP2 prepares a model only together
+    with its optimizer (Accelerate refuses a model alone).
     """
-    if accelerator.distributed_type == DistributedType.FSDP:
-        return model.to(accelerator.device)
-    return accelerator.prepare(model)
+    return accelerator.prepare_model(model.to(accelerator.device), evaluation_mode=True)
 
 
 def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_steps: int, bar: tqdm) -> None:

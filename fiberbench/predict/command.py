@@ -95,9 +95,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prompt", default=None, help="Causal and video-language models: a template holding {masked_caption}."
     )
     decoding.add_argument(
-        "--num_beams", type=positive_int, default=None, help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1)."
+        "--num_beams",
+        type=positive_int,
+        default=None,
+        help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1).",
     )
-    decoding.add_argument("--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (default 10).")
+    decoding.add_argument(
+        "--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (default 10)."
+    )
     # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
     decoding.add_argument(
         "--only_noun_phrases",
@@ -147,7 +152,9 @@ def check_flags(args) -> None:
 def load_config(args):
     """The model's config: a local folder's (a DataError names a broken config.json), else the Hub's.
 
-    A Hub id that cannot be reached, or a path to nothing, is a UsageError naming it.
+    A path to nothing, or a Hub id that is neither reachable nor cached, is a DataError naming it
+    (in seconds: `fiberbench.hub.model_loading_options`); a config that loads but cannot be used
+    (e.g. it needs --trust_remote_code) is a UsageError.
     """
     from transformers import AutoConfig
 
@@ -173,12 +180,7 @@ def load_config(args):
             name, revision=args.revision, trust_remote_code=args.trust_remote_code, **args.hub_options
         )
     except (OSError, ValueError) as error:
-        from huggingface_hub import constants
-
-        reason = "HF_HUB_OFFLINE is set and it is not in the cache" if constants.HF_HUB_OFFLINE else error
-        raise UsageError(
-            f"--model_name_or_path {name}: not a local model folder, and not loadable from the Hub ({reason})"
-        ) from error
+        raise UsageError(f"--model_name_or_path {name}: its config cannot be loaded ({error})") from error
 
 
 def local_config(args, folder: Path):

@@ -1,5 +1,9 @@
 """fiberbench.data.load_fiber: how training, predict and evaluate load FIBER, and the errors they share."""
 
+import shutil
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from fiberbench.data import load_fiber
@@ -47,3 +51,25 @@ def test_a_hub_dataset_that_cannot_be_reached_is_one_error_at_once(monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
     with pytest.raises(DataError, match=r"--dataset_name org/fiber: not a local folder, and the Hub at .* cannot be"):
         load_fiber("org/fiber", "text")
+
+
+def test_a_damaged_shard_is_a_data_error_naming_the_dataset(built_sample, tmp_path):
+    copy = tmp_path / "fiber"
+    shutil.copytree(built_sample, copy)
+    shard = sorted((copy / "text").glob("test-*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes()[:100])
+    with pytest.raises(DataError, match=rf"--dataset_name {copy}: cannot load its 'text' config \(ArrowInvalid: "):
+        load_fiber(str(copy), "text")
+
+
+def test_two_folders_of_the_same_name_are_never_read_from_one_cache(built_sample, tmp_path):
+    first, second = tmp_path / "a" / "fiber", tmp_path / "b" / "fiber"
+    shutil.copytree(built_sample, first)
+    shutil.copytree(built_sample, second)
+    labels = load_fiber(str(first), "text")["test"]["label"]
+    shard = next((second / "text").glob("test-*.parquet"))
+    table = pq.read_table(shard)
+    changed = table.set_column(table.column_names.index("label"), "label", pa.array(["a new label"] * len(table)))
+    pq.write_table(changed, shard)  # the second folder's test labels differ, its row counts do not
+    assert set(load_fiber(str(second), "text")["test"]["label"]) == {"a new label"}
+    assert load_fiber(str(first), "text")["test"]["label"] == labels

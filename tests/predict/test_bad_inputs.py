@@ -401,7 +401,7 @@ def test_a_model_id_that_cannot_be_loaded_is_one_line(tmp_path, hub, reason):
         text=True,
         timeout=120,
     )
-    assert result.returncode == USAGE
+    assert result.returncode == DATA
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(
         "fiberbench predict: error: --model_name_or_path org/not-a-model: not a local folder, not in the Hugging Face "

@@ -50,7 +50,7 @@ CASES = {
         r"--confidence_level must be between 0 and 1",
     ),
     "no resamples": ("a.jsonl", jsonl, ["--num_bootstrap", "0"], 2, r"--num_bootstrap: must be at least 1"),
-    "negative seed": ("a.jsonl", jsonl, ["--seed", "-1"], 2, r"--seed must not be negative"),
+    "negative seed": ("a.jsonl", jsonl, ["--seed", "-1"], 2, r"--seed: must be 0 or more, got -1"),
     "names for another number of files": ("a.jsonl", jsonl, ["--names", "x", "y"], 2, r"--names gives 2 names for 1"),
     "a split that does not exist": (
         "a.jsonl",

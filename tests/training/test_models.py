@@ -4,7 +4,7 @@ import pytest
 from safetensors.torch import save_model
 from transformers import AutoTokenizer
 
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberT5ForConditionalGeneration, build_tiny_config
 from fiberbench.training.models import loading_options
@@ -55,7 +55,7 @@ def test_a_missing_folder_is_named(tmp_path):
 def test_an_uncached_hub_model_offline_fails_at_once_with_the_ways_out(monkeypatch, tmp_path):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
-    with pytest.raises(UsageError) as error:
+    with pytest.raises(DataError) as error:
         loading_options("fiber-org/no-such-model")
     message = str(error.value)
     assert "not in the Hugging Face cache" in message and "HF_HUB_OFFLINE is set" in message

@@ -146,7 +146,7 @@ def test_a_model_folder_with_only_pickled_weights_is_refused(train_error, pickle
 def test_an_unreachable_model_offline_fails_at_once_naming_the_ways_out(train_error, monkeypatch, tmp_path):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     status, line = train_error("--model_name_or_path", "fiber-org/no-such-model", "--output_dir", tmp_path / "run")
-    assert status == 2
+    assert status == 1
     assert "--model_name_or_path fiber-org/no-such-model: not a local folder, not in the Hugging Face cache" in line
     assert "HF_HUB_OFFLINE is set" in line and "hf download fiber-org/no-such-model" in line
     assert not (tmp_path / "run").exists()
