@@ -25,25 +25,33 @@ def built_sample(tmp_path_factory):
 
 
 @pytest.fixture
-def cli_error(capsys):
-    """Run `fiberbench ARGS` in this process and expect a user error: returns (exit status, its one line).
+def user_error(capsys):
+    """`user_error(main, args, prog)`: run `main(args)` in this process and expect a user error.
 
-    Progress bars may come before it on stderr; a traceback, or more than one error line, fails the test.
+    Returns (exit status, its one line `PROG: error: ...`). Progress bars may come before it on
+    stderr; a traceback, or more than one error line, fails the test.
     """
-    from fiberbench.cli import main
 
-    def run(*args) -> tuple[int, str]:
+    def run(main, args, prog: str) -> tuple[int, str]:
         capsys.readouterr()
         try:
             status = main([str(arg) for arg in args])
         except SystemExit as exit_:  # argparse's own errors (a value its type refuses) exit in parse_args
             status = exit_.code
         stderr = capsys.readouterr().err
-        lines = [line for line in stderr.splitlines() if line.startswith("fiberbench ")]
+        lines = [line for line in stderr.splitlines() if line.startswith(prog)]
         assert status != 0 and len(lines) == 1 and "Traceback" not in stderr, (status, stderr)
         return status, lines[0]
 
     return run
+
+
+@pytest.fixture
+def cli_error(user_error):
+    """Run `fiberbench ARGS` in this process and expect a user error: returns (exit status, its one line)."""
+    from fiberbench.cli import main
+
+    return lambda *args: user_error(main, args, "fiberbench ")
 
 
 @pytest.fixture(scope="module")

@@ -16,18 +16,9 @@ from fiberbench.training.train import main
 
 
 @pytest.fixture
-def train_error(capsys):
+def train_error(user_error):
     """Run train.py's `main(argv)` and expect a user error: returns (exit status, its one line)."""
-
-    def run(*argv) -> tuple[int, str]:
-        capsys.readouterr()
-        status = main([str(arg) for arg in argv])
-        stderr = capsys.readouterr().err
-        lines = [line for line in stderr.splitlines() if line.startswith("train.py: error: ")]
-        assert status != 0 and len(lines) == 1 and "Traceback" not in stderr, (status, stderr)
-        return status, lines[0]
-
-    return run
+    return lambda *argv: user_error(main, argv, "train.py: error: ")
 
 
 @pytest.fixture(scope="module")
