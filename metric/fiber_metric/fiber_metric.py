@@ -581,11 +581,21 @@ _LABEL = None
 
 
 def _kept_answers(answers, counts):
-    """An annotator's normalized answers in their order, without empty answers and repeats (counted)."""
-    normalized = [normalize_answer(answer) for answer in answers]
-    kept = list(dict.fromkeys(answer for answer in normalized if answer))
-    counts["num_empty_answers_dropped"] += normalized.count("")
-    counts["num_repeated_answers_dropped"] += len(normalized) - normalized.count("") - len(kept)
+    """An annotator's normalized answers in their order, without empty answers and repeats (counted).
+
+    As in the release, a repeat is the same text up to case and spacing ("DOG" after "dog"); "Dog!"
+    after "dog" is another answer, though both are scored as "dog".
+    """
+    kept, seen = [], set()
+    for answer in answers:
+        normalized, text = normalize_answer(answer), " ".join(answer.lower().split())
+        if not normalized:
+            counts["num_empty_answers_dropped"] += 1
+        elif text in seen:
+            counts["num_repeated_answers_dropped"] += 1
+        else:
+            seen.add(text)
+            kept.append(normalized)
     return kept
 
 
@@ -597,7 +607,8 @@ def human_agreement(labels, additional_answers, annotator_ids=None, per_example=
     """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it.
 
     Each annotator's answers are normalized; answers that normalize to nothing are dropped one by
-    one and an annotator's repeated answer counts once, so an annotator's first answer is their
+    one and an annotator's repeated answer (the same text up to case and spacing) counts once, so an
+    annotator's first answer is their
     first answer that keeps a token. An answer is scored by EM and best F1 against the answers of
     every other annotator of the blank, the label counting as one more annotator. An annotator left
     with no answer, or with no one to compare with, is not scored.

@@ -51,16 +51,17 @@ def test_two_blanks_by_hand():
 
 
 def test_an_empty_answer_is_dropped_so_the_first_answer_is_the_first_that_keeps_a_token():
-    # Normalized: label "cat"; A ["", "dog"]; B ["", "kitten"]; C ["dog", "dog", "puppy"].
-    results = human_agreement(["a cat"], [[["The!", "dog"], ["an", "kitten"], ["dog", "Dog!", "puppy"]]])
+    # Normalized: label "cat"; A ["", "dog"]; B ["", "kitten"]; C ["dog", "dog", "puppy"]: C's "DOG" repeats
+    # "dog" (the same text up to case, as in the release) and is dropped; "Dog!" is another text and stays.
+    results = human_agreement(["a cat"], [[["The!", "dog"], ["an", "kitten"], ["dog", "Dog!", "DOG", "puppy"]]])
     # First answers: A "dog" vs {cat, kitten, dog, puppy} 100; B "kitten" vs {cat, dog, dog, puppy} 0;
     # C "dog" vs {cat, dog, kitten} 100. Were the empty answers kept, A's and B's "" would match each other.
     assert results["first_answers_per_caption_exact_match"] == pytest.approx(200 / 3)
     assert results["num_first_answers"] == 3 and results["num_annotators_left_out"] == 0
     assert results["num_empty_answers_dropped"] == 2 and results["num_repeated_answers_dropped"] == 1
-    # All answers: A [100], B [0], C "dog" 100 and "puppy" 0, the label "cat" vs {dog, kitten, dog, puppy} 0.
-    assert results["all_answers_per_answer_exact_match"] == pytest.approx(100 * 2 / 5)
-    assert results["num_answers"] == 5
+    # All answers: A [100], B [0], C "dog" 100, "Dog!" 100 and "puppy" 0, the label "cat" 0.
+    assert results["all_answers_per_answer_exact_match"] == pytest.approx(100 * 3 / 6)
+    assert results["num_answers"] == 6
 
 
 def test_the_label_counts_at_the_answer_level_only():
