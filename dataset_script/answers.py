@@ -125,6 +125,9 @@ class CsvTable:
         self.columns = next(self._read_rows(), (0, []))[1]
         if not self.columns:
             raise DataError(f"{path}: empty, no header line")
+        repeated = sorted({column for column in self.columns if self.columns.count(column) > 1})
+        if repeated:
+            raise DataError(f"{path}, line 1: the header names column {repeated[0]!r} twice (which one is meant?)")
 
     def _read_rows(self) -> Iterator[tuple[int, list[str]]]:
         """(first line, cells) of every non-blank row, header included."""
@@ -180,6 +183,9 @@ def _row_submissions(table: CsvTable, rows: Iterable[tuple[int, dict[str, str]]]
         video_id = row[id_columns[0]].strip()
         start, end = (table.whole_seconds(row, line, column) for column in id_columns[1:])
         answers = tuple(filter(None, (row[column].strip() for column in answer_columns)))
+        if answers and not row[annotator_column].strip():
+            # Answers without an annotator would be merged with every other such row as one annotator.
+            raise DataError(f"{table.path}, line {line}: field {annotator_column!r} is empty")
         yield Submission(f"{table.path}, line {line}", (video_id, start, end), row[annotator_column], answers)
 
 
@@ -221,6 +227,8 @@ def _task_submissions(table: CsvTable, rows: Iterable[tuple[int, dict[str, str]]
         raise DataError(f"{table.path}: the task layout needs the clip columns Input.video1_id, Input.video2_id, ...")
     for line, row in rows:
         where = f"{table.path}, line {line}"
+        if not row["WorkerId"].strip():
+            raise DataError(f"{where}: field 'WorkerId' is empty")
         answers_by_clip = task_answers(row[TASK_ANSWERS_COLUMN], where, clips)
         for clip, columns in inputs.items():
             video_id = row[columns["video_id"]].strip()

@@ -222,7 +222,14 @@ def _input_records(args: argparse.Namespace) -> tuple[Iterable[object], int | No
     import datasets
 
     if path.is_dir():
-        dataset = datasets.load_from_disk(str(path))
+        try:
+            dataset = datasets.load_from_disk(str(path))
+        except FileNotFoundError:
+            raise
+        # A damaged folder fails in many ways: a truncated .arrow, state.json or dataset_info.json
+        # that is not what save_to_disk writes (ArrowInvalid is a ValueError).
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:
+            raise DataError(f"{path}: not a readable saved dataset ({type(error).__name__}: {error})") from error
         if isinstance(dataset, datasets.DatasetDict):
             if args.split not in dataset:
                 raise DataError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split")

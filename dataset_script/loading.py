@@ -16,6 +16,9 @@ from .sample import built_sample_dir, load_sample
 if TYPE_CHECKING:
     import datasets
 
+# Columns a row cannot do without where the dataset has them.
+REQUIRED_NON_NULL = ("video_id", "masked_caption", "label", "video_features")
+
 
 def is_hub_id(name: str) -> bool:
     """Whether `name` can be a Hub repo id ("name" or "namespace/name")."""
@@ -88,13 +91,17 @@ def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetD
         flag = f"--dataset_name {dataset_name}"
         if not folder.is_dir():
             check_hub_dataset(dataset_name)
+    import yaml
+
     try:
         if location is None:
             return load_sample(config_name)
         cache_dir = local_cache_dir(folder) if folder.is_dir() else None
-        return datasets.load_dataset(location, config_name, cache_dir=cache_dir)
+        splits = datasets.load_dataset(location, config_name, cache_dir=cache_dir)
     except FiberbenchError:
         raise
+    except yaml.YAMLError as error:  # the dataset card's YAML header, which names the configs
+        raise DataError(f"{flag}: its dataset card (README.md) has a broken YAML header: {error}") from error
     except datasets.exceptions.DatasetsError as error:  # e.g. a damaged Parquet shard: name what is behind it
         cause = users_cause(error) or error.__cause__ or error
         raise DataError(f"{flag}: cannot load its {config_name!r} config ({type(cause).__name__}: {cause})") from error
@@ -111,3 +118,20 @@ def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetD
                     f"(it has: {', '.join(configs)})"
                 ) from error
         raise DataError(cannot_load) from error
+    check_no_nulls(splits, flag)
+    return splits
+
+
+def check_no_nulls(splits: "datasets.DatasetDict", flag: str) -> None:
+    """A `DataError` naming the first row whose text or video features are missing (null), before any work.
+
+    A build never writes nulls; a Parquet file written by other means can, and a null reaches the
+    model as a shape error far from its row.
+    """
+    import pyarrow.compute
+
+    for name, split in splits.items():
+        for column in REQUIRED_NON_NULL:
+            if column in split.column_names and split.data.column(column).null_count:
+                row = pyarrow.compute.index(split.data.column(column).is_null(), True).as_py()
+                raise DataError(f"{flag}: split {name}, row {row}: field {column!r} is null")

@@ -66,10 +66,18 @@ def positive_int(text: str) -> int:
 
 
 def non_negative_int(text: str) -> int:
-    """argparse type of seeds (NumPy's must not be negative), worker counts and warm-up steps: an integer >= 0."""
+    """argparse type of worker counts and warm-up steps: an integer >= 0."""
     value = _integer(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def seed(text: str) -> int:
+    """argparse type of random seeds: an integer that NumPy accepts, from 0 to 2**32 - 1."""
+    value = non_negative_int(text)
+    if value >= 2**32:
+        raise argparse.ArgumentTypeError(f"must be below 2**32, got {value}")
     return value
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from fiberbench.cli import non_negative_int, positive_int
+from fiberbench.cli import positive_int, seed
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_folder, atomic_path, check_outputs_apart, write_json, write_text
 
@@ -63,25 +63,48 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
         with path.open(encoding="utf-8-sig", newline="") as file:  # utf-8-sig: a byte-order mark is not data
             if suffix == ".csv":
                 reader = csv.DictReader(file)
+                repeated = sorted({name for name in reader.fieldnames or [] if reader.fieldnames.count(name) > 1})
+                if repeated:
+                    raise DataError(f"{path}: the header names column {repeated[0]!r} twice (which one is meant?)")
                 return [(f"line {reader.line_num}", row) for row in reader]
             if suffix == ".json":
-                records = json.load(file)
+                try:
+                    records = json.load(file, object_pairs_hook=_object_of_distinct_fields)
+                except DataError as error:
+                    raise DataError(f"{path}: {error}") from None
                 if not isinstance(records, list):
                     raise DataError(f"{path}: expected a JSON array of objects, got {type(records).__name__}")
                 return [(f"record {index}", record) for index, record in enumerate(records)]
             rows = []
             for number, line in enumerate(file, 1):
                 try:
-                    rows += [(f"line {number}", json.loads(line))] if line.strip() else []
-                except json.JSONDecodeError as error:
-                    raise DataError(f"{path}: line {number}: invalid JSON ({error.msg})") from error
+                    rows += [(f"line {number}", _json_value(line))] if line.strip() else []
+                except (json.JSONDecodeError, DataError) as error:
+                    problem = f"invalid JSON ({error.msg})" if isinstance(error, json.JSONDecodeError) else error
+                    raise DataError(f"{path}: line {number}: {problem}") from None
             return rows
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply to read (more than about 1,000 levels)") from None
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
     except json.JSONDecodeError as error:
         raise DataError(f"{path}: line {error.lineno}: invalid JSON ({error.msg})") from error
     except csv.Error as error:
         raise DataError(f"{path}: not a readable CSV file ({error})") from error
+
+
+def _object_of_distinct_fields(pairs: list[tuple[str, object]]) -> dict:
+    """json's object_pairs_hook: an object that gives a field twice is an error (json keeps the last silently)."""
+    fields = [field for field, _ in pairs]
+    repeated = sorted({field for field in fields if fields.count(field) > 1})
+    if repeated:
+        raise DataError(f"an object gives field {repeated[0]!r} twice (which value is meant?)")
+    return dict(pairs)
+
+
+def _json_value(text: str) -> object:
+    """One JSON value whose objects give each field once (a `DataError` otherwise)."""
+    return json.loads(text, object_pairs_hook=_object_of_distinct_fields)
 
 
 def _blank_key(row: dict, where: str) -> BlankKey:
@@ -105,9 +128,9 @@ def _candidates(value, where: str, is_csv: bool) -> list[str]:
     """A row's ranked candidates: a list of strings (in CSV, JSON-encoded)."""
     if is_csv:
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError as error:
-            raise DataError(f"{where}: field 'candidates' must be a JSON list of strings ({error.msg})") from error
+            value = _json_value(value)
+        except (json.JSONDecodeError, DataError, RecursionError) as error:
+            raise DataError(f"{where}: field 'candidates' must be a JSON list of strings ({error})") from None
     if not isinstance(value, list) or not all(isinstance(candidate, str) for candidate in value):
         raise DataError(f"{where}: field 'candidates' must be a list of strings, got {value!r}")
     return value
@@ -456,7 +479,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--num_bootstrap", type=positive_int, default=10_000, help="Resamples; also the randomization trials."
     )
     parser.add_argument(
-        "--seed", type=non_negative_int, default=0, help="Seed of the resamples and of the randomization trials."
+        "--seed", type=seed, default=0, help="Seed of the resamples and of the randomization trials."
     )
     parser.add_argument(
         "--with_baselines",

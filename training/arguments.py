@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from transformers import SchedulerType
 
-from fiberbench.cli import non_negative_int, positive_int
+from fiberbench.cli import non_negative_int, positive_int, seed
 from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
@@ -148,7 +148,7 @@ def build_parser() -> ArgumentParser:
         default=None,
         help="Warm-up optimizer steps; default: one epoch, as in the paper.",
     )
-    training.add_argument("--seed", type=non_negative_int, default=42)
+    training.add_argument("--seed", type=seed, default=42)
     training.add_argument(
         "--mixed_precision",
         choices=MIXED_PRECISIONS,

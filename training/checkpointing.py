@@ -11,6 +11,7 @@ anything else, and any other pickle, stop the resume with one line.
 import contextlib
 import dataclasses
 import json
+import math
 import pickle
 import shutil
 from collections.abc import Iterator
@@ -95,8 +96,10 @@ class TrainingProgress:
             "best": lambda value: (
                 value is None or (isinstance(value, dict) and isinstance(value.get("f1"), float | int))
             ),
-            "loss_sums": lambda value: isinstance(value, list) and all(isinstance(item, float | int) for item in value),
-            "loss_counts": lambda value: isinstance(value, list) and all(isinstance(item, int) for item in value),
+            # Finite numbers: a NaN here would reach results.json (Python's json reads NaN).
+            "loss_sums": lambda value: isinstance(value, list)
+            and all(isinstance(item, float | int) and math.isfinite(item) for item in value),
+            "loss_counts": lambda value: isinstance(value, list) and all(isinstance(item, int) and item >= 0 for item in value),
         }
         if not isinstance(record, dict):
             raise DataError(f"{path}: expected a JSON object, got {type(record).__name__}.")
@@ -229,7 +232,7 @@ def load_checkpoint(accelerator, checkpoint: Path, *, trust_checkpoint: bool = F
             f"{checkpoint}: a state file holds more than tensors and numbers, refused unread by torch.load("
             f"weights_only=True): {_first_line(error)}"
         ) from error
-    except (RuntimeError, EOFError, KeyError, ValueError) as error:
+    except (RuntimeError, EOFError, KeyError, ValueError, SafetensorError) as error:
         raise CheckpointError(
             f"{checkpoint} cannot be loaded into this run (a damaged file, or another model or optimizer "
             f"settings?): {type(error).__name__}: {_first_line(error)}"

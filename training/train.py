@@ -44,6 +44,7 @@ from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.training.arguments import hub_repo_id, parse_args
 from fiberbench.training.checkpointing import (
     BEST_MODEL_IN_CHECKPOINT,
+    CheckpointError,
     TrainingProgress,
     batches_to_skip,
     check_checkpoint,
@@ -418,7 +419,8 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         f"{total_batch} examples ({accelerator.num_processes} processes), {num_warmup_steps} warm-up steps"
     )
     if args.resume_from_checkpoint:
-        resume(run, state, Path(args.resume_from_checkpoint), processor)
+        checkpoint = Path(args.resume_from_checkpoint)
+        resume(run, state, checkpoint, processor, max_train_steps=max_train_steps, num_epochs=num_epochs)
     progress = state.progress
     skip = batches_to_skip(progress, len(train_loader), args.gradient_accumulation_steps)
     # Closed on an error too, so that the error's line starts a line of its own.
@@ -526,14 +528,31 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
         )
 
 
-def resume(run: Run, state: TrainingState, checkpoint: Path, processor: FiberProcessor) -> None:
-    """Load a checkpoint's state and progress, and put back the best model it was saved with (weights only)."""
+def resume(
+    run: Run, state: TrainingState, checkpoint: Path, processor: FiberProcessor, *, max_train_steps: int, num_epochs: int
+) -> None:
+    """Load a checkpoint's state and progress, and put back the best model it was saved with (weights only).
+
+    A checkpoint past this run's end (more steps or epochs done than the run has) is refused before
+    anything is written: resuming it would train nothing and replace the outputs.
+    """
     logger.info(f"Resuming from {checkpoint}")
     state.progress = load_checkpoint(run.accelerator, checkpoint, trust_checkpoint=run.args.trust_checkpoint)
-    if state.progress.best is not None:
-        best = FiberT5ForConditionalGeneration.from_pretrained(
-            checkpoint / BEST_MODEL_IN_CHECKPOINT, use_safetensors=True
+    if state.progress.completed_steps > max_train_steps or state.progress.epochs_done > num_epochs:
+        raise CheckpointError(
+            f"{checkpoint} is past this run's end ({state.progress.completed_steps} steps and "
+            f"{state.progress.epochs_done} epochs done; this run has {max_train_steps} steps in {num_epochs} "
+            "epochs): a checkpoint of other settings?"
         )
+    if state.progress.best is not None:
+        try:
+            best = FiberT5ForConditionalGeneration.from_pretrained(
+                checkpoint / BEST_MODEL_IN_CHECKPOINT, use_safetensors=True
+            )
+        except (OSError, ValueError, SafetensorError) as error:
+            raise CheckpointError(
+                f"{checkpoint / BEST_MODEL_IN_CHECKPOINT} cannot be loaded: {type(error).__name__}: {error}"
+            ) from error
         save_model(run, best, processor)
 
 

@@ -164,6 +164,8 @@ def load_config(args):
     folder = Path(name).expanduser()
     args.hub_options = {}  # from_pretrained's options for a Hub id, set below
     if folder.is_dir():
+        if args.revision is not None:
+            raise UsageError(f"--revision {args.revision} applies to a Hub model id, not the folder {name}")
         return local_config(args, folder)
     if folder.exists():
         raise UsageError(f"--model_name_or_path {name} is a file; give a model folder or a Hub model id")

@@ -88,6 +88,10 @@ REFUSED = [
      2, r"--output_dir .*afile/val.json: .*afile is a file, not a folder"),
     ("batch size 0", {}, {"--batch_size": ["0"]}, 2, r"--batch_size: must be at least 1, got 0"),
     ("answers file empty", {"answers.csv": b""}, {}, 1, r"answers.csv: empty, no header line"),
+    ("answers header naming a column twice", {"answers.csv": ANSWERS.replace("answer_2", "answer_1", 1).encode()}, {},
+     1, r"answers.csv, line 1: the header names column 'answer_1' twice"),
+    ("answers without an annotator id", {"answers.csv": (ANSWERS + "vid_b,5,15,,sand,\n").encode()}, {}, 1,
+     r"answers.csv, line \d+: field 'annotator_id' is empty"),
     ("answers without an id column", {"answers.csv": ANSWERS.replace("video_end_time", "end").encode()}, {}, 1,
      r"answers.csv: the fiber layout needs the columns \['video_end_time'\], which are missing"),
     ("answers without answer columns", {"answers.csv": b"video_id,video_start_time,video_end_time,annotator_id\n"},
@@ -186,7 +190,7 @@ def test_accepted_variants_give_the_same_answers(tmp_path, files):
 
 
 def test_the_matrix_counts():
-    assert (len(REFUSED), len(ACCEPTED)) == (36, 5)
+    assert (len(REFUSED), len(ACCEPTED)) == (38, 5)
 
 
 @pytest.mark.slow

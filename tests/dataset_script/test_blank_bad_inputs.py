@@ -101,6 +101,22 @@ def test_a_dataset_folder_without_the_split_is_one_line(tmp_path, cli_error):
     assert not (tmp_path / "out.json").exists()
 
 
+@pytest.mark.parametrize("damage", ["state.json", "dataset_info.json", "arrow"])
+def test_a_damaged_saved_dataset_is_one_line(tmp_path, cli_error, damage):
+    import datasets
+
+    folder = tmp_path / "vatex"
+    datasets.Dataset.from_list([GOOD] * 3).save_to_disk(str(folder))
+    if damage == "arrow":
+        shard = next(folder.glob("*.arrow"))
+        shard.write_bytes(shard.read_bytes()[:64])
+    else:
+        (folder / damage).write_text("[1]" if damage == "dataset_info.json" else "{", encoding="utf-8")
+    status, line = cli_error("blank", folder, "--output_file", tmp_path / "out.json", "--spacy_model", PIPELINE)
+    assert status == 1 and re.search(r"vatex: not a readable saved dataset \(\w+", line), line
+    assert not (tmp_path / "out.json").exists()
+
+
 def test_a_byte_order_mark_and_windows_line_ends_are_accepted(tmp_path):
     source = tmp_path / "vatex.jsonl"
     source.write_bytes("\ufeff".encode() + (json.dumps(GOOD) + "\r\n").encode() * 2)

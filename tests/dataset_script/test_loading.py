@@ -73,3 +73,24 @@ def test_two_folders_of_the_same_name_are_never_read_from_one_cache(built_sample
     pq.write_table(changed, shard)  # the second folder's test labels differ, its row counts do not
     assert set(load_fiber(str(second), "text")["test"]["label"]) == {"a new label"}
     assert load_fiber(str(first), "text")["test"]["label"] == labels
+
+
+def test_a_null_field_names_its_split_and_row(built_sample, tmp_path):
+    copy = tmp_path / "fiber"
+    shutil.copytree(built_sample, copy)
+    shard = next((copy / "text").glob("test-*.parquet"))
+    table = pq.read_table(shard)
+    labels = table.column("label").to_pylist()
+    labels[7] = None
+    pq.write_table(table.set_column(table.column_names.index("label"), "label", pa.array(labels, pa.string())), shard)
+    with pytest.raises(DataError, match=rf"--dataset_name {copy}: split test, row 7: field 'label' is null"):
+        load_fiber(str(copy), "text")
+
+
+def test_a_card_with_broken_yaml_is_one_error(built_sample, tmp_path):
+    copy = tmp_path / "fiber"
+    shutil.copytree(built_sample, copy)
+    card = copy / "README.md"
+    card.write_text(card.read_text(encoding="utf-8").replace("configs:", "configs: [unclosed", 1), encoding="utf-8")
+    with pytest.raises(DataError, match=r"its dataset card \(README.md\) has a broken YAML header"):
+        load_fiber(str(copy), "text")

@@ -217,6 +217,7 @@ CASES = {
         "--video_dir is for video-language models; a causal LM does not read",
     ),
     "--num_beams 0": (model("causal", "--num_beams", "0"), USAGE, "--num_beams: must be at least 1, got 0"),
+    "--revision with a local folder": (model("causal", "--revision", "v1"), USAGE, "--revision v1 applies to a Hub"),
     "--per_device_eval_batch_size 0": (
         model("causal", "--per_device_eval_batch_size", "0"),
         USAGE,

@@ -95,6 +95,7 @@ def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, message)
         (["--weight_decay", "-0.1"], "--weight_decay: must be a finite number of 0 or more"),
         (["--num_warmup_steps", "-1"], "--num_warmup_steps: must be 0 or more, got -1"),
         (["--seed", "-1"], "--seed: must be 0 or more, got -1"),
+        (["--seed", str(2**32)], "--seed: must be below 2**32, got 4294967296"),
         (["--trust_checkpoint"], "--trust_checkpoint applies to --resume_from_checkpoint"),
         (["--per_device_train_batch_size", "0"], "--per_device_train_batch_size: must be at least 1"),
         (["--per_device_eval_batch_size", "-2"], "--per_device_eval_batch_size: must be at least 1"),

@@ -60,6 +60,11 @@ def test_progress_round_trips_through_json_per_process(tmp_path):
             '"loss_sums": ["x"], "loss_counts": [1]}',
             "field loss_sums",
         ),
+        (
+            '{"completed_steps": 1, "epochs_done": 0, "history": [], "best": null, '
+            '"loss_sums": [NaN], "loss_counts": [0]}',
+            r"field loss_sums is missing or invalid \(\[nan\]\)",
+        ),
     ],
 )
 def test_a_bad_progress_file_names_the_file_and_field(tmp_path, record, message):

@@ -191,6 +191,29 @@ def test_a_tampered_checkpoint_never_runs_its_payload(
     assert "Training on" not in result.stderr or "Resuming from" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "damage, settings, message",
+    [
+        ("model.safetensors", ["--max_train_steps", 4], "cannot be loaded into this run (a damaged file"),
+        (None, ["--max_train_steps", 2], "is past this run's end (4 steps and 0 epochs done; this run has 2 steps"),
+    ],
+    ids=["damaged weights", "past the run's end"],
+)
+def test_a_checkpoint_that_cannot_be_resumed_is_one_line_and_writes_nothing(
+    launch, failure_lines, short_checkpointed_run, tmp_path, damage, settings, message
+):
+    checkpoint = tmp_path / "copy" / "step_4"
+    shutil.copytree(short_checkpointed_run / "step_4", checkpoint)
+    if damage is not None:
+        (checkpoint / damage).write_bytes((checkpoint / damage).read_bytes()[:100])
+    output_dir = tmp_path / "resumed"
+    arguments = [*settings, "--no-do_eval", "--no-do_predict", "--resume_from_checkpoint", checkpoint]
+    result = launch([*arguments, "--output_dir", output_dir], check=False)
+    line = one_line(failure_lines, result)
+    assert message in line and str(checkpoint) in line
+    assert not (output_dir / "model").exists() and not (output_dir / RESULTS_FILE).exists()
+
+
 def test_most_frequent_answer_baseline_writes_outputs(launch, tmp_path):
     launch(["--baseline", "most_frequent_answer", "--output_dir", tmp_path])
     results, records = read_outputs(tmp_path)
