@@ -34,6 +34,8 @@ def is_hub_id(name: str) -> bool:
 
 def check_dataset_name(dataset_name: str) -> None:
     """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (cheap: check it first)."""
+    if Path(dataset_name).expanduser().is_file():
+        raise DataError(f"--dataset_name {dataset_name} is a file; give a dataset folder or a Hub dataset id")
     if not Path(dataset_name).expanduser().is_dir() and not is_hub_id(dataset_name):
         raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id)")
 

@@ -94,3 +94,8 @@ def test_a_card_with_broken_yaml_is_one_error(built_sample, tmp_path):
     card.write_text(card.read_text(encoding="utf-8").replace("configs:", "configs: [unclosed", 1), encoding="utf-8")
     with pytest.raises(DataError, match=r"its dataset card \(README.md\) has a broken YAML header"):
         load_fiber(str(copy), "text")
+
+
+def test_a_file_is_not_taken_for_a_hub_id(built_sample):
+    with pytest.raises(DataError, match=r"README.md is a file; give a dataset folder or a Hub dataset id"):
+        load_fiber(str(built_sample / "README.md"), "text")
