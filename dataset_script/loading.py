@@ -20,20 +20,10 @@ if TYPE_CHECKING:
 REQUIRED_NON_NULL = ("video_id", "masked_caption", "label", "video_features")
 
 
-def is_hub_id(name: str) -> bool:
-    """Whether `name` can be a Hub repo id ("name" or "namespace/name")."""
-    from huggingface_hub.errors import HFValidationError
-    from huggingface_hub.utils import validate_repo_id
-
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return True
-
-
 def check_dataset_name(dataset_name: str) -> None:
     """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (cheap: check it first)."""
+    from fiberbench.hub import is_hub_id
+
     if Path(dataset_name).expanduser().is_file():
         raise DataError(f"--dataset_name {dataset_name} is a file; give a dataset folder or a Hub dataset id")
     if not Path(dataset_name).expanduser().is_dir() and not is_hub_id(dataset_name):

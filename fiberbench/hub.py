@@ -212,6 +212,15 @@ def _listed_files(folder: Path, paths: Iterable[str | Path]) -> list[Path]:
     return sorted(files)
 
 
+def is_hub_id(name: str) -> bool:
+    """Whether `name` can be a Hub repo id ("name" or "namespace/name"), checked without the network."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
+
+
 # Seconds to wait for the Hub to answer whether a model or dataset exists, before loading it.
 PROBE_TIMEOUT = 10.0
 

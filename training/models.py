@@ -5,9 +5,8 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoTokenizer
 
-from fiberbench.data.loading import is_hub_id
 from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import model_loading_options
+from fiberbench.hub import is_hub_id, model_loading_options
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
