@@ -231,8 +231,11 @@ def model_loading_options(repo_id: str, *, flag: str, revision: str | None = Non
     Without this, an unreachable Hub costs half a minute of retries and a screen of warnings
     before transformers' own error. When the Hub answers: no options. Offline (`HF_HUB_OFFLINE=1`)
     or unreachable, a model in the local cache loads from the cache alone (`local_files_only`);
-    anything else is one `DataError` (like any input that cannot be read) naming `flag` and the ways out.
+    anything else, a name that is no Hub id included (a mistyped folder), is one `DataError` (like
+    any input that cannot be read) naming `flag` and the ways out.
     """
+    if not is_hub_id(repo_id):
+        raise DataError(f"{flag} {repo_id}: no such folder (and not a Hub model id)")
     cached = isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
     problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(repo_id, revision=revision)
     if problem is None:

@@ -6,7 +6,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoTokenizer
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import is_hub_id, model_loading_options
+from fiberbench.hub import model_loading_options
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -40,8 +40,6 @@ def loading_options(name: str) -> dict:
                 "safetensors where you trust it (from_pretrained, then save_pretrained)."
             )
         return {"use_safetensors": True}
-    if not is_hub_id(name):
-        raise DataError(f"--model_name_or_path {name}: no such folder (and not a Hub model id).")
     return model_loading_options(name, flag="--model_name_or_path")
 
 

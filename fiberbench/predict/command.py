@@ -169,10 +169,7 @@ def load_config(args):
         return local_config(args, folder)
     if folder.exists():
         raise UsageError(f"--model_name_or_path {name} is a file; give a model folder or a Hub model id")
-    from fiberbench.hub import is_hub_id, model_loading_options
-
-    if not is_hub_id(name):
-        raise DataError(f"--model_name_or_path {name}: no such folder (and not a Hub model id)")
+    from fiberbench.hub import model_loading_options
 
     # Checked in seconds: an unreachable Hub would otherwise retry for half a minute per file.
     args.hub_options = model_loading_options(name, flag="--model_name_or_path", revision=args.revision)
