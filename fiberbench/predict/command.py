@@ -407,9 +407,9 @@ def run(args) -> int:
     import torch
     from accelerate import Accelerator
 
-    from fiberbench.files import check_outputs_apart
+    from fiberbench.ownership import acquire_on_main
 
-    from .outputs import PredictionsFile, metadata_path
+    from .outputs import PredictionsFile
 
     check_flags(args)
     config = load_config(args)
@@ -419,10 +419,9 @@ def run(args) -> int:
     if kind == "video" and args.num_frames is None:
         args.num_frames = DEFAULT_NUM_FRAMES
     local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
-    check_outputs_apart(
-        {"--output_file": args.output_file, "its metadata file": metadata_path(args.output_file)},
-        [*local_inputs, args.video_dir],
-    )
+    inputs = [*local_inputs, args.video_dir]
+    # Before anything is loaded: an output that is not this command's to write (its settings are compared later).
+    PredictionsFile(args.output_file, {}, overwrite=args.overwrite_output_file).output.check(inputs, resume=True)
     predictor = make_predictor(args, kind, config)
     split = load_split(args, predictor.dataset_config)
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
@@ -446,9 +445,22 @@ def run(args) -> int:
         nlp=nlp,
         dtype=dtype,
     )
-    settings = describe_run(prepared)
-    predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
-    predictions.check()
+    predictions = PredictionsFile(args.output_file, describe_run(prepared), overwrite=args.overwrite_output_file)
+    lock = predictions.output.lock()
+    acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
+    try:
+        predict_and_merge(prepared, predictions, inputs, accelerator)
+    finally:
+        lock.release()
+    return 0
+
+
+def predict_and_merge(prepared: Run, predictions, inputs: list, accelerator) -> None:
+    """With the output's lock held: resume or start the part files, predict the clips not done, merge them."""
+    args, keys, predictor, settings = prepared.args, prepared.keys, prepared.predictor, predictions.settings
+    described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
+    predictions.check(inputs)
+    accelerator.wait_for_everyone()  # every process has checked before the record and part files change
     if accelerator.is_main_process:
         predictions.prepare()
     accelerator.wait_for_everyone()
@@ -482,7 +494,6 @@ def run(args) -> int:
             predictions.metadata_path.name,
             f"; {skipped} clips skipped for a missing video" if skipped else "",
         )
-    return 0
 
 
 def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:

@@ -339,11 +339,12 @@ CASES = {
     ),
     "an output's metadata that is a list": (
         damaged(edit_metadata=lambda metadata: [metadata]),
-        DATA,
-        "predictions.metadata.json: expected a JSON object, got list$",
+        USAGE,
+        "predictions.jsonl exists and was not written by fiberbench predict \\(its record predictions.metadata.json "
+        "is missing or not a record\\); nothing is replaced",
     ),
     "an output's metadata without its output section": (
-        damaged(edit_metadata=lambda metadata: {"settings": metadata["settings"]}),
+        damaged(edit_metadata=lambda metadata: {key: value for key, value in metadata.items() if key != "output"}),
         DATA,
         "predictions.metadata.json: field 'output' is missing$",
     ),
