@@ -28,12 +28,14 @@ def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
 
 
 def clips_per_second(predictor, captions: list[str], batch_size: int) -> tuple[float, list[list[str]]]:
-    """Clips per second of `predictor` over `captions` in batches of `batch_size`, and its answers."""
+    """Clips per second of `predictor` over `captions` in batches of `batch_size`, and its candidates (a causal LM: its
+    replies, as generated; reading them is not timed)."""
     rows = [{"masked_caption": caption} for caption in captions]
+    answer = predictor.replies if predictor.kind in command.PROMPTED_KINDS else predictor.candidates
     start = time.perf_counter()
     answers = []
     for index in range(0, len(rows), batch_size):
-        answers += predictor.candidates(rows[index : index + batch_size])
+        answers += answer(rows[index : index + batch_size])
     if predictor.model.device.type == "cuda":
         torch.cuda.synchronize()
     return len(rows) / (time.perf_counter() - start), answers

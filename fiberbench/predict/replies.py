@@ -39,7 +39,18 @@ the caption repeated unfilled) is never taken; such a first sentence reads as no
    records _____ with a phone." becomes "a firefighter". An answer with no such phrase stays.
 
 Only the standard library is imported here; spaCy is loaded only for the noun-phrase step (by
-`load_reader_pipeline`), so the lmms-eval task can import the reader at no cost.
+`load_reader_pipeline`), so the lmms-eval task can import the reader at no cost. There, as in
+`fiberbench predict`, with the same prompt (`prompts.DEFAULT_PROMPT`):
+
+    from fiberbench.predict.replies import load_reader_pipeline, read_answer
+
+    nlp = load_reader_pipeline()  # None, with a warning, where no English spaCy pipeline is installed
+
+    def process_results(doc, results):
+        answer = read_answer(results[0], doc["masked_caption"], nlp)
+        ...
+
+`reader_settings(nlp)` describes the reading for a results file's metadata.
 """
 
 import logging
@@ -303,6 +314,19 @@ def _clean(answer: str) -> str:
         answer = stripped
 
 
+def _plain(text: str) -> str:
+    """The words of `text`, lower-cased, one space apart, without punctuation."""
+    return " ".join(re.findall(r"[\w']+", text.lower()))
+
+
+def _in_caption(phrase: str, caption: str) -> bool:
+    """Whether `phrase`, without its article, is words of `caption` (`_plain`, with a space at each end)."""
+    words = _plain(phrase).split()
+    if words and words[0] in ("a", "an", "the"):
+        words = words[1:]
+    return bool(words) and f" {' '.join(words)} " in caption
+
+
 def noun_phrases_in_blanks(masked_captions: Sequence[str], answers: Sequence[str], nlp) -> list[str]:
     """Each answer, or the first noun phrase in it that is one in its blank (the `noun_phrase` step).
 
@@ -321,9 +345,10 @@ def noun_phrases_in_blanks(masked_captions: Sequence[str], answers: Sequence[str
         found = [doc[start:end] for start, end in spans if end - start < len(doc)]
         found = [span for span in found if is_noun_phrase_span(span)]
         # The first phrase (the longest of those starting there) first; after them the phrases the caption already
-        # holds ("A man" of "A man recorded a phone" for "A man records _____."), then personal pronouns ("he").
-        caption = masked_captions[index].lower()
-        found.sort(key=lambda span: (span.root.tag_ == "PRP", span.text.lower() in caption, span.start, -len(span)))
+        # holds, article aside ("The man" of "The man recorded a phone" for "A man records _____."), then personal
+        # pronouns ("he").
+        caption = f" {_plain(masked_captions[index])} "
+        found.sort(key=lambda span: (span.root.tag_ == "PRP", _in_caption(span.text, caption), span.start, -len(span)))
         phrases[index] = list(dict.fromkeys(span.text for span in found))
     tried = [(index, phrase) for index in rejected for phrase in phrases[index]]
     fit_in_blank = are_noun_phrases([masked_captions[index] for index, _ in tried], [p for _, p in tried], nlp)

@@ -127,6 +127,7 @@ def nlp():
         ("a firefighter", RECORDS, "a firefighter"),  # already a noun phrase in the blank
         ("I see a red phone on the table.", RECORDS, "a red phone on the table"),
         ("A man recorded a firefighter.", RECORDS, "a firefighter"),  # "A man" is the caption's own
+        ("The old man is walking toward the kitchen.", "An old man walks toward _____ slowly.", "the kitchen"),
         ("a chef because he wears a hat", PANS, "a chef"),
         ('The missing noun phrase is "someone talks about', TALKS, "someone"),
         ("records", RECORDS, "records"),  # no noun phrase in it: as read
