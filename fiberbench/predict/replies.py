@@ -233,10 +233,10 @@ def _filled_caption(reply: str, masked_caption: str) -> str | None:
     elif before_words:
         ends.append(_CLAUSE_END)
     if before_words:
-        start = rf"(?<!\w){_words(before)}{_SPACE}*"
+        start, answer = rf"(?<!\w){_words(before)}{_SPACE}*", r"[^\n]+?"
     else:  # the answer starts the line, or follows its last colon, quote or bold marker
-        start = r"^(?:[^\n]*[:\"“*])?" + rf"{_SPACE}*"
-    pattern = re.compile(rf"{start}(?P<answer>[^\n]+?)(?:{'|'.join(ends)})", re.IGNORECASE | re.MULTILINE)
+        start, answer = r"(?:^|(?<=[:\"“*]))", r"[^\n:\"“*]+?"
+    pattern = re.compile(rf"{start}(?P<answer>{answer})(?:{'|'.join(ends)})", re.IGNORECASE | re.MULTILINE)
     for match in pattern.finditer(reply):
         answer = _usable(match.group("answer"))
         if answer is not None:

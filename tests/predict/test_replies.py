@@ -6,6 +6,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fiberbench.predict import replies
 from fiberbench.predict.replies import READINGS, read_answer, read_answers, reader_settings, reading
@@ -112,6 +114,28 @@ def test_more_replies_of_the_table_are_read_as_short_phrases_than_their_first_li
     read = read_answers([reply for reply, *_ in TABLE], [caption for _, caption, *_ in TABLE])
     assert sum(map(short, read)) > sum(map(short, first_lines))
     assert all(map(short, read))
+
+
+# Pieces of replies, joined at random: words of the captions, labels, quotes, markdown, line breaks, blanks.
+PIECES = [
+    *" ".join([RECORDS, APPEARS, PANS]).split(),
+    *"The answer is : Answer phrase blank It's I'm sorry a the kite".split(),
+    *['"', "'", "“", "”", "**", "*", "`", "__", "_____", "\n", " ", ".", ",", "!", "- ", "1. "],
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.sampled_from(PIECES), max_size=40),
+    noise=st.text(max_size=40),
+    masked_caption=st.sampled_from([RECORDS, APPEARS, PANS, "_____."]),
+)
+def test_the_answer_is_always_taken_from_the_reply(pieces, noise, masked_caption):
+    """Whatever the reply, the reader returns words of it (never the blank), and never fails."""
+    reply = " ".join(pieces) + noise
+    answer = read_answer(reply, masked_caption)
+    assert all(word in reply for word in answer.split()), (reply, answer)
+    assert "__" not in answer
 
 
 @pytest.fixture(scope="module")
