@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig
 
 import fiberbench.data
 from fiberbench.predict import command
@@ -60,7 +59,8 @@ def main() -> None:
             command.add_arguments(predict_parser)
             predict_args = predict_parser.parse_args(["--model_name_or_path", str(path)])
             predict_args.prompt = command.DEFAULT_PROMPT if kind == "causal" else None
-            predictor = command.make_predictor(predict_args, kind, AutoConfig.from_pretrained(path))
+            # load_config also sets what make_predictor reads (from_pretrained's Hub options).
+            predictor = command.make_predictor(predict_args, kind, command.load_config(predict_args))
             predictor.load_model(device, dtype)
             clips_per_second(predictor, captions[:4], 4)  # warm-up
             batched, batched_answers = clips_per_second(predictor, captions, args.per_device_eval_batch_size)
