@@ -6,8 +6,8 @@
   `raw` (the replies as generated, one per beam: `fiberbench predict --reread` reads them again;
   `fiberbench evaluate` ignores it).
 - `OUTPUT_FILE` with the suffix `.metadata.json` beside it: `settings` (model id, revision and
-  commit, kind, the exact prompt, decoding, dataset and split, package version: what the
-  predictions depend on) and `output` (rows, clips skipped for a missing video).
+  commit, kind, the exact prompt, decoding, the answer reader, dataset and split, package
+  version: what the predictions depend on) and `output` (rows, clips skipped for a missing video).
 - While a run goes on, its rows go to a hidden folder beside the output (`.NAME.parts/`):
   `settings.json`, then one JSON Lines file per batch and process (`rank-R-NNNNNN.jsonl`), each
   written atomically through `fiberbench.files`, so a killed run leaves whole batches only. A
