@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig
 
 import fiberbench.data
 from fiberbench.predict import command
@@ -28,12 +27,14 @@ def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
 
 
 def clips_per_second(predictor, captions: list[str], batch_size: int) -> tuple[float, list[list[str]]]:
-    """Clips per second of `predictor` over `captions` in batches of `batch_size`, and its answers."""
+    """Clips per second of `predictor` over `captions` in batches of `batch_size`, and its candidates (a causal LM: its
+    replies, as generated; reading them is not timed)."""
     rows = [{"masked_caption": caption} for caption in captions]
+    answer = predictor.replies if predictor.kind in command.PROMPTED_KINDS else predictor.candidates
     start = time.perf_counter()
     answers = []
     for index in range(0, len(rows), batch_size):
-        answers += predictor.candidates(rows[index : index + batch_size])
+        answers += answer(rows[index : index + batch_size])
     if predictor.model.device.type == "cuda":
         torch.cuda.synchronize()
     return len(rows) / (time.perf_counter() - start), answers
@@ -58,7 +59,8 @@ def main() -> None:
             command.add_arguments(predict_parser)
             predict_args = predict_parser.parse_args(["--model_name_or_path", str(path)])
             predict_args.prompt = command.DEFAULT_PROMPT if kind == "causal" else None
-            predictor = command.make_predictor(predict_args, kind, AutoConfig.from_pretrained(path))
+            # load_config also sets what make_predictor reads (from_pretrained's Hub options).
+            predictor = command.make_predictor(predict_args, kind, command.load_config(predict_args))
             predictor.load_model(device, dtype)
             clips_per_second(predictor, captions[:4], 4)  # warm-up
             batched, batched_answers = clips_per_second(predictor, captions, args.per_device_eval_batch_size)

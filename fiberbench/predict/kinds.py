@@ -5,21 +5,19 @@
 - `seq2seq` (`AutoModelForSeq2SeqLM`): the paper's zero-shot format, the blank as T5's
   `<extra_id_0>`; the answer is the text between `<extra_id_0>` and `<extra_id_1>`.
 - `causal` (`AutoModelForCausalLM`): a prompt template (`{masked_caption}`), through the chat
-  template when the tokenizer has one; the answer is `extract_answer` of the reply.
+  template when the tokenizer has one; it replies in words.
 - `video` (`AutoModelForImageTextToText` + `AutoProcessor`): frames sampled from the clip's video,
-  as images, then the prompt; the answer is `extract_answer` of the reply.
+  as images, then the prompt; it replies in words.
 
-Every predictor gives, for each clip of a batch, its ranked, distinct candidate answers (one per
-beam); `fiberbench predict` then picks the answer. Video-language models get the frames through
-their image processor: transformers' video processors need torchvision, and a model that takes
-several images takes a clip's frames that way.
+The paper-format predictors give, for each clip of a batch, its ranked, distinct candidate answers
+(one per beam, `candidates`); the prompted ones give each clip's replies (one per beam, `replies`),
+which `fiberbench predict` reads with the answer reader (`replies.read_answers`). Then it picks the
+answer. Video-language models get the frames through their image processor: transformers' video
+processors need torchvision, and a model that takes several images takes a clip's frames that way.
 """
 
 import torch
 
-from fiberbench.modeling.decoding import rank_beams
-
-from .prompts import extract_answer
 from .videos import sample_frames
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
@@ -94,7 +92,10 @@ class Predictor:
         raise NotImplementedError
 
     def candidates(self, rows: list[dict]) -> list[list[str]]:
-        """Each row's ranked, distinct answers; a row has `masked_caption` (and what the kind reads)."""
+        """Each row's ranked, distinct answers; a row has `masked_caption` (and what the kind reads).
+
+        Paper-format kinds only; models that reply in words (`PromptedPredictor`) give `replies`.
+        """
         raise NotImplementedError
 
     def _from_pretrained(self, auto_class, device, dtype):
@@ -216,7 +217,7 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 
 
 class PromptedPredictor(Predictor):
-    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and reply."""
+    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies."""
 
     chat_template: str | None
 
@@ -235,12 +236,16 @@ class PromptedPredictor(Predictor):
         return {
             "template": self.args.prompt,
             "chat_template": self.chat_template,
-            "answer_extraction": "the reply's first non-empty line, without quotes around it or final punctuation",
             "example": self.text(masked_caption),
         }
 
+    def replies(self, rows: list[dict]) -> list[list[str]]:
+        """Each row's replies as generated, one per beam, best first; a row has `masked_caption` (and what the kind
+        reads)."""
+        raise NotImplementedError
+
     def _generate(self, inputs, decoder) -> list[list[str]]:
-        """Generate from a batch of `inputs`; each clip's distinct answers, read from replies decoded by `decoder`."""
+        """Generate from a batch of `inputs`: each clip's replies (one per beam, best first), decoded by `decoder`."""
         with torch.inference_mode():
             sequences = self.model.generate(
                 **inputs,
@@ -249,7 +254,7 @@ class PromptedPredictor(Predictor):
                 **self.decoding(),
             )
         replies = decoder.batch_decode(sequences[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-        return rank_beams([extract_answer(reply) for reply in replies], self.num_beams)
+        return [replies[start : start + self.num_beams] for start in range(0, len(replies), self.num_beams)]
 
 
 class CausalPredictor(PromptedPredictor):
@@ -277,7 +282,7 @@ class CausalPredictor(PromptedPredictor):
 
         self.model = self._from_pretrained(AutoModelForCausalLM, device, dtype)
 
-    def candidates(self, rows):
+    def replies(self, rows):
         # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
         inputs = self.tokenizer(
             [self.text(row["masked_caption"]) for row in rows],
@@ -330,7 +335,7 @@ class VideoPredictor(PromptedPredictor):
 
         self.model = self._from_pretrained(AutoModelForImageTextToText, device, dtype)
 
-    def candidates(self, rows):
+    def replies(self, rows):
         frames = [sample_frames(row["video"], self.args.num_frames) for row in rows]
         inputs = self.processor(
             text=[self.text(row["masked_caption"]) for row in rows], images=frames, padding=True, return_tensors="pt"

@@ -1,13 +1,15 @@
 """The predictions file of `fiberbench predict`: written as it goes, resumable, merged in dataset order.
 
 - `OUTPUT_FILE` (JSON Lines, what `fiberbench evaluate` reads): one row per clip of the split, in
-  dataset order: `video_id`, `video_start_time`, `video_end_time`, `prediction` and, with several
-  beams, `candidates` (the ranked, distinct beam answers).
+  dataset order: `video_id`, `video_start_time`, `video_end_time`, `prediction`, with several
+  beams `candidates` (the ranked, distinct beam answers) and, for models that reply in words,
+  `raw` (the replies as generated, one per beam: `fiberbench predict --reread` reads them again;
+  `fiberbench evaluate` ignores it).
 - `OUTPUT_FILE` with the suffix `.metadata.json` beside it: the output's record
   (`fiberbench.ownership`: the command, its state `running` or `complete`, host, PID, times) with
-  `settings` (model id, revision and commit, kind, the exact prompt, decoding, dataset and split,
-  package version: what the predictions depend on) and, once the output holds rows of those
-  settings, `output` (rows, clips skipped for a missing video).
+  `settings` (model id, revision and commit, kind, the exact prompt, decoding, the answer reader,
+  dataset and split, package version: what the predictions depend on) and, once the output holds
+  rows of those settings, `output` (rows, clips skipped for a missing video).
 - While a run goes on, it holds the output's lock, and its rows go to a hidden folder beside the
   output (`.NAME.parts/`): `settings.json`, then one JSON Lines file per batch and process
   (`rank-R-NNNNNN.jsonl`), each written atomically through `fiberbench.files`, so a killed run
@@ -63,7 +65,8 @@ def differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
 
 
 def check_row(row, where: str) -> dict:
-    """`row` if it is a row of a predictions or part file: the fields of `ROW_FIELDS`, `candidates` strings."""
+    """`row` if it is a row of a predictions or part file: the fields of `ROW_FIELDS`, `candidates` and `raw` lists of
+    strings."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for field, kind in ROW_FIELDS.items():
@@ -72,9 +75,10 @@ def check_row(row, where: str) -> dict:
         if type(row[field]) is not kind:
             expected = "a string" if kind is str else "an integer"
             raise DataError(f"{where}: field '{field}' must be {expected}, got {json.dumps(row[field])[:60]}")
-    candidates = row.get("candidates", [])
-    if not (isinstance(candidates, list) and all(type(candidate) is str for candidate in candidates)):
-        raise DataError(f"{where}: field 'candidates' must be a list of strings, got {json.dumps(candidates)[:60]}")
+    for field in ("candidates", "raw"):
+        values = row.get(field, [])
+        if not (isinstance(values, list) and all(type(value) is str for value in values)):
+            raise DataError(f"{where}: field '{field}' must be a list of strings, got {json.dumps(values)[:60]}")
     return row
 
 
@@ -160,13 +164,25 @@ class PredictionsFile:
 
         metadata = None if self.overwrite or not self.path.is_file() else self._read_metadata()
         if metadata is not None and "output" in metadata:  # else the file is not (yet) of these settings
-            skipped = set(metadata["output"]["skipped_missing_videos"])
-            for row, where in self._read_rows(self.path):
-                add(row | ({SKIPPED: True} if clip_key(row) in skipped else {}), where)
+            for row, where in self.read_finished()[1]:
+                add(row, where)
         for part in self.part_paths():
             for row, where in self._read_rows(part):
                 add(row, where)
         return rows
+
+    def read_finished(self) -> tuple[dict, list[tuple[dict, str]]]:
+        """The settings and rows of the finished output, each row checked and with where it was read; a clip skipped
+        for a missing video is marked `SKIPPED`, as in the part files."""
+        metadata = self._read_metadata()
+        if "output" not in metadata:
+            raise DataError(f"{self.metadata_path}: the run that writes {self.path.name} did not finish ({metadata['state']})")
+        skipped = set(metadata["output"]["skipped_missing_videos"])
+        rows = [
+            (row | ({SKIPPED: True} if clip_key(row) in skipped else {}), where)
+            for row, where in self._read_rows(self.path)
+        ]
+        return metadata["settings"], rows
 
     def done(self) -> set[ClipKey]:
         """The clips already predicted with these settings (a clip skipped for a missing video is not done)."""
@@ -189,12 +205,15 @@ class PredictionsFile:
         missing = [key for key in keys if key not in rows]
         if missing:
             raise RuntimeError(f"{len(missing)} clips have no prediction after the run, the first {missing[0]}")
-        if num_beams > 1:
-            for key in keys:
-                row, where = rows[key]
-                if "candidates" not in row:
-                    raise DataError(f"{where}: field 'candidates' is missing (the run has {num_beams} beams)")
-        fields = (*ROW_FIELDS, *(("candidates",) if num_beams > 1 else ()))
+        # The replies of models that reply in words are kept, in every row.
+        keeps_replies = any("raw" in rows[key][0] for key in keys)
+        for key in keys:
+            row, where = rows[key]
+            if num_beams > 1 and "candidates" not in row:
+                raise DataError(f"{where}: field 'candidates' is missing (the run has {num_beams} beams)")
+            if keeps_replies and "raw" not in row:
+                raise DataError(f"{where}: field 'raw' is missing (the other rows keep the model's replies)")
+        fields = (*ROW_FIELDS, *(("candidates",) if num_beams > 1 else ()), *(("raw",) if keeps_replies else ()))
         skipped = [list(key) for key in keys if rows[key][0].get(SKIPPED)]
         output = {"rows": len(keys), "skipped_missing_videos": skipped}
         write_jsonl(self.path, ({field: rows[key][0][field] for field in fields} for key in keys))

@@ -211,6 +211,17 @@ CASES = {
         USAGE,
         "--prompt is for causal and video-language models; a seq2seq LM uses the paper's",
     ),
+    "--read_noun_phrases for a seq2seq model": (
+        before_the_data(model("seq2seq", "--read_noun_phrases")),
+        USAGE,
+        "--read_noun_phrases is for causal and video-language models, which reply in words; a seq2seq LM answers in "
+        "the paper's format$",
+    ),
+    "a --spacy_model that is not installed": (
+        model("causal", "--spacy_model", "en_no_such_pipeline"),
+        DATA,
+        "spaCy pipeline 'en_no_such_pipeline' cannot be loaded",
+    ),
     "--video_dir for a causal model": (
         lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models["causal"], "--video_dir", tmp_path],
         USAGE,

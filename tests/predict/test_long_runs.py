@@ -124,7 +124,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
 
     assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
     clip = [record["video_id"], record["video_start_time"], record["video_end_time"]]
-    rows = read_evaluate_format(output_file, num_beams=1)
+    rows = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert rows[0]["prediction"] == "" and all(row["prediction"] for row in rows[1:])
     metadata = output_file.with_name("predictions.metadata.json")
     assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": [clip]}
@@ -136,7 +136,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     caplog.clear()
     assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
     assert "59 of 60 clips of the bundled sample, split test already predicted, 1 to go" in caplog.text
-    rows_after = read_evaluate_format(output_file, num_beams=1)
+    rows_after = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert rows_after[0]["prediction"] != "" and rows_after[1:] == rows[1:]
     assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": []}
 

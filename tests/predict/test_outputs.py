@@ -216,3 +216,14 @@ def test_a_row_without_candidates_is_named_when_several_beams_need_them(tmp_path
     with pytest.raises(DataError, match=r"rank-0-000000\.jsonl: line 2: field 'candidates' is missing \(the run has 2"):
         predictions.merge(KEYS, num_beams=2)
     assert predictions.merge(KEYS, num_beams=1)["rows"] == 3
+
+
+def test_the_replies_are_kept_in_every_row_or_in_none(tmp_path):
+    predictions = started(tmp_path / "out.jsonl")
+    predictions.append(0, [row(KEYS[0], "x", raw=["x."]), row(KEYS[1], "y"), row(KEYS[2], "z", raw=["z"])])
+    with pytest.raises(DataError, match=r"rank-0-000000\.jsonl: line 2: field 'raw' is missing \(the other rows keep"):
+        predictions.merge(KEYS, num_beams=1)
+    predictions.append(0, [row(KEYS[1], "y", raw=["Y", "y"])])
+    predictions.merge(KEYS, num_beams=1)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [line["raw"] for line in lines] == [["x."], ["Y", "y"], ["z"]]
