@@ -342,7 +342,7 @@ def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
     """
     from tqdm.auto import tqdm
 
-    from .videos import check_video, expected_names, find_clip_video
+    from .videos import FrameSampling, check_video, expected_names, find_clip_video
 
     videos = [find_clip_video(args.video_dir, *key) for key in keys]
     missing = [key for key, video in zip(keys, videos) if video is None]
@@ -358,7 +358,7 @@ def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
     for key, video in zip(keys, tqdm(videos, desc="Checking the clips' videos", unit="video", disable=quiet)):
         try:
             if video is not None:
-                check_video(video)
+                check_video(video, FrameSampling(num_frames=args.num_frames))
         except DataError as error:
             unusable.append((key, error))
     if unusable:

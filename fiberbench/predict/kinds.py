@@ -18,7 +18,7 @@ processors need torchvision, and a model that takes several images takes a clip'
 
 import torch
 
-from .videos import sample_frames
+from .videos import FrameSampling, sample_frames
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
 # configs (Gemma 3, Mllama, ...) are both image-text-to-text and causal LM; the richer kind wins.
@@ -336,7 +336,8 @@ class VideoPredictor(PromptedPredictor):
         self.model = self._from_pretrained(AutoModelForImageTextToText, device, dtype)
 
     def replies(self, rows):
-        frames = [sample_frames(row["video"], self.args.num_frames) for row in rows]
+        sampling = FrameSampling(num_frames=self.args.num_frames)
+        frames = [sample_frames(row["video"], sampling).frames for row in rows]
         inputs = self.processor(
             text=[self.text(row["masked_caption"]) for row in rows], images=frames, padding=True, return_tensors="pt"
         ).to(self.model.device, dtype=self.model.dtype)
