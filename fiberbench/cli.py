@@ -43,6 +43,11 @@ COMMANDS = {
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
     ),
+    "extract-features": (
+        "fiberbench.features.command",
+        "Video features of every clip from its video with an image or video encoder (CLIP, SigLIP, DINOv2, VideoMAE, "
+        "V-JEPA 2), for build-dataset --features_dir.",
+    ),
     "push-metric": (
         "fiberbench.metric.push",
         "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",

@@ -68,18 +68,23 @@ def _fsync(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, remove_stale: bool = True) -> Iterator[Path]:
     """A temporary path beside `path` (same suffix) to write; it replaces `path` when the block succeeds.
 
     On an exception the temporary file is removed and `path` is left as it was; after a kill, the
     next `atomic_path` for the same `path` removes it. An `OSError` about the temporary file (a full
     disk, a folder in the way) is raised about `path`, the name the user knows.
+
+    Looking for a killed run's temporary file lists the folder: a command that writes thousands of
+    files into one folder passes `remove_stale=False` and sweeps the folder once instead
+    (`remove_stale_temporaries`).
     """
     path = Path(path)
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_staging(path)
+        if remove_stale:
+            remove_stale_staging(path)
         descriptor, name = tempfile.mkstemp(
             dir=path.parent, prefix=f"{_staging_prefix(path)}{os.getpid()}-", suffix=f".tmp{path.suffix}"
         )
@@ -141,9 +146,29 @@ def remove_stale_staging(path: str | os.PathLike) -> list[Path]:
     """
     path = Path(path).absolute()
     prefix = _staging_prefix(path)
+    candidates = path.parent.glob(f"{prefix}*") if path.parent.is_dir() else ()
+    return _remove_if_stale([(candidate, candidate.name[len(prefix) :]) for candidate in candidates])
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Remove the staging folders and temporary files of every entry of `folder` left by this host's gone processes.
+
+    One listing of the folder, for commands that write many files into it with
+    `atomic_path(..., remove_stale=False)`. Returns what was removed.
+    """
+    folder = Path(folder).absolute()
+    mark = f"{STAGING_MARK}{socket.gethostname()}-"
+    candidates = folder.iterdir() if folder.is_dir() else ()
+    return _remove_if_stale(
+        [(candidate, candidate.name.split(mark, 1)[1]) for candidate in candidates if mark in candidate.name]
+    )
+
+
+def _remove_if_stale(candidates: list[tuple[Path, str]]) -> list[Path]:
+    """Remove each staging entry whose name, after its prefix (`PID-...`), names a process of this host that is gone."""
     removed = []
-    for candidate in path.parent.glob(f"{prefix}*") if path.parent.is_dir() else ():
-        pid = candidate.name[len(prefix) :].split("-", 1)[0]
+    for candidate, rest in candidates:
+        pid = rest.split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _is_running(int(pid)):
             if candidate.is_dir() and not candidate.is_symlink():
                 shutil.rmtree(candidate, ignore_errors=True)
