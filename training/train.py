@@ -59,9 +59,10 @@ from fiberbench.training.inputs import (
     default_num_workers,
     load_splits,
     make_dataloader,
+    video_feature_size,
 )
 from fiberbench.training.model_card import make_model_card
-from fiberbench.training.models import build_model, loading_options, resolve_fusion
+from fiberbench.training.models import VideoFeatures, build_model, checkpoint_config, loading_options, resolve_fusion
 from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
 from fiberbench.training.outputs import (
     LOGS_FOLDER,
@@ -124,6 +125,13 @@ class Run:
         return self.fusion != "none"
 
     @property
+    def video(self) -> VideoFeatures | None:
+        """The video features the model reads (their config and size, from the data), or None for text only."""
+        if not self.with_video:
+            return None
+        return VideoFeatures(self.args.dataset_config_name, video_feature_size(self.splits))
+
+    @property
     def evaluated_splits(self) -> list[str]:
         return evaluated_splits(self.args)
 
@@ -168,7 +176,9 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
     set_seed(args.seed)
 
     fusion = resolve_fusion(args, options)
-    args.dataset_config_name = args.dataset_config_name or default_config_name(fusion)
+    if args.dataset_config_name is None:
+        checkpoint = checkpoint_config(args, options) if fusion != "none" else None
+        args.dataset_config_name = default_config_name(fusion, checkpoint.video_features_name if checkpoint else None)
     with accelerator.main_process_first():
         splits = load_splits(args.dataset_name, args.dataset_config_name, fusion)
     needed = (["train"] if args.do_train or args.baseline else []) + evaluated_splits(args)
@@ -331,7 +341,7 @@ def run_baseline(run: Run) -> None:
 def run_model(run: Run, options: dict) -> None:
     """Train (unless --no-do_train) and evaluate a model; save, describe and push it."""
     args, accelerator = run.args, run.accelerator
-    model, processor = build_model(args, run.fusion, options)
+    model, processor = build_model(args, run.fusion, options, run.video)
     num_beams = model.generation_config.num_beams
     nlp = load_spacy_pipeline(args.spacy_model) if args.only_noun_phrases else None
     evaluator = Evaluator(

@@ -1,4 +1,4 @@
-"""Validation of FIBER release-format records, category files and I3D feature files.
+"""Validation of FIBER release-format records, category files and video feature files.
 
 Every check raises `InvalidRecordError`, whose message names the file, the record index and the
 field, so that a bad record in a 28,000-record file can be found at once.
@@ -171,8 +171,9 @@ def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tupl
     return video_id, category
 
 
-def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
-    """The clip's I3D features as float32 (T, 1024), from a release `.npy` of shape (1, T, 1024).
+def load_video_features(path: Path, *, file: str, index: int, feature_size: int = VIDEO_FEATURE_SIZE) -> np.ndarray:
+    """The clip's features as float32 (T, D), from a `.npy` of shape (1, T, D): the release's I3D layout (D = 1024),
+    which `fiberbench extract-features` writes too (D = `feature_size`).
 
     The file must lie in its features folder (`path.parent`): a symbolic link that leads out of
     it is refused, so that a crafted folder cannot make the build read (and publish) other files.
@@ -194,9 +195,9 @@ def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
             features = np.lib.format.read_array(stream, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise InvalidRecordError(file, index, field, f"{path}: not a readable .npy array ({error})") from error
-    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != VIDEO_FEATURE_SIZE:
+    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != feature_size:
         raise InvalidRecordError(
-            file, index, field, f"{path.name}: expected shape (1, T, {VIDEO_FEATURE_SIZE}), got {features.shape}"
+            file, index, field, f"{path.name}: expected shape (1, T, {feature_size}), got {features.shape}"
         )
     if not np.issubdtype(features.dtype, np.floating):
         raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")

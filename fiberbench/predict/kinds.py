@@ -1,7 +1,7 @@
 """The kinds of model `fiberbench predict` runs, told apart by their config, and how each kind answers a batch of clips.
 
-- `fiber` (`FiberT5ForConditionalGeneration`): the paper's format plus the clip's I3D features (the
-  dataset's `i3d` config), answered by `fill_blanks`' beams.
+- `fiber` (`FiberT5ForConditionalGeneration`): the paper's format plus the clip's video features (the
+  dataset config its `video_features_name` names: `i3d`, or an encoder's), answered by `fill_blanks`' beams.
 - `seq2seq` (`AutoModelForSeq2SeqLM`): the paper's zero-shot format, the blank as T5's
   `<extra_id_0>`; the answer is the text between `<extra_id_0>` and `<extra_id_1>`.
 - `causal` (`AutoModelForCausalLM`): a prompt template (`{masked_caption}`), through the chat
@@ -131,7 +131,8 @@ class PaperFormatPredictor(Predictor):
 
 
 class FiberPredictor(PaperFormatPredictor):
-    """This project's models: the paper's decoding through `fill_blanks`, with I3D features unless text-only."""
+    """This project's models: the paper's decoding through `fill_blanks`, with the video features they were trained on
+    unless text-only."""
 
     kind = "fiber"
 
@@ -144,7 +145,8 @@ class FiberPredictor(PaperFormatPredictor):
 
         # A T5 checkpoint run as a FIBER model (--model_type fiber) is a text-only one.
         self.fusion = getattr(config, "fusion", "none")
-        self.dataset_config = "text" if self.fusion == "none" else "i3d"
+        self.features_name = getattr(config, "video_features_name", "i3d")
+        self.dataset_config = "text" if self.fusion == "none" else self.features_name
         self.reads_features = self.fusion != "none"
         self.num_beams = args.num_beams or PAPER_NUM_BEAMS[self.fusion]
         try:
@@ -156,7 +158,7 @@ class FiberPredictor(PaperFormatPredictor):
         self.processor = processor
 
     def prompt(self, masked_caption: str) -> dict:
-        video = f"the clip's I3D features ({self.fusion} fusion)" if self.reads_features else None
+        video = f"the clip's {self.features_name} features ({self.fusion} fusion)" if self.reads_features else None
         return super().prompt(masked_caption) | {"video": video}
 
     def load_model(self, device, dtype):
