@@ -46,8 +46,9 @@ class FeaturesInfo:
     Args:
         name: the dataset config they become (`i3d` for VaTeX's I3D).
         feature_size: D, the size of one feature vector.
-        encoder: the model that made them: `name_or_path`, `revision`, `commit`, `model_type`,
-            `kind` ("image": applied per frame; "video": per window of frames), `dtype`.
+        encoder: the model that made them: `name_or_path`, `revision`, `commit` (a Hub model's) or
+            `files` (a local folder's, with their sizes and hashes), `model_type`, `kind` ("image":
+            applied per frame; "video": per window of frames), `dtype`.
         output: which of the encoder's outputs one feature is: `pooling` and its `description`
             (and, for video encoders, `window_frames` and `tubelet_size`).
         sampling: which frames of each clip were encoded (`FrameSampling`'s fields and `rule`).

@@ -222,7 +222,7 @@ def run(args) -> int:
     import fiberbench
     from fiberbench.data.fiber.features_info import FeaturesInfo
     from fiberbench.ownership import acquire_on_main
-    from fiberbench.predict.command import load_config, local_or_hub, model_commit
+    from fiberbench.predict.command import load_config, local_or_hub, model_commit, model_files
 
     from .clips import check_videos, dataset_clips, dataset_keys, folder_clips
     from .encoders import ClipPreparer, Encoder, encoder_spec
@@ -250,6 +250,8 @@ def run(args) -> int:
             "name_or_path": local_or_hub(args.model_name_or_path),
             "revision": args.revision,
             "commit": model_commit(args),
+            # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
+            "files": model_files(args),
             "model_type": config.model_type,
             "architectures": config.architectures,
             "kind": spec.kind,

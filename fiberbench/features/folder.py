@@ -24,9 +24,11 @@ import numpy as np
 from fiberbench.data.fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_path, remove_stale_temporaries, write_json
-from fiberbench.ownership import COMPLETE, RUNNING, Output, remove_entries
+from fiberbench.ownership import COMPLETE, RUNNING, Output, differences, remove_entries
 
 COMMAND = "fiberbench extract-features"
+# Differences in these settings are named first when a rerun is refused: they change the features most.
+SETTINGS_ORDER = ("encoder", "output", "sampling")
 # What a run writes in its folder: a user's file of another name is never touched.
 ENTRY_NAMES = re.compile(rf"{re.escape(FEATURES_INFO_FILE)}|[A-Za-z0-9_-]+\.npy")
 
@@ -58,8 +60,6 @@ class FeaturesFolder:
     def check(self, inputs: Iterable, settings: dict) -> None:
         """Refuse, before any work, a folder this run may not write (`Output.check`), or one holding features of
         other `settings` (`FeaturesInfo.settings`) unless overwriting; else note what an earlier run left."""
-        from fiberbench.predict.outputs import differences
-
         record = self.output.check(inputs, resume=True)
         if record is None:
             return
@@ -71,7 +71,7 @@ class FeaturesFolder:
             return
         previous = FeaturesInfo.read(self.path)
         if previous.settings() != settings:
-            found = differences(settings, previous.settings())
+            found = differences(settings, previous.settings(), SETTINGS_ORDER)
             more = f", and {len(found) - 3} more" if len(found) > 3 else ""
             raise UsageError(
                 f"--output_dir {self.path} holds features made with other settings ({'; '.join(found[:3])}{more}); "

@@ -308,3 +308,16 @@ def test_the_default_name_is_the_models():
     assert default_features_name("openai/clip-vit-large-patch14") == "clip-vit-large-patch14"
     assert default_features_name("facebook/dinov2-base") == "dinov2-base"
     assert default_features_name("/models/My_VideoMAE.v2/") == "my_videomae-v2"
+
+
+def test_a_local_encoder_saved_again_is_other_settings(encoders, video_dir, tmp_path, cli_error):
+    encoder = tmp_path / "encoder"
+    shutil.copytree(encoders["clip"], encoder)
+    arguments = ["--video_dir", video_dir, "--model_name_or_path", encoder, "--output_dir", tmp_path / "features"]
+    assert extract(*arguments) == 0
+    model = CLIPVisionModel.from_pretrained(encoder)
+    with torch.no_grad():
+        model.get_input_embeddings().weight.mul_(2)
+    model.save_pretrained(encoder)
+    status, line = cli_error("extract-features", *arguments)
+    assert status == USAGE and "holds features made with other settings (encoder.files.model.safetensors: " in line
