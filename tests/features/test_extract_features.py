@@ -321,3 +321,82 @@ def test_a_local_encoder_saved_again_is_other_settings(encoders, video_dir, tmp_
     model.save_pretrained(encoder)
     status, line = cli_error("extract-features", *arguments)
     assert status == USAGE and "holds features made with other settings (encoder.files.model.safetensors: " in line
+
+
+def test_v_jepa_2_is_read_as_a_video_encoder_of_its_windows():
+    """Its processor is a video processor, which needs torchvision (not installed here): the model alone."""
+    from transformers import VJEPA2Config, VJEPA2Model
+
+    from fiberbench.features.encoders import Encoder, encoder_spec
+
+    config = VJEPA2Config(
+        crop_size=32,
+        patch_size=8,
+        frames_per_clip=4,
+        tubelet_size=2,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        mlp_ratio=2,
+        pred_hidden_size=32,
+        pred_num_hidden_layers=1,
+        pred_num_attention_heads=4,
+    )
+    spec = encoder_spec(config, None, "v-jepa-2")
+    assert (spec.kind, spec.input_name, spec.window_frames, spec.tubelet_size) == ("video", "pixel_values_videos", 4, 2)
+    model = VJEPA2Model(config).eval()
+    windows = torch.randn(3, 4, 3, 32, 32)
+    features = Encoder(spec, model)({"pixel_values_videos": windows})
+    with torch.inference_mode():
+        hidden = model(pixel_values_videos=windows, skip_predictor=True).last_hidden_state  # (3, 2 x 16, 32)
+    assert features.shape == (3, 2, 32)
+    torch.testing.assert_close(features, hidden.reshape(3, 2, 16, 32).mean(dim=2))
+
+
+def save_family(family: str, folder: Path) -> None:
+    """A tiny random DINOv2, SigLIP or SigLIP 2 (whole: a dual encoder) with its PIL/NumPy image processor."""
+    from transformers import (
+        BitImageProcessorPil,
+        Dinov2Config,
+        Dinov2Model,
+        Siglip2Config,
+        Siglip2ImageProcessorPil,
+        Siglip2Model,
+        SiglipConfig,
+        SiglipModel,
+    )
+
+    vision = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64}
+    text = {**vision, "vocab_size": 64}
+    if family == "dinov2":
+        Dinov2Model(Dinov2Config(**vision, image_size=32, patch_size=8)).save_pretrained(folder)
+        BitImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
+    elif family == "siglip":
+        SiglipModel(
+            SiglipConfig(text_config=text, vision_config={**vision, "image_size": 32, "patch_size": 8})
+        ).save_pretrained(folder)
+        SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
+    else:
+        config = Siglip2Config(text_config=text, vision_config={**vision, "patch_size": 8, "num_patches": 16})
+        Siglip2Model(config).save_pretrained(folder)
+        Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16).save_pretrained(folder)
+
+
+@pytest.mark.parametrize("family", ["dinov2", "siglip", "siglip2"])
+def test_dinov2_siglip_and_siglip_2_give_their_pooled_output_per_frame(family, video_dir, tmp_path):
+    from transformers import AutoImageProcessor, AutoModel
+
+    save_family(family, tmp_path / family)
+    output_dir = tmp_path / "features"
+    assert extract("--video_dir", video_dir, "--model_name_or_path", tmp_path / family, "--output_dir", output_dir) == 0
+    model, processor = (
+        AutoModel.from_pretrained(tmp_path / family),
+        AutoImageProcessor.from_pretrained(tmp_path / family),
+    )
+    frames = sample_frames(ClipVideo(video_dir / "seven.mp4"), FrameSampling(fps=1)).frames
+    with torch.inference_mode():
+        pixels = processor(images=frames, return_tensors="pt")
+        outputs = model(**pixels) if family == "dinov2" else model.get_image_features(**pixels)
+    np.testing.assert_allclose(
+        np.load(output_dir / "seven.npy")[0], outputs.pooler_output.numpy(), rtol=1e-4, atol=1e-5
+    )
