@@ -1,4 +1,4 @@
-"""Benchmark of `fiberbench extract-features`: decoding alone, encoding alone, and both, serial and overlapped, in clips/s.
+"""Benchmark of `fiberbench extract-features`: decoding alone, encoding alone, both serial and overlapped, in clips/s.
 
     python bench/features.py                                      # CPU: 8 clips, random ViT-B/16 and VideoMAE-base
     python bench/features.py --device cuda --num_clips 256 --per_device_batch_size 32   # a GPU, in bf16

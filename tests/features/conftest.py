@@ -1,4 +1,4 @@
-"""Tiny random encoders built from configs (`fiberbench.features.tiny_encoders`), synthetic videos of the sample's clips."""
+"""Tiny random encoders built from configs (`fiberbench.features.tiny_encoders`); synthetic videos of the sample."""
 
 import json
 
