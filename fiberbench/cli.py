@@ -65,6 +65,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def positive_float(text: str) -> float:
+    """argparse type of rates: a finite number above 0 (a bad value is argparse's one-line error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+    return value
+
+
 def non_negative_int(text: str) -> int:
     """argparse type of worker counts and warm-up steps: an integer >= 0."""
     value = _integer(text)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from fiberbench.data.fiber.validation import ClipKey
 
     from .kinds import Predictor
-    from .videos import ClipVideo
+    from .videos import ClipVideo, FrameSampling
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "The kind of model is read from its config: FIBER models (I3D features, the paper's decoding), seq2seq LMs "
         "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one; the "
         "answer is the reply's first line without quotes or final punctuation) and video-language models "
-        "(AutoModelForImageTextToText: --num_frames frames of each clip's video in --video_dir, then --prompt). "
+        "(AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a video when the processor has a "
+        "video processor, else as images; then --prompt). "
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
         f"The default --prompt: {DEFAULT_PROMPT!r}"
     )
@@ -80,11 +81,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4.",
     )
     data.add_argument(
+        "--video_input",
+        choices=("auto", "video", "images"),
+        default=None,
+        help="Video-language models: the frames as a video (the processor's video processor, the frames' times as "
+        "video metadata) or as images (its image processor). Default auto: a video when the processor has a video "
+        "processor, else images.",
+    )
+    data.add_argument(
         "--num_frames",
         type=positive_int,
         default=None,
-        help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES}).",
+        help="Frames per clip, at the centres of equal parts of it (default: the video processor's own sampling "
+        f"where it has one, else {DEFAULT_NUM_FRAMES}).",
     )
+    data.add_argument(
+        "--fps",
+        type=positive_float,
+        default=None,
+        help="Instead of --num_frames: frames per second of clip (every frame, if the video has fewer).",
+    )
+    data.add_argument("--max_frames", type=positive_int, default=None, help="With --fps: frames per clip at most.")
     data.add_argument(
         "--skip_missing_videos",
         action="store_true",
@@ -143,6 +160,10 @@ def check_flags(args) -> None:
             check_template(args.prompt)
         except ValueError as error:
             raise UsageError(str(error)) from error
+    if args.num_frames is not None and args.fps is not None:
+        raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
+    if args.max_frames is not None and args.fps is None:
+        raise UsageError("--max_frames applies to --fps (with --num_frames, the number of frames is fixed)")
     if args.video_dir is not None and args.video_dir.exists() and not args.video_dir.is_dir():
         raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the clips' videos")
     if args.video_dir is not None and not args.video_dir.is_dir():
@@ -241,7 +262,7 @@ def choose_kind(args, config) -> str:
             f"{name} is a video-language model: give --video_dir with the clips' videos "
             "(or --model_type causal to run it on the captions alone)"
         )
-    for flag in ("video_dir", "num_frames", "skip_missing_videos"):
+    for flag in ("video_dir", "video_input", "num_frames", "fps", "max_frames", "skip_missing_videos"):
         if kind != "video" and getattr(args, flag) not in (None, False):
             raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
     return kind
@@ -300,8 +321,9 @@ def clip_keys(split, described: str) -> "list[ClipKey]":
     return keys
 
 
-def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
-    """Each clip's video, checked to be usable (`check_video`); None for a missing one with --skip_missing_videos.
+def find_videos(args, keys: "list[ClipKey]", sampling: "FrameSampling") -> "list[ClipVideo | None]":
+    """Each clip's video, checked to give the frames of `sampling` (`check_video`); None for a missing one with
+    --skip_missing_videos.
 
     Every video is opened here, before any work, so that a bad one is one error line on every
     process at once, not a failure of one process in the middle of a run.
@@ -324,7 +346,7 @@ def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
     for key, video in zip(keys, tqdm(videos, desc="Checking the clips' videos", unit="video", disable=quiet)):
         try:
             if video is not None:
-                check_video(video)
+                check_video(video, sampling)
         except DataError as error:
             unusable.append((key, error))
     if unusable:
@@ -399,7 +421,7 @@ def describe_run(prepared: Run) -> dict:
         },
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": prepared.predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
-        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if prepared.kind == "video" else None,
+        "video": prepared.predictor.video_settings() if prepared.kind == "video" else None,
     }
 
 
@@ -416,8 +438,6 @@ def run(args) -> int:
     kind = choose_kind(args, config)
     if kind in ("causal", "video") and args.prompt is None:
         args.prompt = DEFAULT_PROMPT
-    if kind == "video" and args.num_frames is None:
-        args.num_frames = DEFAULT_NUM_FRAMES
     local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
     check_outputs_apart(
         {"--output_file": args.output_file, "its metadata file": metadata_path(args.output_file)},
@@ -429,7 +449,7 @@ def run(args) -> int:
     keys = clip_keys(split, described)
     if not keys:
         raise DataError(f"{described}: has no clips")
-    videos = find_videos(args, keys) if kind == "video" else None
+    videos = find_videos(args, keys, predictor.sampling) if kind == "video" else None
 
     nlp = noun_phrase_pipeline(args, predictor)
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)

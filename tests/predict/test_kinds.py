@@ -76,8 +76,17 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
     assert settings["fiberbench_version"]
     assert metadata["output"] == {"rows": len(rows), "skipped_missing_videos": []}
     assert f"Wrote {len(rows)} predictions to {output_file}" in caplog.text
-    if kind == "video":
-        assert settings["video"] == {"num_frames": 4, "sampling": "uniform"}
+    if kind == "video":  # the tiny LLaVA's processor has no video processor: the frames go in as images
+        assert settings["video"] == {
+            "input": "images",
+            "num_frames": 4,
+            "fps": None,
+            "max_frames": None,
+            "frames": "4 frames: the frames on screen at the centres of equal parts of the clip's [start, end)",
+            "chosen_by": "--num_frames",
+            "processor_defaults": {},
+            "video_metadata": None,
+        }
         assert settings["prompt"]["example"].count("<image>") == 4
     scored_by_evaluate(output_file, tmp_path / "scores", num_beams)
 
