@@ -1,4 +1,4 @@
-"""Tiny random models of every kind `fiberbench predict` runs, saved as Hub model folders: for its tests and benchmark.
+"""Tiny random models of every kind `fiberbench predict` runs, and synthetic videos: for its tests, bench and README.
 
 Built offline in seconds from the tokenizer shipped with the package (`SAMPLE_TOKENIZER_PATH`), with
 a fixed seed: a T5 seq2seq LM, a Llama causal LM with a chat template, this project's early-fusion
@@ -8,14 +8,18 @@ layers of 64, two vision layers of 32; their processors have video processors, w
 torchvision). Each family's processor gets the family's special tokens added to the tokenizer, the
 family's own image and video processors at tiny sizes, and a minimal chat template that writes the
 family's image and video placeholders. Their answers are random words; what they show is that every
-kind and family runs end to end, and how fast.
+kind and family runs end to end, and how fast. The synthetic videos (`write_sample_videos`) give
+every test clip of the bundled sample a video, each frame a flat grey.
 
-    python -m fiberbench.predict.tiny_models qwen2_5_vl tiny-qwen2.5-vl     # save one (offline)
+    python -m fiberbench.predict.tiny_models model qwen2_5_vl tiny-qwen2.5-vl   # a tiny model (offline)
+    python -m fiberbench.predict.tiny_models videos sample_videos              # the sample's test clips' videos
 """
 
 import argparse
+import json
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import (
     AutoTokenizer,
@@ -29,6 +33,8 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import clip_id
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -193,11 +199,12 @@ def _qwen_token_ids(tokenizer) -> dict:
     }
 
 
-def _qwen_processors(image_class, video_class, patch_size: int = 14, **fields):
-    """Qwen's image and video processors resizing every frame to 4x4 patches (one token per 2x2 and 2 frames)."""
-    pixels = (4 * patch_size) ** 2
-    size = {"shortest_edge": pixels, "longest_edge": pixels}
-    return image_class(size=size, patch_size=patch_size), video_class(size=size, patch_size=patch_size, **fields)
+def _qwen_processors(image_class, video_class, patch_size: int = 14):
+    """Qwen-style image and video processors that keep FRAME_SIZE frames at their size (rounded to whole 2x2 patches,
+    which one token covers): neither path upscales, so both read the same pixels. Qwen3-VL's and GLM-4.1V's video
+    processors budget the pixels of a whole video, hence room for 768 frames."""
+    size = {"shortest_edge": (2 * patch_size) ** 2, "longest_edge": 768 * FRAME_SIZE**2}
+    return image_class(size=size, patch_size=patch_size), video_class(size=size, patch_size=patch_size)
 
 
 def build_qwen2_vl(tokenizer):
@@ -434,13 +441,60 @@ def save_video_family(family: str, folder: Path) -> None:
     processor.save_pretrained(folder)
 
 
+def write_video(path: Path, seconds: float, fps: int, size: int = FRAME_SIZE, level=lambda index: 10 * index % 250):
+    """A silent H.264 video whose frame `index` is a flat grey of `level(index)`, losslessly encoded."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=fps, options={"qp": "0"})
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for index in range(round(seconds * fps)):
+            image = np.full((size, size, 3), level(index), dtype=np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+
+
+def sample_test_records() -> list[dict]:
+    """The test split of the bundled sample, as its release-format file holds it."""
+    return json.loads((SAMPLE_DIR / "test.json").read_text(encoding="utf-8"))
+
+
+def write_sample_videos(folder: Path, whole_videos: bool = True) -> None:
+    """A synthetic video for every test clip of the bundled sample, named as `fiberbench predict` looks for them.
+
+    With `whole_videos`, every other clip gets a whole video (`VIDEO_ID.mp4`, 1 fps, a second past the
+    clip's end) to be cut to the clip; the others, and all without it, a file of the clip alone
+    (`VIDEO_ID_START_END.mp4`, 2 fps), the only kind lmms-eval's models can read.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, record in enumerate(sample_test_records()):
+        video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
+        if whole_videos and index % 2 == 1:
+            write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1)
+        else:
+            write_video(folder / f"{clip_id(video_id, start, end)}.mp4", seconds=end - start, fps=2)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Save a tiny random model of a video-LLM family (offline, seconds).")
-    parser.add_argument("family", choices=list(VIDEO_FAMILIES))
-    parser.add_argument("output_dir", type=Path)
+    parser = argparse.ArgumentParser(description="Tiny random video-LLMs and synthetic videos, offline, in seconds.")
+    subparsers = parser.add_subparsers(dest="what", required=True)
+    model = subparsers.add_parser("model", help="Save a tiny random model of a video-LLM family.")
+    model.add_argument("family", choices=list(VIDEO_FAMILIES))
+    model.add_argument("output_dir", type=Path)
+    videos = subparsers.add_parser("videos", help="Write a synthetic video for every test clip of the bundled sample.")
+    videos.add_argument("output_dir", type=Path)
+    videos.add_argument("--clip_files_only", action="store_true", help="No whole videos: a file of each clip alone.")
     args = parser.parse_args(argv)
-    save_video_family(args.family, args.output_dir)
-    print(f"Saved a tiny random {args.family} model in {args.output_dir}")
+    if args.what == "model":
+        save_video_family(args.family, args.output_dir)
+        print(f"Saved a tiny random {args.family} model in {args.output_dir}")
+    else:
+        write_sample_videos(args.output_dir, whole_videos=not args.clip_files_only)
+        clips = len(sample_test_records())
+        print(f"Wrote synthetic videos for the bundled sample's {clips} test clips to {args.output_dir}")
 
 
 if __name__ == "__main__":
