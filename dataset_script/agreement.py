@@ -10,8 +10,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from fiberbench.errors import DataError
-from fiberbench.files import check_outputs_apart, write_json
+from fiberbench.errors import DataError, UsageError
+from fiberbench.files import write_json
+from fiberbench.ownership import Output, arguments_of, check_all, writing
 
 logger = logging.getLogger(__name__)
 
@@ -124,14 +125,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
     )
     parser.add_argument("--output_file", type=Path, help="Also write the numbers here as JSON.")
+    parser.add_argument(
+        "--overwrite_output_file", action="store_true", help="Replace an --output_file that an earlier agreement wrote."
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    outputs = []
     if args.output_file:
-        check_outputs_apart({"--output_file": args.output_file}, [args.file, *(args.answers_files or [])])
-    results = agreement_of_file(args.file, args.answers_files)
-    print(agreement_table(results))
+        outputs.append(
+            Output(
+                args.output_file, command="fiberbench agreement", flag="--output_file", overwrite=args.overwrite_output_file
+            )
+        )
+        check_all(outputs, [args.file, *(args.answers_files or [])])
+    elif args.overwrite_output_file:
+        raise UsageError("--overwrite_output_file needs --output_file")
+    with writing(outputs, **arguments_of(args)):
+        results = agreement_of_file(args.file, args.answers_files)
+        print(agreement_table(results))
+        if args.output_file:
+            write_json(args.output_file, results)
     if args.output_file:
-        write_json(args.output_file, results)
         logger.info("Wrote %s", args.output_file)
     return 0

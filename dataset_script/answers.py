@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import check_outputs_apart
+from fiberbench.ownership import Output, arguments_of, check_all, writing
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video
 from .fiber.validation import ClipKey, clip_key
@@ -373,6 +373,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Each blanked file is written here under its own name, with additional_answers.",
     )
     parser.add_argument(
+        "--overwrite_output_dir",
+        action="store_true",
+        help="Replace files in --output_dir that an earlier answers run wrote (never other files).",
+    )
+    parser.add_argument(
         "--spacy_model",
         default=None,
         help="spaCy pipeline of the noun-phrase rule (default: the paper's, en_core_web_trf, else an installed one).",
@@ -400,28 +405,36 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
 def run(args: argparse.Namespace) -> int:
     from .fiber.validation import read_release_records
 
-    outputs = [args.output_dir / path.name for path in args.blanked_files]
-    if len(set(outputs)) != len(outputs):
+    if len({path.name for path in args.blanked_files}) != len(args.blanked_files):
         raise UsageError(f"--blanked_files must have different names, got {[str(path) for path in args.blanked_files]}")
-    for output in outputs:
-        check_outputs_apart({"--output_dir": output}, [*args.blanked_files, *args.answers_files])
+    outputs = [
+        Output(
+            args.output_dir / path.name,
+            command="fiberbench answers",
+            flag="--output_dir",
+            overwrite=args.overwrite_output_dir,
+            overwrite_flag="--overwrite_output_dir",
+        )
+        for path in args.blanked_files
+    ]
+    check_all(outputs, [*args.blanked_files, *args.answers_files])
+    with writing(outputs, **arguments_of(args)):
+        files = {path: read_release_records(path) for path in args.blanked_files}
+        check_unique_clips(files)
+        # Every answers file is read and checked before the (slow) pipeline loads.
+        submissions = [submission for path in args.answers_files for submission in read_submissions(path)]
+        if args.keep_non_noun_phrases:
+            nlp = None
+        else:
+            from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
 
-    files = {path: read_release_records(path) for path in args.blanked_files}
-    check_unique_clips(files)
-    # Every answers file is read and checked before the (slow) pipeline loads.
-    submissions = [submission for path in args.answers_files for submission in read_submissions(path)]
-    if args.keep_non_noun_phrases:
-        nlp = None
-    else:
-        from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
-
-        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
-    all_records = [record for records in files.values() for record in records]
-    merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
-    kept = {clip_key(record): record for record in merged}
-    for output, records in zip(outputs, files.values()):
-        written = write_json_records(output, (kept[key] for key in map(clip_key, records) if key in kept))
-        logger.info("Wrote %s (%d of its %d clips)", output, written, len(records))
+            nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+        all_records = [record for records in files.values() for record in records]
+        merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
+        kept = {clip_key(record): record for record in merged}
+        for output, records in zip(outputs, files.values()):
+            written = write_json_records(output.path, (kept[key] for key in map(clip_key, records) if key in kept))
+            logger.info("Wrote %s (%d of its %d clips)", output.path, written, len(records))
     for reason, count in counts.items():
         logger.info("%s: %d", reason, count)
     return 0

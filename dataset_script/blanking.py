@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import check_outputs_apart
+from fiberbench.ownership import Output, arguments_of, writing
 
 from .json_records import JsonRecordError, read_json_values, write_json_records
 
@@ -270,6 +270,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines)."
     )
+    parser.add_argument(
+        "--overwrite_output_file", action="store_true", help="Replace an --output_file that an earlier blank wrote."
+    )
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(
         "--spacy_model",
@@ -297,27 +300,29 @@ def _records_counting_drops(pairs: Iterable[tuple[Clip, dict | None]], summary: 
             summary["dropped: no caption"] += 1
 
 
-def _check_arguments(args: argparse.Namespace) -> None:
-    """Refuse, before any work, flag values that cannot work and an output that would replace the input."""
-    local_input = args.input if Path(args.input).exists() else None
-    check_outputs_apart({"--output_file": args.output_file}, [local_input])
+def _check_arguments(args: argparse.Namespace) -> Output:
+    """Refuse, before any work, flag values that cannot work and an output that would replace something."""
     if args.output_file.suffix not in OUTPUT_SUFFIXES:
         raise UsageError(
             f"--output_file {args.output_file}: name a .json file (a JSON array) or a .jsonl file (JSON Lines)"
         )
+    output = Output(args.output_file, command="fiberbench blank", flag="--output_file", overwrite=args.overwrite_output_file)
+    output.check([args.input if Path(args.input).exists() else None])
+    return output
 
 
 def run(args: argparse.Namespace) -> int:
     from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
 
-    _check_arguments(args)
-    records, total = _input_records(args)
-    nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
-    summary = Counter()
-    clips = _read_clips(records, args, nlp.max_length, summary)
-    pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)
-    progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
-    blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
+    output = _check_arguments(args)
+    with writing([output], **arguments_of(args)):
+        records, total = _input_records(args)
+        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+        summary = Counter()
+        clips = _read_clips(records, args, nlp.max_length, summary)
+        pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)
+        progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
+        blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
     logger.info("Wrote %s", args.output_file)
     logger.info("clips read: %d", summary.pop("clips read", 0))
     logger.info("blanked: %d", blanked)

@@ -11,6 +11,7 @@ them, so that `fiberbench build-dataset --help` answers at once.
 import argparse
 import logging
 import os
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fiberbench.errors import DataError, UsageError, users_cause
-from fiberbench.files import atomic_folder, check_outputs_apart
+from fiberbench.ownership import FOLDER_RECORD, Output
 
 from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, SPLIT_FILES
 from .sample import SAMPLE_DIR
@@ -159,63 +160,33 @@ def _move_shards(builder: "Fiber", prepared_dir: Path, config_dir: Path) -> dict
     return shards
 
 
-class OutputExistsError(UsageError, FileExistsError):
-    """The output folder exists and may not be replaced."""
+# What a build writes in its folder: the card and one folder of Parquet shards per config.
+BUILD_ENTRIES = re.compile(r"README\.md|[a-z0-9][a-z0-9_-]*")
 
 
-def check_output_dir(output_dir: Path, sources: Sources, overwrite: bool) -> None:
-    """Refuse, before any work, an output folder whose writing would destroy something.
+def dataset_output(output_dir: Path, sources: Sources, overwrite: bool) -> Output:
+    """The output folder, checked before any work (see `fiberbench.ownership.Output.check`).
 
-    Never an input (or a folder holding one), the current directory or a folder above it, or the
-    home directory. An existing folder is replaced only with `overwrite`, and only when it is a
-    dataset that `build-dataset` wrote (its card carries the build marker) and holds nothing else
-    (a file a user put there would be lost with it).
+    Never an input (or a folder holding one), the current or the home directory; an existing
+    folder is replaced only with `overwrite`, and only when `build-dataset` wrote it and it holds
+    nothing else (a file a user put there would be lost with it).
     """
-    from .fiber.card import read_build_info
-
     local_inputs = [
         path
         for path in (*sources.split_files.values(), *sources.category_files.values(), sources.features_dir)
         if path is not None and not str(path).startswith(("http://", "https://"))
     ]
-    check_outputs_apart({"--output_dir": output_dir}, local_inputs)
-    resolved = output_dir.resolve()
-    for name, protected in (("the current directory", Path.cwd().resolve()), ("the home directory", Path.home().resolve())):
-        if resolved == protected or resolved in protected.parents:
-            raise UsageError(f"--output_dir {output_dir} is {name} or a folder above it: choose a new folder")
-    if not output_dir.exists():
-        return
-    if not overwrite:
-        raise OutputExistsError(f"{output_dir} already exists (pass --overwrite_output_dir to replace it)")
-    if read_build_info(output_dir) is None:
-        raise OutputExistsError(
-            f"{output_dir} exists and is not a dataset written by build-dataset (no build marker in its "
-            "README.md): --overwrite_output_dir replaces only such folders; remove it yourself or choose another"
-        )
-    foreign = _files_not_built(output_dir)
-    if foreign:
-        raise OutputExistsError(
-            f"{output_dir} holds files that build-dataset did not write ({', '.join(foreign[:3])}"
-            f"{', ...' if len(foreign) > 3 else ''}): --overwrite_output_dir would delete them; move them first"
-        )
-
-
-def _files_not_built(folder: Path) -> list[str]:
-    """What `folder` holds besides a build's README.md, config folders and `<config>/*.parquet` shards."""
-    from .fiber.fiber import Fiber
-
-    configs = {config.name for config in Fiber.BUILDER_CONFIGS}
-    foreign = []
-    for path in sorted(folder.rglob("*")):
-        parts = path.relative_to(folder).parts
-        built = not path.is_symlink() and (
-            parts == ("README.md",)
-            or (parts[0] in configs and len(parts) == 1 and path.is_dir())
-            or (parts[0] in configs and len(parts) == 2 and path.suffix == ".parquet")
-        )
-        if not built:
-            foreign.append("/".join(parts))
-    return foreign
+    output = Output(
+        output_dir,
+        command="fiberbench build-dataset",
+        flag="--output_dir",
+        overwrite=overwrite,
+        overwrite_flag="--overwrite_output_dir",
+        folder=True,
+        entry_names=BUILD_ENTRIES,
+    )
+    output.check(local_inputs)
+    return output
 
 
 def _check_max_shard_size(max_shard_size: str) -> None:
@@ -243,7 +214,7 @@ def build_dataset(
     The `text` config is always built, the `i3d` config when `sources` has a features folder. All
     work happens in a hidden folder beside `output_dir` that is renamed into place at the end and
     removed on any failure (`fiberbench.files.atomic_folder`): a failed build leaves nothing at
-    `output_dir`, and of two builds into the same folder at once one wins whole, the other fails.
+    `output_dir`. A build holds the folder's lock while it runs: a second build into it is refused.
 
     Args:
         sources: a `Sources`, or a local folder / base URL (see `Sources.from_location`).
@@ -251,13 +222,14 @@ def build_dataset(
         skip_invalid: skip invalid records (counted in the result and the card) instead of failing.
         max_shard_size: the largest Parquet shard, before compression (e.g. "500MB").
         overwrite: replace an existing `output_dir` that an earlier build wrote (only once the new
-            one is complete); see `check_output_dir` for what is never written.
+            one is complete); see `dataset_output` for what is never written.
         repo_id: the Hub repository it is meant for, named in the card's usage example.
 
     Raises:
         InvalidRecordError: a record is invalid (naming the file, record index and field).
         DataError: the features folder does not exist.
-        UsageError: `output_dir` may not be written (see `check_output_dir`), or `max_shard_size` is not a size.
+        UsageError: `output_dir` may not be written (see `dataset_output`), another build is writing it, or
+            `max_shard_size` is not a size.
         FileExistsError: another build published `output_dir` first.
     """
     from .fiber.card import make_dataset_card
@@ -269,8 +241,8 @@ def build_dataset(
         raise DataError(f"{sources.features_dir}: {problem} (the I3D features folder)")
     _check_max_shard_size(max_shard_size)
     output_dir = Path(output_dir).expanduser().absolute()
-    check_output_dir(output_dir, sources, overwrite)
-    with atomic_folder(output_dir, replace=overwrite) as dataset_dir:
+    output = dataset_output(output_dir, sources, overwrite)
+    with output.lock(), output.atomic_folder() as dataset_dir:
         # The builder's cache and prepared files, inside the staging folder so that a killed build
         # leaves one thing behind, which the next build of `output_dir` removes.
         work_dir = dataset_dir / ".build"
@@ -356,6 +328,10 @@ def _log_summary(result: BuildResult) -> None:
     logger.info("Wrote %s", result.output_dir)
 
 
+def _built_files(folder: Path) -> list[str]:
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+
+
 def run(args: argparse.Namespace) -> int:
     """Build, report, and push when asked; errors are one line (see `fiberbench.errors`)."""
     from fiberbench.hub import HubPushError, check_can_push, push_folder
@@ -388,6 +364,8 @@ def run(args: argparse.Namespace) -> int:
                 repo_type="dataset",
                 private=args.hub_private_repo,
                 commit_message="Upload FIBER built with `fiberbench build-dataset`",
+                # The build's record names this machine's host and process: it stays here.
+                paths=[path for path in _built_files(result.output_dir) if path != FOLDER_RECORD],
             )
         except HubPushError as error:
             raise HubPushError(f"Built {result.output_dir}, but the push failed: {error}") from error

@@ -13,8 +13,9 @@ import logging
 from pathlib import Path
 
 from fiberbench.cli import positive_int
-from fiberbench.errors import DataError, UsageError
-from fiberbench.files import atomic_path, check_outputs_apart, write_text
+from fiberbench.errors import DataError
+from fiberbench.files import atomic_path, write_text
+from fiberbench.ownership import Output, arguments_of, check_all, writing
 
 from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url
 
@@ -66,6 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--output_file", type=Path, required=True, help="The task input CSV to write.")
     parser.add_argument(
+        "--overwrite_output_file",
+        action="store_true",
+        help="Replace an --output_file (and --page_file) that an earlier hit-inputs wrote.",
+    )
+    parser.add_argument(
         "--page_file",
         type=Path,
         default=None,
@@ -78,19 +84,23 @@ def run(args: argparse.Namespace) -> int:
     from .answers import check_unique_clips
     from .fiber.validation import read_release_records
 
-    outputs = {"--output_file": args.output_file}
+    flags = {"--output_file": args.output_file}
     if args.page_file is not None:
-        if args.page_file.resolve() == args.output_file.resolve():
-            raise UsageError(f"--page_file and --output_file are the same file, {args.output_file}")
-        outputs["--page_file"] = args.page_file
-    check_outputs_apart(outputs, [args.blanked_file])
-
-    records = read_release_records(args.blanked_file)
-    if not records:
-        raise DataError(f"{args.blanked_file}: holds no clips")
-    check_unique_clips({args.blanked_file: records})
-    rows = task_rows(records, args.questions_per_hit)
-    write_task_csv(args.output_file, rows, task_columns(args.questions_per_hit))
+        flags["--page_file"] = args.page_file
+    outputs = [
+        Output(path, command="fiberbench hit-inputs", flag=flag, overwrite=args.overwrite_output_file)
+        for flag, path in flags.items()
+    ]
+    check_all(outputs, [args.blanked_file])
+    with writing(outputs, **arguments_of(args)):
+        records = read_release_records(args.blanked_file)
+        if not records:
+            raise DataError(f"{args.blanked_file}: holds no clips")
+        check_unique_clips({args.blanked_file: records})
+        rows = task_rows(records, args.questions_per_hit)
+        write_task_csv(args.output_file, rows, task_columns(args.questions_per_hit))
+        if args.page_file is not None:
+            write_text(args.page_file, annotation_page(args.questions_per_hit))
     remainder = len(records) % args.questions_per_hit or args.questions_per_hit
     logger.info(
         "Wrote %s: %d tasks of %d clips (%d clips; the last task holds %d)",
@@ -98,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
     )
     page = PAGE_PATH
     if args.page_file is not None:
-        write_text(args.page_file, annotation_page(args.questions_per_hit))
         page = args.page_file
         logger.info("Wrote %s, the annotation page for %d clips per task", page, args.questions_per_hit)
     elif args.questions_per_hit != CLIPS_PER_TASK:

@@ -12,6 +12,7 @@ are used, so that `fiberbench stats --help` answers at once.
 
 import argparse
 import logging
+import re
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError
-from fiberbench.files import atomic_path, check_outputs_apart, write_json, write_text
+from fiberbench.files import write_json, write_text
+from fiberbench.ownership import Output, arguments_of
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -44,6 +46,8 @@ TOP_POS_SEQUENCES = 10
 GROUPS = {"labels": "original phrases", "annotations": "annotated answers"}
 REPORT_FILES = ("stats.json", "stats.md")
 CHART_KEYS = {"top_answers": "Top answers", "pos_sequences": "POS sequences"}
+# What a stats run writes in its folder: the report in two forms and one chart per key.
+OUTPUT_ENTRIES = re.compile("|".join([*map(re.escape, REPORT_FILES), *(re.escape(f"{key}.png") for key in CHART_KEYS)]))
 
 
 def _percent(count: int, total: int) -> float | None:
@@ -181,7 +185,8 @@ def stats_markdown(stats: dict, source: str) -> str:
 
 
 def write_charts(stats: dict, output_dir: Path) -> list[Path]:
-    """PNG bar charts of the top answers and POS sequences; none (with a note) without matplotlib."""
+    """PNG bar charts of the top answers and POS sequences into `output_dir` (a staging folder); none (with a
+    note) without matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -199,15 +204,19 @@ def write_charts(stats: dict, output_dir: Path) -> list[Path]:
             ax.set_title(f"{title}: {group_title}")
             ax.set_xlabel(f"% of {stats[group]['num_answers']} answers")
         path = output_dir / f"{key}.png"
-        with atomic_path(path) as temporary:
-            figure.savefig(temporary, dpi=120)
+        figure.savefig(path, dpi=120)
         paths.append(path)
     return paths
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
-    parser.add_argument("--output_dir", type=Path, required=True, help="Where stats.json, stats.md and the PNGs go.")
+    parser.add_argument(
+        "--output_dir", type=Path, required=True, help="The folder to write: stats.json, stats.md and the PNGs."
+    )
+    parser.add_argument(
+        "--overwrite_output_dir", action="store_true", help="Replace an --output_dir that an earlier stats run wrote."
+    )
     parser.add_argument(
         "--spacy_model",
         help="spaCy pipeline for noun phrases and POS tags (default: the paper's, en_core_web_trf; if missing, "
@@ -216,10 +225,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
 
 
-def _check_arguments(args: argparse.Namespace) -> None:
-    """Refuse, before any work, flag values that cannot work and outputs that would replace the input."""
-    for name in (*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS)):
-        check_outputs_apart({"--output_dir": args.output_dir / name}, [args.file])
+def _check_arguments(args: argparse.Namespace) -> Output:
+    """Refuse, before any work, an output folder that would replace the input or what stats did not write."""
+    output = Output(
+        args.output_dir,
+        command="fiberbench stats",
+        flag="--output_dir",
+        overwrite=args.overwrite_output_dir,
+        overwrite_flag="--overwrite_output_dir",
+        folder=True,
+        entry_names=OUTPUT_ENTRIES,
+    )
+    output.check([args.file])
+    return output
 
 
 def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
@@ -239,16 +257,18 @@ def run(args: argparse.Namespace) -> int:
 
     from .fiber.validation import read_release_records
 
-    _check_arguments(args)
-    records = read_release_records(args.file)
-    if not records:
-        raise DataError(f"{args.file}: holds no records (an empty file?)")
-    nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
-    check_lengths(records, nlp, str(args.file))
-    stats = compute_stats(records, nlp, args.batch_size)
-    json_file, markdown_file = (args.output_dir / name for name in REPORT_FILES)
-    write_json(json_file, stats)
-    write_text(markdown_file, stats_markdown(stats, args.file.name))
-    written = [json_file, markdown_file] + write_charts(stats, args.output_dir)
-    logger.info("Wrote %s", ", ".join(map(str, written)))
+    output = _check_arguments(args)
+    with output.lock():
+        records = read_release_records(args.file)
+        if not records:
+            raise DataError(f"{args.file}: holds no records (an empty file?)")
+        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+        check_lengths(records, nlp, str(args.file))
+        stats = compute_stats(records, nlp, args.batch_size)
+        with output.atomic_folder(**arguments_of(args)) as staging:
+            write_json(staging / REPORT_FILES[0], stats)
+            write_text(staging / REPORT_FILES[1], stats_markdown(stats, args.file.name))
+            charts = write_charts(stats, staging)
+    written = [*REPORT_FILES, *(chart.name for chart in charts)]
+    logger.info("Wrote %s to %s", ", ".join(written), args.output_dir)
     return 0

@@ -10,21 +10,25 @@ the same inputs, and so do the bootstrap confidence intervals (the same seed dra
 """
 
 import argparse
+import contextlib
 import csv
 import json
 import logging
+import re
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
 from fiberbench.cli import positive_int, seed
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import atomic_folder, atomic_path, check_outputs_apart, write_json, write_text
+from fiberbench.files import atomic_path, write_json, write_text
+from fiberbench.ownership import Output
 
 logger = logging.getLogger(__name__)
 
 KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE = "results.json", "results.md", "by_category.png"
+OUTPUT_ENTRIES = re.compile("|".join(re.escape(name) for name in (RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)))
 MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT = "most frequent answer", "human agreement"
 MISSING_SHOWN = 5  # how many blanks without a prediction an error lists
 
@@ -488,29 +492,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_flags(args: argparse.Namespace) -> None:
-    """Refuse, before any work, flag values that cannot work and an output that would overwrite something."""
+def check_flags(args: argparse.Namespace) -> Output | None:
+    """Refuse, before any work, flag values that cannot work and an output that would overwrite something.
+
+    Returns the output folder to write (None without --output_dir).
+    """
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
     if args.output_dir is None:
         if args.overwrite_output_dir:
             raise UsageError("--overwrite_output_dir needs --output_dir")
-        return
+        return None
     from fiberbench.data import SAMPLE_DIR
 
     dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name)
-    check_outputs_apart({"--output_dir": args.output_dir}, [*args.predictions, dataset if dataset.is_dir() else None])
-    if args.output_dir.exists() and not args.output_dir.is_dir():
-        raise UsageError(f"--output_dir {args.output_dir} is a file, not a folder")
-    if args.output_dir.is_dir() and any(args.output_dir.iterdir()) and not args.overwrite_output_dir:
-        raise UsageError(f"--output_dir {args.output_dir} is not empty: pass --overwrite_output_dir to replace it")
+    output = Output(
+        args.output_dir,
+        command="fiberbench evaluate",
+        flag="--output_dir",
+        overwrite=args.overwrite_output_dir,
+        overwrite_flag="--overwrite_output_dir",
+        folder=True,
+        entry_names=OUTPUT_ENTRIES,
+    )
+    output.check([*args.predictions, dataset if dataset.is_dir() else None])
+    return output
 
 
 def run(args: argparse.Namespace) -> int:
+    output = check_flags(args)
+    with contextlib.ExitStack() as stack:
+        if output is not None:
+            stack.enter_context(output.lock())
+        return score_and_write(args, output)
+
+
+def score_and_write(args: argparse.Namespace, output: Output | None) -> int:
+    """Score every predictions file; print the leaderboard and write the results into `output` (if any)."""
     from fiberbench.data import load_fiber
     from fiberbench.data.provenance import is_synthetic
 
-    check_flags(args)
     names = system_names(args.predictions, args.names)
     rows_by_file = {path: read_rows(path) for path in args.predictions}
     described = "the bundled sample" if args.dataset_name is None else args.dataset_name
@@ -538,10 +559,10 @@ def run(args: argparse.Namespace) -> int:
     }
     leaderboard = leaderboard_markdown(results)
     print(leaderboard, flush=True)
-    if args.output_dir is None:
+    if output is None:
         logger.info("No --output_dir: nothing written")
         return 0
-    with atomic_folder(args.output_dir, replace=args.overwrite_output_dir) as staging:
+    with output.atomic_folder() as staging:
         write_json(staging / RESULTS_FILE, results)
         write_text(staging / LEADERBOARD_FILE, leaderboard)
         plotted = split.categories is not None and plot_by_category(results, staging / PLOT_FILE)

@@ -86,3 +86,18 @@ def fiber_metric():
     from fiberbench.metric import METRIC_PATH
 
     return evaluate.load(str(METRIC_PATH), keep_in_memory=True)
+
+
+@pytest.fixture
+def earlier_output():
+    """`earlier_output(path, command, content=...)`: a file that an earlier, finished run of `command` (e.g.
+    "fiberbench answers") wrote at `path`, with its record; returns `path`."""
+    from fiberbench.ownership import COMPLETE, Output
+
+    def write(path, command: str, content: bytes = b"an earlier run's output\n"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        Output(path, command=command, flag="--output").write_record(COMPLETE)
+        return path
+
+    return write

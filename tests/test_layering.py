@@ -18,7 +18,7 @@ ARTIFACTS = {
     "fiberbench.training": "training",
     "fiberbench.predict": "fiberbench/predict",
 }
-CORE = ("fiberbench.errors", "fiberbench.files", "fiberbench.hub", "fiberbench.cli")
+CORE = ("fiberbench.errors", "fiberbench.files", "fiberbench.ownership", "fiberbench.hub", "fiberbench.cli")
 
 
 def module_name(path: Path, root: Path = REPO_ROOT) -> str:

@@ -168,11 +168,12 @@ def snapshot(folder):
 @pytest.mark.parametrize(
     "files, flags, status, message", [case[1:] for case in REFUSED], ids=[case[0] for case in REFUSED]
 )
-def test_refused_with_one_line_and_nothing_written_or_lost(tmp_path, cli_error, files, flags, status, message):
-    command = set_up(tmp_path, files, flags)
-    previous = tmp_path / "out" / "val.json"
-    previous.parent.mkdir(exist_ok=True)
-    previous.write_text("the previous run's output\n")
+def test_refused_with_one_line_and_nothing_written_or_lost(
+    tmp_path, cli_error, earlier_output, files, flags, status, message
+):
+    command = set_up(tmp_path, files, flags) + ["--overwrite_output_dir"]
+    if not (tmp_path / "out").exists():
+        earlier_output(tmp_path / "out" / "val.json", "fiberbench answers")
     before = snapshot(tmp_path)
     actual_status, line = cli_error(*command)
     assert actual_status == status and re.search(message, line), line
@@ -194,7 +195,7 @@ def test_the_matrix_counts():
 
 
 @pytest.mark.slow
-def test_a_run_killed_while_writing_leaves_the_previous_output_whole(tmp_path):
+def test_a_run_killed_while_writing_leaves_the_previous_output_whole(tmp_path, earlier_output):
     """SIGKILL `fiberbench answers` (a real process) while it writes its output: the old file stays as it was."""
     clips = 20_000
     blanked = tmp_path / "val.json"
@@ -206,26 +207,26 @@ def test_a_run_killed_while_writing_leaves_the_previous_output_whole(tmp_path):
         file.write("]\n")
     answers = tmp_path / "answers.csv"
     answers.write_text(HEADER + "".join(f"v{index},5,15,w1,sand,the shore\n" for index in range(clips)))
-    output = tmp_path / "out" / "val.json"
-    output.parent.mkdir()
-    output.write_text(json.dumps(VAL))
+    output = earlier_output(tmp_path / "out" / "val.json", "fiberbench answers", json.dumps(VAL).encode())
     previous = output.read_bytes()
 
     process = subprocess.Popen(
         [sys.executable, "-m", "fiberbench.cli", "answers", "--blanked_files", blanked, "--answers_files", answers,
-         "--output_dir", output.parent, "--keep_non_noun_phrases"],
+         "--output_dir", output.parent, "--keep_non_noun_phrases", "--overwrite_output_dir"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     # The atomic writer's temporary file beside the output: once it is there, the run is writing.
-    while not [name for name in os.listdir(output.parent) if name.startswith(".val.json.")]:
+    while not [name for name in os.listdir(output.parent) if name.startswith(".val.json.incomplete-")]:
         assert process.poll() is None, "the run ended before it was seen writing"
         assert time.monotonic() < deadline
         time.sleep(0.001)
     process.send_signal(signal.SIGKILL)
     assert process.wait() == -signal.SIGKILL
     assert output.read_bytes() == previous
-    (temporary,) = [path for path in output.parent.iterdir() if path != output]
+    record = json.loads((output.parent / "val.metadata.json").read_text())
+    assert record["state"] == "running" and record["pid"] == process.pid  # the output says it is unfinished
+    (temporary,) = [path for path in output.parent.glob(".val.json.*") if not path.name.endswith(".lock")]
     with pytest.raises(json.JSONDecodeError):  # the new output, cut short, never took the old one's place
         json.loads(temporary.read_text())

@@ -172,18 +172,21 @@ def test_a_corpus_larger_than_the_memory_budget_streams_through(tmp_path, monkey
 
 
 @pytest.mark.slow
-def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kill_when):
-    """SIGKILL while the output is being written: the previous output is still there, whole."""
+def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kill_when, earlier_output):
+    """SIGKILL while the output is being written: the previous output is still there, whole, and its record says
+    that a run of it did not finish."""
     source = tmp_path / "vatex.json"
     write_json_records(
         source, ({"videoID": f"clip{index:07d}_000000_000010", "enCap": ["A dog runs in the park."]} for index in range(50_000))
     )
-    output = tmp_path / "blanked.json"
-    output.write_bytes(EXPECTED_SEED_2.read_bytes())
-    command = [sys.executable, "-m", "fiberbench.cli", "blank", str(source), "--output_file", str(output)]
+    output = earlier_output(tmp_path / "blanked.json", "fiberbench blank", EXPECTED_SEED_2.read_bytes())
+    command = [
+        sys.executable, "-m", "fiberbench.cli", "blank", str(source), "--output_file", str(output),
+        "--overwrite_output_file",
+    ]
 
     def writing() -> bool:
-        return any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.*"))
+        return any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.incomplete-*"))
 
     assert kill_when([*command, "--spacy_model", PIPELINE], writing) == -signal.SIGKILL
     assert output.read_bytes() == EXPECTED_SEED_2.read_bytes()
@@ -191,4 +194,6 @@ def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kil
     assert {path.name for path in tmp_path.iterdir() if not path.name.startswith(".blanked.json.")} == {
         "vatex.json",
         "blanked.json",
+        "blanked.metadata.json",
     }
+    assert json.loads((tmp_path / "blanked.metadata.json").read_text())["state"] == "running"

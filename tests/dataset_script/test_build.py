@@ -17,6 +17,8 @@ from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.build import Sources, build_dataset
 from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.errors import UsageError
+from fiberbench.ownership import FOLDER_RECORD
 
 SPLIT_FILES = {"train": "train.json", "validation": "val.json", "test": "test.json"}
 TEXT_FEATURES = {
@@ -46,8 +48,11 @@ def sample_categories():
 
 def test_layout(built_sample):
     files = sorted(str(path.relative_to(built_sample)) for path in built_sample.rglob("*") if path.is_file())
-    assert files[0] == "README.md"
-    assert {file.split("/")[0] for file in files[1:]} == {"text", "i3d"}
+    assert files[:2] == ["README.md", FOLDER_RECORD]
+    assert {file.split("/")[0] for file in files[2:]} == {"text", "i3d"}
+    record = json.loads((built_sample / FOLDER_RECORD).read_text())
+    assert record["written_by"] == "fiberbench build-dataset" and record["state"] == "complete"
+    assert set(record["entries"]) == {"README.md", "text", "i3d"}
     # --max_shard_size 5MB: the i3d train split (~46 MB before compression) is written in shards.
     assert sum(file.startswith("i3d/train-") for file in files) > 1
     assert "text/train-00000-of-00001.parquet" in files
@@ -127,11 +132,11 @@ def test_card_yaml_is_valid_and_matches_the_data(built_sample):
 def test_refuses_to_overwrite_unless_asked(tmp_path):
     output_dir = tmp_path / "fiber"
     build_dataset(Sources.from_location(SAMPLE_DIR), output_dir)
-    with pytest.raises(FileExistsError, match="overwrite_output_dir"):
+    with pytest.raises(UsageError, match="pass --overwrite_output_dir to replace it"):
         build_dataset(Sources.from_location(SAMPLE_DIR), output_dir)
 
     result = build_dataset(Sources.from_location(SAMPLE_DIR), output_dir, overwrite=True)
-    assert sorted(path.name for path in output_dir.iterdir()) == ["README.md", "text"]
+    assert sorted(path.name for path in output_dir.iterdir()) == ["README.md", FOLDER_RECORD, "text"]
     assert result.num_examples == {"text": {"train": 400, "validation": 60, "test": 60}}
     assert [path.name for path in tmp_path.iterdir()] == ["fiber"]
 
@@ -141,7 +146,7 @@ def test_overwrite_replaces_only_a_folder_that_build_dataset_wrote(tmp_path, cli
     output_dir.mkdir()
     (output_dir / "keep.txt").write_text("mine")
     status, line = cli_error("build-dataset", "--output_dir", output_dir, "--overwrite_output_dir")
-    assert status == 2 and "is not a dataset written by build-dataset" in line
+    assert status == 2 and "was not written by fiberbench build-dataset" in line
     assert [path.name for path in output_dir.iterdir()] == ["keep.txt"]
 
 

@@ -180,9 +180,9 @@ def test_a_bad_file_stops_the_build_even_with_skip_invalid(release_dir, tmp_path
         (["--output_dir", "{data}"], r"--output_dir .*release holds the input .*train.json"),
         (["--output_dir", "{data}/val.json"], r"--output_dir .*val.json is an input of this command"),
         (["--output_dir", "{data}/i3d/x", "--features_dir", "{data}/i3d"], r"lies inside the input folder .*i3d"),
-        (["--output_dir", "{existing}"], r"already exists \(pass --overwrite_output_dir to replace it\)"),
-        (["--output_dir", "{file}"], r"notes.txt already exists"),
-        (["--output_dir", "{file}", "--overwrite_output_dir"], r"is not a dataset written by build-dataset"),
+        (["--output_dir", "{existing}"], r"existing is not empty and was not written by fiberbench build-dataset"),
+        (["--output_dir", "{file}"], r"notes.txt is a file, not a folder"),
+        (["--output_dir", "{file}", "--overwrite_output_dir"], r"notes.txt is a file, not a folder"),
     ],
     ids=["shard_size_not_a_size", "shard_size_0", "output_is_the_data_dir",
          "output_is_a_split_file", "output_inside_the_features_dir", "output_exists", "output_is_a_file",
@@ -190,6 +190,7 @@ def test_a_bad_file_stops_the_build_even_with_skip_invalid(release_dir, tmp_path
 )
 def test_bad_flags_are_usage_errors_before_any_work(release_dir, tmp_path, cli_error, flags, message):
     (tmp_path / "existing").mkdir()
+    (tmp_path / "existing" / "thesis.tex").write_text("mine")
     (tmp_path / "notes.txt").write_text("mine")
     flags = [flag.format(data=release_dir, existing=tmp_path / "existing", file=tmp_path / "notes.txt") for flag in flags]
     before = snapshot(tmp_path)
@@ -214,7 +215,7 @@ def test_overwrite_refuses_a_build_that_holds_a_users_file(tmp_path, release_dir
     (output_dir / "text" / "my_notes.txt").write_text("mine")
     before = snapshot(output_dir)
     status, line = cli_error("build-dataset", "--data_dir", release_dir, "--output_dir", output_dir, "--overwrite_output_dir")
-    assert status == 2 and "holds files that build-dataset did not write (text/my_notes.txt)" in line
+    assert status == 2 and "holds text/my_notes.txt, which fiberbench build-dataset did not write" in line
     assert snapshot(output_dir) == before
 
 

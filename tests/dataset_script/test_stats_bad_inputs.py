@@ -66,7 +66,7 @@ def with_fields(**changes) -> bytes:
         (lambda d: write_records(d / "val.json"), ["{d}/val.json", "--output_dir", "{d}/stats", "--batch_size", "0"], 2,
          r"--batch_size: must be at least 1, got 0"),
         (lambda d: write_records(d / "stats.json"), ["{d}/stats.json", "--output_dir", "{d}"], 2,
-         r"--output_dir .*stats.json is an input of this command: it would be overwritten"),
+         r"--output_dir .* holds the input .*stats.json: it would be overwritten"),
         (lambda d: (write_records(d / "val.json"), (d / "stats").write_text("mine")),
          ["{d}/val.json", "--output_dir", "{d}/stats"], 2, r"--output_dir .*stats is a file, not a folder"),
     ],
@@ -91,8 +91,9 @@ def test_a_train_split_without_answers_gives_the_label_statistics(tmp_path):
     assert stats["labels"]["num_answers"] == 1 and stats["annotations"]["num_answers"] == 0
 
 
-def test_an_output_dir_beside_the_input_is_fine(tmp_path):
-    """Only the files stats writes must differ from the input: the input's own folder may hold them."""
+def test_the_input_s_own_folder_is_not_an_output(tmp_path, cli_error):
+    """stats writes a folder of its own: never the folder holding its input, even with --overwrite_output_dir."""
     source = write_records(tmp_path / "val.json")
-    assert main(["stats", str(source), "--output_dir", str(tmp_path), "--spacy_model", PIPELINE]) == 0
-    assert (tmp_path / "stats.json").is_file() and json.loads(source.read_text())[0] == RECORD
+    status, line = cli_error("stats", source, "--output_dir", tmp_path, "--spacy_model", PIPELINE, "--overwrite_output_dir")
+    assert status == 2 and "holds the input" in line, line
+    assert [path.name for path in tmp_path.iterdir()] == ["val.json"] and json.loads(source.read_text())[0] == RECORD

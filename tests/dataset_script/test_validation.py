@@ -181,7 +181,7 @@ def test_an_invalid_record_late_in_a_file_fails_the_build_and_leaves_nothing(rel
     with pytest.raises(InvalidRecordError) as raised:
         build_dataset(Sources.from_location(release_dir, release_dir / "i3d"), output_dir)
     assert str(raised.value).startswith(f"{release_dir / 'test.json'}: record 9: field 'masked_caption': ")
-    assert list((tmp_path / "out").iterdir()) == []
+    assert not (tmp_path / "out").exists()  # the folders made for the output go with the failed build
 
 
 def test_a_path_like_video_id_is_rejected_before_any_file_is_opened(release_dir, tmp_path):

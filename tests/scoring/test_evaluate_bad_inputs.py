@@ -266,7 +266,7 @@ def test_a_bad_input_is_one_line_and_writes_nothing(case, rows, tmp_path, cli_er
     [
         ("the predictions file", ["--overwrite_output_dir"], "is an input of this command"),
         ("the predictions file's folder", ["--overwrite_output_dir"], "holds the input"),
-        ("a folder that is not empty", [], "is not empty: pass --overwrite_output_dir to replace it"),
+        ("a folder that is not empty", ["--overwrite_output_dir"], "was not written by fiberbench evaluate"),
         ("a file", ["--overwrite_output_dir"], "is a file, not a folder"),
     ],
 )
@@ -289,18 +289,23 @@ def test_an_output_that_would_overwrite_something_is_refused(where, flags, probl
     assert sorted(path.name for path in tmp_path.rglob("*")) == ["other", "results.json", "runs", "system.jsonl"]
 
 
-def test_overwrite_output_dir_replaces_a_previous_evaluation_whole(rows, tmp_path):
+def test_overwrite_output_dir_replaces_a_previous_evaluation_whole(rows, tmp_path, cli_error):
     path, output_dir = tmp_path / "a.jsonl", tmp_path / "out"
     path.write_bytes(jsonl(rows))
-    output_dir.mkdir()
-    (output_dir / "stale.txt").write_text("from an earlier run")
-    assert (
-        main(
-            ["evaluate", str(path), "--num_bootstrap", "10", "--output_dir", str(output_dir), "--overwrite_output_dir"]
-        )
-        == 0
-    )
-    assert sorted(item.name for item in output_dir.iterdir()) == ["by_category.png", "results.json", "results.md"]
+    arguments = ["evaluate", str(path), "--num_bootstrap", "10", "--output_dir", str(output_dir)]
+    assert main(arguments) == 0
+    first = (output_dir / "results.json").read_text()
+    status, line = cli_error(*arguments)
+    assert status == 2 and "pass --overwrite_output_dir to replace it" in line, line
+    assert main([*arguments, "--num_bootstrap", "20", "--overwrite_output_dir"]) == 0
+    assert (output_dir / "results.json").read_text() != first
+    assert sorted(item.name for item in output_dir.iterdir()) == [
+        "by_category.png", "fiberbench_output.json", "results.json", "results.md"
+    ]
+    (output_dir / "notes.txt").write_text("mine")
+    status, line = cli_error(*arguments, "--overwrite_output_dir")
+    assert status == 2 and "holds notes.txt, which fiberbench evaluate did not write" in line, line
+    assert (output_dir / "notes.txt").read_text() == "mine"
 
 
 def test_flags_argparse_cannot_read_exit_with_status_2(rows, tmp_path, capsys):

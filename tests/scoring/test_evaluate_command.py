@@ -9,6 +9,7 @@ from fiberbench.cli import main
 from fiberbench.data import load_sample
 from fiberbench.files import write_jsonl
 from fiberbench.metric import human_agreement, references_from_example
+from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.scoring import KEY_FIELDS, plot_size
 
@@ -132,7 +133,8 @@ def test_results_layout_comparisons_and_leaderboard(evaluated, capsys):
     ranks = [line.split(" | ")[1] for line in leaderboard.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert ranks[0] == "annotator" and "human agreement (baseline)" in ranks
     assert any(rank.startswith('most frequent answer "') for rank in ranks)
-    assert {path.name for path in output_dir.iterdir()} == {"results.json", "results.md", "by_category.png"}
+    assert {path.name for path in output_dir.iterdir()} == {"results.json", "results.md", "by_category.png", FOLDER_RECORD}
+    assert json.loads((output_dir / FOLDER_RECORD).read_text())["written_by"] == "fiberbench evaluate"
     for path in output_dir.iterdir():
         assert path.stat().st_mode & 0o777 == 0o644
 
