@@ -43,6 +43,10 @@ COMMANDS = {
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
     ),
+    "lmms-eval-task": (
+        "fiberbench.lmms_eval_tasks.command",
+        "Print the folder of FIBER's lmms-eval task, for lmms-eval --include_path.",
+    ),
     "push-metric": (
         "fiberbench.metric.push",
         "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",

@@ -1,0 +1,93 @@
+"""FIBER's lmms-eval task (fiber.yaml): each clip's video, the prompt, and the answer's scores, all fiberbench's own.
+
+lmms-eval imports this file by its path (`--include_path`); it imports the installed `fiberbench`:
+the video file naming and checks of `fiberbench predict`, its default prompt and answer extraction,
+and the metric's plain functions, so a score here is the score `fiberbench evaluate` gives.
+"""
+
+import os
+from pathlib import Path
+
+from fiberbench.data.fiber.validation import clip_id
+from fiberbench.errors import DataError, UsageError
+from fiberbench.metric import exact_match, f1, references_from_example
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template, extract_answer
+from fiberbench.predict.videos import ClipVideo, FrameSampling, check_video, expected_names, find_clip_video
+
+VIDEO_DIR_ENV = "FIBER_VIDEO_DIR"
+KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
+
+
+def video_dir() -> Path:
+    """The folder of the clips' videos, from the environment variable FIBER_VIDEO_DIR."""
+    folder = os.environ.get(VIDEO_DIR_ENV)
+    if not folder:
+        raise UsageError(f"the FIBER task reads the clips' videos from the folder named by {VIDEO_DIR_ENV}: set it")
+    if not Path(folder).is_dir():
+        raise DataError(f"{VIDEO_DIR_ENV}={folder}: no such folder")
+    return Path(folder)
+
+
+def clip_video(doc: dict, folder: Path) -> ClipVideo:
+    """The file of the clip alone (lmms-eval's models read whole files, so a whole video cannot stand for a clip)."""
+    video_id, start, end = (doc[field] for field in KEY_FIELDS)
+    video = find_clip_video(folder, video_id, start, end)
+    if video is None:
+        raise DataError(
+            f"{VIDEO_DIR_ENV}={folder}: no video for clip {video_id} ({start}-{end} s): looked for "
+            f"{expected_names(video_id, start, end)}"
+        )
+    if video.start is not None:
+        raise DataError(
+            f"{video.path}: the whole video of clip {video_id} ({start}-{end} s), but lmms-eval's models read whole "
+            f"files: the clip needs a file of its own, {clip_id(video_id, start, end)}{video.path.suffix}"
+        )
+    return video
+
+
+def process_docs(dataset):
+    """The split as it is, once every clip's video is found and opens as a video of at least one frame: a
+    `DataError` names the first that does not, before any generation."""
+    folder = video_dir()
+    unusable = []
+    for doc in dataset.select_columns(list(KEY_FIELDS)):
+        try:
+            check_video(clip_video(doc, folder), FrameSampling(num_frames=1))
+        except DataError as error:
+            unusable.append(error)
+    if unusable:
+        raise DataError(f"{unusable[0]}; {len(unusable)} of {len(dataset)} clips have no usable video")
+    return dataset
+
+
+def doc_to_visual(doc: dict) -> list[str]:
+    return [str(clip_video(doc, video_dir()).path)]
+
+
+def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
+    """`fiberbench predict`'s prompt (or the YAML's `prompt` template) with the clip's masked caption."""
+    template = (lmms_eval_specific_kwargs or {}).get("prompt") or DEFAULT_PROMPT
+    return check_template(template).format(masked_caption=doc["masked_caption"])
+
+
+def doc_to_target(doc: dict) -> str:
+    return doc["label"]
+
+
+def process_results(doc: dict, results: list[str]) -> dict:
+    """The answer in the model's reply, scored against all the clip's answers and against its label alone.
+
+    The metrics (aggregated by their mean) come with the clip's key and the answer, which lmms-eval
+    logs with each sample (--log_samples): the samples file is a predictions file that `fiberbench
+    evaluate` reads.
+    """
+    answer = extract_answer(results[0])
+    all_answers, label = references_from_example(doc), references_from_example(doc, label_only=True)
+    return {
+        "exact_match": exact_match(answer, all_answers),
+        "f1": f1(answer, all_answers),
+        "exact_match_label_only": exact_match(answer, label),
+        "f1_label_only": f1(answer, label),
+        **{field: doc[field] for field in KEY_FIELDS},
+        "prediction": answer,
+    }
