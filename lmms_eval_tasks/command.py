@@ -7,7 +7,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Use: FIBER_VIDEO_DIR=videos lmms-eval --include_path \"$(fiberbench lmms-eval-task)\" --tasks fiber_test "
         "--model ... --log_samples --output_path results; then fiberbench evaluate on the samples file. The task "
-        "reads the dataset folder `fiber` of the current directory (see fiber.yaml to read another)."
+        "reads the dataset folder `fiber` of the current directory (_default_template_yaml says how to read another)."
     )
 
 

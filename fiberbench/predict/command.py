@@ -62,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config."
     )
     model.add_argument(
+        "--device_map",
+        default=None,
+        help="Spread the model over this machine's GPUs (auto, balanced, sequential; Accelerate places the layers): "
+        "for a model too big for one GPU, in one process. For many clips at once on many GPUs, accelerate launch.",
+    )
+    model.add_argument(
         "--trust_remote_code",
         action="store_true",
         help="Run the model's own code from its repo (not needed for FIBER).",
@@ -160,6 +166,11 @@ def check_flags(args) -> None:
             check_template(args.prompt)
         except ValueError as error:
             raise UsageError(str(error)) from error
+    if args.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UsageError(
+            "--device_map spreads one model over the GPUs in one process; under accelerate launch each process holds "
+            "a copy of the model: use one or the other"
+        )
     if args.num_frames is not None and args.fps is not None:
         raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
     if args.max_frames is not None and args.fps is None:

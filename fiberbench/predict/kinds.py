@@ -98,17 +98,19 @@ class Predictor:
         raise NotImplementedError
 
     def _from_pretrained(self, auto_class, device, dtype):
-        """The model from its safetensors weights (never a pickle, which can run code), on `device`, in eval mode."""
+        """The model from its safetensors weights (never a pickle, which can run code), in eval mode: on `device`, or
+        spread over the machine's devices by Accelerate with --device_map."""
         from fiberbench.errors import DataError
 
         name = self.args.model_name_or_path
+        placement = {"device_map": self.args.device_map} if self.args.device_map else {}
         try:
-            model = auto_class.from_pretrained(name, dtype=dtype, use_safetensors=True, **self.loading)
+            model = auto_class.from_pretrained(name, dtype=dtype, use_safetensors=True, **placement, **self.loading)
         except (OSError, ValueError, RuntimeError) as error:
             raise DataError(
                 f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})"
             ) from error
-        return model.to(device).eval()
+        return (model if placement else model.to(device)).eval()
 
 
 class PaperFormatPredictor(Predictor):

@@ -133,3 +133,20 @@ def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
     assert prompt["chat_template"] is None
     assert prompt["example"] == "<image>" * 3 + DEFAULT_PROMPT.format(masked_caption=caption)
     assert len(read_evaluate_format(output_file, num_beams=1)) == 2
+
+
+def test_device_map_spreads_the_model_with_the_same_answers(tiny_models, tmp_path):
+    """--device_map auto (on this machine: all on the CPU, through Accelerate's placement) answers as one device."""
+    answers = {}
+    for flags in ([], ["--device_map", "auto"]):
+        output_file = tmp_path / f"predictions{len(flags)}.jsonl"
+        assert predict(tiny_models["causal"], output_file, "--max_predict_samples", 4, *flags) == 0
+        answers[len(flags)] = [row["prediction"] for row in read_evaluate_format(output_file, num_beams=1)]
+    assert answers[0] == answers[2]
+
+
+def test_device_map_under_accelerate_launch_is_refused(tiny_models, tmp_path, monkeypatch, cli_error):
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as accelerate launch sets it for two processes
+    flags = ["--model_name_or_path", tiny_models["causal"], "--device_map", "auto", "--output_file", tmp_path / "p.jsonl"]
+    status, line = cli_error("predict", *flags)
+    assert status == 2 and "--device_map spreads one model over the GPUs in one process" in line
