@@ -147,6 +147,6 @@ def test_device_map_spreads_the_model_with_the_same_answers(tiny_models, tmp_pat
 
 def test_device_map_under_accelerate_launch_is_refused(tiny_models, tmp_path, monkeypatch, cli_error):
     monkeypatch.setenv("WORLD_SIZE", "2")  # as accelerate launch sets it for two processes
-    flags = ["--model_name_or_path", tiny_models["causal"], "--device_map", "auto", "--output_file", tmp_path / "p.jsonl"]
-    status, line = cli_error("predict", *flags)
+    flags = ["--model_name_or_path", tiny_models["causal"], "--device_map", "auto"]
+    status, line = cli_error("predict", *flags, "--output_file", tmp_path / "p.jsonl")
     assert status == 2 and "--device_map spreads one model over the GPUs in one process" in line
