@@ -366,6 +366,13 @@ class VideoPredictor(PromptedPredictor):
         self.processor_defaults = sampling_defaults(video_processor) if video_processor is not None else {}
         self.sampling, self.sampling_chosen_by = frame_sampling(args, video_processor)
         self._pad_on_the_left(self.processor.tokenizer)
+        token = getattr(self.processor, placeholder, None)
+        if self.chat_template is not None and token is not None and token not in self.text("_____", 1):
+            part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
+            raise UsageError(
+                f"{described}: its chat template writes no {token} for {part}, so the clip cannot be put in the "
+                f"prompt that way; try --video_input {other}"
+            )
 
     def video_settings(self) -> dict:
         """How the clips reach the model, as the predictions' metadata records it."""

@@ -10,6 +10,7 @@ video environment (torchvision; README, "Tests"): they run with `pytest -m video
 
 import argparse
 import json
+import shutil
 
 import pytest
 
@@ -174,3 +175,20 @@ def test_the_processor_defaults_choose_the_frames(family_models, video_dir, tmp_
     assert video["chosen_by"] == "the defaults of Qwen3VLVideoProcessor"
     assert (video["fps"], video["num_frames"], video["max_frames"]) == (2, None, 768)
     assert video["processor_defaults"] == {"do_sample_frames": True, "fps": 2, "min_frames": 4, "max_frames": 768}
+
+
+def test_a_chat_template_without_a_video_part_is_one_line(family_models, video_dir, tmp_path, cli_error):
+    """A Qwen2-VL whose chat template writes images only: the clip cannot go in as a video, before any work."""
+    from fiberbench.predict.tiny_models import CHAT_TEMPLATE
+
+    model = tmp_path / "images_only_template"
+    shutil.copytree(family_models("qwen2_vl"), model)
+    (model / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    flags = ["--model_name_or_path", model, "--video_dir", video_dir, "--output_file", tmp_path / "p.jsonl"]
+    status, line = cli_error("predict", *flags)
+    assert status == 2
+    assert line.endswith(
+        "its processor (Qwen2VLProcessor): its chat template writes no <|video_pad|> for a video part, so the clip "
+        "cannot be put in the prompt that way; try --video_input images"
+    ), line
+    assert not (tmp_path / "p.jsonl").exists()
