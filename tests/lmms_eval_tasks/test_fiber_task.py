@@ -136,8 +136,8 @@ def test_a_clip_without_a_usable_video_is_one_line(videos, tmp_path, monkeypatch
     assert "\n" not in str(raised.value)
 
 
-def lmms_eval(cwd: Path, video_dir: Path, model: Path, output_path: Path) -> subprocess.CompletedProcess:
-    """The lmms-eval CLI on FIBER's test split with the tiny Qwen2-VL on the CPU (its `qwen2_vl` backend), offline."""
+def lmms_eval(cwd: Path, video_dir: Path, model: Path, output_path: Path, *flags, backend: str = "qwen2_vl"):
+    """The lmms-eval CLI on FIBER's test split with a tiny model on the CPU (`backend`: a Qwen2-VL one), offline."""
     environment = {
         **os.environ,
         "FIBER_VIDEO_DIR": str(video_dir),
@@ -148,10 +148,10 @@ def lmms_eval(cwd: Path, video_dir: Path, model: Path, output_path: Path) -> sub
         "TOKENIZERS_PARALLELISM": "false",
     }
     command = [
-        *(sys.executable, "-m", "lmms_eval", "eval", "--model", "qwen2_vl", "--device", "cpu"),
+        *(sys.executable, "-m", "lmms_eval", "eval", "--model", backend, "--device", "cpu"),
         *("--model_args", f"pretrained={model},device_map=cpu,max_num_frames=4"),
         *("--include_path", str(TASK_PATH), "--tasks", "fiber_test", "--batch_size", "1"),
-        *("--log_samples", "--output_path", str(output_path)),
+        *("--log_samples", "--output_path", str(output_path), *flags),
     ]
     return subprocess.run(command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=600)
 
@@ -196,3 +196,21 @@ def test_lmms_eval_with_a_missing_video_names_the_clip(lmms_eval_run, videos, tm
     assert result.returncode == 0  # lmms-eval's own choice, hence the results file is read
     assert not list((tmp_path / "results").rglob("*_results.json"))
     assert f"no video for clip {FIRST['video_id']} (123-133 s): looked for {CLIP_FILE}" in result.stderr
+
+
+@pytest.mark.video
+@pytest.mark.slow
+def test_a_chat_backend_runs_the_same_task(lmms_eval_run, videos, tmp_path):
+    """lmms-eval's `qwen2_5_vl` backend is a chat model (the task's visual and text become messages), as vLLM's is."""
+    folder, _ = lmms_eval_run
+    save_video_family("qwen2_5_vl", tmp_path / "qwen2_5_vl")
+    output_path = tmp_path / "results"
+    result = lmms_eval(folder, videos, tmp_path / "qwen2_5_vl", output_path, "--limit", "4", backend="qwen2_5_vl")
+    [results] = output_path.rglob("*_results.json")
+    written = json.loads(results.read_text())
+    assert written["config"]["model_backend"].endswith("(chat)") and "fiber_test" in written["results"]
+    [samples] = output_path.rglob("*_samples_fiber_test.jsonl")
+    logged = [json.loads(line) for line in samples.read_text().splitlines()]
+    keys = [(sample["video_id"], sample["video_start_time"], sample["video_end_time"]) for sample in logged]
+    assert keys == [tuple(record[field] for field in utils.KEY_FIELDS) for record in sample_test_records()[:4]]
+    assert result.returncode == 0
