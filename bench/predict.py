@@ -52,18 +52,21 @@ def make_predictor(model: Path, kind: str, device: torch.device, dtype: torch.dt
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     args = parser.parse_args(["--model_name_or_path", str(model), *flags])
-    args.prompt = command.DEFAULT_PROMPT if kind in ("causal", "video") else None
+    args.prompt = command.DEFAULT_PROMPT if kind in command.PROMPTED_KINDS else None
+    # load_config also sets what make_predictor reads (from_pretrained's Hub options).
     predictor = command.make_predictor(args, kind, command.load_config(args))
     predictor.load_model(device, dtype)
     return predictor
 
 
 def clips_per_second(predictor, rows: list[dict], batch_size: int) -> tuple[float, list[list[str]]]:
-    """Clips per second of `predictor` over `rows` in batches of `batch_size`, and its answers."""
+    """Clips per second of `predictor` over `rows` in batches of `batch_size`, and its candidates (a causal or
+    video-language model: its replies, as generated; reading them is not timed)."""
+    answer = predictor.replies if predictor.kind in command.PROMPTED_KINDS else predictor.candidates
     start = time.perf_counter()
     answers = []
     for index in range(0, len(rows), batch_size):
-        answers += predictor.candidates(rows[index : index + batch_size])
+        answers += answer(rows[index : index + batch_size])
     if predictor.model.device.type == "cuda":
         torch.cuda.synchronize()
     return len(rows) / (time.perf_counter() - start), answers

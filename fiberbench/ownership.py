@@ -206,6 +206,11 @@ class Output:
         folder: the output is a folder (else a file).
         entry_names: a folder's entries this command writes (a pattern of names): an entry of
             another name is never replaced, and a record listing one was edited or damaged.
+        resume_hint: how to continue an earlier output instead of replacing it, for the refusal
+            ("--resume_from_checkpoint DIR/step_N to continue it").
+        leaves_others: the command writes a folder entry by entry and never replaces it whole, so
+            a user's entries of names it never writes may stay beside its own (training's run
+            folder); otherwise a folder holding anything unlisted is refused.
     """
 
     def __init__(
@@ -218,6 +223,8 @@ class Output:
         overwrite_flag: str = "--overwrite_output_file",
         folder: bool = False,
         entry_names: re.Pattern | None = None,
+        resume_hint: str | None = None,
+        leaves_others: bool = False,
     ):
         self.path = Path(path)
         self.command = command
@@ -226,6 +233,8 @@ class Output:
         self.overwrite_flag = overwrite_flag
         self.folder = folder
         self.entry_names = entry_names
+        self.resume_hint = resume_hint
+        self.leaves_others = leaves_others
         self.record_path = record_path(self.path, folder)
         self.record: OutputRecord | None = None  # this run's, once it writes
         self._lock = OutputLock(self.path, command, flag)
@@ -239,8 +248,8 @@ class Output:
         outputs = {self.flag: self.path}
         if not self.folder:
             outputs[f"{self.flag}'s record"] = self.record_path
-        check_outputs_apart(outputs, inputs)
         check_not_protected(self.flag, self.path)
+        check_outputs_apart(outputs, inputs)
         if self.path.is_symlink():
             raise UsageError(f"{self.flag} {self.path} is a symbolic link; give the folder or file it stands for")
         if self.folder and self.path.exists() and not self.path.is_dir():
@@ -249,9 +258,10 @@ class Output:
         if previous is None:
             return None
         if not (self.overwrite or resume):
+            resume_hint = f", {self.resume_hint}" if self.resume_hint else ""
             raise UsageError(
                 f"{self.flag} {self.path} holds the output of an earlier run of {self.command} "
-                f"({previous.state}); pass {self.overwrite_flag} to replace it, or choose another"
+                f"({previous.state}); pass {self.overwrite_flag} to replace it{resume_hint}, or choose another"
             )
         return previous
 
@@ -268,9 +278,10 @@ class Output:
         record = OutputRecord.read(self.record_path)
         if record is None:
             what = f"{self.path} is not empty" if self.folder else f"{self.path if exists else self.record_path} exists"
+            record_is = "is missing or not a record" if self.record_path.exists() else "is missing"
             raise UsageError(
-                f"{self.flag}: {what} and was not written by {self.command} (no record {self.record_path.name} of "
-                f"it); nothing is replaced, even with {self.overwrite_flag}: move it away or choose another"
+                f"{self.flag}: {what} and was not written by {self.command} (its record {self.record_path.name} "
+                f"{record_is}); nothing is replaced, even with {self.overwrite_flag}: move it away or choose another"
             )
         if record.written_by != self.command:
             raise UsageError(
@@ -290,7 +301,13 @@ class Output:
                 f"{self.record_path} lists {', '.join(strange[:3])}, which {self.command} never writes: the record "
                 "was edited or damaged; nothing in the folder is replaced"
             )
-        foreign = [name for name in found if name != FOLDER_RECORD and name not in record.entries]
+        foreign = [
+            name
+            for name in found
+            if name != FOLDER_RECORD
+            and name not in record.entries
+            and (not self.leaves_others or self._is_entry_name(name))
+        ]
         for name, files in record.entries.items():
             foreign += unlisted_files(self.path / name, files)
         if foreign:
@@ -308,10 +325,13 @@ class Output:
         """The output's lock, to hold (`with output.lock():`) for the whole run."""
         return self._lock
 
-    def write_record(self, state: str = RUNNING, **sections) -> None:
-        """Write this run's record (`state`, with `sections` added to the earlier ones); a folder is created."""
+    def write_record(self, state: str = RUNNING, *, entries: dict | None = None, **sections) -> None:
+        """Write this run's record (`state`, the folder's `entries` if given, `sections` added to the earlier ones);
+        a folder is created."""
         if self.record is None:
             self.record = OutputRecord(self.command)
+        if entries is not None:
+            self.record.entries = entries
         self.record.sections.update(sections)
         self.record.state = state
         self.record.finished = _now() if state == COMPLETE else None

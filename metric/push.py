@@ -1,6 +1,11 @@
 """`fiberbench push-metric`: publish the fiber_metric folder as a Hub Space that `evaluate.load` reads."""
 
 import argparse
+from pathlib import Path
+
+# What the Space is made of, and all that is uploaded: a token in a `.env`, a scratch file or a cache
+# beside them in the folder never leaves the machine.
+SPACE_FILES = ("fiber_metric.py", "README.md", "app.py", "requirements.txt")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -9,18 +14,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub_token", default=None, help="Hub token; default: HF_TOKEN or the saved login.")
 
 
-def run(args: argparse.Namespace) -> int:
+def push_metric(repo_id: str, *, folder: Path | None = None, token: str | None = None, private: bool = False) -> str:
+    """Push the metric's `SPACE_FILES` from `folder` (default: this package's) to the Space `repo_id`; its URL."""
     from fiberbench.hub import push_folder
 
     from . import METRIC_PATH
 
-    url = push_folder(
-        METRIC_PATH,
-        args.repo_id,
+    return push_folder(
+        folder or METRIC_PATH,
+        repo_id,
         repo_type="space",
-        token=args.hub_token,
-        private=args.private,
+        token=token,
+        private=private,
         commit_message="Upload fiber_metric with `fiberbench push-metric`",
+        paths=SPACE_FILES,
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    url = push_metric(args.repo_id, token=args.hub_token, private=args.private)
     print(f"Pushed the FIBER metric to {url}; load it with evaluate.load({args.repo_id!r})")
     return 0

@@ -18,7 +18,6 @@ from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
-from fiberbench.training.outputs import RUN_ENTRY_NAMES, RUN_MARKER
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
@@ -337,10 +336,8 @@ def check_args(args: argparse.Namespace) -> None:
             "--config_overrides applies to the tiny model built from scratch, not to --model_name_or_path."
         )
     name = args.tracker_project_name
-    if not name or "/" in name or name.startswith(".") or RUN_ENTRY_NAMES.match(name) or name == RUN_MARKER:
-        raise UsageError(
-            f"--tracker_project_name {name!r}: must be a plain folder name, not one of the run's own outputs."
-        )
+    if not name or "/" in name or "\\" in name or name.startswith("."):
+        raise UsageError(f"--tracker_project_name {name!r}: must be a plain folder name.")
     if args.push_to_hub:
         check_push(args)
 

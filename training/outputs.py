@@ -1,32 +1,33 @@
 """A run's output folder, which the run writes into only where it owns the entry, and its results table.
 
-`RunFolder` keeps, in `fiberbench_run.json` at the top of --output_dir, the list of entries the
-run wrote (`results.json`, `predictions.jsonl`, `model/` with its files, `step_N/`, the tracker's
-logs). That list is what makes the folder safe to reuse: a new run refuses a folder holding
-anything else, `--overwrite_output_dir` removes only the listed entries of the previous run, a
-checkpoint or model is replaced only when the run wrote it, and `--push_to_hub` uploads only the
-files listed for `model/`. Only the main process writes.
+`RunFolder` is the training script's `fiberbench.ownership.Output`: its record,
+`fiberbench_output.json` at the top of --output_dir, lists the entries the run wrote
+(`results.json`, `predictions.jsonl`, `model/` with its files, `step_N/`, the tracker's `logs/`)
+and says whether the run is `running` or `complete`. That list is what makes the folder safe to
+reuse: a new run refuses a folder holding anything else, `--overwrite_output_dir` removes only
+the listed entries of the previous run, a checkpoint or model is replaced only when the run wrote
+it, and `--push_to_hub` uploads only the files listed for `model/`. Only the main process writes,
+and it holds the folder's lock for the whole run.
 """
 
 import contextlib
 import json
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from fiberbench import __version__
-from fiberbench.errors import DataError, UsageError
-from fiberbench.files import atomic_folder, check_outputs_apart, remove_stale_staging, write_json
+from fiberbench.errors import UsageError
+from fiberbench.files import atomic_folder
+from fiberbench.ownership import COMPLETE, RUNNING, Output, remove_entries, unlisted_files
 
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
 MODEL_FOLDER = "model"
-RUN_MARKER = "fiberbench_run.json"
-WRITTEN_BY = "fiberbench training/train.py"
-# The entries a run may write: a user's entry of one of these names is never touched.
+LOGS_FOLDER = "logs"
+WRITTEN_BY = "training/train.py"
+# The entries a run may write: a user's entry of another name is never touched.
 RUN_ENTRY_NAMES = re.compile(
-    rf"^({re.escape(RESULTS_FILE)}|{re.escape(PREDICTIONS_FILE)}|{MODEL_FOLDER}|(step|epoch)_\d+)$"
+    rf"{re.escape(RESULTS_FILE)}|{re.escape(PREDICTIONS_FILE)}|{MODEL_FOLDER}|{LOGS_FOLDER}|(step|epoch)_\d+"
 )
 
 
@@ -45,14 +46,15 @@ class RunFolder:
     """--output_dir of one run: the entries it wrote (see the module docstring), checked before any work.
 
     Args:
-        path: the output folder.
-        entries: entry name (relative to `path`) -> the files written in it (for folders whose
+        output: the folder as an output of train.py.
+        entries: entry name (relative to the folder) -> the files written in it (for folders whose
             files are pushed, e.g. `model`), or None.
         previous_entries: with --overwrite_output_dir, the previous run's entries, removed by `claim`.
     """
 
-    def __init__(self, path: Path, entries: dict[str, list[str] | None], previous_entries: list[str]):
-        self.path = path
+    def __init__(self, output: Output, entries: dict[str, list[str] | None], previous_entries: list[str]):
+        self.output = output
+        self.path = output.path
         self.entries = entries
         self.previous_entries = previous_entries
 
@@ -72,57 +74,41 @@ class RunFolder:
         Refused: a folder holding anything this script did not write, and an output folder that
         is, holds or lies inside one of `inputs` (the dataset folder, the model folder, ...).
         """
-        path = Path(output_dir)
-        check_outputs_apart({"--output_dir": path}, inputs)
-        if path.exists() and not path.is_dir():
-            raise UsageError(f"--output_dir {path} is a file, not a folder.")
-        found = sorted(entry.name for entry in path.iterdir()) if path.is_dir() else []
-        if not found:
-            return cls(path, {}, [])
-        entries = read_marker(path) if RUN_MARKER in found else None
-        if entries is None:
-            shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
-            raise UsageError(
-                f"--output_dir {path} is not empty and holds no run of train.py ({shown}); nothing in it is "
-                "replaced, even with --overwrite_output_dir: choose a new or empty folder."
-            )
-        foreign = [name for name in found if RUN_ENTRY_NAMES.match(name) and name not in entries]
-        if foreign:
-            raise UsageError(
-                f"--output_dir {path} holds {', '.join(foreign)}, which no run of train.py wrote; "
-                "move it away or choose another folder (this script never replaces what it did not write)."
-            )
-        for name, files in entries.items():
-            check_only_listed(path / name, files)
+        output = Output(
+            output_dir,
+            command=WRITTEN_BY,
+            flag="--output_dir",
+            overwrite=overwrite,
+            overwrite_flag="--overwrite_output_dir",
+            folder=True,
+            entry_names=RUN_ENTRY_NAMES,
+            resume_hint=f"--resume_from_checkpoint {output_dir}/step_N to continue it",
+            leaves_others=True,
+        )
         resuming = (
-            resume_from_checkpoint is not None and Path(resume_from_checkpoint).resolve().parent == path.resolve()
+            resume_from_checkpoint is not None
+            and Path(resume_from_checkpoint).resolve().parent == output.path.resolve()
         )
+        previous = output.check(inputs, resume=resuming)
+        if previous is None:
+            return cls(output, {}, [])
         if resuming:
-            return cls(path, entries, [])
-        if overwrite:
-            return cls(path, {}, sorted(entries))
-        raise UsageError(
-            f"--output_dir {path} holds a previous run ({RUN_MARKER}): pass --overwrite_output_dir to replace "
-            f"its outputs, --resume_from_checkpoint {path}/step_N to continue it, or choose another folder."
-        )
+            return cls(output, dict(previous.entries), [])
+        return cls(output, {}, sorted(previous.entries))
 
     def claim(self) -> None:
-        """Start writing (main process only): remove the previous run's entries if replacing it; list this run's."""
+        """Start writing (main process, holding the lock): remove the previous run's entries if replacing it; list
+        this run's, the record saying `running`."""
         self.path.mkdir(parents=True, exist_ok=True)
-        for name in self.previous_entries:
-            entry = self.path / name
-            remove_stale_staging(entry)
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            else:
-                entry.unlink(missing_ok=True)
+        remove_entries(self.path, self.previous_entries)
         self.write_marker()
 
-    def write_marker(self) -> None:
-        write_json(
-            self.path / RUN_MARKER,
-            {"written_by": WRITTEN_BY, "fiberbench_version": __version__, "entries": self.entries},
-        )
+    def write_marker(self, state: str = RUNNING) -> None:
+        self.output.write_record(state, entries=self.entries)
+
+    def finish(self) -> None:
+        """The run is over (main process): the record says `complete`."""
+        self.write_marker(COMPLETE)
 
     def entry(self, name: str, files: list[str] | None = None) -> Path:
         """The path of entry `name`, listed as written by this run before anything is written there.
@@ -152,7 +138,12 @@ class RunFolder:
         leaves the previous model or checkpoint loadable. The files written become the entry's list.
         """
         path = self.entry(name)
-        check_only_listed(path, self.entries[name])
+        foreign = unlisted_files(path, self.entries[name])
+        if foreign:
+            raise UsageError(
+                f"{self.path} holds {', '.join(foreign[:5])}, which {WRITTEN_BY} did not write; it is neither "
+                "replaced nor pushed. Move those files away and run again."
+            )
         with atomic_folder(path, replace=True) as staging:
             yield staging
             files = sorted(file.relative_to(staging).as_posix() for file in staging.rglob("*") if file.is_file())
@@ -162,50 +153,6 @@ class RunFolder:
         """List `folder/file_name` among the files of folder entry `folder`; returns its path to write."""
         self.entry(folder, sorted({*self.files_of(folder), file_name}))
         return self.path / folder / file_name
-
-
-def check_only_listed(path: Path, files: list[str] | None) -> None:
-    """A `UsageError` when folder entry `path` holds files other than `files`, those a run wrote there.
-
-    None means the run was stopped before it could list the files it had just published: trusted.
-    """
-    if files is None or not path.is_dir() or path.is_symlink():
-        return
-    listed = set(files)
-    foreign = sorted(
-        relative
-        for relative in (file.relative_to(path).as_posix() for file in path.rglob("*") if not file.is_dir())
-        if relative not in listed
-    )
-    if foreign:
-        raise UsageError(
-            f"{path} holds {', '.join(foreign[:5])}, which no run of train.py wrote; it is neither replaced nor "
-            "pushed. Move those files away and run again."
-        )
-
-
-def read_marker(path: Path) -> dict[str, list[str] | None]:
-    """The entries listed in `path`'s run marker (a `DataError` if it is not one this script wrote)."""
-    marker = path / RUN_MARKER
-    try:
-        content = json.loads(marker.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DataError(f"{marker}: not a run marker of train.py ({error}); move the folder away.") from error
-    entries = content.get("entries") if isinstance(content, dict) else None
-    if (
-        not isinstance(content, dict)
-        or content.get("written_by") != WRITTEN_BY
-        or not isinstance(entries, dict)
-        or not all(
-            isinstance(name, str)
-            and "/" not in name
-            and name not in ("", ".", "..")
-            and (files is None or (isinstance(files, list) and all(isinstance(file, str) for file in files)))
-            for name, files in entries.items()
-        )
-    ):
-        raise DataError(f"{marker}: not a run marker of train.py (field written_by or entries); move the folder away.")
-    return entries
 
 
 TABLE_COLUMNS = (

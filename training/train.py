@@ -9,7 +9,8 @@ config` or `accelerate launch` sets up). It evaluates on validation after each e
 model with the best validation F1, evaluates it at the end (validation and test), and writes into
 --output_dir: `results.json`, `predictions.jsonl`, the model folder `model/` (save_pretrained,
 processor, generation config, model card) and the checkpoints asked for by --checkpointing_steps,
-listed in `fiberbench_run.json` (see `RunFolder`). A user error (a flag, a config file, the data,
+listed in its record `fiberbench_output.json`, which says `running` until the run is done (see
+`RunFolder`); the main process holds the folder's lock for the whole run. A user error (a flag, a config file, the data,
 a model that cannot be loaded, an output folder that is not this script's) is one line on stderr.
 """
 
@@ -26,7 +27,7 @@ import torch
 import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType, parse_flag_from_env, set_seed
+from accelerate.utils import DistributedType, ProjectConfiguration, parse_flag_from_env, set_seed
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import get_scheduler
@@ -61,7 +62,9 @@ from fiberbench.training.inputs import (
 )
 from fiberbench.training.model_card import make_model_card
 from fiberbench.training.models import build_model, loading_options, resolve_fusion
+from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
 from fiberbench.training.outputs import (
+    LOGS_FOLDER,
     MODEL_FOLDER,
     PREDICTIONS_FILE,
     RESULTS_FILE,
@@ -152,6 +155,16 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
     options = loading_options(args.model_name_or_path) if args.model_name_or_path else {}
     accelerator = make_accelerator(args)
     setup_logging(accelerator)
+    lock = output.output.lock()
+    acquire_on_main(lock, accelerator)
+    try:
+        run_with_the_folder(args, accelerator, output, options)
+    finally:
+        lock.release()
+
+
+def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, output: RunFolder, options: dict) -> None:
+    """The run, once its output folder is checked and locked: data, model or baseline, training, evaluation."""
     set_seed(args.seed)
 
     fusion = resolve_fusion(args, options)
@@ -187,6 +200,8 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
         run_model(run, options)
     accelerator.wait_for_everyone()
     accelerator.end_training()
+    if accelerator.is_main_process:
+        output.finish()
 
 
 def make_accelerator(args: argparse.Namespace) -> Accelerator:
@@ -209,7 +224,8 @@ def make_accelerator(args: argparse.Namespace) -> Accelerator:
         else args.mixed_precision,
         dynamo_backend=args.torch_compile_backend if args.torch_compile else None,
         log_with=args.report_to if args.with_tracking else None,
-        project_dir=args.output_dir,
+        # TensorBoard writes into logs/PROJECT: one entry of the run's, whatever the project is named.
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=Path(args.output_dir) / LOGS_FOLDER),
         # A sampler seeded per epoch: the same order on every process, and after a resume.
         dataloader_config=DataLoaderConfiguration(
             use_seedable_sampler=True, data_seed=args.seed, non_blocking=torch.cuda.is_available()
@@ -269,6 +285,8 @@ def make_results(run: Run, **parts) -> dict:
     """results.json: the settings that identify the run, then `parts` (scores per split, training, ...)."""
     args, accelerator = run.args, run.accelerator
     return {
+        # `complete` only in the final results: a killed run's file says it is unfinished.
+        "state": RUNNING,
         "model_name_or_path": args.model_name_or_path,
         "baseline": args.baseline,
         "dataset_name": args.dataset_name or "bundled sample",
@@ -286,6 +304,7 @@ def make_results(run: Run, **parts) -> dict:
 def write_final_outputs(run: Run, results: dict, records: list[dict]) -> None:
     """predictions.jsonl and results.json (main process), and the results table on stdout."""
     output = run.output
+    results["state"] = COMPLETE
     write_jsonl(output.entry(PREDICTIONS_FILE), records)
     write_json(output.entry(RESULTS_FILE), results)
     tables = {name: results[name] for name in EVAL_SPLITS if name in results}
@@ -560,7 +579,7 @@ def start_trackers(run: Run) -> None:
     """Start the --report_to trackers under --tracker_project_name, and log where their logs go."""
     args, accelerator = run.args, run.accelerator
     if accelerator.is_main_process and args.report_to in ("tensorboard", "all"):
-        run.output.entry(args.tracker_project_name)
+        run.output.entry(LOGS_FOLDER)
     scalars = {key: value for key, value in vars(args).items() if isinstance(value, (int, float, str, bool))}
     accelerator.init_trackers(args.tracker_project_name, scalars)
     for tracker in accelerator.trackers:

@@ -21,6 +21,7 @@ from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
+from .replies import load_reader_pipeline, read_answers, reader_settings
 
 if TYPE_CHECKING:
     import datasets
@@ -42,21 +43,25 @@ KIND_NAMES = {
     "causal": "a causal LM",
     "video": "a video-language model",
 }
+# The kinds prompted in words (`--prompt`), whose replies the answer reader reads (`replies`).
+PROMPTED_KINDS = ("causal", "video")
 DEFAULT_NUM_FRAMES = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "The kind of model is read from its config: FIBER models (I3D features, the paper's decoding), seq2seq LMs "
-        "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one; the "
-        "answer is the reply's first line without quotes or final punctuation) and video-language models "
-        "(AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a video when the processor has a "
-        "video processor, else as images; then --prompt). "
+        "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one) and "
+        "video-language models (AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a video "
+        "when the processor has a video processor, else as images; then --prompt). The answer in a causal or "
+        "video-language model's reply is read as a person would: the filled-in caption, 'the answer is X', a quoted "
+        "or bold phrase, else the first sentence (fiberbench.predict.replies); the replies are kept, and --reread "
+        "reads them again. "
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
         f"The default --prompt: {DEFAULT_PROMPT!r}"
     )
     model = parser.add_argument_group("model")
-    model.add_argument("--model_name_or_path", required=True, help="A Hub model id or a local model folder.")
+    model.add_argument("--model_name_or_path", default=None, help="A Hub model id or a local model folder (required).")
     model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
     model.add_argument(
         "--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config."
@@ -137,9 +142,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no_only_noun_phrases", dest="only_noun_phrases", action="store_false", help="Answer with the first beam."
     )
     decoding.add_argument(
+        "--read_noun_phrases",
+        action="store_true",
+        default=None,
+        help="Causal and video-language models: when the answer read in a reply is not a noun phrase in the blank, "
+        "answer with the first noun phrase in it that is (default: on where an English spaCy pipeline is installed).",
+    )
+    decoding.add_argument(
+        "--no_read_noun_phrases",
+        dest="read_noun_phrases",
+        action="store_false",
+        help="Answer with what the reader reads in the reply, noun phrase or not.",
+    )
+    decoding.add_argument(
         "--spacy_model",
         default=None,
-        help="spaCy pipeline of the noun-phrase check (default en_core_web_trf, else the largest English one here).",
+        help="spaCy pipeline of the noun-phrase checks (default en_core_web_trf, else the largest English one here).",
     )
     decoding.add_argument(
         "--per_device_eval_batch_size",
@@ -157,10 +175,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument(
         "--overwrite_output_file", action="store_true", help="Replace an output made with other settings."
     )
+    output.add_argument(
+        "--reread",
+        type=Path,
+        default=None,
+        metavar="PREDICTIONS_FILE",
+        help="Instead of running a model: read the replies kept in this causal or video-language model's predictions "
+        "again (with --read_noun_phrases, --spacy_model, --only_noun_phrases as given) into --output_file.",
+    )
 
 
 def check_flags(args) -> None:
     """The flag values on their own (UsageError), before anything is loaded."""
+    if args.model_name_or_path is None:
+        raise UsageError("--model_name_or_path is required (or --reread, to read a predictions file's replies again)")
     if args.prompt is not None:
         try:
             check_template(args.prompt)
@@ -263,11 +291,17 @@ def choose_kind(args, config) -> str:
             f"--model_name_or_path {name}: no {SAFE_WEIGHTS_NAME} in it; fiberbench predict reads only safetensors "
             "weights, never a pickle"
         )
-    prompted = kind in ("causal", "video")
-    if args.prompt is not None and not prompted:
-        raise UsageError(
-            f"--prompt is for causal and video-language models; {KIND_NAMES[kind]} uses the paper's format"
-        )
+    if kind not in PROMPTED_KINDS:
+        if args.prompt is not None:
+            raise UsageError(
+                f"--prompt is for causal and video-language models; {KIND_NAMES[kind]} uses the paper's format"
+            )
+        if args.read_noun_phrases is not None:
+            flag = "--read_noun_phrases" if args.read_noun_phrases else "--no_read_noun_phrases"
+            raise UsageError(
+                f"{flag} is for causal and video-language models, which reply in words; {KIND_NAMES[kind]} answers in "
+                "the paper's format"
+            )
     if kind == "video" and args.video_dir is None:
         raise UsageError(
             f"{name} is a video-language model: give --video_dir with the clips' videos "
@@ -373,13 +407,72 @@ def find_videos(args, keys: "list[ClipKey]", sampling: "FrameSampling") -> "list
     return videos
 
 
-def noun_phrase_pipeline(args, predictor):
+def noun_phrase_pipeline(args, num_beams: int):
     """The spaCy pipeline that picks the first noun-phrase beam, or None when there is no choice to make."""
-    if not (args.only_noun_phrases and predictor.num_beams > 1):
+    if not (args.only_noun_phrases and num_beams > 1):
         return None
     from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
 
     return load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+
+
+def reader_pipeline(args, kind: str):
+    """The spaCy pipeline of the answer reader's noun-phrase step, or None: for models that answer in the paper's
+    format, with --no_read_noun_phrases, and by default where no English pipeline is installed (with a warning).
+
+    With --read_noun_phrases or a --spacy_model named, a pipeline that cannot be loaded is an error.
+    """
+    if kind not in PROMPTED_KINDS or args.read_noun_phrases is False:
+        return None
+    required = args.read_noun_phrases is True or args.spacy_model is not None
+    return load_reader_pipeline(args.spacy_model, required=required)
+
+
+def noun_phrase_settings(nlp) -> dict:
+    """The decoding settings of the noun-phrase beam choice (`nlp` None: the first beam)."""
+    from fiberbench.modeling.noun_phrases import pipeline_name
+
+    return {"only_noun_phrases": nlp is not None, "spacy_model": None if nlp is None else pipeline_name(nlp)}
+
+
+def read_replies(replies: "list[list[str]]", masked_captions: list[str], nlp) -> list[list[str]]:
+    """Each clip's answers read from its replies (one per beam, in beam order) by the answer reader."""
+    answers = iter(
+        read_answers(
+            [reply for replied in replies for reply in replied],
+            [caption for caption, replied in zip(masked_captions, replies) for _ in replied],
+            nlp,
+        )
+    )
+    return [[next(answers) for _ in replied] for replied in replies]
+
+
+def answer_fields(
+    masked_captions: list[str], candidates: "list[list[str]]", nlp, replies: "list[list[str]] | None" = None
+) -> list[dict]:
+    """Each clip's `prediction` and `candidates` in a predictions file, and its replies as `raw` when they are given.
+
+    The candidates are first made distinct after the metric's normalization (case, articles,
+    punctuation: "A firefighter" repeats "a firefighter", the first is kept). With `nlp` the answer
+    is the first candidate that is a noun phrase in the blank (the paper's choice), else the first.
+    """
+    from fiberbench.metric import normalize_answer
+    from fiberbench.modeling.decoding import choose_noun_phrases
+
+    distinct = []
+    for ranked in candidates:
+        firsts = {}
+        for candidate in ranked:
+            firsts.setdefault(normalize_answer(candidate), candidate)
+        distinct.append(list(firsts.values()))
+    if nlp is None:
+        answers = [ranked[0] for ranked in distinct]
+    else:
+        answers = choose_noun_phrases(masked_captions, distinct, nlp)
+    fields = [{"prediction": answer, "candidates": ranked} for answer, ranked in zip(answers, distinct)]
+    if replies is not None:
+        fields = [field | {"raw": replied} for field, replied in zip(fields, replies)]
+    return fields
 
 
 def local_or_hub(name: str | None) -> str | None:
@@ -402,6 +495,7 @@ class Run:
     keys: "list[ClipKey]"  # each row's clip, in dataset order
     videos: "list[ClipVideo | None] | None"  # video-language models: each row's video (None: missing, skipped)
     nlp: "Language | None"  # the pipeline that picks the first noun-phrase beam, if any
+    reader_nlp: "Language | None"  # the pipeline of the answer reader's noun-phrase step, if any
     dtype: "torch.dtype"
 
 
@@ -409,10 +503,8 @@ def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
     from fiberbench.data.provenance import is_synthetic
-    from fiberbench.modeling.noun_phrases import pipeline_name
 
-    args, nlp = prepared.args, prepared.nlp
-    spacy_model = None if nlp is None else pipeline_name(nlp)
+    args = prepared.args
     return {
         "fiberbench_version": fiberbench.__version__,
         "model": {
@@ -431,7 +523,8 @@ def describe_run(prepared: Run) -> dict:
             "synthetic": is_synthetic(args.dataset_name),
         },
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
-        "decoding": prepared.predictor.decoding() | {"only_noun_phrases": nlp is not None, "spacy_model": spacy_model},
+        "decoding": prepared.predictor.decoding() | noun_phrase_settings(prepared.nlp),
+        "reader": reader_settings(prepared.reader_nlp) if prepared.kind in PROMPTED_KINDS else None,
         "video": prepared.predictor.video_settings() if prepared.kind == "video" else None,
     }
 
@@ -440,20 +533,23 @@ def run(args) -> int:
     import torch
     from accelerate import Accelerator
 
-    from fiberbench.files import check_outputs_apart
+    from fiberbench.ownership import acquire_on_main
 
-    from .outputs import PredictionsFile, metadata_path
+    from .outputs import PredictionsFile
 
+    if args.reread is not None:
+        from .reread import reread
+
+        return reread(args)
     check_flags(args)
     config = load_config(args)
     kind = choose_kind(args, config)
-    if kind in ("causal", "video") and args.prompt is None:
+    if kind in PROMPTED_KINDS and args.prompt is None:
         args.prompt = DEFAULT_PROMPT
     local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
-    check_outputs_apart(
-        {"--output_file": args.output_file, "its metadata file": metadata_path(args.output_file)},
-        [*local_inputs, args.video_dir],
-    )
+    inputs = [*local_inputs, args.video_dir]
+    # Before anything is loaded: an output that is not this command's to write (its settings are compared later).
+    PredictionsFile(args.output_file, {}, overwrite=args.overwrite_output_file).output.check(inputs, resume=True)
     predictor = make_predictor(args, kind, config)
     split = load_split(args, predictor.dataset_config)
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
@@ -462,7 +558,8 @@ def run(args) -> int:
         raise DataError(f"{described}: has no clips")
     videos = find_videos(args, keys, predictor.sampling) if kind == "video" else None
 
-    nlp = noun_phrase_pipeline(args, predictor)
+    nlp = noun_phrase_pipeline(args, predictor.num_beams)
+    reader_nlp = reader_pipeline(args, kind)
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
@@ -475,11 +572,25 @@ def run(args) -> int:
         keys=keys,
         videos=videos,
         nlp=nlp,
+        reader_nlp=reader_nlp,
         dtype=dtype,
     )
-    settings = describe_run(prepared)
-    predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
-    predictions.check()
+    predictions = PredictionsFile(args.output_file, describe_run(prepared), overwrite=args.overwrite_output_file)
+    lock = predictions.output.lock()
+    acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
+    try:
+        predict_and_merge(prepared, predictions, inputs, accelerator)
+    finally:
+        lock.release()
+    return 0
+
+
+def predict_and_merge(prepared: Run, predictions, inputs: list, accelerator) -> None:
+    """With the output's lock held: resume or start the part files, predict the clips not done, merge them."""
+    args, keys, predictor, settings = prepared.args, prepared.keys, prepared.predictor, predictions.settings
+    described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
+    predictions.check(inputs)
+    accelerator.wait_for_everyone()  # every process has checked before the record and part files change
     if accelerator.is_main_process:
         predictions.prepare()
     accelerator.wait_for_everyone()
@@ -513,14 +624,11 @@ def run(args) -> int:
             predictions.metadata_path.name,
             f"; {skipped} clips skipped for a missing video" if skipped else "",
         )
-    return 0
 
 
 def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:
     """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file."""
     from tqdm.auto import tqdm
-
-    from fiberbench.modeling.decoding import choose_noun_phrases
 
     from .outputs import KEY_FIELDS, SKIPPED
 
@@ -546,16 +654,16 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
             if predictor.reads_video:
                 for row, index in zip(rows, present):
                     row["video"] = videos[index]
-            candidates = predictor.candidates(rows) if rows else []
-            if prepared.nlp is None:
-                answers = [ranked[0] for ranked in candidates]
+            masked_captions = [row["masked_caption"] for row in rows]
+            prompted = prepared.kind in PROMPTED_KINDS
+            if prompted:  # models that reply in words: their replies are read, and kept
+                replies = predictor.replies(rows) if rows else []
+                candidates = read_replies(replies, masked_captions, prepared.reader_nlp)
+                answered = answer_fields(masked_captions, candidates, prepared.nlp, replies)
             else:
-                answers = choose_noun_phrases([row["masked_caption"] for row in rows], candidates, prepared.nlp)
-            predicted = {
-                index: {"prediction": answer, "candidates": ranked}
-                for index, answer, ranked in zip(present, answers, candidates)
-            }
-            skipped = {"prediction": "", "candidates": [], SKIPPED: True}
+                answered = answer_fields(masked_captions, predictor.candidates(rows) if rows else [], prepared.nlp)
+            predicted = dict(zip(present, answered))
+            skipped = {"prediction": "", "candidates": [], SKIPPED: True} | ({"raw": []} if prompted else {})
             records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]
             predictions.append(accelerator.process_index, records)
             progress.update(len(indices))

@@ -5,21 +5,20 @@
 - `seq2seq` (`AutoModelForSeq2SeqLM`): the paper's zero-shot format, the blank as T5's
   `<extra_id_0>`; the answer is the text between `<extra_id_0>` and `<extra_id_1>`.
 - `causal` (`AutoModelForCausalLM`): a prompt template (`{masked_caption}`), through the chat
-  template when the tokenizer has one; the answer is `extract_answer` of the reply.
+  template when the tokenizer has one; it replies in words.
 - `video` (`AutoModelForImageTextToText` + `AutoProcessor`): frames sampled from the clip's video,
-  then the prompt; the answer is `extract_answer` of the reply. The frames go in as a video when the
-  processor has a video processor (`videos=`, the chat template's video part, the frames' times as
-  video metadata), else as images through its image processor (`--video_input`).
+  then the prompt; it replies in words. The frames go in as a video when the processor has a video
+  processor (`videos=`, the chat template's video part, the frames' times as video metadata), else
+  as images through its image processor (`--video_input`).
 
-Every predictor gives, for each clip of a batch, its ranked, distinct candidate answers (one per
-beam); `fiberbench predict` then picks the answer.
+The paper-format predictors give, for each clip of a batch, its ranked, distinct candidate answers
+(one per beam, `candidates`); the prompted ones give each clip's replies (one per beam, `replies`),
+which `fiberbench predict` reads with the answer reader (`replies.read_answers`). Then it picks the
+answer.
 """
 
 import torch
 
-from fiberbench.modeling.decoding import rank_beams
-
-from .prompts import extract_answer
 from .videos import ClipFrames, FrameSampling, sample_frames
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
@@ -94,7 +93,10 @@ class Predictor:
         raise NotImplementedError
 
     def candidates(self, rows: list[dict]) -> list[list[str]]:
-        """Each row's ranked, distinct answers; a row has `masked_caption` (and what the kind reads)."""
+        """Each row's ranked, distinct answers; a row has `masked_caption` (and what the kind reads).
+
+        Paper-format kinds only; models that reply in words (`PromptedPredictor`) give `replies`.
+        """
         raise NotImplementedError
 
     def _from_pretrained(self, auto_class, device, dtype):
@@ -218,7 +220,7 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 
 
 class PromptedPredictor(Predictor):
-    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and reply."""
+    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies."""
 
     chat_template: str | None
 
@@ -237,12 +239,16 @@ class PromptedPredictor(Predictor):
         return {
             "template": self.args.prompt,
             "chat_template": self.chat_template,
-            "answer_extraction": "the reply's first non-empty line, without quotes around it or final punctuation",
             "example": self.text(masked_caption),
         }
 
+    def replies(self, rows: list[dict]) -> list[list[str]]:
+        """Each row's replies as generated, one per beam, best first; a row has `masked_caption` (and what the kind
+        reads)."""
+        raise NotImplementedError
+
     def _generate(self, inputs, decoder) -> list[list[str]]:
-        """Generate from a batch of `inputs`; each clip's distinct answers, read from replies decoded by `decoder`."""
+        """Generate from a batch of `inputs`: each clip's replies (one per beam, best first), decoded by `decoder`."""
         with torch.inference_mode():
             sequences = self.model.generate(
                 **inputs,
@@ -251,7 +257,7 @@ class PromptedPredictor(Predictor):
                 **self.decoding(),
             )
         replies = decoder.batch_decode(sequences[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
-        return rank_beams([extract_answer(reply) for reply in replies], self.num_beams)
+        return [replies[start : start + self.num_beams] for start in range(0, len(replies), self.num_beams)]
 
 
 class CausalPredictor(PromptedPredictor):
@@ -279,7 +285,7 @@ class CausalPredictor(PromptedPredictor):
 
         self.model = self._from_pretrained(AutoModelForCausalLM, device, dtype)
 
-    def candidates(self, rows):
+    def replies(self, rows):
         # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
         inputs = self.tokenizer(
             [self.text(row["masked_caption"]) for row in rows],
@@ -439,7 +445,7 @@ class VideoPredictor(PromptedPredictor):
         ids = {getattr(self.processor, name, None) for name in ("image_token_id", "video_token_id")} - {None}
         return int(sum((inputs["input_ids"] == token_id).sum() for token_id in ids))
 
-    def candidates(self, rows):
+    def replies(self, rows):
         # Each clip is decoded once. With --fps clips may give different numbers of frames, and the
         # processors that stack a batch's videos (LLaVA-OneVision, InternVL, ...) need them equal:
         # clips are put to the model in groups of equal frame counts.
@@ -447,12 +453,12 @@ class VideoPredictor(PromptedPredictor):
         groups: dict[int, list[int]] = {}
         for index, clip in enumerate(clips):
             groups.setdefault(len(clip.frames), []).append(index)
-        ranked = [None] * len(rows)
+        replies = [None] * len(rows)
         for indices in groups.values():
             inputs = self.model_inputs([rows[i] for i in indices], [clips[i] for i in indices])
-            for index, answers in zip(indices, self._generate(inputs, self.processor)):
-                ranked[index] = answers
-        return ranked
+            for index, generated in zip(indices, self._generate(inputs, self.processor)):
+                replies[index] = generated
+        return replies
 
 
 PREDICTORS = {"fiber": FiberPredictor, "seq2seq": Seq2SeqPredictor, "causal": CausalPredictor, "video": VideoPredictor}

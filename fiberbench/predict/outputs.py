@@ -1,20 +1,24 @@
 """The predictions file of `fiberbench predict`: written as it goes, resumable, merged in dataset order.
 
 - `OUTPUT_FILE` (JSON Lines, what `fiberbench evaluate` reads): one row per clip of the split, in
-  dataset order: `video_id`, `video_start_time`, `video_end_time`, `prediction` and, with several
-  beams, `candidates` (the ranked, distinct beam answers).
-- `OUTPUT_FILE` with the suffix `.metadata.json` beside it: `settings` (model id, revision and
-  commit, kind, the exact prompt, decoding, dataset and split, package version: what the
-  predictions depend on) and `output` (rows, clips skipped for a missing video).
-- While a run goes on, its rows go to a hidden folder beside the output (`.NAME.parts/`):
-  `settings.json`, then one JSON Lines file per batch and process (`rank-R-NNNNNN.jsonl`), each
-  written atomically through `fiberbench.files`, so a killed run leaves whole batches only. A
-  rerun with the same settings reads them and the finished output, and predicts only the clips
-  not done yet; a clip skipped for a missing video is tried again. At the end the rows are merged
-  in dataset order into the output (atomically) and the folder removed.
+  dataset order: `video_id`, `video_start_time`, `video_end_time`, `prediction`, with several
+  beams `candidates` (the ranked, distinct beam answers) and, for models that reply in words,
+  `raw` (the replies as generated, one per beam: `fiberbench predict --reread` reads them again;
+  `fiberbench evaluate` ignores it).
+- `OUTPUT_FILE` with the suffix `.metadata.json` beside it: the output's record
+  (`fiberbench.ownership`: the command, its state `running` or `complete`, host, PID, times) with
+  `settings` (model id, revision and commit, kind, the exact prompt, decoding, the answer reader,
+  dataset and split, package version: what the predictions depend on) and, once the output holds
+  rows of those settings, `output` (rows, clips skipped for a missing video).
+- While a run goes on, it holds the output's lock, and its rows go to a hidden folder beside the
+  output (`.NAME.parts/`): `settings.json`, then one JSON Lines file per batch and process
+  (`rank-R-NNNNNN.jsonl`), each written atomically through `fiberbench.files`, so a killed run
+  leaves whole batches only. A rerun with the same settings reads them and the finished output,
+  and predicts only the clips not done yet; a clip skipped for a missing video is tried again. At
+  the end the rows are merged in dataset order into the output (atomically) and the folder removed.
 - Rows made with other settings are never mixed in: an output or unfinished run of other settings
   is refused, or with `overwrite` (--overwrite_output_file) ignored, the output being replaced
-  only when the new one is complete.
+  only when the new one is complete. An output this command did not write is never replaced.
 - A file of an earlier run that is not in this shape (edited or damaged) is a `DataError` naming
   the file, the line and the field.
 """
@@ -28,6 +32,7 @@ from pathlib import Path
 from fiberbench.data.fiber.validation import ClipKey, clip_key
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import write_json, write_jsonl
+from fiberbench.ownership import COMPLETE, RUNNING, Output, record_path
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +46,8 @@ SETTINGS_ORDER = ("model", "video", "prompt", "decoding", "dataset")
 
 
 def metadata_path(output_file: Path) -> Path:
-    """`predictions.jsonl` -> `predictions.metadata.json`, beside it."""
-    return output_file.with_name(f"{output_file.stem}.metadata.json")
+    """`predictions.jsonl` -> `predictions.metadata.json`, beside it: the output's record."""
+    return record_path(Path(output_file), folder=False)
 
 
 def differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
@@ -61,7 +66,8 @@ def differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
 
 
 def check_row(row, where: str) -> dict:
-    """`row` if it is a row of a predictions or part file: the fields of `ROW_FIELDS`, `candidates` strings."""
+    """`row` if it is a row of a predictions or part file: the fields of `ROW_FIELDS`, `candidates` and `raw` lists of
+    strings."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
     for field, kind in ROW_FIELDS.items():
@@ -70,18 +76,20 @@ def check_row(row, where: str) -> dict:
         if type(row[field]) is not kind:
             expected = "a string" if kind is str else "an integer"
             raise DataError(f"{where}: field '{field}' must be {expected}, got {json.dumps(row[field])[:60]}")
-    candidates = row.get("candidates", [])
-    if not (isinstance(candidates, list) and all(type(candidate) is str for candidate in candidates)):
-        raise DataError(f"{where}: field 'candidates' must be a list of strings, got {json.dumps(candidates)[:60]}")
+    for field in ("candidates", "raw"):
+        values = row.get(field, [])
+        if not (isinstance(values, list) and all(type(value) is str for value in values)):
+            raise DataError(f"{where}: field '{field}' must be a list of strings, got {json.dumps(values)[:60]}")
     return row
 
 
 class PredictionsFile:
-    """The output file of one run's `settings`, its metadata sidecar and the part files of a run in progress."""
+    """The output file of one run's `settings`, its record (the metadata) and the part files of a run in progress."""
 
     def __init__(self, path: Path, settings: dict, overwrite: bool = False):
-        self.path = Path(path)
-        self.metadata_path = metadata_path(self.path)
+        self.output = Output(path, command="fiberbench predict", flag="--output_file", overwrite=overwrite)
+        self.path = self.output.path
+        self.metadata_path = self.output.record_path
         self.parts = self.path.with_name(f".{self.path.name}.parts")
         self.settings_path = self.parts / "settings.json"
         self.settings = settings
@@ -93,22 +101,18 @@ class PredictionsFile:
         """The part files of every process, in the order they were written by each."""
         return sorted(self.parts.glob("rank-*.jsonl"))
 
-    def check(self) -> None:
-        """Refuse, before any work, to mix these predictions with another run's (unless `overwrite`), or to read
-        damaged files.
+    def check(self, inputs=()) -> None:
+        """Refuse, before any work, an output that is not this command's to write (`Output.check`), to mix these
+        predictions with another run's (unless `overwrite`), or to read damaged files.
 
-        The output may be replaced only if it is one this command wrote with the same settings
-        (it is then resumed) or with `overwrite`; the same for the part files of an unfinished run.
+        An earlier output of this command is resumed when it was written with the same settings and
+        replaced with `overwrite`; the same for the part files of an unfinished run.
         """
+        previous = self.output.check(inputs, resume=True)
         if self.overwrite:
             return
         hint = "pass --overwrite_output_file to replace it, or another --output_file"
-        if self.path.exists():
-            if not self.metadata_path.is_file():
-                raise UsageError(
-                    f"--output_file {self.path} exists and was not written by fiberbench predict "
-                    f"(no {self.metadata_path.name} beside it); {hint}"
-                )
+        if previous is not None:
             self._check_settings(self._read_metadata()["settings"], self.metadata_path, hint)
         if self.settings_path.exists():
             self._check_settings(self._read_parts_settings(), self.settings_path, hint)
@@ -125,8 +129,11 @@ class PredictionsFile:
             )
 
     def prepare(self) -> None:
-        """Before the processes predict (by one process): start the part files, or resume those of these settings.
+        """Before the processes predict (by the process that holds the lock): the record says the output is being
+        written, and the part files are started, or those of these settings resumed.
 
+        The record keeps its `output` section only when the output's rows are resumed (same
+        settings, no `overwrite`): without it, the file is not taken for rows of these settings.
         With `overwrite`, the part files of an unfinished run with other settings (allowed by
         `check`) are removed first; those of these settings stay: a run that replaces an output
         resumes like any other.
@@ -140,6 +147,10 @@ class PredictionsFile:
                 shutil.rmtree(self.parts)
         if not self.settings_path.exists():
             write_json(self.settings_path, self.settings)
+        metadata = None if self.overwrite or not self.path.is_file() else self._read_metadata()
+        resumed = {"output": metadata["output"]} if metadata is not None and "output" in metadata else {}
+        self.output.record = None  # a new record: an earlier output's sections are not carried over
+        self.output.write_record(RUNNING, settings=self.settings, **resumed)
 
     def _rows(self) -> dict[ClipKey, tuple[dict, str]]:
         """Every row written with these settings, by clip, with where it was read: the output's, then the part files'.
@@ -152,14 +163,27 @@ class PredictionsFile:
             if not row.get(SKIPPED) or clip_key(row) not in rows:
                 rows[clip_key(row)] = (row, where)
 
-        if not self.overwrite and self.path.is_file():
-            skipped = set(self._read_metadata()["output"]["skipped_missing_videos"])
-            for row, where in self._read_rows(self.path):
-                add(row | ({SKIPPED: True} if clip_key(row) in skipped else {}), where)
+        metadata = None if self.overwrite or not self.path.is_file() else self._read_metadata()
+        if metadata is not None and "output" in metadata:  # else the file is not (yet) of these settings
+            for row, where in self.read_finished()[1]:
+                add(row, where)
         for part in self.part_paths():
             for row, where in self._read_rows(part):
                 add(row, where)
         return rows
+
+    def read_finished(self) -> tuple[dict, list[tuple[dict, str]]]:
+        """The settings and rows of the finished output, each row checked and with where it was read; a clip skipped
+        for a missing video is marked `SKIPPED`, as in the part files."""
+        metadata = self._read_metadata()
+        if "output" not in metadata:
+            raise DataError(f"{self.metadata_path}: the run that writes {self.path.name} did not finish ({metadata['state']})")
+        skipped = set(metadata["output"]["skipped_missing_videos"])
+        rows = [
+            (row | ({SKIPPED: True} if clip_key(row) in skipped else {}), where)
+            for row, where in self._read_rows(self.path)
+        ]
+        return metadata["settings"], rows
 
     def done(self) -> set[ClipKey]:
         """The clips already predicted with these settings (a clip skipped for a missing video is not done)."""
@@ -182,29 +206,36 @@ class PredictionsFile:
         missing = [key for key in keys if key not in rows]
         if missing:
             raise RuntimeError(f"{len(missing)} clips have no prediction after the run, the first {missing[0]}")
-        if num_beams > 1:
-            for key in keys:
-                row, where = rows[key]
-                if "candidates" not in row:
-                    raise DataError(f"{where}: field 'candidates' is missing (the run has {num_beams} beams)")
-        fields = (*ROW_FIELDS, *(("candidates",) if num_beams > 1 else ()))
+        # The replies of models that reply in words are kept, in every row.
+        keeps_replies = any("raw" in rows[key][0] for key in keys)
+        for key in keys:
+            row, where = rows[key]
+            if num_beams > 1 and "candidates" not in row:
+                raise DataError(f"{where}: field 'candidates' is missing (the run has {num_beams} beams)")
+            if keeps_replies and "raw" not in row:
+                raise DataError(f"{where}: field 'raw' is missing (the other rows keep the model's replies)")
+        fields = (*ROW_FIELDS, *(("candidates",) if num_beams > 1 else ()), *(("raw",) if keeps_replies else ()))
         skipped = [list(key) for key in keys if rows[key][0].get(SKIPPED)]
         output = {"rows": len(keys), "skipped_missing_videos": skipped}
         write_jsonl(self.path, ({field: rows[key][0][field] for field in fields} for key in keys))
-        write_json(self.metadata_path, {"settings": self.settings, "output": output})
+        self.output.write_record(COMPLETE, settings=self.settings, output=output)
         shutil.rmtree(self.parts, ignore_errors=True)
         return output
 
     def _read_metadata(self) -> dict:
-        """The output's metadata, checked: `settings` an object, `output.skipped_missing_videos` a list of clips."""
+        """The output's record, checked: `settings` an object; `output` (when the file holds rows of those
+        settings) with `skipped_missing_videos`, a list of clips."""
         path = self.metadata_path
         metadata = self._read_json(path)
         if not isinstance(metadata, dict):
             raise DataError(f"{path}: expected a JSON object, got {type(metadata).__name__}")
+        required = ("settings", "output") if metadata.get("state") == COMPLETE else ("settings",)
         for field in ("settings", "output"):
-            if not isinstance(metadata.get(field), dict):
+            if (field in required or field in metadata) and not isinstance(metadata.get(field), dict):
                 problem = "is missing" if field not in metadata else "must be an object"
                 raise DataError(f"{path}: field '{field}' {problem}")
+        if "output" not in metadata:
+            return metadata
         skipped = metadata["output"].get("skipped_missing_videos")
         if not isinstance(skipped, list):
             raise DataError(f"{path}: field 'output.skipped_missing_videos' must be a list of clips")

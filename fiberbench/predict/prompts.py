@@ -1,18 +1,17 @@
-"""Prompts for language models that were not trained on FIBER, and how an answer is read from what they generate."""
+"""The prompt of language models that were not trained on FIBER (causal and video-language), and its check.
+
+Their replies are read by `fiberbench.predict.replies`; the FIBER lmms-eval task imports both.
+"""
 
 import string
 
-# Asks for the missing phrase alone, so that the first line of the reply is the answer.
+# Asks for the missing phrase alone; what a model replies instead is read by `replies.read_answer`.
 DEFAULT_PROMPT = (
     "Fill in the blank (_____) in this caption of a video. Reply with only the missing noun phrase.\n"
     "Caption: {masked_caption}\n"
     "Missing noun phrase:"
 )
 PROMPT_FIELD = "masked_caption"
-
-# Stripped from the ends of an answer: white space and quotes on both sides, final punctuation at the end.
-QUOTES = "\"'`“”‘’«»"
-FINAL_PUNCTUATION = ".,;:!?"
 
 
 def check_template(template: str) -> str:
@@ -36,11 +35,3 @@ def check_template(template: str) -> str:
         )
     return template
 
-
-def extract_answer(generated: str) -> str:
-    """The answer in a language model's reply: its first non-empty line, without quotes around it or final punctuation.
-
-    'a guitar.' -> 'a guitar'; '"the dog"\\nBecause ...' -> 'the dog'; an empty reply -> ''.
-    """
-    first_line = next((line for line in generated.splitlines() if line.strip()), "")
-    return first_line.strip(QUOTES + string.whitespace).rstrip(QUOTES + FINAL_PUNCTUATION + string.whitespace)

@@ -1,17 +1,21 @@
 """FIBER's lmms-eval task (fiber.yaml): each clip's video, the prompt, and the answer's scores, all fiberbench's own.
 
 lmms-eval imports this file by its path (`--include_path`); it imports the installed `fiberbench`:
-the video file naming and checks of `fiberbench predict`, its default prompt and answer extraction,
-and the metric's plain functions, so a score here is the score `fiberbench evaluate` gives.
+the video file naming and checks of `fiberbench predict`, its default prompt and its answer reader
+(`fiberbench.predict.replies.read_answer`, with the noun-phrase step when an English spaCy pipeline
+is installed), and the metric's plain functions, so a score here is the score `fiberbench evaluate`
+gives the same answers.
 """
 
+import functools
 import os
 from pathlib import Path
 
 from fiberbench.data.fiber.validation import clip_id
 from fiberbench.errors import DataError, UsageError
 from fiberbench.metric import exact_match, f1, references_from_example
-from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template, extract_answer
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.predict.replies import load_reader_pipeline, read_answer
 from fiberbench.predict.videos import ClipVideo, FrameSampling, check_video, expected_names, find_clip_video
 
 VIDEO_DIR_ENV = "FIBER_VIDEO_DIR"
@@ -74,6 +78,12 @@ def doc_to_target(doc: dict) -> str:
     return doc["label"]
 
 
+@functools.cache
+def reader_pipeline():
+    """The spaCy pipeline of the answer reader's noun-phrase step, loaded once (None, with a warning, without one)."""
+    return load_reader_pipeline()
+
+
 def process_results(doc: dict, results: list[str]) -> dict:
     """The answer in the model's reply, scored against all the clip's answers and against its label alone.
 
@@ -81,7 +91,7 @@ def process_results(doc: dict, results: list[str]) -> dict:
     logs with each sample (--log_samples): the samples file is a predictions file that `fiberbench
     evaluate` reads.
     """
-    answer = extract_answer(results[0])
+    answer = read_answer(results[0], doc["masked_caption"], reader_pipeline())
     all_answers, label = references_from_example(doc), references_from_example(doc, label_only=True)
     return {
         "exact_match": exact_match(answer, all_answers),

@@ -1,6 +1,7 @@
 """`fiberbench push-metric` pushes the metric folder as a Space, then `evaluate.load` of the Hub copy scores like the local folder."""
 
 import json
+import shutil
 import sys
 
 import pytest
@@ -48,3 +49,17 @@ def test_metric_space_scores_like_the_local_folder(hub_server, run_client, tmp_p
     local = scores.pop("local folder")
     assert set(local) >= {"exact_match", "f1", "exact_match_per_example", "f1_by_category", "correct_at_k"}
     assert scores == {"repo id": local, "downloaded copy": local}
+
+
+def test_only_the_space_s_own_files_are_uploaded(hub_server, tmp_path):
+    """The reproduction: a `.env` holding a token and a scratch file beside the metric went up with it."""
+    from huggingface_hub import HfApi
+
+    from fiberbench.metric.push import SPACE_FILES, push_metric
+
+    folder = tmp_path / "fiber_metric"
+    shutil.copytree(METRIC_PATH, folder)
+    (folder / ".env").write_text("HF_TOKEN=hf_secret\n")
+    (folder / "scratch.bin").write_bytes(b"\0" * 1024)
+    push_metric(REPO_ID, folder=folder)
+    assert sorted(HfApi().list_repo_files(REPO_ID, repo_type="space")) == sorted([".gitattributes", *SPACE_FILES])

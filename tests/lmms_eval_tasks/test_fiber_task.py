@@ -17,7 +17,8 @@ from fiberbench.cli import main
 from fiberbench.errors import DataError, UsageError
 from fiberbench.lmms_eval_tasks import TASK_PATH
 from fiberbench.metric import exact_match, f1, references_from_example
-from fiberbench.predict.prompts import DEFAULT_PROMPT, extract_answer
+from fiberbench.predict.prompts import DEFAULT_PROMPT
+from fiberbench.predict.replies import read_answer
 from fiberbench.predict.tiny_models import sample_test_records, save_video_family, write_sample_videos, write_video
 
 from fiberbench.lmms_eval_tasks.fiber import utils  # isort: skip - the file lmms-eval imports by its path
@@ -53,9 +54,13 @@ def test_the_prompt_is_fiberbench_predicts():
     assert utils.doc_to_target(FIRST) == FIRST["label"]
 
 
-@pytest.mark.parametrize("reply", ['"A pizza."\nIt is round.', "some food", ""], ids=["label", "other", "empty"])
-def test_results_are_the_metrics_scores_of_the_answer(reply):
-    answer = extract_answer(reply)
+@pytest.mark.parametrize(
+    "reply",
+    ['"A pizza."\nIt is round.', "The missing noun phrase is a pizza.", "A pizza appears on the screen.", "food", ""],
+    ids=["quoted", "statement", "filled caption", "other", "empty"],
+)
+def test_results_are_the_metrics_scores_of_the_answer_read_as_predict_reads_it(reply):
+    answer = read_answer(reply, FIRST["masked_caption"], utils.reader_pipeline())
     scored = utils.process_results(FIRST, [reply])
     everyone, label = references_from_example(FIRST), references_from_example(FIRST, label_only=True)
     assert scored == {
@@ -68,7 +73,7 @@ def test_results_are_the_metrics_scores_of_the_answer(reply):
         "video_end_time": FIRST["video_end_time"],
         "prediction": answer,
     }
-    if reply.startswith('"A pizza'):
+    if "pizza" in reply:
         assert scored["exact_match"] == scored["exact_match_label_only"] == 100.0
 
 
@@ -176,7 +181,11 @@ def test_lmms_eval_scores_equal_fiberbench_evaluate_on_its_samples(lmms_eval_run
     [samples] = results_file.parent.glob("*_samples_fiber_test.jsonl")
     logged = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(logged) == 60
-    assert all(sample["prediction"] == extract_answer(sample["filtered_resps"]) for sample in logged)
+    nlp = utils.reader_pipeline()
+    captions = [record["masked_caption"] for record in sample_test_records()]
+    assert [sample["prediction"] for sample in logged] == [
+        read_answer(sample["filtered_resps"], captions[sample["doc_id"]], nlp) for sample in logged
+    ]
 
     output_dir = folder / "evaluation"
     flags = ["--dataset_name", str(folder / "fiber"), "--output_dir", str(output_dir), "--num_bootstrap", "100"]

@@ -43,15 +43,20 @@ def video_dir(tmp_path_factory):
 EVALUATE_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
 
 
-def read_evaluate_format(path, num_beams: int) -> list[dict]:
+def read_evaluate_format(path, num_beams: int, replies: bool = False) -> list[dict]:
     """The rows of a predictions file, checked against the format `fiberbench evaluate` reads.
 
     JSON Lines; each row exactly `video_id`, `video_start_time`, `video_end_time`, `prediction`
-    (a string) and, with several beams, `candidates` (a list of strings holding the prediction).
+    (a string), with several beams `candidates` (a list of strings holding the prediction, distinct
+    after the metric's normalization) and, with `replies` (models that reply in words), `raw` (the
+    replies, one per beam; none for a clip skipped for a missing video).
     """
+    from fiberbench.metric import normalize_answer
+
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     for row in rows:
-        assert set(row) == set(EVALUATE_FIELDS) | ({"candidates"} if num_beams > 1 else set()), row
+        optional = {"candidates"} if num_beams > 1 else set()
+        assert set(row) == set(EVALUATE_FIELDS) | optional | ({"raw"} if replies else set()), row
         for field, kind in EVALUATE_FIELDS.items():
             assert type(row[field]) is kind, (field, row)
         if num_beams > 1:
@@ -59,6 +64,9 @@ def read_evaluate_format(path, num_beams: int) -> list[dict]:
                 all(type(candidate) is str for candidate in row["candidates"]) and len(row["candidates"]) <= num_beams
             )
             assert row["prediction"] in row["candidates"] or row["candidates"] == []
+            assert len({normalize_answer(candidate) for candidate in row["candidates"]}) == len(row["candidates"])
+        if replies:
+            assert all(type(reply) is str for reply in row["raw"]) and len(row["raw"]) in (0, num_beams), row
     return rows
 
 

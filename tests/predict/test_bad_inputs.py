@@ -234,6 +234,17 @@ CASES = {
         USAGE,
         "--prompt is for causal and video-language models; a seq2seq LM uses the paper's",
     ),
+    "--read_noun_phrases for a seq2seq model": (
+        before_the_data(model("seq2seq", "--read_noun_phrases")),
+        USAGE,
+        "--read_noun_phrases is for causal and video-language models, which reply in words; a seq2seq LM answers in "
+        "the paper's format$",
+    ),
+    "a --spacy_model that is not installed": (
+        model("causal", "--spacy_model", "en_no_such_pipeline"),
+        DATA,
+        "spaCy pipeline 'en_no_such_pipeline' cannot be loaded",
+    ),
     "--video_dir for a causal model": (
         lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models["causal"], "--video_dir", tmp_path],
         USAGE,
@@ -391,11 +402,12 @@ CASES = {
     "--fps nan": (video_model("--fps", "nan"), USAGE, "--fps: must be a number above 0, got nan"),
     "an output's metadata that is a list": (
         damaged(edit_metadata=lambda metadata: [metadata]),
-        DATA,
-        "predictions.metadata.json: expected a JSON object, got list$",
+        USAGE,
+        "predictions.jsonl exists and was not written by fiberbench predict \\(its record predictions.metadata.json "
+        "is missing or not a record\\); nothing is replaced",
     ),
     "an output's metadata without its output section": (
-        damaged(edit_metadata=lambda metadata: {"settings": metadata["settings"]}),
+        damaged(edit_metadata=lambda metadata: {key: value for key, value in metadata.items() if key != "output"}),
         DATA,
         "predictions.metadata.json: field 'output' is missing$",
     ),

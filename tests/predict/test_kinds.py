@@ -6,9 +6,11 @@ import logging
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.predict.command import KIND_NAMES
+from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+from fiberbench.predict.command import KIND_NAMES, PROMPTED_KINDS
 from fiberbench.predict.kinds import PREDICTORS, detect_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
+from fiberbench.predict.replies import read_answers
 
 from fiberbench.predict.tiny_models import save_causal, save_video
 
@@ -50,7 +52,7 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
     video = ["--video_dir", str(video_dir)] if kind == "video" else []
     assert predict(tiny_models[kind], output_file, *flags, *video) == 0
 
-    rows = read_evaluate_format(output_file, num_beams)
+    rows = read_evaluate_format(output_file, num_beams, replies=kind in PROMPTED_KINDS)
     assert clip_keys(rows) == clip_keys(sample_test_records())
     assert any(row["prediction"] for row in rows)
     metadata = json.loads(output_file.with_name("predictions.metadata.json").read_text(encoding="utf-8"))
@@ -76,6 +78,14 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
     assert settings["fiberbench_version"]
     assert metadata["output"] == {"rows": len(rows), "skipped_missing_videos": []}
     assert f"Wrote {len(rows)} predictions to {output_file}" in caplog.text
+    if kind in PROMPTED_KINDS:
+        # The answers are the reader's reading of the replies kept, with its noun-phrase step (a pipeline is installed).
+        assert settings["reader"]["readings"][-1] == "noun_phrase"
+        nlp = load_spacy_pipeline(settings["reader"]["spacy_model"].rsplit("-", 1)[0])
+        captions = [record["masked_caption"] for record in sample_test_records()]
+        assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], captions, nlp)
+    else:
+        assert settings["reader"] is None
     if kind == "video":  # the tiny LLaVA's processor has no video processor: the frames go in as images
         assert settings["video"] == {
             "input": "images",
@@ -107,7 +117,7 @@ def test_causal_prompt_through_the_chat_template(tiny_models, tmp_path):
         "only_noun_phrases": False,
         "spacy_model": None,
     }
-    rows = read_evaluate_format(output_file, num_beams=2)
+    rows = read_evaluate_format(output_file, num_beams=2, replies=True)
     assert all(row["prediction"] == row["candidates"][0] for row in rows)
 
 
@@ -119,7 +129,7 @@ def test_causal_prompt_without_a_chat_template(tmp_path):
     prompt = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["prompt"]
     assert prompt["chat_template"] is None
     assert prompt["example"] == DEFAULT_PROMPT.format(masked_caption=sample_test_records()[0]["masked_caption"])
-    assert len(read_evaluate_format(output_file, num_beams=1)) == 2
+    assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 2
 
 
 def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
@@ -132,7 +142,7 @@ def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
     caption = sample_test_records()[0]["masked_caption"]
     assert prompt["chat_template"] is None
     assert prompt["example"] == "<image>" * 3 + DEFAULT_PROMPT.format(masked_caption=caption)
-    assert len(read_evaluate_format(output_file, num_beams=1)) == 2
+    assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 2
 
 
 def test_device_map_spreads_the_model_with_the_same_answers(tiny_models, tmp_path):
@@ -141,7 +151,7 @@ def test_device_map_spreads_the_model_with_the_same_answers(tiny_models, tmp_pat
     for flags in ([], ["--device_map", "auto"]):
         output_file = tmp_path / f"predictions{len(flags)}.jsonl"
         assert predict(tiny_models["causal"], output_file, "--max_predict_samples", 4, *flags) == 0
-        answers[len(flags)] = [row["prediction"] for row in read_evaluate_format(output_file, num_beams=1)]
+        answers[len(flags)] = [row["prediction"] for row in read_evaluate_format(output_file, 1, replies=True)]
     assert answers[0] == answers[2]
 
 

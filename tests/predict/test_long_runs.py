@@ -87,11 +87,15 @@ def test_a_killed_run_resumed_gives_the_uninterrupted_file(tiny_models, tmp_path
         in caplog.text
     )
     assert resumed.read_bytes() == uninterrupted.read_bytes()
-    assert (
-        resumed.with_name("predictions.metadata.json").read_bytes()
-        == uninterrupted.with_name("predictions.metadata.json").read_bytes()
-    )
+    records = [json.loads(path.with_name("predictions.metadata.json").read_text()) for path in (resumed, uninterrupted)]
+    assert records[0]["state"] == "complete"
+    assert [drop_run(record) for record in records[:1]] == [drop_run(record) for record in records[1:]]
     assert sorted(path.name for path in resumed.parent.iterdir()) == ["predictions.jsonl", "predictions.metadata.json"]
+
+
+def drop_run(record: dict) -> dict:
+    """An output's record without what differs from one run to the next: its process and times."""
+    return {key: value for key, value in record.items() if key not in ("pid", "host", "started", "finished")}
 
 
 def test_a_finished_run_rerun_does_nothing(tiny_models, tmp_path, caplog):
@@ -120,7 +124,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
 
     assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
     clip = [record["video_id"], record["video_start_time"], record["video_end_time"]]
-    rows = read_evaluate_format(output_file, num_beams=1)
+    rows = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert rows[0]["prediction"] == "" and all(row["prediction"] for row in rows[1:])
     metadata = output_file.with_name("predictions.metadata.json")
     assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": [clip]}
@@ -132,7 +136,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     caplog.clear()
     assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
     assert "59 of 60 clips of the bundled sample, split test already predicted, 1 to go" in caplog.text
-    rows_after = read_evaluate_format(output_file, num_beams=1)
+    rows_after = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert rows_after[0]["prediction"] != "" and rows_after[1:] == rows[1:]
     assert json.loads(metadata.read_text())["output"] == {"rows": 60, "skipped_missing_videos": []}
 
@@ -185,3 +189,25 @@ def test_a_bad_video_stops_both_processes_before_any_work(tiny_models, video_dir
     assert errors and set(errors) == {error}, stderr[-4000:]
     assert "gloo" not in stderr.lower() and "fiberbench/predict" not in stderr, "a process failed mid-run"
     assert not output_file.parent.exists(), "something was written"
+
+
+def test_two_runs_into_one_output_at_once_never_mix_their_rows(tiny_models, tmp_path):
+    """The reproduction: two runs (two models) into one --output_file both wrote parts under the same names, and a
+    rerun "resumed" the other model's rows under metadata naming only one. Now the second run is refused at once."""
+    output_file = tmp_path / "predictions.jsonl"
+    first = run_in_a_process(
+        predict_command(tiny_models["seq2seq"], output_file, "--per_device_eval_batch_size", 1),
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while part_rows(output_file) < 1 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = run_in_a_process(predict_command(tiny_models["causal"], output_file), stderr=subprocess.PIPE)
+    second_status, second_stderr = second.wait(timeout=300), second.stderr.read()
+    assert first.wait(timeout=300) == 0, first.stderr.read()
+    errors = [line for line in second_stderr.splitlines() if line.startswith("fiberbench predict: error:")]
+    assert second_status == 2 and len(errors) == 1 and "Traceback" not in second_stderr, second_stderr
+    assert f"is being written by another run (fiberbench predict, PID {first.pid} on" in errors[0]
+    metadata = json.loads(output_file.with_name("predictions.metadata.json").read_text())
+    assert metadata["settings"]["model"]["name_or_path"] == str(tiny_models["seq2seq"])
+    assert metadata["output"]["rows"] == len(output_file.read_text().splitlines()) == len(sample_test_records())

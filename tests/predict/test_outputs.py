@@ -48,7 +48,9 @@ def test_rows_of_several_processes_are_merged_in_dataset_order(tmp_path):
     assert [line["prediction"] for line in lines] == ["x", "y", "z"]
     assert lines[0] == row(KEYS[0], "x")
     assert output == {"rows": 3, "skipped_missing_videos": []}
-    assert json.loads((tmp_path / "out.metadata.json").read_text()) == {"settings": SETTINGS, "output": output}
+    record = json.loads((tmp_path / "out.metadata.json").read_text())
+    assert record["written_by"] == "fiberbench predict" and record["state"] == "complete"
+    assert (record["settings"], record["output"]) == (SETTINGS, output)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out.jsonl", "out.metadata.json"]
 
 
@@ -96,7 +98,7 @@ def test_rows_of_other_settings_are_refused_unless_overwritten(tmp_path):
     other = {**SETTINGS, "decoding": {"num_beams": 4}}
     with pytest.raises(
         UsageError,
-        match=r"\.out\.jsonl\.parts/settings\.json holds predictions made with other settings "
+        match=r"out\.metadata\.json holds predictions made with other settings "
         r"\(decoding\.num_beams: 4 here, 2 there\)",
     ):
         PredictionsFile(tmp_path / "out.jsonl", other).check()
@@ -144,10 +146,6 @@ def without(record, field):
     "damage, message",
     [
         (
-            lambda p: rewrite_metadata(p, lambda metadata: [metadata]),
-            r"out\.metadata\.json: expected a JSON object, got list",
-        ),
-        (
             lambda p: rewrite_metadata(p, lambda metadata: without(metadata, "output")),
             r"out\.metadata\.json: field 'output' is missing",
         ),
@@ -170,7 +168,6 @@ def without(record, field):
         ),
     ],
     ids=[
-        "metadata a list",
         "metadata without output",
         "a bad skipped clip",
         "a row without a field",
@@ -184,6 +181,16 @@ def test_a_damaged_output_is_a_data_error_naming_the_file_and_line(tmp_path, dam
     with pytest.raises(DataError, match=message):
         predictions.check()
         predictions.done()
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_an_output_whose_record_is_not_one_is_never_replaced(tmp_path, overwrite):
+    predictions = finished_run(tmp_path)
+    rewrite_metadata(predictions, lambda metadata: [metadata])
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    with pytest.raises(UsageError, match=r"out\.jsonl exists and was not written by fiberbench predict \(its record"):
+        PredictionsFile(tmp_path / "out.jsonl", SETTINGS, overwrite=overwrite).check()
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
 
 
 def test_damaged_part_files_are_data_errors_naming_the_file_and_line(tmp_path):
@@ -209,3 +216,14 @@ def test_a_row_without_candidates_is_named_when_several_beams_need_them(tmp_path
     with pytest.raises(DataError, match=r"rank-0-000000\.jsonl: line 2: field 'candidates' is missing \(the run has 2"):
         predictions.merge(KEYS, num_beams=2)
     assert predictions.merge(KEYS, num_beams=1)["rows"] == 3
+
+
+def test_the_replies_are_kept_in_every_row_or_in_none(tmp_path):
+    predictions = started(tmp_path / "out.jsonl")
+    predictions.append(0, [row(KEYS[0], "x", raw=["x."]), row(KEYS[1], "y"), row(KEYS[2], "z", raw=["z"])])
+    with pytest.raises(DataError, match=r"rank-0-000000\.jsonl: line 2: field 'raw' is missing \(the other rows keep"):
+        predictions.merge(KEYS, num_beams=1)
+    predictions.append(0, [row(KEYS[1], "y", raw=["Y", "y"])])
+    predictions.merge(KEYS, num_beams=1)
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [line["raw"] for line in lines] == [["x."], ["Y", "y"], ["z"]]

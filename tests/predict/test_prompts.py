@@ -1,27 +1,8 @@
-"""The prompt template's check and the answer extraction of language models' replies."""
+"""The prompt template's check (the answers in replies: test_replies.py)."""
 
 import pytest
 
-from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template, extract_answer
-
-
-@pytest.mark.parametrize(
-    "reply, answer",
-    [
-        ("a guitar", "a guitar"),
-        ("a guitar.", "a guitar"),
-        (" The dog!\n", "The dog"),
-        ('"a red ball"', "a red ball"),
-        ("“a red ball”.", "a red ball"),
-        ("'the cat'.", "the cat"),
-        ("\n\n  a cake\nbecause the man is baking", "a cake"),
-        ("the U.S. flag", "the U.S. flag"),
-        ("", ""),
-        ("  \n ", ""),
-    ],
-)
-def test_the_answer_is_the_first_line_without_quotes_or_final_punctuation(reply, answer):
-    assert extract_answer(reply) == answer
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 
 
 def test_the_default_prompt_is_a_valid_template():

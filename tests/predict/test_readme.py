@@ -1,4 +1,5 @@
-"""The README's `fiberbench predict` example for causal LMs, run by bash as a reader would, on the tiny model."""
+"""The README's `fiberbench predict` examples for causal LMs and `--reread`, run by bash as a reader would, on the tiny
+model."""
 
 import json
 import os
@@ -27,7 +28,7 @@ def readme_command(comment: str) -> str:
 
 
 @pytest.mark.slow
-def test_the_causal_example_prompt_has_a_real_line_break(tiny_models, tmp_path):
+def test_the_causal_example_prompt_has_a_real_line_break_and_its_replies_read_again(tiny_models, tmp_path):
     command = readme_command("# A causal LM")
     output_file = tmp_path / "qwen.jsonl"
     command = re.sub(
@@ -41,6 +42,15 @@ def test_the_causal_example_prompt_has_a_real_line_break(tiny_models, tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     template = json.loads(output_file.with_name("qwen.metadata.json").read_text())["settings"]["prompt"]["template"]
     assert template == "Fill in the blank: {masked_caption}\nAnswer with the missing noun phrase only."
+
+    # The example of --reread, as it is, beside qwen.jsonl.
+    command = readme_command("# The replies of qwen.jsonl read again")
+    result = subprocess.run(
+        ["bash", "-c", command], env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    settings = json.loads((tmp_path / "qwen_plain_reading.metadata.json").read_text())["settings"]
+    assert "noun_phrase" not in settings["reader"]["readings"] and settings["prompt"]["template"] == template
 
 
 def section_commands(title: str) -> list[str]:

@@ -80,14 +80,14 @@ def predictor(model, video_dir, *flags):
 
 
 def first_forward(predictor, rows) -> dict:
-    """The keyword arguments given (not None) to the model's first forward (the prompt's) while it answers `rows`."""
+    """The keyword arguments given (not None) to the model's first forward (the prompt's) while it replies to `rows`."""
     calls = []
     hook = predictor.model.register_forward_pre_hook(lambda _, args, kwargs: calls.append(kwargs), with_kwargs=True)
     try:
-        answers = predictor.candidates(rows)
+        replies = predictor.replies(rows)
     finally:
         hook.remove()
-    assert len(answers) == len(rows) and all(isinstance(ranked, list) for ranked in answers)
+    assert len(replies) == len(rows) and all(isinstance(generated, list) for generated in replies)
     return {name: value for name, value in calls[0].items() if value is not None}
 
 
@@ -137,7 +137,7 @@ def test_predict_and_evaluate(family, family_models, video_dir, tmp_path):
     output_file = tmp_path / "predictions.jsonl"
     flags = ["--video_dir", video_dir, "--num_frames", NUM_FRAMES, "--output_file", output_file]
     assert main(["predict", "--model_name_or_path", str(model), *map(str, flags)]) == 0
-    rows = read_evaluate_format(output_file, num_beams=1)
+    rows = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert clip_keys(rows) == clip_keys(sample_test_records())
     settings = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]
     assert settings["video"]["input"] == "video" and settings["video"]["num_frames"] == NUM_FRAMES
@@ -149,7 +149,7 @@ def test_predict_and_evaluate(family, family_models, video_dir, tmp_path):
     images = ["--model_name_or_path", model, "--video_dir", video_dir, "--num_frames", NUM_FRAMES]
     images += ["--video_input", "images", "--max_predict_samples", 3, "--output_file", images_file]
     assert main(["predict", *map(str, images)]) == 0
-    assert len(read_evaluate_format(images_file, num_beams=1)) == 3
+    assert len(read_evaluate_format(images_file, num_beams=1, replies=True)) == 3
     metadata = json.loads(images_file.with_name("images.metadata.json").read_text())
     assert metadata["settings"]["video"]["input"] == "images"
 

@@ -40,7 +40,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_line_and_keeps_the_previous_chec
         f"Could not save the checkpoint {output_dir / 'step_4'} (" in lines[0] and "MiB free on that disk" in lines[0]
     )
     assert "the previous checkpoints are as they were" in lines[0]
-    assert sorted(path.name for path in output_dir.iterdir()) == ["fiberbench_run.json", "step_2"]
+    assert sorted(path.name for path in output_dir.iterdir()) == ["fiberbench_output.json", "step_2"]
     progress = json.loads((output_dir / "step_2" / "training_progress.json").read_text(encoding="utf-8"))
     assert progress["completed_steps"] == 2
     assert load_file(output_dir / "step_2" / "model.safetensors")

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from fiberbench.errors import UsageError
-from fiberbench.training.outputs import RUN_MARKER, RunFolder, format_results_table
+from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
+from fiberbench.training.outputs import RunFolder, format_results_table
 
 
 def check(path, overwrite=False, resume=None, inputs=()):
@@ -32,14 +33,14 @@ def test_a_new_or_empty_folder_is_accepted(tmp_path):
 def test_a_folder_of_someone_else_is_refused_even_with_overwrite(tmp_path):
     (tmp_path / "thesis.tex").write_text("years of work", encoding="utf-8")
     for overwrite in (False, True):
-        with pytest.raises(UsageError, match="holds no run of train.py \\(thesis.tex\\)"):
+        with pytest.raises(UsageError, match="is not empty and was not written by training/train.py"):
             check(tmp_path, overwrite=overwrite)
     assert (tmp_path / "thesis.tex").read_text(encoding="utf-8") == "years of work"
 
 
 def test_a_previous_run_needs_overwrite_or_resume(tmp_path):
     finished_run(tmp_path)
-    with pytest.raises(UsageError, match="holds a previous run.*--overwrite_output_dir.*--resume_from_checkpoint"):
+    with pytest.raises(UsageError, match="holds the output of an earlier run of training/train.py.*--overwrite_output_dir.*--resume_from_checkpoint"):
         check(tmp_path)
     assert check(tmp_path, resume=str(tmp_path / "step_2")).previous_entries == []
     assert check(tmp_path, overwrite=True).previous_entries == ["model", "results.json", "step_2"]
@@ -54,13 +55,25 @@ def test_overwrite_removes_only_the_previous_runs_entries(tmp_path):
     assert json.loads((tmp_path / RUN_MARKER).read_text(encoding="utf-8"))["entries"] == {}
 
 
+def test_a_record_listing_what_train_py_never_writes_deletes_nothing(tmp_path):
+    """The reproduction: a hand-edited record listing notes.txt made --overwrite_output_dir delete it."""
+    finished_run(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    record = json.loads((tmp_path / RUN_MARKER).read_text(encoding="utf-8"))
+    record["entries"]["notes.txt"] = None
+    (tmp_path / RUN_MARKER).write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(UsageError, match="lists notes.txt, which training/train.py never writes"):
+        check(tmp_path, overwrite=True)
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
 @pytest.mark.parametrize("entry", ["step_3/thesis.tex", "model/credentials.txt"])
 def test_a_users_step_or_model_folder_is_refused(tmp_path, entry):
     finished_run(tmp_path)
     (tmp_path / entry).parent.mkdir(exist_ok=True)
     (tmp_path / entry).write_text("mine", encoding="utf-8")
     for overwrite in (False, True):
-        with pytest.raises(UsageError, match="step_3, which no run|credentials.txt, which no run"):
+        with pytest.raises(UsageError, match="holds (step_3|model/credentials.txt), which training/train.py did not write"):
             check(tmp_path, overwrite=overwrite)
     assert (tmp_path / entry).read_text(encoding="utf-8") == "mine"
 
@@ -77,7 +90,7 @@ def test_a_file_dropped_into_the_model_folder_is_neither_replaced_nor_pushed(tmp
     run = finished_run(tmp_path)
     (tmp_path / "model" / "credentials.txt").write_text("secret", encoding="utf-8")
     assert run.files_of("model") == ["config.json"]
-    with pytest.raises(UsageError, match="credentials.txt, which no run of train.py wrote"):
+    with pytest.raises(UsageError, match="credentials.txt, which training/train.py did not write"):
         with run.atomic_entry("model") as staging:
             (staging / "config.json").write_text("{}", encoding="utf-8")
     assert (tmp_path / "model" / "credentials.txt").read_text(encoding="utf-8") == "secret"
@@ -112,7 +125,7 @@ def test_an_output_folder_holding_or_inside_an_input_is_refused(tmp_path):
 
 def test_a_marker_that_is_not_ours_is_refused(tmp_path):
     (tmp_path / RUN_MARKER).write_text('{"written_by": "someone", "entries": {"..": null}}', encoding="utf-8")
-    with pytest.raises(ValueError, match="not a run marker of train.py"):
+    with pytest.raises(UsageError, match="was written by someone, not training/train.py"):
         check(tmp_path, overwrite=True)
 
 

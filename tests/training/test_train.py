@@ -13,7 +13,8 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
-from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RUN_MARKER
+from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
+from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
 pytestmark = pytest.mark.slow
@@ -111,8 +112,8 @@ def test_early_fusion_beats_text_only_by_15_f1(launch, main_job, tmp_path):
     text_only, _ = read_outputs(output_dir)
     assert text_only["fusion"] == "none"
     assert early["test"]["f1"] - text_only["test"]["f1"] >= 15, (early["test"]["f1"], text_only["test"]["f1"])
-    assert list((output_dir / "fiber").rglob("events.out.tfevents.*")), "--with_tracking wrote no TensorBoard events"
-    assert f"Logging metrics to tensorboard: {output_dir / 'fiber'}" in result.stderr
+    assert list((output_dir / "logs" / "fiber").rglob("events.out.tfevents.*")), "--with_tracking wrote no events"
+    assert f"Logging metrics to tensorboard: {output_dir / 'logs' / 'fiber'}" in result.stderr
 
 
 def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs(
@@ -123,7 +124,7 @@ def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs
     (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
     baseline = ["--baseline", "most_frequent_answer", "--output_dir", output_dir]
     refused = launch(baseline, check=False)
-    assert "holds a previous run" in one_line(failure_lines, refused) and (output_dir / "model").is_dir()
+    assert "holds the output of an earlier run" in one_line(failure_lines, refused) and (output_dir / "model").is_dir()
     launch([*baseline, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == sorted(
         ["notes.txt", RUN_MARKER, RESULTS_FILE, PREDICTIONS_FILE]

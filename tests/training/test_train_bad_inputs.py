@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberT5ForConditionalGeneration, build_tiny_config
-from fiberbench.training.outputs import RUN_MARKER
+from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
 from fiberbench.training.train import main
 
 
@@ -106,7 +106,7 @@ CASES = [
         "output folder of someone else",
         lambda tmp: ["--output_dir", write(tmp / "out" / "thesis.tex", "x").parent],
         2,
-        "holds no run of train.py (thesis.tex)",
+        "is not empty and was not written by training/train.py",
     ),
     (
         "output folder inside the dataset",
@@ -146,19 +146,19 @@ def test_an_unreachable_model_offline_fails_at_once_naming_the_ways_out(train_er
 def test_a_previous_run_is_not_clobbered(train_error, tmp_path):
     run = tmp_path / "run"
     write(
-        run / RUN_MARKER, json.dumps({"written_by": "fiberbench training/train.py", "entries": {"results.json": None}})
+        run / RUN_MARKER, json.dumps({"written_by": "training/train.py", "entries": {"results.json": None}})
     )
     write(run / "results.json", "{}")
     status, line = train_error("--output_dir", run)
-    assert status == 2 and "holds a previous run" in line and "--overwrite_output_dir" in line
+    assert status == 2 and "holds the output of an earlier run" in line and "--overwrite_output_dir" in line
     assert (run / "results.json").read_text(encoding="utf-8") == "{}"
 
 
 @pytest.mark.parametrize("entry", ["step_2/thesis.tex", "model/credentials.txt"])
 def test_a_users_folder_in_a_previous_run_is_refused_even_with_overwrite(train_error, tmp_path, entry):
     run = tmp_path / "run"
-    write(run / RUN_MARKER, json.dumps({"written_by": "fiberbench training/train.py", "entries": {"model": []}}))
+    write(run / RUN_MARKER, json.dumps({"written_by": "training/train.py", "entries": {"model": []}}))
     write(run / entry, "mine")
     status, line = train_error("--output_dir", run, "--overwrite_output_dir")
-    assert status == 2 and "which no run of train.py wrote" in line
+    assert status == 2 and "which training/train.py did not write" in line
     assert (run / entry).read_text(encoding="utf-8") == "mine"

@@ -1,0 +1,132 @@
+"""`fiberbench predict --reread PREDICTIONS_FILE`: a predictions file's replies read again, without the model.
+
+A causal or video-language model's predictions keep its replies (`raw`, one per beam). Reading
+them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_phrases`,
+`--spacy_model`) or another beam choice (`--only_noun_phrases`) gives, in `--output_file`, the
+rows and metadata that `fiberbench predict` with those settings writes, because it is the same
+code: the answer reader (`replies`), then `command.answer_fields`. The masked captions come from
+the dataset split named in the file's metadata, which must still hold the same clips.
+"""
+
+import argparse
+import copy
+import logging
+from pathlib import Path
+
+from fiberbench.errors import DataError, UsageError
+
+from .command import (
+    KIND_NAMES,
+    PROMPTED_KINDS,
+    add_arguments,
+    answer_fields,
+    clip_keys,
+    load_split,
+    noun_phrase_pipeline,
+    noun_phrase_settings,
+    read_replies,
+    reader_pipeline,
+)
+from .outputs import KEY_FIELDS, SKIPPED, PredictionsFile, metadata_path
+from .replies import reader_settings
+
+logger = logging.getLogger(__name__)
+
+# The flags --reread reads; every other one belongs to generation, which --reread does not do.
+REREAD_FLAGS = (
+    "reread",
+    "output_file",
+    "overwrite_output_file",
+    "read_noun_phrases",
+    "only_noun_phrases",
+    "spacy_model",
+)
+
+
+def check_reread_flags(args) -> None:
+    """Refuse a flag that --reread would ignore (model, data, prompt, generation): a UsageError naming it."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    defaults = vars(parser.parse_args([]))
+    given = [name for name, default in defaults.items() if name not in REREAD_FLAGS and getattr(args, name) != default]
+    if given:
+        raise UsageError(
+            f"--{given[0]} does not apply to --reread, which reads the replies kept in {args.reread} again with the "
+            "model, data and prompt recorded in its metadata"
+        )
+
+
+def reread(args) -> int:
+    """Read the replies of `args.reread` again into `args.output_file` (see the module's docstring)."""
+    check_reread_flags(args)
+    source = args.reread
+    if not source.is_file():
+        raise DataError(f"--reread {source}: no such file")
+    if not metadata_path(source).is_file():
+        raise DataError(
+            f"--reread {source}: no {metadata_path(source).name} beside it: not a finished fiberbench predict output"
+        )
+    inputs = [source, metadata_path(source)]
+    PredictionsFile(args.output_file, {}, overwrite=args.overwrite_output_file).output.check(inputs, resume=True)
+    settings, rows = PredictionsFile(source, settings={}).read_finished()
+    kind = settings.get("model", {}).get("kind")
+    if kind not in PROMPTED_KINDS:
+        made_by = KIND_NAMES.get(kind, f"a model of kind {kind!r}")
+        raise UsageError(
+            f"--reread {source}: its predictions were made by {made_by}, which keeps no replies (only causal and "
+            "video-language models reply in words)"
+        )
+    for row, where in rows:
+        if "raw" not in row:
+            raise DataError(f"{where}: field 'raw' is missing: the model's replies were not kept to be read again")
+        if not row["raw"] and not row.get(SKIPPED):
+            raise DataError(f"{where}: field 'raw' is empty, but the clip was not skipped for a missing video")
+
+    split = dataset_split(settings, source)
+    keys = [tuple(row[field] for field in KEY_FIELDS) for row, _ in rows]
+    expected = clip_keys(split, f"{source}'s dataset split")
+    for (row, where), key, expected_key in zip(rows, keys, expected):
+        if key != expected_key:
+            raise DataError(
+                f"{where}: clip {key} is not the clip {expected_key} of the dataset at that row: the dataset in the "
+                "metadata changed since the predictions were made"
+            )
+    if len(keys) != len(expected):
+        raise DataError(f"{source}: {len(keys)} rows for the {len(expected)} clips its metadata names")
+
+    num_beams = settings["decoding"]["num_beams"]
+    nlp = noun_phrase_pipeline(args, num_beams)
+    reader_nlp = reader_pipeline(args, kind)
+    # Clips skipped for a missing video have no reply: they keep their empty answer.
+    present = [index for index, (row, _) in enumerate(rows) if not row.get(SKIPPED)]
+    all_captions = split["masked_caption"]
+    masked_captions = [all_captions[index] for index in present]
+    replies = [rows[index][0]["raw"] for index in present]
+    candidates = read_replies(replies, masked_captions, reader_nlp)
+    answered = dict(zip(present, answer_fields(masked_captions, candidates, nlp, replies)))
+    records = [row | answered.get(index, {}) for index, (row, _) in enumerate(rows)]
+    settings = copy.deepcopy(settings)
+    settings["decoding"] |= noun_phrase_settings(nlp)
+    settings["reader"] = reader_settings(reader_nlp)
+    predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
+    with predictions.output.lock():
+        predictions.check(inputs)
+        predictions.prepare()
+        predictions.append(0, records)
+        predictions.merge(keys, num_beams)
+    changed = sum(record["prediction"] != row["prediction"] for record, (row, _) in zip(records, rows))
+    logger.info(
+        "Read the replies of %s again into %s: %d of %d answers changed", source, args.output_file, changed, len(rows)
+    )
+    return 0
+
+
+def dataset_split(settings: dict, source: Path):
+    """The clips the predictions of `source` were made on: its metadata's dataset, config, split and number of clips."""
+    dataset = settings.get("dataset") or {}
+    try:
+        name, config, split, clips = (dataset[field] for field in ("name", "config", "split", "clips"))
+    except KeyError as missing:
+        raise DataError(f"{metadata_path(source)}: field 'settings.dataset.{missing.args[0]}' is missing") from None
+    where = argparse.Namespace(dataset_name=name, split=split, max_predict_samples=clips)
+    return load_split(where, config)

