@@ -33,7 +33,8 @@ def video_dir() -> Path:
 
 
 def clip_video(doc: dict, folder: Path) -> ClipVideo:
-    """The file of the clip alone (lmms-eval's models read whole files, so a whole video cannot stand for a clip)."""
+    """The .mp4 file of the clip alone (lmms-eval's models read whole files, so a whole video cannot stand for a clip;
+    not every backend reads other formats)."""
     video_id, start, end = (doc[field] for field in KEY_FIELDS)
     video = find_clip_video(folder, video_id, start, end)
     if video is None:
@@ -44,7 +45,13 @@ def clip_video(doc: dict, folder: Path) -> ClipVideo:
     if video.start is not None:
         raise DataError(
             f"{video.path}: the whole video of clip {video_id} ({start}-{end} s), but lmms-eval's models read whole "
-            f"files: the clip needs a file of its own, {clip_id(video_id, start, end)}{video.path.suffix}"
+            f"files: the clip needs a file of its own, {clip_id(video_id, start, end)}.mp4"
+        )
+    if video.path.suffix != ".mp4":
+        # lmms-eval 0.7.3's chat tasks take a .webm for audio, and its qwen2_vl backend skips what is not .mp4,
+        # .avi or .mov (logging an error, then answering without the video).
+        raise DataError(
+            f"{video.path}: lmms-eval's models read clips from .mp4 files; convert it to {video.path.stem}.mp4"
         )
     return video
 

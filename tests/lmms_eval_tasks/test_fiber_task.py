@@ -98,6 +98,12 @@ def folder_with_a_whole_video(videos, folder):
     return folder
 
 
+def folder_with_a_webm(videos, folder):
+    """The first clip's file named .webm (lmms-eval's chat tasks would send it as audio)."""
+    shutil.copy(videos / CLIP_FILE, folder_without_the_first_clip(videos, folder) / f"{CLIP_FILE[:-4]}.webm")
+    return folder
+
+
 def folder_with_a_broken_video(videos, folder):
     (folder_without_the_first_clip(videos, folder) / CLIP_FILE).write_text("not a video")
     return folder
@@ -125,8 +131,13 @@ def folder_with_a_broken_video(videos, folder):
             DataError,
             f"{CLIP_FILE}: cannot be decoded .*; 1 of 60 clips have no usable video$",
         ),
+        (
+            folder_with_a_webm,
+            DataError,
+            f"{CLIP_FILE[:-4]}.webm: lmms-eval's models read clips from .mp4 files; convert it to {CLIP_FILE}; 1 of 60",
+        ),
     ],
-    ids=["no FIBER_VIDEO_DIR", "no such folder", "a clip without a video", "a whole video", "not a video"],
+    ids=["no FIBER_VIDEO_DIR", "no such folder", "a clip without a video", "a whole video", "not a video", "webm"],
 )
 def test_a_clip_without_a_usable_video_is_one_line(videos, tmp_path, monkeypatch, make, error, message):
     from datasets import Dataset

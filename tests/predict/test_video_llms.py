@@ -192,3 +192,21 @@ def test_a_chat_template_without_a_video_part_is_one_line(family_models, video_d
         "cannot be put in the prompt that way; try --video_input images"
     ), line
     assert not (tmp_path / "p.jsonl").exists()
+
+
+def test_frames_at_a_rate_in_a_batch_of_clips_of_different_lengths(family_models, video_dir, tmp_path):
+    """--fps gives a 4 s clip 4 frames and 10 s clips 8 (--max_frames) in one batch: LLaVA-OneVision's processor
+    stacks a batch's videos, so the clips go to the model in groups of equal frame counts."""
+    from fiberbench.predict.tiny_models import write_video
+
+    videos = tmp_path / "videos"
+    shutil.copytree(video_dir, videos)
+    first = sample_test_records()[0]
+    write_video(videos / "{video_id}_{video_start_time:06d}_{video_end_time:06d}.mp4".format(**first), seconds=4, fps=2)
+    output_file = tmp_path / "predictions.jsonl"
+    flags = ["--model_name_or_path", family_models("llava_onevision"), "--video_dir", videos, "--fps", 1]
+    flags += ["--max_frames", 8, "--max_predict_samples", 4, "--output_file", output_file]
+    assert main(["predict", *map(str, flags)]) == 0
+    assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 4
+    video = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["video"]
+    assert (video["input"], video["fps"], video["max_frames"], video["chosen_by"]) == ("video", 1, 8, "--fps")
