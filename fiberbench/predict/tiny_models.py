@@ -207,43 +207,44 @@ def _qwen_processors(image_class, video_class, patch_size: int = 14):
     return image_class(size=size, patch_size=patch_size), video_class(size=size, patch_size=patch_size)
 
 
-def build_qwen2_vl(tokenizer):
-    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessor, Qwen2VLProcessor
-    from transformers import Qwen2VLVideoProcessor
+def _build_qwen(tokenizer, classes: tuple, vision: dict, text: dict, patch_size: int = 14):
+    """A Qwen-style model (M-RoPE text model, merged vision tokens) and its processor, from its family's `classes`:
+    config, model, processor, image processor and video processor."""
+    config_class, model_class, processor_class, image_class, video_class = classes
+    config = config_class(text_config=text, vision_config=vision, **_qwen_token_ids(tokenizer))
+    image, video = _qwen_processors(image_class, video_class, patch_size)
+    return model_class(config), processor_class(image, tokenizer, video, chat_template=QWEN_TEMPLATE)
 
+
+def build_qwen2_vl(tokenizer):
+    import transformers as t
+
+    classes = (t.Qwen2VLConfig, t.Qwen2VLForConditionalGeneration, t.Qwen2VLProcessor, t.Qwen2VLImageProcessor)
     vision = {"depth": NUM_LAYERS, "embed_dim": VISION_SIZE, "hidden_size": TEXT_SIZE, "num_heads": 4}
     text = _text_config(tokenizer, rope_parameters=QWEN_ROPE)
-    config = Qwen2VLConfig(text_config=text, vision_config=vision, **_qwen_token_ids(tokenizer))
-    image, video = _qwen_processors(Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
-    processor = Qwen2VLProcessor(image, tokenizer, video, chat_template=QWEN_TEMPLATE)
-    return Qwen2VLForConditionalGeneration(config), processor
+    return _build_qwen(tokenizer, (*classes, t.Qwen2VLVideoProcessor), vision, text)
 
 
 def build_qwen2_5_vl(tokenizer):
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor
-    from transformers import Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    import transformers as t
 
+    classes = (t.Qwen2_5_VLConfig, t.Qwen2_5_VLForConditionalGeneration, t.Qwen2_5_VLProcessor)
     vision = {"depth": NUM_LAYERS, "hidden_size": VISION_SIZE, "intermediate_size": 2 * VISION_SIZE, "num_heads": 4}
     vision |= {"out_hidden_size": TEXT_SIZE, "fullatt_block_indexes": [NUM_LAYERS - 1], "window_size": 56}
     text = _text_config(tokenizer, rope_parameters=QWEN_ROPE)
-    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, **_qwen_token_ids(tokenizer))
-    image, video = _qwen_processors(Qwen2VLImageProcessor, Qwen2VLVideoProcessor)
-    processor = Qwen2_5_VLProcessor(image, tokenizer, video, chat_template=QWEN_TEMPLATE)
-    return Qwen2_5_VLForConditionalGeneration(config), processor
+    return _build_qwen(tokenizer, (*classes, t.Qwen2VLImageProcessor, t.Qwen2VLVideoProcessor), vision, text)
 
 
 def build_qwen3_vl(tokenizer):
-    from transformers import Qwen2VLImageProcessor, Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor
-    from transformers import Qwen3VLVideoProcessor
+    import transformers as t
 
+    classes = (t.Qwen3VLConfig, t.Qwen3VLForConditionalGeneration, t.Qwen3VLProcessor)
     vision = {"depth": NUM_LAYERS, "hidden_size": VISION_SIZE, "intermediate_size": 2 * VISION_SIZE, "num_heads": 4}
     vision |= {"out_hidden_size": TEXT_SIZE, "patch_size": 16, "num_position_embeddings": 16}
     vision |= {"deepstack_visual_indexes": [NUM_LAYERS - 1]}
     text = _text_config(tokenizer, head_dim=16, rope_parameters=QWEN_ROPE | {"mrope_interleaved": True})
-    config = Qwen3VLConfig(text_config=text, vision_config=vision, **_qwen_token_ids(tokenizer))
-    image, video = _qwen_processors(Qwen2VLImageProcessor, Qwen3VLVideoProcessor, patch_size=16)
-    processor = Qwen3VLProcessor(image, tokenizer, video, chat_template=QWEN_TEMPLATE)
-    return Qwen3VLForConditionalGeneration(config), processor
+    classes = (*classes, t.Qwen2VLImageProcessor, t.Qwen3VLVideoProcessor)
+    return _build_qwen(tokenizer, classes, vision, text, patch_size=16)
 
 
 LLAVA_TOKENS = ["<image>", "<video>"]

@@ -1,4 +1,4 @@
-"""FIBER's lmms-eval tasks (fiber_test.yaml, fiber_val.yaml): each clip's video, the prompt, the answer's scores."""
+"""FIBER's lmms-eval tasks (fiber_test.yaml, fiber_val.yaml): each clip's video, the prompt, the answer's scores.
 
 lmms-eval imports this file by its path (`--include_path`); it imports the installed `fiberbench`:
 the video file naming and checks of `fiberbench predict`, its default prompt and its answer reader
