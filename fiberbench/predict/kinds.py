@@ -103,15 +103,24 @@ class Predictor:
         """The model from its safetensors weights (never a pickle, which can run code), in eval mode: on `device`, or
         spread over the machine's devices by Accelerate with --device_map."""
         from fiberbench.errors import DataError
+        from fiberbench.modeling.modeling_fiber_t5 import weights_mismatch
 
         name = self.args.model_name_or_path
         placement = {"device_map": self.args.device_map} if self.args.device_map else {}
         try:
-            model = auto_class.from_pretrained(name, dtype=dtype, use_safetensors=True, **placement, **self.loading)
+            model, loading_info = auto_class.from_pretrained(
+                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **placement, **self.loading
+            )
         except (OSError, ValueError, RuntimeError) as error:
             raise DataError(
                 f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})"
             ) from error
+        mismatch = weights_mismatch(loading_info)
+        if mismatch:
+            raise DataError(
+                f"--model_name_or_path {name}: its weights do not match its config ({mismatch}); it would run with "
+                "random or missing weights"
+            )
         return (model if placement else model.to(device)).eval()
 
 
