@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from fiberbench.data.fiber.validation import ClipKey
 
     from .kinds import Predictor
-    from .videos import ClipVideo
+    from .videos import ClipVideo, FrameSampling
 
 logger = logging.getLogger(__name__)
 
@@ -52,10 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "The kind of model is read from its config: FIBER models (I3D features, the paper's decoding), seq2seq LMs "
         "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one) and "
-        "video-language models (AutoModelForImageTextToText: --num_frames frames of each clip's video in --video_dir, "
-        "then --prompt). The answer in a causal or video-language model's reply is read as a person would: the "
-        "filled-in caption, 'the answer is X', a quoted or bold phrase, else the first sentence "
-        "(fiberbench.predict.replies); the replies are kept, and --reread reads them again. "
+        "video-language models (AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a video "
+        "when the processor has a video processor, else as images; then --prompt). The answer in a causal or "
+        "video-language model's reply is read as a person would: the filled-in caption, 'the answer is X', a quoted "
+        "or bold phrase, else the first sentence (fiberbench.predict.replies); the replies are kept, and --reread "
+        "reads them again. "
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
         f"The default --prompt: {DEFAULT_PROMPT!r}"
     )
@@ -64,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
     model.add_argument(
         "--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config."
+    )
+    model.add_argument(
+        "--device_map",
+        default=None,
+        help="Spread the model over this machine's GPUs (auto, balanced, sequential; Accelerate places the layers): "
+        "for a model too big for one GPU, in one process. For many clips at once on many GPUs, accelerate launch.",
     )
     model.add_argument(
         "--trust_remote_code",
@@ -85,11 +92,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4.",
     )
     data.add_argument(
+        "--video_input",
+        choices=("auto", "video", "images"),
+        default=None,
+        help="Video-language models: the frames as a video (the processor's video processor, the frames' times as "
+        "video metadata) or as images (its image processor). Default auto: a video when the processor has a video "
+        "processor, else images.",
+    )
+    data.add_argument(
         "--num_frames",
         type=positive_int,
         default=None,
-        help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES}).",
+        help="Frames per clip, at the centres of equal parts of it (default: the video processor's own sampling "
+        f"where it has one, else {DEFAULT_NUM_FRAMES}).",
     )
+    data.add_argument(
+        "--fps",
+        type=positive_float,
+        default=None,
+        help="Instead of --num_frames: frames per second of clip (every frame, if the video has fewer).",
+    )
+    data.add_argument("--max_frames", type=positive_int, default=None, help="With --fps: frames per clip at most.")
     data.add_argument(
         "--skip_missing_videos",
         action="store_true",
@@ -171,6 +194,15 @@ def check_flags(args) -> None:
             check_template(args.prompt)
         except ValueError as error:
             raise UsageError(str(error)) from error
+    if args.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UsageError(
+            "--device_map spreads one model over the GPUs in one process; under accelerate launch each process holds "
+            "a copy of the model: use one or the other"
+        )
+    if args.num_frames is not None and args.fps is not None:
+        raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
+    if args.max_frames is not None and args.fps is None:
+        raise UsageError("--max_frames applies to --fps (with --num_frames, the number of frames is fixed)")
     if args.video_dir is not None and args.video_dir.exists() and not args.video_dir.is_dir():
         raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the clips' videos")
     if args.video_dir is not None and not args.video_dir.is_dir():
@@ -275,7 +307,7 @@ def choose_kind(args, config) -> str:
             f"{name} is a video-language model: give --video_dir with the clips' videos "
             "(or --model_type causal to run it on the captions alone)"
         )
-    for flag in ("video_dir", "num_frames", "skip_missing_videos"):
+    for flag in ("video_dir", "video_input", "num_frames", "fps", "max_frames", "skip_missing_videos"):
         if kind != "video" and getattr(args, flag) not in (None, False):
             raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
     return kind
@@ -342,15 +374,16 @@ def clip_keys(split, described: str) -> "list[ClipKey]":
     return keys
 
 
-def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
-    """Each clip's video, checked to be usable (`check_video`); None for a missing one with --skip_missing_videos.
+def find_videos(args, keys: "list[ClipKey]", sampling: "FrameSampling") -> "list[ClipVideo | None]":
+    """Each clip's video, checked to give the frames of `sampling` (`check_video`); None for a missing one with
+    --skip_missing_videos.
 
     Every video is opened here, before any work, so that a bad one is one error line on every
     process at once, not a failure of one process in the middle of a run.
     """
     from tqdm.auto import tqdm
 
-    from .videos import FrameSampling, check_video, expected_names, find_clip_video
+    from .videos import check_video, expected_names, find_clip_video
 
     videos = [find_clip_video(args.video_dir, *key) for key in keys]
     missing = [key for key, video in zip(keys, videos) if video is None]
@@ -366,7 +399,7 @@ def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
     for key, video in zip(keys, tqdm(videos, desc="Checking the clips' videos", unit="video", disable=quiet)):
         try:
             if video is not None:
-                check_video(video, FrameSampling(num_frames=args.num_frames))
+                check_video(video, sampling)
         except DataError as error:
             unusable.append((key, error))
     if unusable:
@@ -510,7 +543,7 @@ def describe_run(prepared: Run) -> dict:
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": prepared.predictor.decoding() | noun_phrase_settings(prepared.nlp),
         "reader": reader_settings(prepared.reader_nlp) if prepared.kind in PROMPTED_KINDS else None,
-        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if prepared.kind == "video" else None,
+        "video": prepared.predictor.video_settings() if prepared.kind == "video" else None,
     }
 
 
@@ -531,8 +564,6 @@ def run(args) -> int:
     kind = choose_kind(args, config)
     if kind in PROMPTED_KINDS and args.prompt is None:
         args.prompt = DEFAULT_PROMPT
-    if kind == "video" and args.num_frames is None:
-        args.num_frames = DEFAULT_NUM_FRAMES
     local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
     inputs = [*local_inputs, args.video_dir]
     # Before anything is loaded: an output that is not this command's to write (its settings are compared later).
@@ -543,7 +574,7 @@ def run(args) -> int:
     keys = clip_keys(split, described)
     if not keys:
         raise DataError(f"{described}: has no clips")
-    videos = find_videos(args, keys) if kind == "video" else None
+    videos = find_videos(args, keys, predictor.sampling) if kind == "video" else None
 
     nlp = noun_phrase_pipeline(args, predictor.num_beams)
     reader_nlp = reader_pipeline(args, kind)

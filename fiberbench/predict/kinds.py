@@ -7,18 +7,19 @@
 - `causal` (`AutoModelForCausalLM`): a prompt template (`{masked_caption}`), through the chat
   template when the tokenizer has one; it replies in words.
 - `video` (`AutoModelForImageTextToText` + `AutoProcessor`): frames sampled from the clip's video,
-  as images, then the prompt; it replies in words.
+  then the prompt; it replies in words. The frames go in as a video when the processor has a video
+  processor (`videos=`, the chat template's video part, the frames' times as video metadata), else
+  as images through its image processor (`--video_input`).
 
 The paper-format predictors give, for each clip of a batch, its ranked, distinct candidate answers
 (one per beam, `candidates`); the prompted ones give each clip's replies (one per beam, `replies`),
 which `fiberbench predict` reads with the answer reader (`replies.read_answers`). Then it picks the
-answer. Video-language models get the frames through their image processor: transformers' video
-processors need torchvision, and a model that takes several images takes a clip's frames that way.
+answer.
 """
 
 import torch
 
-from .videos import FrameSampling, sample_frames
+from .videos import ClipFrames, FrameSampling, sample_frames
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
 # configs (Gemma 3, Mllama, ...) are both image-text-to-text and causal LM; the richer kind wins.
@@ -99,14 +100,16 @@ class Predictor:
         raise NotImplementedError
 
     def _from_pretrained(self, auto_class, device, dtype):
-        """The model from its safetensors weights (never a pickle, which can run code), on `device`, in eval mode."""
+        """The model from its safetensors weights (never a pickle, which can run code), in eval mode: on `device`, or
+        spread over the machine's devices by Accelerate with --device_map."""
         from fiberbench.errors import DataError
         from fiberbench.modeling.modeling_fiber_t5 import weights_mismatch
 
         name = self.args.model_name_or_path
+        placement = {"device_map": self.args.device_map} if self.args.device_map else {}
         try:
             model, loading_info = auto_class.from_pretrained(
-                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **self.loading
+                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **placement, **self.loading
             )
         except (OSError, ValueError, RuntimeError) as error:
             raise DataError(
@@ -118,7 +121,7 @@ class Predictor:
                 f"--model_name_or_path {name}: its weights do not match its config ({mismatch}); it would run with "
                 "random or missing weights"
             )
-        return model.to(device).eval()
+        return (model if placement else model.to(device)).eval()
 
 
 class PaperFormatPredictor(Predictor):
@@ -304,8 +307,44 @@ class CausalPredictor(PromptedPredictor):
         return self._generate(inputs, self.tokenizer)
 
 
+# Where a video processor keeps its own frame sampling (`BaseVideoProcessor` and its subclasses).
+SAMPLING_DEFAULTS = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames")
+
+
+def sampling_defaults(video_processor) -> dict:
+    """The frame-sampling settings a video processor has, by name (none for a processor without one)."""
+    values = {name: getattr(video_processor, name, None) for name in SAMPLING_DEFAULTS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def frame_sampling(args, video_processor) -> tuple[FrameSampling, str]:
+    """The frames each clip gives, and what chose them: --num_frames, else --fps (up to --max_frames), else the
+    video processor's own default rate or number of frames, else `DEFAULT_NUM_FRAMES`."""
+    from .command import DEFAULT_NUM_FRAMES
+
+    if args.num_frames is not None:
+        return FrameSampling(num_frames=args.num_frames), "--num_frames"
+    if args.fps is not None:
+        return FrameSampling(fps=args.fps, max_frames=args.max_frames), "--fps"
+    defaults = sampling_defaults(video_processor)
+    own = f"the defaults of {type(video_processor).__name__}"
+    if "fps" in defaults:
+        max_frames = defaults.get("max_frames", defaults.get("num_frames"))
+        return FrameSampling(fps=defaults["fps"], max_frames=max_frames), own
+    if "num_frames" in defaults:
+        return FrameSampling(num_frames=defaults["num_frames"]), own
+    return FrameSampling(num_frames=DEFAULT_NUM_FRAMES), f"fiberbench's default ({DEFAULT_NUM_FRAMES} frames)"
+
+
 class VideoPredictor(PromptedPredictor):
-    """Video-language models: `--num_frames` frames of the clip's video, as images, then the prompt."""
+    """Video-language models: frames of the clip's video, as a video or as images (`--video_input`), then the prompt.
+
+    As a video, the frames go through the processor's video processor (`videos=`) with the clip's
+    `video_metadata` and the chat template's `{"type": "video"}` part, so the family's own video
+    placeholders (with the frames' times, for the families that write them) reach the model; the
+    processor does not sample again (`do_sample_frames=False`). As images, each frame is one
+    `{"type": "image"}` part through the image processor, as multi-image models read pictures.
+    """
 
     kind = "video"
     reads_video = True
@@ -316,43 +355,121 @@ class VideoPredictor(PromptedPredictor):
 
         from fiberbench.errors import UsageError
 
-        self.processor = AutoProcessor.from_pretrained(args.model_name_or_path, **loading)
+        name = args.model_name_or_path
+        try:
+            self.processor = AutoProcessor.from_pretrained(name, **loading)
+        except ImportError as error:  # transformers' video processors need torchvision
+            needs = " ".join(str(error).split()).split(". ")[0]  # its first sentence
+            raise UsageError(
+                f"--model_name_or_path {name}: its processor cannot be built here ({needs}); install torch and "
+                'torchvision as a matching pair, then pip install -e ".[video]" (README: "Evaluate a video LLM")'
+            ) from error
         self.chat_template = self.processor.chat_template
-        if getattr(self.processor, "image_processor", None) is None:
+        video_processor = getattr(self.processor, "video_processor", None)
+        described = f"--model_name_or_path {name}: its processor ({type(self.processor).__name__})"
+        if args.video_input == "video" and video_processor is None:
+            raise UsageError(f"--video_input video: {described} has no video processor; use --video_input images")
+        self.video_input = args.video_input or "auto"
+        if self.video_input == "auto":
+            self.video_input = "images" if video_processor is None else "video"
+        if self.video_input == "images" and getattr(self.processor, "image_processor", None) is None:
+            raise UsageError(f"{described} has no image processor to read the clip's frames as images")
+        placeholder = {"video": "video_token", "images": "image_token"}[self.video_input]
+        if self.chat_template is None and getattr(self.processor, placeholder, None) is None:
             raise UsageError(
-                f"--model_name_or_path {args.model_name_or_path}: its processor ({type(self.processor).__name__}) has "
-                "no image processor to read the clip's frames"
+                f"{described} has neither a chat template nor a {placeholder.replace('_', ' ')}, so there is no "
+                "known way to place the clip in the prompt"
             )
-        if self.chat_template is None and getattr(self.processor, "image_token", None) is None:
-            raise UsageError(
-                f"--model_name_or_path {args.model_name_or_path}: its processor has neither a chat template nor an "
-                "image token, so there is no known way to place the frames in the prompt"
-            )
+        self.processor_defaults = sampling_defaults(video_processor) if video_processor is not None else {}
+        self.sampling, self.sampling_chosen_by = frame_sampling(args, video_processor)
         self._pad_on_the_left(self.processor.tokenizer)
+        token = getattr(self.processor, placeholder, None)
+        if self.chat_template is not None and token is not None and token not in self.text("_____", 1):
+            part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
+            raise UsageError(
+                f"{described}: its chat template writes no {token} for {part}, so the clip cannot be put in the "
+                f"prompt that way; try --video_input {other}"
+            )
 
-    def text(self, masked_caption):
+    def video_settings(self) -> dict:
+        """How the clips reach the model, as the predictions' metadata records it."""
+        return {
+            "input": self.video_input,
+            "num_frames": self.sampling.num_frames,
+            "fps": self.sampling.fps,
+            "max_frames": self.sampling.max_frames,
+            "frames": self.sampling.rule(),
+            "chosen_by": self.sampling_chosen_by,
+            "processor_defaults": self.processor_defaults,
+            "video_metadata": (
+                "fps, duration, total_num_frames and frames_indices of each clip, counted from its start"
+                if self.video_input == "video"
+                else None
+            ),
+        }
+
+    def text(self, masked_caption, num_frames: int | None = None):
+        """The prompt with the clip's placeholder: one video part, or one image part for each of `num_frames` frames."""
         prompt = self.args.prompt.format(masked_caption=masked_caption)
+        num_frames = num_frames or self.sampling.num_frames or 1
         if self.chat_template is None:
-            return self.processor.image_token * self.args.num_frames + prompt
-        images = [{"type": "image"} for _ in range(self.args.num_frames)]
+            if self.video_input == "video":
+                return self.processor.video_token + prompt
+            return self.processor.image_token * num_frames + prompt
+        parts = [{"type": "video"}] if self.video_input == "video" else [{"type": "image"}] * num_frames
         return self.processor.apply_chat_template(
-            [{"role": "user", "content": [*images, {"type": "text", "text": prompt}]}],
+            [{"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}],
             add_generation_prompt=True,
             tokenize=False,
         )
+
+    def prompt(self, masked_caption):
+        described = super().prompt(masked_caption)
+        if self.video_input == "images" and self.sampling.num_frames is None:
+            described["example_num_frames"] = 1  # with --fps each clip has its own number of image parts
+        return described
 
     def load_model(self, device, dtype):
         from transformers import AutoModelForImageTextToText
 
         self.model = self._from_pretrained(AutoModelForImageTextToText, device, dtype)
 
-    def replies(self, rows):
-        sampling = FrameSampling(num_frames=self.args.num_frames)
-        frames = [sample_frames(row["video"], sampling).frames for row in rows]
+    def model_inputs(self, rows: list[dict], clips: "list[ClipFrames]"):
+        """What `generate` gets for a batch of rows (each with its `masked_caption`) and their clips' frames."""
+        texts = [self.text(row["masked_caption"], len(clip.frames)) for row, clip in zip(rows, clips)]
+        if self.video_input == "video":
+            media = {
+                "videos": [clip.frames for clip in clips],
+                "video_metadata": [clip.video_metadata() for clip in clips],
+                "do_sample_frames": False,
+            }
+        else:
+            media = {"images": [clip.frames for clip in clips]}
+        # A chat template writes its own special tokens; a plain prompt gets the tokenizer's.
         inputs = self.processor(
-            text=[self.text(row["masked_caption"]) for row in rows], images=frames, padding=True, return_tensors="pt"
-        ).to(self.model.device, dtype=self.model.dtype)
-        return self._generate(inputs, self.processor)
+            text=texts, padding=True, return_tensors="pt", add_special_tokens=self.chat_template is None, **media
+        )
+        return inputs.to(self.model.device, dtype=self.model.dtype)
+
+    def num_visual_tokens(self, inputs) -> int:
+        """The image and video placeholder tokens in a batch's `input_ids` (the frames' cost in the context)."""
+        ids = {getattr(self.processor, name, None) for name in ("image_token_id", "video_token_id")} - {None}
+        return int(sum((inputs["input_ids"] == token_id).sum() for token_id in ids))
+
+    def replies(self, rows):
+        # Each clip is decoded once. With --fps clips may give different numbers of frames, and the
+        # processors that stack a batch's videos (LLaVA-OneVision, InternVL, ...) need them equal:
+        # clips are put to the model in groups of equal frame counts.
+        clips = [sample_frames(row["video"], self.sampling) for row in rows]
+        groups: dict[int, list[int]] = {}
+        for index, clip in enumerate(clips):
+            groups.setdefault(len(clip.frames), []).append(index)
+        replies = [None] * len(rows)
+        for indices in groups.values():
+            inputs = self.model_inputs([rows[i] for i in indices], [clips[i] for i in indices])
+            for index, generated in zip(indices, self._generate(inputs, self.processor)):
+                replies[index] = generated
+        return replies
 
 
 PREDICTORS = {"fiber": FiberPredictor, "seq2seq": Seq2SeqPredictor, "causal": CausalPredictor, "video": VideoPredictor}

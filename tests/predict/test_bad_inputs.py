@@ -1,5 +1,6 @@
 """Bad inputs to `fiberbench predict`: one line each, the right exit status, before any work, nothing written."""
 
+import importlib.util
 import json
 import os
 import re
@@ -100,6 +101,28 @@ def model(kind, *flags):
     return lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models[kind], *flags]
 
 
+def video_model(*flags):
+    """The tiny LLaVA (its processor has no video processor) with an empty --video_dir and `flags`."""
+
+    def make(tmp_path, tiny_models):
+        (tmp_path / "videos").mkdir()
+        return ["--model_name_or_path", tiny_models["video"], "--video_dir", tmp_path / "videos", *flags]
+
+    return make
+
+
+def processor_needing_torchvision(tmp_path, tiny_models):
+    """The tiny LLaVA whose processor is told to be Video-LLaVA's, whose video processor needs torchvision."""
+    folder = tmp_path / "video_llava"
+    shutil.copytree(tiny_models["video"], folder)
+    config = json.loads((folder / "processor_config.json").read_text())
+    config["processor_class"] = "VideoLlavaProcessor"
+    config["video_processor"] = {"video_processor_type": "VideoLlavaVideoProcessor"}
+    (folder / "processor_config.json").write_text(json.dumps(config))
+    (tmp_path / "videos").mkdir()
+    return ["--model_name_or_path", folder, "--video_dir", tmp_path / "videos", "--output_file", tmp_path / "o.jsonl"]
+
+
 def before_the_data(make_flags):
     """The flags of `make_flags` with a dataset that does not exist: the refusal must come before it is read."""
     return lambda tmp_path, tiny_models: [
@@ -136,8 +159,8 @@ def videos_with(tmp_path, index: int, write) -> Path:
 
 
 def a_bad_video(write):
-    """The video model on the test videos, the last clip's replaced by `write`: the refusal comes before the first
-    batch (of 16) is written."""
+    """The video model on the test videos (1 s at 2 fps), the last clip's replaced by `write`: the refusal comes
+    before the first batch (of 16) is written."""
     return lambda tmp_path, tiny_models: [
         "--model_name_or_path",
         tiny_models["video"],
@@ -362,6 +385,35 @@ CASES = {
         DATA,
         rf"\.mp4: the video lasts 0 s: no frame to sample \(the video of clip {LAST_CLIP}\); 1 of 60 clips'",
     ),
+    "a clip with fewer frames than asked": (
+        a_bad_video(lambda path: write_video(path, seconds=1, fps=1)),
+        DATA,
+        r"\.mp4: the clip \(0-1 s at 1 fps\) has 1 frame, fewer than the 2 asked \(--num_frames\) \(the video of clip "
+        rf"{LAST_CLIP}\); 1 of 60 clips' videos cannot be used$",
+    ),
+    "--video_input video for a processor without a video processor": (
+        before_the_data(video_model("--video_input", "video")),
+        USAGE,
+        r"--video_input video: --model_name_or_path .*: its processor \(LlavaProcessor\) has no video processor; use "
+        "--video_input images$",
+    ),
+    "--video_input for a causal model": (
+        model("causal", "--video_input", "images"),
+        USAGE,
+        "--video_input is for video-language models; a causal LM does not read videos$",
+    ),
+    "--num_frames and --fps": (
+        video_model("--num_frames", "4", "--fps", "2"),
+        USAGE,
+        "--num_frames and --fps are two ways to choose the frames: give one$",
+    ),
+    "--max_frames without --fps": (
+        video_model("--max_frames", "4"),
+        USAGE,
+        r"--max_frames applies to --fps \(with --num_frames, the number of frames is fixed\)$",
+    ),
+    "--fps 0": (video_model("--fps", "0"), USAGE, "--fps: must be a number above 0, got 0"),
+    "--fps nan": (video_model("--fps", "nan"), USAGE, "--fps: must be a number above 0, got nan"),
     "an output's metadata that is a list": (
         damaged(edit_metadata=lambda metadata: [metadata]),
         USAGE,
@@ -436,6 +488,19 @@ def test_a_model_id_that_cannot_be_loaded_is_one_line(tmp_path, hub, reason):
     )
     assert reason in line and "`hf download org/not-a-model`" in line
     assert not (tmp_path / "predictions.jsonl").exists()
+
+
+def test_a_processor_that_needs_torchvision_says_how_to_install(tiny_models, tmp_path, cli_error):
+    """Without torchvision, transformers builds no video processor, so such a model's processor cannot be built."""
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed here (the video tests run video processors)")
+    exit_status, line = cli_error("predict", *processor_needing_torchvision(tmp_path, tiny_models))
+    assert exit_status == USAGE
+    assert line.endswith(
+        "its processor cannot be built here (VideoLlavaVideoProcessor requires the Torchvision library but it was "
+        "not found in your environment); install torch and torchvision as a "
+        'matching pair, then pip install -e ".[video]" (README: "Evaluate a video LLM")'
+    ), line
 
 
 def test_a_clip_twice_in_the_split_is_refused():
