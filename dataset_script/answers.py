@@ -25,7 +25,7 @@ from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.ownership import Output, arguments_of, check_all, writing
 
-from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video
+from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video, task_input_value
 from .fiber.validation import ClipKey, clip_key
 from .json_records import write_json_records
 
@@ -42,7 +42,8 @@ Answers CSVs come in three layouts, told apart by their columns:
   the inputs Input.video{i}_id, Input.video{i}_start_time and Input.video{i}_end_time, and
   Answer.taskAnswers, a JSON list of objects whose keys answer-{i}-{rank} hold the answers, ordered
   by rank, most natural first (an answer-input-{i} key, the text left in the box of the release's
-  page, comes last). Empty clip slots of a task's last row are ignored.
+  page, comes last). Empty clip slots of a task's last row are ignored. The inputs are read as
+  `fiberbench hit-inputs` writes them, HTML (an id starting with "-" is written "&#45;...").
 - Mechanical Turk results with one clip per row: WorkerId, Input.video_id, Input.video_start_time,
   Input.video_end_time, and one Answer.<name><n> column per answer, n its rank (Answer.answer1,
   Answer.answer2, ...).
@@ -231,7 +232,7 @@ def _task_submissions(table: CsvTable, rows: Iterable[tuple[int, dict[str, str]]
             raise DataError(f"{where}: field 'WorkerId' is empty")
         answers_by_clip = task_answers(row[TASK_ANSWERS_COLUMN], where, clips)
         for clip, columns in inputs.items():
-            video_id = row[columns["video_id"]].strip()
+            video_id = task_input_value(row[columns["video_id"]].strip())
             answers = tuple(filter(None, answers_by_clip.get(clip, [])))
             if not video_id:
                 if answers:
