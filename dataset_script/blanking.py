@@ -30,6 +30,7 @@ from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.ownership import Output, arguments_of, writing
 
+from .fiber.validation import check_plain_video_id
 from .json_records import JsonRecordError, read_json_values, write_json_records
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ def clip_from_record(
         raise ValueError(f"field {captions_column!r} must be a list of strings, got {captions!r}")
     try:
         video_id, start, end = parse_clip_id(clip_id)
+        check_plain_video_id(video_id)
     except ValueError as error:
         raise ValueError(f"field {video_id_column!r}: {error}") from None
     for position, caption in enumerate(captions):

@@ -431,3 +431,31 @@ def test_a_clip_twice_in_the_split_is_refused():
     with pytest.raises(ValueError, match=r"data.json, split test: rows 0 and 1 are the same clip \('abc', 1, 11\)"):
         clip_keys(Dataset.from_list(rows), "data.json, split test")
     assert json.dumps(clip_keys(Dataset.from_list(rows[:1]), "x")) == '[["abc", 1, 11]]'
+
+
+def test_a_video_id_leading_out_of_the_video_dir_is_refused_before_any_video_is_opened(
+    tmp_path, tiny_models, built_sample, cli_error
+):
+    """A dataset not made by build-dataset may hold any id; `../outside/evil` would be read as ../outside/evil.mp4."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    dataset = tmp_path / "fiber"
+    shutil.copytree(built_sample, dataset)
+    shard = next((dataset / "text").glob("test-*.parquet"))
+    table = pq.read_table(shard)
+    ids = ["../outside/evil", *table.column("video_id").to_pylist()[1:]]
+    pq.write_table(table.set_column(table.column_names.index("video_id"), "video_id", pa.array(ids)), shard)
+    (tmp_path / "outside").mkdir()
+    write_video(tmp_path / "outside" / "evil.mp4", seconds=400, fps=1)
+    (tmp_path / "videos").mkdir()
+    output = tmp_path / "predictions.jsonl"
+    status, line = cli_error(
+        "predict", "--model_name_or_path", tiny_models["video"], "--dataset_name", dataset, "--video_dir",
+        tmp_path / "videos", "--skip_missing_videos", "--output_file", output,
+    )
+    assert status == DATA and line.endswith(
+        f"--dataset_name {dataset}: split test, row 0: field 'video_id': '../outside/evil' is not a plain video id "
+        "(only A-Z, a-z, 0-9, '_' and '-')"
+    ), line
+    assert not output.exists()
