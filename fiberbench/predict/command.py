@@ -46,6 +46,9 @@ KIND_NAMES = {
 # The kinds prompted in words (`--prompt`), whose replies the answer reader reads (`replies`).
 PROMPTED_KINDS = ("causal", "video")
 DEFAULT_NUM_FRAMES = 8
+# The sequence length T5 was pre-trained on (Raffel et al., 2020, §3.1.2): the bound of --max_new_tokens for models
+# whose relative positions state no maximum.
+T5_TRAINED_LENGTH = 512
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,7 +109,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1).",
     )
     decoding.add_argument(
-        "--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (default 10)."
+        "--max_new_tokens",
+        type=positive_int,
+        default=10,
+        help="Tokens generated at most (default 10; at most the model's positions).",
     )
     # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
     decoding.add_argument(
@@ -145,9 +151,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output = parser.add_argument_group("output")
     output.add_argument(
         "--output_file",
-        type=Path,
+        type=jsonl_file,
         default=Path("predictions.jsonl"),
-        help="The predictions (JSON Lines); its settings go to NAME.metadata.json beside it. Rerun to resume.",
+        help="The predictions, JSON Lines (a .jsonl file); its settings go to NAME.metadata.json beside it. Rerun to "
+        "resume.",
     )
     output.add_argument(
         "--overwrite_output_file", action="store_true", help="Replace an output made with other settings."
@@ -160,6 +167,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Instead of running a model: read the replies kept in this causal or video-language model's predictions "
         "again (with --read_noun_phrases, --spacy_model, --only_noun_phrases as given) into --output_file.",
     )
+
+
+def jsonl_file(text: str) -> Path:
+    """argparse type of --output_file: a `.jsonl` file, the format written (and the one `evaluate` reads as such)."""
+    if Path(text).suffix != ".jsonl":
+        raise argparse.ArgumentTypeError(f"predictions are JSON Lines: name a .jsonl file, got {text!r}")
+    return Path(text)
 
 
 def check_flags(args) -> None:
@@ -279,6 +293,22 @@ def choose_kind(args, config) -> str:
         if kind != "video" and getattr(args, flag) not in (None, False):
             raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
     return kind
+
+
+def check_max_new_tokens(args, config) -> None:
+    """--max_new_tokens within the positions of the model's text model; T5's relative positions state none, so
+    there it is at most `T5_TRAINED_LENGTH`."""
+    positions = getattr(config.get_text_config(), "max_position_embeddings", None)
+    if positions is not None and args.max_new_tokens > positions:
+        raise UsageError(
+            f"--max_new_tokens {args.max_new_tokens}: more than the {positions} positions of "
+            f"{args.model_name_or_path}'s text model"
+        )
+    if positions is None and args.max_new_tokens > T5_TRAINED_LENGTH:
+        raise UsageError(
+            f"--max_new_tokens {args.max_new_tokens}: more than {args.model_name_or_path} generates (it states no "
+            f"maximum of positions: at most {T5_TRAINED_LENGTH}, the length T5 was trained on)"
+        )
 
 
 def make_predictor(args, kind: str, config) -> "Predictor":
@@ -511,6 +541,7 @@ def run(args) -> int:
     check_flags(args)
     config = load_config(args)
     kind = choose_kind(args, config)
+    check_max_new_tokens(args, config)
     if kind in PROMPTED_KINDS and args.prompt is None:
         args.prompt = DEFAULT_PROMPT
     if kind == "video" and args.num_frames is None:

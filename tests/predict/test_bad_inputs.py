@@ -206,6 +206,32 @@ CASES = {
         USAGE,
         "--prompt is not a valid template",
     ),
+    "a template with a format spec": (
+        before_the_data(model("causal", "--prompt", "{masked_caption:d}")),
+        USAGE,
+        r"--prompt: \{masked_caption:d\} has a format spec or conversion; write \{masked_caption\} alone",
+    ),
+    "a template with a conversion": (
+        before_the_data(model("causal", "--prompt", "Fill {masked_caption!r}")),
+        USAGE,
+        r"--prompt: \{masked_caption!r\} has a format spec or conversion; write \{masked_caption\} alone",
+    ),
+    "an output that is not JSON Lines": (
+        before_the_data(model("causal", "--output_file", "preds.json")),
+        USAGE,
+        r"--output_file: predictions are JSON Lines: name a \.jsonl file, got 'preds.json'",
+    ),
+    "--max_new_tokens beyond a causal LM's positions": (
+        before_the_data(model("causal", "--max_new_tokens", "1000000000")),
+        USAGE,
+        r"--max_new_tokens 1000000000: more than the 2048 positions of .*causal's text model$",
+    ),
+    "--max_new_tokens beyond what a T5 was trained on": (
+        before_the_data(model("seq2seq", "--max_new_tokens", "513")),
+        USAGE,
+        r"--max_new_tokens 513: more than .*seq2seq generates \(it states no maximum of positions: at most 512, the "
+        r"length T5 was trained on\)$",
+    ),
     "--prompt for a seq2seq model": (
         model("seq2seq", "--prompt", "{masked_caption}"),
         USAGE,
