@@ -61,6 +61,8 @@ def main() -> None:
             predict_args.prompt = command.DEFAULT_PROMPT if kind == "causal" else None
             # load_config also sets what make_predictor reads (from_pretrained's Hub options).
             predictor = command.make_predictor(predict_args, kind, command.load_config(predict_args))
+            if kind in command.PROMPTED_KINDS:
+                predictor.render_texts(captions)
             predictor.load_model(device, dtype)
             clips_per_second(predictor, captions[:4], 4)  # warm-up
             batched, batched_answers = clips_per_second(predictor, captions, args.per_device_eval_batch_size)

@@ -557,6 +557,8 @@ def run(args) -> int:
     if not keys:
         raise DataError(f"{described}: has no clips")
     videos = find_videos(args, keys) if kind == "video" else None
+    if kind in PROMPTED_KINDS:
+        predictor.render_texts(list(split["masked_caption"]))
 
     nlp = noun_phrase_pipeline(args, predictor.num_beams)
     reader_nlp = reader_pipeline(args, kind)

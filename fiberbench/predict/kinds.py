@@ -217,9 +217,14 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 
 
 class PromptedPredictor(Predictor):
-    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies."""
+    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies.
+
+    The exact text of every caption is rendered once, up front (`render_texts`): a chat template
+    from the model's folder is its author's code, run bounded in a child process (`chat_templates`).
+    """
 
     chat_template: str | None
+    texts: dict[str, str]  # masked caption -> the exact text the model reads, from `render_texts`
 
     def _pad_on_the_left(self, tokenizer) -> None:
         # Every prompt of a batch then ends where generation starts.
@@ -229,14 +234,28 @@ class PromptedPredictor(Predictor):
         self.tokenizer = tokenizer
 
     def text(self, masked_caption: str) -> str:
-        """The exact text the model reads for a caption."""
+        """The exact text the model reads for a caption, rendered here (see `render_texts`)."""
         raise NotImplementedError
+
+    def render_texts(self, masked_captions: list[str]) -> None:
+        """Render the text of every caption of the run, a chat template in a bounded child process (a `DataError`
+        names what went wrong), and keep them for `rendered`."""
+        from .chat_templates import render_bounded
+
+        if self.chat_template is None:  # the --prompt template alone, which check_template checked
+            self.texts = {caption: self.text(caption) for caption in masked_captions}
+        else:
+            self.texts = render_bounded(self.text, masked_captions, self.args.model_name_or_path)
+
+    def rendered(self, masked_caption: str) -> str:
+        """The text of a caption, as `render_texts` rendered it."""
+        return self.texts[masked_caption]
 
     def prompt(self, masked_caption: str) -> dict:
         return {
             "template": self.args.prompt,
             "chat_template": self.chat_template,
-            "example": self.text(masked_caption),
+            "example": self.rendered(masked_caption),
         }
 
     def replies(self, rows: list[dict]) -> list[list[str]]:
@@ -285,7 +304,7 @@ class CausalPredictor(PromptedPredictor):
     def replies(self, rows):
         # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
         inputs = self.tokenizer(
-            [self.text(row["masked_caption"]) for row in rows],
+            [self.rendered(row["masked_caption"]) for row in rows],
             padding=True,
             add_special_tokens=self.chat_template is None,
             return_tensors="pt",
@@ -338,7 +357,7 @@ class VideoPredictor(PromptedPredictor):
     def replies(self, rows):
         frames = [sample_frames(row["video"], self.args.num_frames) for row in rows]
         inputs = self.processor(
-            text=[self.text(row["masked_caption"]) for row in rows], images=frames, padding=True, return_tensors="pt"
+            text=[self.rendered(row["masked_caption"]) for row in rows], images=frames, padding=True, return_tensors="pt"
         ).to(self.model.device, dtype=self.model.dtype)
         return self._generate(inputs, self.processor)
 

@@ -87,6 +87,11 @@ def missing_video(tmp_path, tiny_models):
     return ["--model_name_or_path", tiny_models["video"], "--video_dir", tmp_path / "videos"]
 
 
+def folder_output(tmp_path, tiny_models):
+    (tmp_path / "predictions.jsonl").mkdir()
+    return ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path / "predictions.jsonl"]
+
+
 def model(kind, *flags):
     return lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models[kind], *flags]
 
@@ -281,7 +286,7 @@ CASES = {
         "lies inside the input folder",
     ),
     "an output that is a folder": (
-        lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path],
+        folder_output,
         USAGE,
         "is a folder; give a file name",
     ),
