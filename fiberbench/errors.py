@@ -6,8 +6,17 @@ Both classes are `ValueError`s, so library callers can catch them as the usual b
 """
 
 import os
+import reprlib
 import sys
 from collections.abc import Callable
+
+# A message is cut after this many characters: one that quotes a huge input stays one readable line.
+MAX_MESSAGE_CHARS = 1000
+# Python's repr of a value, cut level by level: never built whole (see `quoted`). Python 3.11's Repr takes no
+# keyword arguments.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother = 2, 60, 60
+_SHORT_REPR.maxtuple = _SHORT_REPR.maxlist = _SHORT_REPR.maxdict = _SHORT_REPR.maxset = 4
 
 
 class FiberbenchError(ValueError):
@@ -28,11 +37,26 @@ class UsageError(FiberbenchError):
     exit_status = 2
 
 
+def quoted(value: object) -> str:
+    """`repr(value)` cut to a few lines' worth, for a message that quotes a user's value.
+
+    Built level by level with `reprlib`: the whole repr of a YAML "billion laughs" value (nine
+    aliases of nine aliases of ... "lol") would be 3.5 GB.
+    """
+    return _SHORT_REPR.repr(value)
+
+
 def describe(error: BaseException) -> str:
-    """One line for a user error; an `OSError` names its file ("x.json: No such file or directory")."""
+    """One line for a user error; an `OSError` names its file ("x.json: No such file or directory").
+
+    A message longer than `MAX_MESSAGE_CHARS` is cut there and says how long it was.
+    """
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"{error.filename}: {error.strerror}"
-    return " ".join(str(error).split()) or type(error).__name__
+    text = str(error)
+    if len(text) > MAX_MESSAGE_CHARS:
+        return f"{' '.join(text[:MAX_MESSAGE_CHARS].split())} [... {len(text):,} characters in all]"
+    return " ".join(text.split()) or type(error).__name__
 
 
 def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: bool = False) -> int:

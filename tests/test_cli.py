@@ -57,3 +57,16 @@ def test_a_bad_flag_is_one_line_with_exit_status_2(argv, capsys):
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and ": error: " in lines[0] and "--help" in lines[0]
+
+
+def test_a_user_error_of_any_length_is_one_short_line(capsys):
+    """A message quoting a huge input (a 10 MB field, a deep YAML value) is cut: the line stays readable."""
+    from fiberbench.errors import DataError, run_reporting_errors
+
+    def fail():
+        raise DataError("data.json: record 3: field 'label': " + repr("lol " * 2_500_000))
+
+    assert run_reporting_errors(fail, prog="fiberbench x") == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("fiberbench x: error: data.json: record 3: field 'label': 'lol lol")
+    assert line.endswith(" [... 10,000,038 characters in all]") and len(line) < 1100

@@ -14,7 +14,7 @@ import yaml
 from transformers import SchedulerType
 
 from fiberbench.cli import non_negative_int, positive_int, seed
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError, UsageError, quoted
 from fiberbench.hub import HubPushError, check_can_push
 from fiberbench.modeling import FUSIONS
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
@@ -285,7 +285,7 @@ def read_config(path: Path) -> dict:
         if isinstance(value, bool):
             flags.append(f"--{key}" if value else f"--no-{key}")
         elif isinstance(value, (list, dict)):
-            raise UsageError(f"{path}: {key} must be a single value, got {value!r}")
+            raise UsageError(f"{path}: {key} must be a single value, got {quoted(value)}")
         elif value is not None:
             # One token, so that a negative number is read as the value, not as a flag.
             flags.append(f"--{key}={value}")
