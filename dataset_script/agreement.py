@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import write_json
+from fiberbench.files import check_input_files, write_json
 from fiberbench.ownership import Output, arguments_of, check_all, writing
 
 logger = logging.getLogger(__name__)
@@ -131,6 +131,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_input_files([args.file, *(args.answers_files or [])])
     outputs = []
     if args.output_file:
         outputs.append(

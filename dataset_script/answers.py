@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
+from fiberbench.files import check_input_files
 from fiberbench.ownership import Output, arguments_of, check_all, writing
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video, task_input_value
@@ -381,7 +382,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spacy_model",
         default=None,
-        help="spaCy pipeline of the noun-phrase rule (default: the paper's, en_core_web_trf, else an installed one).",
+        help="spaCy pipeline of the noun-phrase rule (default: $FIBERBENCH_SPACY_MODEL, else the paper's, "
+        "en_core_web_trf, else an installed one).",
     )
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
     parser.add_argument(
@@ -406,6 +408,7 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
 def run(args: argparse.Namespace) -> int:
     from .fiber.validation import read_release_records
 
+    check_input_files([*args.blanked_files, *args.answers_files])
     if len({path.name for path in args.blanked_files}) != len(args.blanked_files):
         raise UsageError(f"--blanked_files must have different names, got {[str(path) for path in args.blanked_files]}")
     outputs = [
@@ -427,9 +430,9 @@ def run(args: argparse.Namespace) -> int:
         if args.keep_non_noun_phrases:
             nlp = None
         else:
-            from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+            from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-            nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+            nlp = load_spacy_pipeline(args.spacy_model)
         all_records = [record for records in files.values() for record in records]
         merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
         kept = {clip_key(record): record for record in merged}

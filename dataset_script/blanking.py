@@ -278,8 +278,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(
         "--spacy_model",
-        help="spaCy pipeline (default: the release's, en_core_web_trf; if missing, an installed smaller one, "
-        "with a warning).",
+        help="spaCy pipeline (default: $FIBERBENCH_SPACY_MODEL, else the release's, en_core_web_trf; if missing, an "
+        "installed smaller one, with a warning).",
     )
     parser.add_argument("--num_proc", type=positive_int, default=1, help="Processes that parse (output is identical).")
     parser.add_argument(
@@ -314,12 +314,13 @@ def _check_arguments(args: argparse.Namespace) -> Output:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
-
     output = _check_arguments(args)
     with writing([output], **arguments_of(args)):
         records, total = _input_records(args)
-        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+        # Imported once the input is known to be there: the modeling package loads torch and transformers.
+        from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
+        nlp = load_spacy_pipeline(args.spacy_model)
         summary = Counter()
         clips = _read_clips(records, args, nlp.max_length, summary)
         pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)

@@ -140,7 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decoding.add_argument(
         "--spacy_model",
         default=None,
-        help="spaCy pipeline of the noun-phrase checks (default en_core_web_trf, else the largest English one here).",
+        help="spaCy pipeline of the noun-phrase checks (default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf, else "
+        "the largest English one here).",
     )
     decoding.add_argument(
         "--per_device_eval_batch_size",
@@ -198,10 +199,6 @@ def load_config(args):
     (in seconds: `fiberbench.hub.model_loading_options`); a config that loads but cannot be used
     (e.g. it needs --trust_remote_code) is a UsageError.
     """
-    from transformers import AutoConfig
-
-    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
-
     name = args.model_name_or_path
     folder = Path(name).expanduser()
     args.hub_options = {}  # from_pretrained's options for a Hub id, set below
@@ -215,6 +212,11 @@ def load_config(args):
 
     # Checked in seconds: an unreachable Hub would otherwise retry for half a minute per file.
     args.hub_options = model_loading_options(name, flag="--model_name_or_path", revision=args.revision)
+    # Imported once the model is known to be somewhere: transformers and torch take seconds to load.
+    from transformers import AutoConfig
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
+
     try:
         return AutoConfig.from_pretrained(
             name, revision=args.revision, trust_remote_code=args.trust_remote_code, **args.hub_options
@@ -227,6 +229,8 @@ def local_config(args, folder: Path):
     """The config of a local model folder; a missing or broken config.json is a DataError naming it."""
     from transformers import AutoConfig
     from transformers.utils import CONFIG_NAME
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
 
     config_file = folder / CONFIG_NAME
     if not config_file.is_file():
@@ -408,9 +412,9 @@ def noun_phrase_pipeline(args, num_beams: int):
     """The spaCy pipeline that picks the first noun-phrase beam, or None when there is no choice to make."""
     if not (args.only_noun_phrases and num_beams > 1):
         return None
-    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-    return load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+    return load_spacy_pipeline(args.spacy_model)
 
 
 def reader_pipeline(args, kind: str):
@@ -527,9 +531,6 @@ def describe_run(prepared: Run) -> dict:
 
 
 def run(args) -> int:
-    import torch
-    from accelerate import Accelerator
-
     from fiberbench.ownership import acquire_on_main
 
     from .outputs import PredictionsFile
@@ -562,6 +563,10 @@ def run(args) -> int:
 
     nlp = noun_phrase_pipeline(args, predictor.num_beams)
     reader_nlp = reader_pipeline(args, kind)
+    # Imported here, not first: a mistyped path or flag above is answered before they take seconds to load.
+    import torch
+    from accelerate import Accelerator
+
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
