@@ -116,3 +116,12 @@ def test_a_missing_input_is_refused_before_any_heavy_library_loads(tmp_path, ent
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert message in result.stderr and result.stdout.split(maxsplit=1)[1].strip() == "[]", (result.stdout, result.stderr)
     assert result.stdout.split()[0] in ("1", "2")
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"fiberbench {version('fiber-benchmark')}\n"
