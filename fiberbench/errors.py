@@ -5,10 +5,11 @@ field, or the flag), and the command line prints it without a traceback (`--debu
 Both classes are `ValueError`s, so library callers can catch them as the usual bad-value error.
 """
 
+import contextlib
 import os
 import reprlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 # A message is cut after this many characters: one that quotes a huge input stays one readable line.
 MAX_MESSAGE_CHARS = 1000
@@ -59,12 +60,30 @@ def describe(error: BaseException) -> str:
     return " ".join(text.split()) or type(error).__name__
 
 
+@contextlib.contextmanager
+def alike_on_every_process() -> Iterator[None]:
+    """Around checks that every process of a multi-process launch makes alike (the flags, the inputs, the outputs):
+    a user error raised in the block is the same on every process, so only the main one says it.
+
+    `run_reporting_errors` reads the mark. Errors raised elsewhere, which may be one process's own
+    (its share of the data), are said by the process that raised them.
+    """
+    try:
+        yield
+    except (FiberbenchError, OSError) as error:
+        error.alike_on_every_process = True
+        raise
+
+
 def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: bool = False) -> int:
     """Run a command's `function`; a user error becomes one line on stderr and the command's exit status.
 
     User errors are `FiberbenchError`s and `OSError`s (a missing file, a full disk, a refused
     connection). Anything else is a bug and keeps its traceback. With `debug` (`--debug`, or
-    `FIBERBENCH_DEBUG=1` in the environment) user errors keep theirs too.
+    `FIBERBENCH_DEBUG=1` in the environment) user errors keep theirs too. Under a multi-process
+    launch (`accelerate launch`, torchrun: `RANK` in the environment), an error that every process
+    raised alike (`alike_on_every_process`) is said by the main process alone; each process still
+    exits with the error's status.
     """
     debug = debug or os.environ.get("FIBERBENCH_DEBUG", "") not in ("", "0")
     try:
@@ -72,7 +91,8 @@ def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: b
     except (FiberbenchError, OSError) as error:
         if debug:
             raise
-        print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
+        if os.environ.get("RANK", "0") == "0" or not getattr(error, "alike_on_every_process", False):
+            print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
         return getattr(error, "exit_status", 1)
 
 

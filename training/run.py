@@ -26,7 +26,7 @@ from transformers import get_scheduler
 from fiberbench.cli import configure_logging
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.provenance import is_synthetic
-from fiberbench.errors import DataError, FiberbenchError, UsageError
+from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
 from fiberbench.files import write_json, write_jsonl, write_text
 from fiberbench.hub import push_folder
 from fiberbench.metric.baselines import most_frequent_answer
@@ -123,21 +123,22 @@ def evaluated_splits(args: argparse.Namespace) -> list[str]:
 
 def train_and_evaluate(args: argparse.Namespace) -> None:
     """The whole run: checks, data, model or baseline, training, evaluation, outputs, push."""
-    output = RunFolder.check(
-        args.output_dir,
-        overwrite=args.overwrite_output_dir,
-        resume_from_checkpoint=args.resume_from_checkpoint,
-        inputs=[
-            path
-            for path in (args.dataset_name or SAMPLE_DIR, args.model_name_or_path, args.config_path)
-            if path is not None and Path(path).exists()
-        ],
-    )
-    options = loading_options(args.model_name_or_path) if args.model_name_or_path else {}
-    accelerator = make_accelerator(args)
-    setup_logging(accelerator)
-    lock = output.output.lock()
-    acquire_on_main(lock, accelerator)
+    with alike_on_every_process():
+        output = RunFolder.check(
+            args.output_dir,
+            overwrite=args.overwrite_output_dir,
+            resume_from_checkpoint=args.resume_from_checkpoint,
+            inputs=[
+                path
+                for path in (args.dataset_name or SAMPLE_DIR, args.model_name_or_path, args.config_path)
+                if path is not None and Path(path).exists()
+            ],
+        )
+        options = loading_options(args.model_name_or_path) if args.model_name_or_path else {}
+        accelerator = make_accelerator(args)
+        setup_logging(accelerator)
+        lock = output.output.lock()
+        acquire_on_main(lock, accelerator)
     try:
         run_with_the_folder(args, accelerator, output, options)
     finally:
@@ -148,16 +149,17 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
     """The run, once its output folder is checked and locked: data, model or baseline, training, evaluation."""
     set_seed(args.seed)
 
-    fusion = resolve_fusion(args, options)
-    args.dataset_config_name = args.dataset_config_name or default_config_name(fusion)
-    with accelerator.main_process_first():
-        splits = load_splits(args.dataset_name, args.dataset_config_name, fusion)
-    needed = (["train"] if args.do_train or args.baseline else []) + evaluated_splits(args)
-    missing = [name for name in needed if name not in splits]
-    if missing:
-        raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
-    if args.resume_from_checkpoint:
-        check_checkpoint(accelerator, Path(args.resume_from_checkpoint), trust_checkpoint=args.trust_checkpoint)
+    with alike_on_every_process():  # every process reads the same data and checkpoint
+        fusion = resolve_fusion(args, options)
+        args.dataset_config_name = args.dataset_config_name or default_config_name(fusion)
+        with accelerator.main_process_first():
+            splits = load_splits(args.dataset_name, args.dataset_config_name, fusion)
+        needed = (["train"] if args.do_train or args.baseline else []) + evaluated_splits(args)
+        missing = [name for name in needed if name not in splits]
+        if missing:
+            raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
+        if args.resume_from_checkpoint:
+            check_checkpoint(accelerator, Path(args.resume_from_checkpoint), trust_checkpoint=args.trust_checkpoint)
     run = Run(
         args=args,
         accelerator=accelerator,

@@ -19,7 +19,7 @@ datasets load (seconds): the run itself is `fiberbench.training.run`.
 
 import sys
 
-from fiberbench.errors import run_reporting_errors
+from fiberbench.errors import alike_on_every_process, run_reporting_errors
 from fiberbench.training.arguments import parse_args
 
 PROG = "train.py"
@@ -29,7 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the script; returns its exit status (1 for a data error, 2 for a usage error, each one line)."""
 
     def checked_then_run() -> None:
-        args = parse_args(argv)
+        with alike_on_every_process():
+            args = parse_args(argv)
         from fiberbench.training.run import train_and_evaluate
 
         train_and_evaluate(args)

@@ -531,14 +531,31 @@ def describe_run(prepared: Run) -> dict:
 
 
 def run(args) -> int:
+    from fiberbench.errors import alike_on_every_process
     from fiberbench.ownership import acquire_on_main
-
-    from .outputs import PredictionsFile
 
     if args.reread is not None:
         from .reread import reread
 
         return reread(args)
+    # Every process makes these checks alike: a refusal is said once, by the main process.
+    with alike_on_every_process():
+        prepared, predictions, inputs, accelerator = prepare_run(args)
+        lock = predictions.output.lock()
+        acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
+    try:
+        with alike_on_every_process():
+            predictions.check(inputs)
+        predict_and_merge(prepared, predictions, accelerator)
+    finally:
+        lock.release()
+    return 0
+
+
+def prepare_run(args) -> tuple:
+    """Every check that could refuse the run, then the run: (`Run`, its `PredictionsFile`, the inputs, the Accelerator)."""
+    from .outputs import PredictionsFile
+
     check_flags(args)
     config = load_config(args)
     kind = choose_kind(args, config)
@@ -583,20 +600,14 @@ def run(args) -> int:
         dtype=dtype,
     )
     predictions = PredictionsFile(args.output_file, describe_run(prepared), overwrite=args.overwrite_output_file)
-    lock = predictions.output.lock()
-    acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
-    try:
-        predict_and_merge(prepared, predictions, inputs, accelerator)
-    finally:
-        lock.release()
-    return 0
+    return prepared, predictions, inputs, accelerator
 
 
-def predict_and_merge(prepared: Run, predictions, inputs: list, accelerator) -> None:
-    """With the output's lock held: resume or start the part files, predict the clips not done, merge them."""
+def predict_and_merge(prepared: Run, predictions, accelerator) -> None:
+    """With the output's lock held and the output checked: resume or start the part files, predict the clips not done,
+    merge them."""
     args, keys, predictor, settings = prepared.args, prepared.keys, prepared.predictor, predictions.settings
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
-    predictions.check(inputs)
     accelerator.wait_for_everyone()  # every process has checked before the record and part files change
     if accelerator.is_main_process:
         predictions.prepare()
