@@ -465,18 +465,10 @@ def test_a_clip_twice_in_the_split_is_refused():
 
 
 def test_a_video_id_leading_out_of_the_video_dir_is_refused_before_any_video_is_opened(
-    tmp_path, tiny_models, built_sample, cli_error
+    tmp_path, tiny_models, sample_with, cli_error
 ):
     """A dataset not made by build-dataset may hold any id; `../outside/evil` would be read as ../outside/evil.mp4."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    dataset = tmp_path / "fiber"
-    shutil.copytree(built_sample, dataset)
-    shard = next((dataset / "text").glob("test-*.parquet"))
-    table = pq.read_table(shard)
-    ids = ["../outside/evil", *table.column("video_id").to_pylist()[1:]]
-    pq.write_table(table.set_column(table.column_names.index("video_id"), "video_id", pa.array(ids)), shard)
+    dataset = sample_with("video_id", 0, "../outside/evil")
     (tmp_path / "outside").mkdir()
     write_video(tmp_path / "outside" / "evil.mp4", seconds=400, fps=1)
     (tmp_path / "videos").mkdir()
