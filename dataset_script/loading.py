@@ -151,3 +151,24 @@ def check_video_ids(splits: "datasets.DatasetDict", flag: str) -> None:
                 check_plain_video_id(column[row].as_py())
             except ValueError as error:
                 raise DataError(f"{flag}: split {name}, row {row}: field 'video_id': {error}") from None
+
+
+def split_fingerprint(split: "datasets.Dataset", columns: list[str]) -> str:
+    """A sha256 of the values of `columns` in every row of `split`, in order.
+
+    Two runs that record it (predict's settings, a training checkpoint) can tell that the data
+    changed under the same name: a rebuilt folder, other captions, other features.
+    """
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for batch in split.select_columns(columns).with_format("numpy").iter(batch_size=256):
+        for column in columns:
+            for value in batch[column]:
+                if isinstance(value, np.ndarray):
+                    digest.update(f"{value.dtype}{value.shape}".encode())
+                    digest.update(np.ascontiguousarray(value).tobytes())
+                else:
+                    digest.update(repr(value).encode())
+                digest.update(b"\0")
+    return f"sha256:{digest.hexdigest()}"

@@ -247,3 +247,24 @@ def check_outputs_apart(
             else:
                 continue
             raise UsageError(f"{flag} {output} {problem}: it would be overwritten; write the output elsewhere")
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """`sha256:HEX` of a file's bytes (the Hub's own name for a file's content), read in 1 MiB chunks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def folder_fingerprint(folder: str | os.PathLike) -> dict[str, str]:
+    """Every file of `folder` (hidden ones left out) -> its size and `file_digest`: what a run read from it."""
+    folder = Path(folder)
+    return {
+        path.relative_to(folder).as_posix(): f"{path.stat().st_size} bytes, {file_digest(path)}"
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    }

@@ -26,6 +26,30 @@ from .processing_fiber import FiberProcessor, check_masked_captions
 
 logger = logging.get_logger(__name__)
 
+# The parameters a T5 checkpoint lacks: the encoder's video modules (`FiberT5Encoder`).
+VIDEO_MODULES = ("encoder.video_projection.", "encoder.video_encoder.", "encoder.fusion_encoder.")
+
+
+def weights_mismatch(loading_info: dict, allowed: tuple[str, ...] = ()) -> str | None:
+    """What `from_pretrained(..., output_loading_info=True)` found wrong with a checkpoint's weights, or None.
+
+    Missing weights (a config that promises more layers than the weights hold) are left random by
+    transformers with only a log line; unexpected ones are dropped. Either way the model that
+    runs is not the one saved. Weights whose names start with `allowed` belong to modules that
+    are expected to be new (initialized) or dropped: the video modules of a model whose fusion
+    is being set.
+    """
+    found = {
+        "missing": sorted(key for key in loading_info.get("missing_keys", ()) if not key.startswith(allowed)),
+        "unexpected": sorted(key for key in loading_info.get("unexpected_keys", ()) if not key.startswith(allowed)),
+        "of another shape": sorted(str(key[0] if isinstance(key, tuple) else key)
+                                   for key in loading_info.get("mismatched_keys", ())),
+    }
+    problems = [
+        f"{len(keys)} {kind} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" for kind, keys in found.items() if keys
+    ]
+    return "; ".join(problems) or None
+
 
 @dataclass
 class FiberT5EncoderOutput(BaseModelOutput):
@@ -272,7 +296,15 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
         except SafetensorError as error:
             name = pretrained_model_name_or_path
             raise OSError(f"The safetensors weights of {name} cannot be read: {error}") from error
-        if model.config.architectures != [cls.__name__]:
+        started_from_t5 = model.config.architectures != [cls.__name__]
+        # Video modules are new when the checkpoint is T5's, or when `fusion=` sets another fusion than saved.
+        mismatch = weights_mismatch(loading_info, VIDEO_MODULES if started_from_t5 or "fusion" in kwargs else ())
+        if mismatch:
+            raise OSError(
+                f"The weights of {pretrained_model_name_or_path} do not match its config: {mismatch}; the model "
+                "would run with random or missing weights"
+            )
+        if started_from_t5:
             # Another architecture's checkpoint (T5): its generation settings are not FIBER's.
             model.config.architectures = [cls.__name__]
             model.generation_config = paper_generation_config(model.config)

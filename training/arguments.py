@@ -25,6 +25,17 @@ SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+# The arguments that may differ between a run and its resumption: where its outputs go, how they are shown,
+# shared or read in, and the final test evaluation. Every other one shapes what is trained, and a checkpoint
+# resumes only with the values it was saved with (`training_settings`).
+NOT_TRAINING_SETTINGS = frozenset(
+    {
+        "config", "config_path", "sample_demo", "output_dir", "overwrite_output_dir", "resume_from_checkpoint",
+        "trust_checkpoint", "checkpointing_steps", "with_tracking", "report_to", "tracker_project_name",
+        "push_to_hub", "hub_model_id", "hub_token", "dataloader_num_workers", "per_device_eval_batch_size",
+        "do_predict",
+    }
+)
 
 
 class LazyChoices(Sequence):
@@ -396,6 +407,16 @@ def check_paths(args: argparse.Namespace) -> None:
         check_dataset_name(args.dataset_name)
     if args.model_name_or_path is not None and not Path(args.model_name_or_path).expanduser().exists():
         check_model_name(args.model_name_or_path, flag="--model_name_or_path")
+
+
+def training_settings(args: argparse.Namespace) -> dict:
+    """The arguments that shape what a run trains (all but `NOT_TRAINING_SETTINGS`): saved in every checkpoint and
+    compared on resume."""
+    return {
+        name: str(value) if isinstance(value, Path) else value
+        for name, value in vars(args).items()
+        if name not in NOT_TRAINING_SETTINGS
+    }
 
 
 def hub_repo_id(args: argparse.Namespace) -> str:

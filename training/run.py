@@ -32,7 +32,7 @@ from fiberbench.hub import push_folder
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-from fiberbench.training.arguments import hub_repo_id
+from fiberbench.training.arguments import hub_repo_id, training_settings
 from fiberbench.training.checkpointing import (
     BEST_MODEL_IN_CHECKPOINT,
     CheckpointError,
@@ -159,7 +159,12 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
         if missing:
             raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
         if args.resume_from_checkpoint:
-            check_checkpoint(accelerator, Path(args.resume_from_checkpoint), trust_checkpoint=args.trust_checkpoint)
+            check_checkpoint(
+                accelerator,
+                Path(args.resume_from_checkpoint),
+                settings=training_settings(args),
+                trust_checkpoint=args.trust_checkpoint,
+            )
     run = Run(
         args=args,
         accelerator=accelerator,
@@ -411,7 +416,7 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         num_training_steps=max_train_steps * accelerator.num_processes,
     )
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
-    state = TrainingState(model, optimizer, lr_scheduler, TrainingProgress())
+    state = TrainingState(model, optimizer, lr_scheduler, TrainingProgress(settings=training_settings(args)))
     if args.with_tracking:
         start_trackers(run)
 
@@ -539,7 +544,9 @@ def resume(
     anything is written: resuming it would train nothing and replace the outputs.
     """
     logger.info(f"Resuming from {checkpoint}")
-    state.progress = load_checkpoint(run.accelerator, checkpoint, trust_checkpoint=run.args.trust_checkpoint)
+    state.progress = load_checkpoint(
+        run.accelerator, checkpoint, settings=training_settings(run.args), trust_checkpoint=run.args.trust_checkpoint
+    )
     if state.progress.completed_steps > max_train_steps or state.progress.epochs_done > num_epochs:
         raise CheckpointError(
             f"{checkpoint} is past this run's end ({state.progress.completed_steps} steps and "

@@ -330,6 +330,14 @@ def make_predictor(args, kind: str, config) -> "Predictor":
         ) from error
 
 
+def model_files(args) -> dict[str, str] | None:
+    """A local model folder's files with their sizes and hashes (`folder_fingerprint`); None for a Hub id."""
+    from fiberbench.files import folder_fingerprint
+
+    folder = Path(args.model_name_or_path).expanduser()
+    return folder_fingerprint(folder) if folder.is_dir() else None
+
+
 def model_commit(args) -> str | None:
     """The commit of a Hub model (from the snapshot folder its config was cached in); None for a local folder."""
     if Path(args.model_name_or_path).expanduser().is_dir():
@@ -503,7 +511,10 @@ class Run:
 def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
+    from fiberbench.data.loading import split_fingerprint
     from fiberbench.data.provenance import is_synthetic
+
+    from .outputs import KEY_FIELDS
 
     args = prepared.args
     return {
@@ -515,6 +526,8 @@ def describe_run(prepared: Run) -> dict:
             "kind": prepared.kind,
             "architectures": prepared.config.architectures,
             "dtype": str(prepared.dtype).removeprefix("torch."),
+            # A local folder's files (a Hub model's are its commit's): re-saved weights are other settings.
+            "files": model_files(args),
         },
         "dataset": {
             "name": local_or_hub(args.dataset_name),
@@ -522,6 +535,11 @@ def describe_run(prepared: Run) -> dict:
             "split": args.split,
             "clips": len(prepared.split),
             "synthetic": is_synthetic(args.dataset_name),
+            # What the model reads of each row: a rebuilt dataset with other captions or features is other data.
+            "fingerprint": split_fingerprint(
+                prepared.split,
+                [*KEY_FIELDS, "masked_caption", *(["video_features"] if prepared.predictor.reads_features else [])],
+            ),
         },
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": prepared.predictor.decoding() | noun_phrase_settings(prepared.nlp),
@@ -546,6 +564,8 @@ def run(args) -> int:
     try:
         with alike_on_every_process():
             predictions.check(inputs)
+            # Loaded before anything is written: weights that do not match the config are refused with nothing written.
+            prepared.predictor.load_model(accelerator.device, prepared.dtype)
         predict_and_merge(prepared, predictions, accelerator)
     finally:
         lock.release()
@@ -651,7 +671,6 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
     from .outputs import KEY_FIELDS, SKIPPED
 
     predictor, split, videos = prepared.predictor, prepared.split, prepared.videos
-    predictor.load_model(accelerator.device, prepared.dtype)
     captions = list(split["masked_caption"])
     batch_size = prepared.args.per_device_eval_batch_size
     progress = tqdm(

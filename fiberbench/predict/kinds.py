@@ -101,14 +101,23 @@ class Predictor:
     def _from_pretrained(self, auto_class, device, dtype):
         """The model from its safetensors weights (never a pickle, which can run code), on `device`, in eval mode."""
         from fiberbench.errors import DataError
+        from fiberbench.modeling.modeling_fiber_t5 import weights_mismatch
 
         name = self.args.model_name_or_path
         try:
-            model = auto_class.from_pretrained(name, dtype=dtype, use_safetensors=True, **self.loading)
+            model, loading_info = auto_class.from_pretrained(
+                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **self.loading
+            )
         except (OSError, ValueError, RuntimeError) as error:
             raise DataError(
                 f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})"
             ) from error
+        mismatch = weights_mismatch(loading_info)
+        if mismatch:
+            raise DataError(
+                f"--model_name_or_path {name}: its weights do not match its config ({mismatch}); it would run with "
+                "random or missing weights"
+            )
         return model.to(device).eval()
 
 

@@ -39,6 +39,15 @@ def pickle_only_model(tmp_path, tiny_models):
     return ["--model_name_or_path", folder]
 
 
+def deeper_config_than_weights(tmp_path, tiny_models):
+    """The reproduction: a causal LM whose config promises 2 more layers than its weights hold."""
+    folder = tmp_path / "deeper"
+    shutil.copytree(tiny_models["causal"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"num_hidden_layers": config["num_hidden_layers"] + 2}))
+    return ["--model_name_or_path", folder]
+
+
 def vision_only_model(tmp_path, tiny_models):
     """A model of no kind predict runs: an image encoder."""
     folder = tmp_path / "vit"
@@ -325,6 +334,11 @@ CASES = {
         before_the_data(pickle_only_model),
         DATA,
         "pickled: no model.safetensors in it; fiberbench predict reads only safetensors weights, never a pickle$",
+    ),
+    "a config promising more layers than the weights hold": (
+        deeper_config_than_weights,
+        DATA,
+        r"deeper: its weights do not match its config \(\d+ missing \(model.layers.\d+\.",
     ),
     "a causal LM run as a FIBER model": (
         before_the_data(model("causal", "--model_type", "fiber")),

@@ -6,6 +6,7 @@ import logging
 import pytest
 
 from fiberbench.cli import main
+from fiberbench.files import file_digest, folder_fingerprint
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.predict.command import KIND_NAMES, PROMPTED_KINDS
 from fiberbench.predict.kinds import PREDICTORS, detect_kind
@@ -64,7 +65,10 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
         "kind": kind,
         "architectures": json.loads((tiny_models[kind] / "config.json").read_text())["architectures"],
         "dtype": "float32",
+        "files": folder_fingerprint(tiny_models[kind]),
     }
+    assert settings["model"]["files"]["model.safetensors"].endswith(file_digest(tiny_models[kind] / "model.safetensors"))
+    fingerprint = settings["dataset"].pop("fingerprint")
     assert settings["dataset"] == {
         "name": None,
         "config": "i3d" if kind == "fiber" else "text",
@@ -72,6 +76,7 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
         "clips": len(rows),
         "synthetic": True,
     }
+    assert fingerprint.startswith("sha256:") and len(fingerprint) == len("sha256:") + 64
     assert settings["decoding"]["num_beams"] == num_beams
     assert settings["decoding"]["only_noun_phrases"] is (num_beams > 1)
     assert prompt_field in settings["prompt"] and settings["prompt"]["example"]

@@ -196,9 +196,15 @@ def test_a_tampered_checkpoint_never_runs_its_payload(
     "damage, settings, message",
     [
         ("model.safetensors", ["--max_train_steps", 4], "cannot be loaded into this run (a damaged file"),
-        (None, ["--max_train_steps", 2], "is past this run's end (4 steps and 0 epochs done; this run has 2 steps"),
+        (None, ["--max_train_steps", 2], "was saved by a run with other settings (max_train_steps: 2 here, 4 there)"),
+        # The reproduction: a resume with other flags trained on the checkpoint's schedule and recorded the new ones.
+        (
+            None,
+            ["--max_train_steps", 4, "--learning_rate", "0.01", "--seed", 7],
+            "was saved by a run with other settings (learning_rate: 0.01 here, 0.003 there; seed: 7 here, 42 there)",
+        ),
     ],
-    ids=["damaged weights", "past the run's end"],
+    ids=["damaged weights", "past the run's end", "other learning rate and seed"],
 )
 def test_a_checkpoint_that_cannot_be_resumed_is_one_line_and_writes_nothing(
     launch, failure_lines, short_checkpointed_run, tmp_path, damage, settings, message
