@@ -23,7 +23,8 @@ MISSING_INPUTS = {
     "fiberbench agreement": ["agreement", "nope.json"],
     "fiberbench blank": ["blank", "nope.json", "--output_file", "blanked.json"],
     "fiberbench answers": [
-        "answers", "--blanked_files", str(SAMPLE_DIR / "val.json"), "--answers_files", "nope.csv", "--output_dir", "out",
+        "answers", "--blanked_files", str(SAMPLE_DIR / "val.json"), "--answers_files", "nope.csv",
+        "--output_dir", "out",
     ],
     "fiberbench stats": ["stats", "nope.json", "--output_dir", "stats"],
     "fiberbench hit-inputs": ["hit-inputs", "nope.json", "--output_file", "hits.csv"],

@@ -61,7 +61,7 @@ def task_input_cell(value: str) -> str:
 
 
 def task_input_value(cell: str) -> str:
-    """The task input a CSV cell of `task_input_cell` holds (also what Mechanical Turk's results repeat as `Input.*`)."""
+    """The task input that a cell of `task_input_cell` holds (Mechanical Turk's results repeat it as `Input.*`)."""
     return html.unescape(cell)
 
 

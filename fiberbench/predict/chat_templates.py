@@ -97,7 +97,8 @@ def _render_in_child(pickled_render: bytes, captions: list[str], connection) -> 
                 signal.setitimer(signal.ITIMER_REAL, 0)
             if len(text) > MAX_PROMPT_CHARS:
                 raise RenderingError(
-                    f"rendered a prompt of {len(text):,} characters, more than the {MAX_PROMPT_CHARS:,} a prompt may have"
+                    f"rendered a prompt of {len(text):,} characters, more than the {MAX_PROMPT_CHARS:,} a prompt "
+                    "may have"
                 )
             texts.append(text)
         reply = ("texts", texts)

@@ -573,7 +573,8 @@ def run(args) -> int:
 
 
 def prepare_run(args) -> tuple:
-    """Every check that could refuse the run, then the run: (`Run`, its `PredictionsFile`, the inputs, the Accelerator)."""
+    """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile`, its inputs and
+    the Accelerator."""
     from .outputs import PredictionsFile
 
     check_flags(args)
