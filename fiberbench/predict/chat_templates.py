@@ -75,9 +75,16 @@ def _out_of_time(signum, frame):
 
 
 def _limit_memory(extra: int) -> None:
-    """Let this process's address space grow by `extra` bytes at most: an allocation beyond is a MemoryError."""
-    with open("/proc/self/statm") as statm:
-        used = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    """Let this process's address space grow by `extra` bytes at most: an allocation beyond is a MemoryError.
+
+    Linux only (its /proc gives the size now); elsewhere the kernel does not enforce `RLIMIT_AS` anyway, and only
+    the time bound applies.
+    """
+    try:
+        with open("/proc/self/statm") as statm:
+            used = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return
     resource.setrlimit(resource.RLIMIT_AS, (used + extra, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
