@@ -47,14 +47,17 @@ def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
     return {"seq2seq": folder / "seq2seq", "causal": folder / "causal"}
 
 
-def make_predictor(model: Path, kind: str, device: torch.device, dtype: torch.dtype, *flags: str):
-    """The predictor `fiberbench predict` makes for `model` with `flags`, its weights loaded on `device`."""
+def make_predictor(model: Path, kind: str, device: torch.device, dtype: torch.dtype, rows: list[dict], *flags: str):
+    """The predictor `fiberbench predict` makes for `model` with `flags`, the texts of `rows` rendered (a model that
+    reads a prompt), its weights loaded on `device`."""
     parser = argparse.ArgumentParser()
     command.add_arguments(parser)
     args = parser.parse_args(["--model_name_or_path", str(model), *flags])
     args.prompt = command.DEFAULT_PROMPT if kind in command.PROMPTED_KINDS else None
     # load_config also sets what make_predictor reads (from_pretrained's Hub options).
     predictor = command.make_predictor(args, kind, command.load_config(args))
+    if kind in command.PROMPTED_KINDS:
+        predictor.render_texts([row["masked_caption"] for row in rows])
     predictor.load_model(device, dtype)
     return predictor
 
@@ -102,7 +105,7 @@ def language_models(args, device, dtype) -> None:
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for kind, path in save_models(Path(folder), args.d_model, args.num_layers).items():
-            predictor = make_predictor(path, kind, device, dtype)
+            predictor = make_predictor(path, kind, device, dtype, rows)
             clips_per_second(predictor, rows[:4], 4)  # warm-up
             batched, batched_answers = clips_per_second(predictor, rows, args.per_device_eval_batch_size)
             alone, alone_answers = clips_per_second(predictor, rows, 1)
@@ -144,7 +147,7 @@ def video_llms(args, device, dtype) -> None:
             results[family] = {}
             for video_input in ("video", "images"):
                 flags = ["--video_dir", str(video_dir), "--num_frames", str(args.num_frames)]
-                predictor = make_predictor(model, "video", device, dtype, *flags, "--video_input", video_input)
+                predictor = make_predictor(model, "video", device, dtype, rows, *flags, "--video_input", video_input)
                 clips_per_second(predictor, rows[:2], 2)  # warm-up
                 in_use = reset_peak_memory(device)
                 # The best of --repeats: the least disturbed by other work on the machine.

@@ -5,6 +5,7 @@ import importlib
 import logging
 import sys
 
+from . import __version__
 from .errors import run_reporting_errors
 
 # Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`, and
@@ -114,6 +115,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         prog="fiberbench",
         description="FIBER, the video fill-in-the-blanks benchmark: data, scoring and tools.",
     )
+    parser.add_argument("--version", action="version", version=f"fiberbench {__version__}")
     parser.add_argument(
         "--debug",
         action="store_true",

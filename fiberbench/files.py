@@ -10,10 +10,11 @@ Every file and folder the package writes goes through here:
 - Both give what they write the usual permissions (0644 files and 0755 folders under umask 022):
   `tempfile` makes its files 0600 and folders 0700, which colleagues on shared storage could not read.
 - `check_outputs_apart` refuses, before any work, an output that is an input or lies inside (or
-  holds) an input folder.
+  holds) an input folder; `check_input_files` refuses an input file that is not there.
 """
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -221,6 +222,21 @@ def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator
 
 def _resolved(path: str | os.PathLike) -> Path:
     return Path(path).expanduser().resolve()
+
+
+def check_input_files(paths: Iterable[str | os.PathLike | None]) -> None:
+    """Refuse an input file that is missing or is a folder: the `OSError` that opening it would raise, naming it.
+
+    Commands call it first, before the heavy libraries load, so that a mistyped name is answered in
+    a fraction of a second rather than after torch, transformers or spaCy have started.
+    """
+    for path in paths:
+        if path is None:
+            continue
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
 
 
 def check_outputs_apart(

@@ -50,6 +50,29 @@ def built_sample(tmp_path_factory):
 
 
 @pytest.fixture
+def sample_with(built_sample, tmp_path):
+    """`sample_with(column, row, value)`: a copy of the built sample whose `text` test split holds `value` in `column`
+    at `row`, as a dataset made by other means may; returns its folder."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def edit(column: str, row: int, value):
+        copy = tmp_path / "fiber"
+        shutil.copytree(built_sample, copy)
+        shard = next((copy / "text").glob("test-*.parquet"))
+        table = pq.read_table(shard)
+        values = table.column(column).to_pylist()
+        values[row] = value
+        index = table.column_names.index(column)
+        pq.write_table(table.set_column(index, column, pa.array(values, table.schema.field(column).type)), shard)
+        return copy
+
+    return edit
+
+
+@pytest.fixture
 def user_error(capsys):
     """`user_error(main, args, prog)`: run `main(args)` in this process and expect a user error.
 

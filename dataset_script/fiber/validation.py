@@ -48,14 +48,24 @@ def _require_type(value: Any, expected: type, *, file: str, index: int, field: s
         raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
 
 
-def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
-    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`)."""
-    _require_type(video_id, str, file=file, index=index, field="video_id")
+def check_plain_video_id(video_id: str) -> str:
+    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`), else a ValueError saying why.
+
+    Every reader of ids checks them (the builder, `blank`, `fiberbench.data.load_fiber`): an id is
+    part of file names, and `../x` or `/x` would lead out of the folder it is looked up in.
+    """
     if not VIDEO_ID_PATTERN.fullmatch(video_id):
-        raise InvalidRecordError(
-            file, index, "video_id", f"{video_id!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')"
-        )
+        raise ValueError(f"{video_id[:100]!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')")
     return video_id
+
+
+def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
+    """The id itself if it is a plain YouTube-style id (`check_plain_video_id`)."""
+    _require_type(video_id, str, file=file, index=index, field="video_id")
+    try:
+        return check_plain_video_id(video_id)
+    except ValueError as error:
+        raise InvalidRecordError(file, index, "video_id", str(error)) from None
 
 
 def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[list[str]]:

@@ -231,9 +231,15 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 
 
 class PromptedPredictor(Predictor):
-    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies."""
+    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies.
+
+    The exact text of every caption is rendered once, up front (`render_texts`): a chat template
+    from the model's folder is its author's code, run bounded in a child process (`chat_templates`).
+    """
 
     chat_template: str | None
+    # (masked caption, image parts) -> the exact text the model reads, from `render_texts`
+    texts: dict[tuple[str, int | None], str]
 
     def _pad_on_the_left(self, tokenizer) -> None:
         # Every prompt of a batch then ends where generation starts.
@@ -242,15 +248,41 @@ class PromptedPredictor(Predictor):
             tokenizer.pad_token = tokenizer.eos_token
         self.tokenizer = tokenizer
 
-    def text(self, masked_caption: str) -> str:
-        """The exact text the model reads for a caption."""
+    def text(self, masked_caption: str, image_parts: int | None = None) -> str:
+        """The exact text the model reads for a caption (with `image_parts` image placeholders where the kind puts a
+        clip's frames in as images), rendered here: see `render_texts`."""
         raise NotImplementedError
+
+    def image_parts(self, num_frames: int | None) -> int | None:
+        """How many image placeholders the text of a clip of `num_frames` frames holds (None: the text does not
+        depend on the clip)."""
+        return None
+
+    def render_texts(self, masked_captions: list[str], frame_counts: list[int | None] | None = None) -> None:
+        """Render the text of every caption of the run (each clip's, given its frame count), a chat template in a
+        bounded child process (a `DataError` names what went wrong), and keep them for `rendered`.
+
+        The first caption is also rendered as `prompt` describes it in the predictions' metadata.
+        """
+        from .chat_templates import render_bounded
+
+        counts = frame_counts or [None] * len(masked_captions)
+        prompts = [(masked_captions[0], self.image_parts(None))] if masked_captions else []
+        prompts = list(dict.fromkeys([*prompts, *((c, self.image_parts(n)) for c, n in zip(masked_captions, counts))]))
+        if self.chat_template is None:  # the --prompt template alone, which check_template checked
+            self.texts = {arguments: self.text(*arguments) for arguments in prompts}
+        else:
+            self.texts = render_bounded(self.text, prompts, self.args.model_name_or_path)
+
+    def rendered(self, masked_caption: str, num_frames: int | None = None) -> str:
+        """The text of a caption (of a clip of `num_frames` frames), as `render_texts` rendered it."""
+        return self.texts[masked_caption, self.image_parts(num_frames)]
 
     def prompt(self, masked_caption: str) -> dict:
         return {
             "template": self.args.prompt,
             "chat_template": self.chat_template,
-            "example": self.text(masked_caption),
+            "example": self.rendered(masked_caption),
         }
 
     def replies(self, rows: list[dict]) -> list[list[str]]:
@@ -283,7 +315,7 @@ class CausalPredictor(PromptedPredictor):
         self._pad_on_the_left(AutoTokenizer.from_pretrained(args.model_name_or_path, **loading))
         self.chat_template = self.tokenizer.chat_template
 
-    def text(self, masked_caption):
+    def text(self, masked_caption, image_parts=None):
         prompt = self.args.prompt.format(masked_caption=masked_caption)
         if self.chat_template is None:
             return prompt
@@ -299,7 +331,7 @@ class CausalPredictor(PromptedPredictor):
     def replies(self, rows):
         # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
         inputs = self.tokenizer(
-            [self.text(row["masked_caption"]) for row in rows],
+            [self.rendered(row["masked_caption"]) for row in rows],
             padding=True,
             add_special_tokens=self.chat_template is None,
             return_tensors="pt",
@@ -383,13 +415,23 @@ class VideoPredictor(PromptedPredictor):
         self.processor_defaults = sampling_defaults(video_processor) if video_processor is not None else {}
         self.sampling, self.sampling_chosen_by = frame_sampling(args, video_processor)
         self._pad_on_the_left(self.processor.tokenizer)
+
+    def render_texts(self, masked_captions, frame_counts=None):
+        """As every prompted kind renders its texts; then a chat template that writes no placeholder for the clip's
+        part is refused (the clip would not reach the model), naming the other --video_input."""
+        from fiberbench.errors import UsageError
+
+        super().render_texts(masked_captions, frame_counts)
+        placeholder = {"video": "video_token", "images": "image_token"}[self.video_input]
         token = getattr(self.processor, placeholder, None)
-        if self.chat_template is not None and token is not None and token not in self.text("_____", 1):
-            part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
-            raise UsageError(
-                f"{described}: its chat template writes no {token} for {part}, so the clip cannot be put in the "
-                f"prompt that way; try --video_input {other}"
-            )
+        if masked_captions and self.chat_template is not None and token is not None:
+            if token not in self.rendered(masked_captions[0]):
+                part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
+                raise UsageError(
+                    f"--model_name_or_path {self.args.model_name_or_path}: its processor "
+                    f"({type(self.processor).__name__})'s chat template writes no {token} for {part}, so the clip "
+                    f"cannot be put in the prompt that way; try --video_input {other}"
+                )
 
     def video_settings(self) -> dict:
         """How the clips reach the model, as the predictions' metadata records it."""
@@ -408,15 +450,21 @@ class VideoPredictor(PromptedPredictor):
             ),
         }
 
-    def text(self, masked_caption, num_frames: int | None = None):
-        """The prompt with the clip's placeholder: one video part, or one image part for each of `num_frames` frames."""
+    def image_parts(self, num_frames):
+        """One image part per frame on the images path (the sampling's number when the clip's is not known); the video
+        path's text has one video part, whatever the frames."""
+        if self.video_input == "video":
+            return None
+        return num_frames or self.sampling.num_frames or 1
+
+    def text(self, masked_caption, image_parts=None):
+        """The prompt with the clip's placeholder: one video part, or `image_parts` image parts (one per frame)."""
         prompt = self.args.prompt.format(masked_caption=masked_caption)
-        num_frames = num_frames or self.sampling.num_frames or 1
         if self.chat_template is None:
             if self.video_input == "video":
                 return self.processor.video_token + prompt
-            return self.processor.image_token * num_frames + prompt
-        parts = [{"type": "video"}] if self.video_input == "video" else [{"type": "image"}] * num_frames
+            return self.processor.image_token * image_parts + prompt
+        parts = [{"type": "video"}] if self.video_input == "video" else [{"type": "image"}] * image_parts
         return self.processor.apply_chat_template(
             [{"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}],
             add_generation_prompt=True,
@@ -436,7 +484,7 @@ class VideoPredictor(PromptedPredictor):
 
     def model_inputs(self, rows: list[dict], clips: "list[ClipFrames]"):
         """What `generate` gets for a batch of rows (each with its `masked_caption`) and their clips' frames."""
-        texts = [self.text(row["masked_caption"], len(clip.frames)) for row, clip in zip(rows, clips)]
+        texts = [self.rendered(row["masked_caption"], len(clip.frames)) for row, clip in zip(rows, clips)]
         if self.video_input == "video":
             media = {
                 "videos": [clip.frames for clip in clips],

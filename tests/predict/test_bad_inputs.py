@@ -97,6 +97,11 @@ def missing_video(tmp_path, tiny_models):
     return ["--model_name_or_path", tiny_models["video"], "--video_dir", tmp_path / "videos"]
 
 
+def folder_output(tmp_path, tiny_models):
+    (tmp_path / "predictions.jsonl").mkdir()
+    return ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path / "predictions.jsonl"]
+
+
 def model(kind, *flags):
     return lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models[kind], *flags]
 
@@ -238,6 +243,32 @@ CASES = {
         USAGE,
         "--prompt is not a valid template",
     ),
+    "a template with a format spec": (
+        before_the_data(model("causal", "--prompt", "{masked_caption:d}")),
+        USAGE,
+        r"--prompt: \{masked_caption:d\} has a format spec or conversion; write \{masked_caption\} alone",
+    ),
+    "a template with a conversion": (
+        before_the_data(model("causal", "--prompt", "Fill {masked_caption!r}")),
+        USAGE,
+        r"--prompt: \{masked_caption!r\} has a format spec or conversion; write \{masked_caption\} alone",
+    ),
+    "an output that is not JSON Lines": (
+        before_the_data(model("causal", "--output_file", "preds.json")),
+        USAGE,
+        r"--output_file: predictions are JSON Lines: name a \.jsonl file, got 'preds.json'",
+    ),
+    "--max_new_tokens beyond a causal LM's positions": (
+        before_the_data(model("causal", "--max_new_tokens", "1000000000")),
+        USAGE,
+        r"--max_new_tokens 1000000000: more than the 2048 positions of .*causal's text model$",
+    ),
+    "--max_new_tokens beyond what a T5 was trained on": (
+        before_the_data(model("seq2seq", "--max_new_tokens", "513")),
+        USAGE,
+        r"--max_new_tokens 513: more than .*seq2seq generates \(it states no maximum of positions: at most 512, the "
+        r"length T5 was trained on\)$",
+    ),
     "--prompt for a seq2seq model": (
         model("seq2seq", "--prompt", "{masked_caption}"),
         USAGE,
@@ -287,7 +318,7 @@ CASES = {
         "lies inside the input folder",
     ),
     "an output that is a folder": (
-        lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path],
+        folder_output,
         USAGE,
         "is a folder; give a file name",
     ),
@@ -510,3 +541,23 @@ def test_a_clip_twice_in_the_split_is_refused():
     with pytest.raises(ValueError, match=r"data.json, split test: rows 0 and 1 are the same clip \('abc', 1, 11\)"):
         clip_keys(Dataset.from_list(rows), "data.json, split test")
     assert json.dumps(clip_keys(Dataset.from_list(rows[:1]), "x")) == '[["abc", 1, 11]]'
+
+
+def test_a_video_id_leading_out_of_the_video_dir_is_refused_before_any_video_is_opened(
+    tmp_path, tiny_models, sample_with, cli_error
+):
+    """A dataset not made by build-dataset may hold any id; `../outside/evil` would be read as ../outside/evil.mp4."""
+    dataset = sample_with("video_id", 0, "../outside/evil")
+    (tmp_path / "outside").mkdir()
+    write_video(tmp_path / "outside" / "evil.mp4", seconds=400, fps=1)
+    (tmp_path / "videos").mkdir()
+    output = tmp_path / "predictions.jsonl"
+    status, line = cli_error(
+        "predict", "--model_name_or_path", tiny_models["video"], "--dataset_name", dataset, "--video_dir",
+        tmp_path / "videos", "--skip_missing_videos", "--output_file", output,
+    )
+    assert status == DATA and line.endswith(
+        f"--dataset_name {dataset}: split test, row 0: field 'video_id': '../outside/evil' is not a plain video id "
+        "(only A-Z, a-z, 0-9, '_' and '-')"
+    ), line
+    assert not output.exists()
