@@ -202,8 +202,14 @@ def test_two_runs_into_one_output_at_once_never_mix_their_rows(tiny_models, tmp_
     deadline = time.monotonic() + 120
     while part_rows(output_file) < 1 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    second = run_in_a_process(predict_command(tiny_models["causal"], output_file), stderr=subprocess.PIPE)
-    second_status, second_stderr = second.wait(timeout=300), second.stderr.read()
+    # The first run is held still, mid-run, while the second starts: on a fast machine it would otherwise be done
+    # before the second had imported torch, and the second would meet a finished output instead of a running one.
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = run_in_a_process(predict_command(tiny_models["causal"], output_file), stderr=subprocess.PIPE)
+        second_status, second_stderr = second.wait(timeout=300), second.stderr.read()
+    finally:
+        first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=300) == 0, first.stderr.read()
     errors = [line for line in second_stderr.splitlines() if line.startswith("fiberbench predict: error:")]
     assert second_status == 2 and len(errors) == 1 and "Traceback" not in second_stderr, second_stderr
