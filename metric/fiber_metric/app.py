@@ -1,4 +1,4 @@
-"""The Hub Space of the FIBER metric: a Gradio page that scores answers with fiber_metric.py beside this file.
+"""The Hub Space of the FIBER metric: a Gradio page that scores answers with the metric module beside this file.
 
 evaluate's own `launch_gradio_widget` is written for Gradio 3 (`gr.inputs`, removed since), so the
 Space defines its small interface itself: one row per blank, the answer and its correct answers.

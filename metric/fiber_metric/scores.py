@@ -1,0 +1,554 @@
+"""The FIBER metric's plain functions: answer normalization, exact match and token-set F1, ranked
+candidates, human agreement, and the bootstrap and paired tests over per-blank scores.
+
+fiber_metric.py, the `evaluate` module, is a thin class around them. They import neither `evaluate`
+nor `datasets` (importing `evaluate` imports transformers' pipelines, hence torch, and takes
+seconds), so `fiberbench evaluate` and any script can score with them directly. Like the rest of
+this folder, they import nothing from the FIBER package: the folder is pushed to the Hub as it is.
+
+Every score is in percent (0-100), per example as well as averaged: an exact match is 0 or 100.
+Answers that normalize to nothing (e.g. "The!" or ""): two such answers match, with EM 100 and
+F1 100; against an answer that keeps at least one token, EM and F1 are 0. (The FIBER release
+divided by zero in the first case.)
+"""
+
+import math
+import re
+import string
+from typing import NamedTuple
+
+import numpy as np
+
+_ARTICLE_OR_PUNCTUATION = re.compile(r"\b(?:a|an|the)\b|[" + re.escape(string.punctuation) + "]")
+
+
+def normalize_answer(text):
+    """Lower-cases, deletes ASCII punctuation and the words "a", "an", "the", collapses white space.
+
+    One pass over the lower-cased text, as in the FIBER release: whole words are found before any
+    punctuation is deleted, and deleted characters leave no space behind, so "a-team" becomes
+    "team" and "water-filled" becomes "waterfilled". Every run of white space, even a lone tab or
+    no-break space, becomes one space (the release kept a lone tab, which broke exact matches).
+
+    >>> normalize_answer("  The Water-filled   balloons!")
+    'waterfilled balloons'
+    """
+    return " ".join(_ARTICLE_OR_PUNCTUATION.sub("", text.lower()).split())
+
+
+def _list(values, name):
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list, got {type(values).__name__}")
+    return list(values)
+
+
+def _strings(values, name, depth=1):
+    """`values` as a string (depth 0) or as lists nested `depth` deep around strings; errors name the index."""
+    if depth == 0:
+        if not isinstance(values, str):
+            raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
+        return values
+    values = _list(values, name)
+    if depth == 1 and all(isinstance(value, str) for value in values):
+        return values
+    return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(values)]
+
+
+def _answers(answers, name):
+    """A blank's correct answers as a non-empty list of strings; one string is a list of one answer (a label)."""
+    answers = [answers] if isinstance(answers, str) else _strings(answers, name)
+    if not answers:
+        raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
+    return answers
+
+
+def _check_same_length(name, values, other_name, others):
+    if len(values) != len(others):
+        missing = f"{other_name}[{len(others)}]" if len(values) > len(others) else f"{name}[{len(values)}]"
+        lengths = f"({len(values)} != {len(others)})"
+        raise ValueError(f"{name} and {other_name} differ in length {lengths}: {missing} is missing")
+
+
+def check_predictions(predictions, references, categories=None, candidates=None):
+    """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
+    predictions = _strings(predictions, "predictions")
+    references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
+    _check_same_length("predictions", predictions, "references", references)
+    if categories is not None:
+        categories = _strings(categories, "categories")
+        _check_same_length("predictions", predictions, "categories", categories)
+    if candidates is not None:
+        candidates = _strings(candidates, "candidates", depth=2)
+        _check_same_length("predictions", predictions, "candidates", candidates)
+    return predictions, references, categories, candidates
+
+
+def check_annotations(labels, additional_answers, annotator_ids=None):
+    """The inputs of `human_agreement` as lists, each item checked; an error names the index."""
+    labels = _strings(labels, "labels")
+    additional_answers = _strings(additional_answers, "additional_answers", depth=3)
+    _check_same_length("labels", labels, "additional_answers", additional_answers)
+    if annotator_ids is not None:
+        annotator_ids = _strings(annotator_ids, "annotator_ids", depth=2)
+        _check_same_length("additional_answers", additional_answers, "annotator_ids", annotator_ids)
+        for index, (annotators, ids) in enumerate(zip(additional_answers, annotator_ids)):
+            _check_same_length(f"additional_answers[{index}]", annotators, f"annotator_ids[{index}]", ids)
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"annotator_ids[{index}] names an annotator twice: {ids}")
+    return labels, additional_answers, annotator_ids
+
+
+class Scores(NamedTuple):
+    """Exact match and best token-set F1 of one answer, in percent (0-100)."""
+
+    exact_match: float
+    f1: float
+
+
+class _TokenSets(dict):
+    """Normalized answer -> its set of tokens (F1 counts a repeated token once), made on first use."""
+
+    def __missing__(self, normalized):
+        tokens = self[normalized] = frozenset(normalized.split())
+        return tokens
+
+
+def _best_match(normalized, correct_normalized, token_sets):
+    """The `Scores` of one normalized answer against normalized correct answers.
+
+    Token-set F1 is TP / (TP + (FP + FN) / 2), that is 2 TP / (|answer| + |correct answer|). Its
+    denominator is 0 only when both normalize to "", which is an exact match.
+    """
+    if normalized in correct_normalized:
+        return Scores(100.0, 100.0)
+    tokens = token_sets[normalized]
+    other_token_sets = map(token_sets.__getitem__, correct_normalized)
+    return Scores(0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets))
+
+
+def _score_example(prediction, references):
+    prediction, references = _strings(prediction, "prediction", depth=0), _answers(references, "references")
+    return _best_match(normalize_answer(prediction), [normalize_answer(answer) for answer in references], _TokenSets())
+
+
+def exact_match(prediction, references):
+    """100 if the normalized prediction equals any normalized reference, else 0.
+
+    >>> exact_match("The Mountain.", ["cliff", "mountain"])
+    100.0
+    """
+    return _score_example(prediction, references).exact_match
+
+
+def f1(prediction, references):
+    """The best token-set F1 of the prediction against any of the references, in percent (0-100).
+
+    >>> f1("icy mountain", ["mountain", "icy cliff"])
+    66.66666666666667
+    """
+    return _score_example(prediction, references).f1
+
+
+def _distinct_hits(candidates, correct_normalized):
+    """For each distinct normalized candidate, in rank order: whether it is a correct answer."""
+    distinct = dict.fromkeys(normalize_answer(candidate) for candidate in candidates)  # keeps first ranks
+    return [normalized in correct_normalized for normalized in distinct]
+
+
+def _correct_at_k(hits, k):
+    return 100.0 if any(hits[:k]) else 0.0
+
+
+def _average_precision(hits):
+    precisions = []  # Precision@rank at each rank that holds a correct candidate
+    for rank, hit in enumerate(hits, start=1):
+        if hit:
+            precisions.append(100 * (len(precisions) + 1) / rank)
+    return mean_std(precisions).mean
+
+
+def _ranking_hits(candidates, references):
+    candidates, references = _strings(candidates, "candidates"), _answers(references, "references")
+    return _distinct_hits(candidates, {normalize_answer(answer) for answer in references})
+
+
+def correct_at_k(candidates, references, k):
+    """100 if one of the first `k` distinct candidates (after normalization) is a correct answer, else 0.
+
+    >>> correct_at_k(["a tree", "Tree!", "cliff"], ["cliff", "mountain"], k=2)
+    100.0
+    """
+    return _correct_at_k(_ranking_hits(candidates, references), k)
+
+
+def average_precision(candidates, references):
+    """Mean of Precision@k over the ranks k of correct distinct candidates, in percent; 0 when none is correct.
+
+    >>> average_precision(["cliff", "a tree", "hill", "the Cliff"], ["cliff", "hill"])
+    83.33333333333334
+    """
+    return _average_precision(_ranking_hits(candidates, references))
+
+
+def references_from_example(example, label_only=False):
+    """The correct answers of one FIBER row: its label, then every annotator's answers, without repeats.
+
+    >>> references_from_example({"label": "a dog", "additional_answers": [["dog", "a dog"], ["puppy"]]})
+    ['a dog', 'dog', 'puppy']
+    """
+    label = _strings(example.get("label"), "label", depth=0)
+    answers = [] if label_only else _strings(example.get("additional_answers") or [], "additional_answers", depth=2)
+    return list(dict.fromkeys([label, *(answer for annotator_answers in answers for answer in annotator_answers)]))
+
+
+class MeanStd(NamedTuple):
+    mean: float
+    std: float
+
+
+def mean_std(values):
+    """Mean and population standard deviation of `values`, (0.0, 0.0) when there are none.
+
+    >>> mean_std([50.0, 100.0, 100.0, 50.0])
+    MeanStd(mean=75.0, std=25.0)
+    """
+    if not len(values):
+        return MeanStd(0.0, 0.0)
+    mean = math.fsum(values) / len(values)
+    return MeanStd(mean, math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values)))
+
+
+def _ranking_columns(candidates, correct):
+    """Per-blank Correct@K (K = 1, 2, 4, ... up to the longest list, as strings) and average precision."""
+    hits = [_distinct_hits(ranked, set(answers)) for ranked, answers in zip(candidates, correct)]
+    longest = max((len(ranked) for ranked in candidates), default=0)
+    ks = [2**power for power in range(max(longest, 1).bit_length())]
+    return {str(k): [_correct_at_k(row, k) for row in hits] for k in ks}, [_average_precision(row) for row in hits]
+
+
+def score_predictions(
+    predictions,
+    references,
+    per_example=False,
+    categories=None,
+    candidates=None,
+    confidence_level=None,
+    num_bootstrap=10_000,
+    seed=0,
+):
+    """What `compute` returns (see its documentation), as a plain function.
+
+    Every distinct string is normalized once, so scoring stays fast with many answers per blank.
+
+    >>> score_predictions(["a mountain", "gym"], [["mountain", "cliff"], ["room"]])
+    {'exact_match': 50.0, 'f1': 50.0}
+    """
+    predictions, references, categories, candidates = check_predictions(
+        predictions, references, categories, candidates
+    )
+    distinct = {*predictions, *(text for answers in references for text in answers)}
+    normalized = {text: normalize_answer(text) for text in distinct}
+    correct = [[normalized[text] for text in answers] for answers in references]
+    token_sets = _TokenSets()
+    scores = [_best_match(normalized[text], answers, token_sets) for text, answers in zip(predictions, correct)]
+    # Every mean returned, by its key, with the per-blank scores it averages (Correct@K by ("correct_at_k", K)).
+    columns = {"exact_match": [score.exact_match for score in scores], "f1": [score.f1 for score in scores]}
+    if candidates is not None:
+        correct_at_k, average_precisions = _ranking_columns(candidates, correct)
+        columns.update({("correct_at_k", k): column for k, column in correct_at_k.items()})
+        columns["map"] = average_precisions
+    results = _nested({name: mean_std(column).mean for name, column in columns.items()})
+    if confidence_level is not None:
+        results.update(_nested(_confidence_intervals_by_name(columns, confidence_level, num_bootstrap, seed), "_ci"))
+    if per_example:
+        results.update(_nested({name: column for name, column in columns.items() if name != "map"}, "_per_example"))
+        if candidates is not None:
+            results["average_precision_per_example"] = columns["map"]
+    if categories is not None:
+        results.update(_scores_by_category(categories, columns, confidence_level, num_bootstrap, seed))
+    return results
+
+
+def _scores_by_category(categories, columns, confidence_level, num_bootstrap, seed):
+    """Means (and confidence intervals) of EM and F1 within each category (the paper's Table 4), sorted."""
+    results = {"exact_match_by_category": {}, "f1_by_category": {}, "count_by_category": {}}
+    rows_by_category = {}
+    for index, category in enumerate(categories):
+        rows_by_category.setdefault(category, []).append(index)
+    for name, rows in sorted(rows_by_category.items()):
+        in_category = {metric: [columns[metric][row] for row in rows] for metric in Scores._fields}
+        for metric, column in in_category.items():
+            results[f"{metric}_by_category"][name] = mean_std(column).mean
+        results["count_by_category"][name] = len(rows)
+        if confidence_level is not None:
+            intervals = _confidence_intervals_by_name(in_category, confidence_level, num_bootstrap, seed)
+            for metric, interval in intervals.items():
+                results.setdefault(f"{metric}_ci_by_category", {})[name] = interval
+    return results
+
+
+def _nested(values, suffix=""):
+    """{"f1": x, ("correct_at_k", "1"): y} -> {"f1" + suffix: x, "correct_at_k" + suffix: {"1": y}}."""
+    nested = {}
+    for name, value in values.items():
+        if isinstance(name, tuple):
+            nested.setdefault(name[0] + suffix, {})[name[1]] = value
+        else:
+            nested[name + suffix] = value
+    return nested
+
+
+# Resamples (and randomization trials) are drawn in chunks of about this many blanks in all: arrays that
+# stay in the CPU cache (on 2 CPUs, 2**16 ran about 1.4 times as fast as 2**20 for 1,000 blanks), and
+# bounded memory.
+_CHUNK_SIZE = 2**16
+
+
+def _check_settings(**settings):
+    """Refuse a confidence level outside (0, 1) and a number of resamples or trials below 1."""
+    for name, value in settings.items():
+        if name == "confidence_level":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"confidence_level must be a number between 0 and 1, got {value!r}")
+            if not 0 < value < 1:
+                raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+
+
+def _chunk_sizes(total, num_blanks):
+    """How many of `total` resamples to draw at a time: about `_CHUNK_SIZE` blanks in all."""
+    rows = max(1, _CHUNK_SIZE // max(num_blanks, 1))
+    return [min(rows, total - start) for start in range(0, total, rows)]
+
+
+def _product(weights, scores):
+    """`weights` (resamples, blanks) times `scores` (blanks,) or (blanks, columns), without BLAS.
+
+    numpy's einsum runs in one thread. A multithreaded BLAS matrix product was as fast on idle
+    CPUs but 10 to 25 times slower on a busy 2-CPU machine, its threads waiting for each other.
+    """
+    return np.einsum("rb,b...->r...", weights.astype(float), scores)
+
+
+def bootstrap_means(scores, num_bootstrap=10_000, seed=0):
+    """Means of `num_bootstrap` resamples of the blanks (the rows of `scores`, drawn with replacement).
+
+    `scores` holds per-blank scores, of shape (blanks,) or (blanks, columns); the result has shape
+    (num_bootstrap,) or (num_bootstrap, columns). The resamples depend only on the number of
+    blanks, `num_bootstrap` and `seed`: every column is resampled alike, so the difference of two
+    systems' columns is a paired bootstrap, and a column's resamples do not depend on its neighbours.
+    """
+    _check_settings(num_bootstrap=num_bootstrap)
+    scores = np.asarray(scores, dtype=float)
+    num_blanks = len(scores)
+    if not num_blanks:
+        return np.zeros((num_bootstrap, *scores.shape[1:]))
+    rng = np.random.default_rng(seed)
+    means = []
+    for size in _chunk_sizes(num_bootstrap, num_blanks):
+        # How often each resample draws each blank: one bincount of all draws, offset by resample.
+        draws = rng.integers(0, num_blanks, (size, num_blanks)) + num_blanks * np.arange(size)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=size * num_blanks).reshape(size, num_blanks)
+        means.append(_product(counts, scores) / num_blanks)
+    return np.concatenate(means)
+
+
+def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, seed=0):
+    """Percentile bootstrap confidence interval of the mean of per-blank `scores`: [low, high].
+
+    The (1 - level) / 2 and (1 + level) / 2 quantiles of `bootstrap_means`. Shape (2,) for scores
+    of shape (blanks,); (columns, 2) for (blanks, columns).
+
+    >>> confidence_interval([0.0, 100.0] * 200, confidence_level=0.95, num_bootstrap=2000).round()
+    array([45., 55.])
+    """
+    _check_settings(confidence_level=confidence_level, num_bootstrap=num_bootstrap)
+    means = bootstrap_means(scores, num_bootstrap, seed)
+    tail = (1 - confidence_level) / 2
+    return np.moveaxis(np.quantile(means, [tail, 1 - tail], axis=0), 0, -1)
+
+
+def _confidence_intervals_by_name(columns, confidence_level, num_bootstrap, seed):
+    """Name -> [low, high] of named columns of per-blank scores, all from the same resamples."""
+    matrix = np.array(list(columns.values()), dtype=float).reshape(len(columns), -1).T
+    intervals = confidence_interval(matrix, confidence_level, num_bootstrap, seed)
+    return {name: [float(low), float(high)] for name, (low, high) in zip(columns, intervals)}
+
+
+def randomization_p_value(scores_a, scores_b, num_permutations=10_000, seed=0):
+    """Two-sided p-value of the difference of two systems' mean scores, by approximate randomization.
+
+    Each of `num_permutations` trials swaps the two systems' scores of each blank with probability
+    1/2; p = (number of trials whose |difference| >= the observed |difference|, + 1) / (trials + 1).
+    Shapes (blanks,) or (blanks, pairs), all pairs with the same swaps.
+
+    >>> randomization_p_value([100.0] * 30, [0.0] * 30, num_permutations=999)
+    0.001
+    """
+    _check_settings(num_permutations=num_permutations)
+    differences = np.asarray(scores_a, dtype=float) - np.asarray(scores_b, dtype=float)
+    num_blanks = len(differences)
+    total = differences.sum(axis=0)
+    # Up to rounding: sums of the same numbers in another order may differ in their last digits.
+    observed = np.abs(total) - 1e-9 * (1 + np.abs(differences).sum(axis=0))
+    rng = np.random.default_rng([seed, 1])  # another stream than the bootstrap's for the same seed
+    at_least = np.zeros(np.shape(total), dtype=int)
+    for size in _chunk_sizes(num_permutations, num_blanks):
+        swaps = np.unpackbits(np.frombuffer(rng.bytes(-(-size * num_blanks // 8)), dtype=np.uint8))
+        swaps = swaps[: size * num_blanks].reshape(size, num_blanks)
+        # A swap flips the sign of a blank's difference: the sum loses twice the swapped differences.
+        at_least += (np.abs(total - 2 * _product(swaps, differences)) >= observed).sum(axis=0)
+    p_values = (at_least + 1) / (num_permutations + 1)
+    return float(p_values) if np.ndim(p_values) == 0 else p_values
+
+
+def mcnemar_p_value(exact_matches_a, exact_matches_b):
+    """McNemar's exact two-sided test of two systems' per-blank exact matches (0 or 100) on the same blanks.
+
+    Over the discordant blanks (b: only A matches, c: only B matches), p = min(1, 2 P(X <= min(b, c)))
+    with X ~ Binomial(b + c, 1/2); 1 when there is no discordant blank.
+
+    >>> round(mcnemar_p_value([100.0] * 9 + [0.0], [0.0] * 9 + [100.0]), 6)  # b = 9, c = 1: 2 * 11 / 1024
+    0.021484
+    """
+    matches_a, matches_b = np.asarray(exact_matches_a) > 0, np.asarray(exact_matches_b) > 0
+    only_a, only_b = int(np.sum(matches_a & ~matches_b)), int(np.sum(matches_b & ~matches_a))
+    discordant = only_a + only_b
+    if not discordant:
+        return 1.0
+    k = np.arange(1, min(only_a, only_b) + 1)
+    # log P(X = k) for k = 0 .. min(b, c), from log C(n, k) = sum over j <= k of log((n - j + 1) / j)
+    log_pmf = np.concatenate([[0.0], np.cumsum(np.log((discordant - k + 1) / k))]) - discordant * math.log(2)
+    largest = log_pmf.max()
+    return min(1.0, float(2 * math.exp(largest) * np.exp(log_pmf - largest).sum()))
+
+
+def compare_systems(scores_a, scores_b, confidence_level=0.95, num_bootstrap=10_000, num_permutations=10_000, seed=0):
+    """A paired comparison of two systems' per-blank scores on the same blanks.
+
+    Returns the difference of their means (A - B), its paired bootstrap confidence interval (both
+    systems resampled alike) and the randomization `p_value`. Scores of shape (blanks,) give one
+    such dict; (blanks, pairs) a list of them, computed together from the same resamples.
+
+    >>> compare_systems([100.0, 100.0, 0.0, 100.0], [100.0, 100.0, 0.0, 100.0])
+    {'difference': 0.0, 'difference_ci': [0.0, 0.0], 'p_value': 1.0}
+    """
+    _check_settings(confidence_level=confidence_level, num_bootstrap=num_bootstrap, num_permutations=num_permutations)
+    scores_a, scores_b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
+    if scores_a.shape != scores_b.shape:
+        raise ValueError(f"scores_a and scores_b differ in shape ({scores_a.shape} != {scores_b.shape})")
+    columns_a, columns_b = scores_a.reshape(len(scores_a), -1).T, scores_b.reshape(len(scores_b), -1).T
+    intervals = confidence_interval(scores_a - scores_b, confidence_level, num_bootstrap, seed).reshape(-1, 2)
+    p_values = np.reshape(randomization_p_value(scores_a, scores_b, num_permutations, seed), -1)
+    comparisons = [
+        {
+            "difference": mean_std(column_a).mean - mean_std(column_b).mean,
+            "difference_ci": [float(low), float(high)],
+            "p_value": float(p_value),
+        }
+        for column_a, column_b, (low, high), p_value in zip(columns_a, columns_b, intervals, p_values)
+    ]
+    return comparisons[0] if scores_a.ndim == 1 else comparisons
+
+
+# The label's key among annotator ids: it counts as one annotator across all blanks.
+_LABEL = None
+
+
+def _kept_answers(answers, counts):
+    """An annotator's normalized answers in their order, without empty answers and repeats (counted).
+
+    As in the release, a repeat is the same text up to case and spacing ("DOG" after "dog"); "Dog!"
+    after "dog" is another answer, though both are scored as "dog".
+    """
+    kept, seen = [], set()
+    for answer in answers:
+        normalized, text = normalize_answer(answer), " ".join(answer.lower().split())
+        if not normalized:
+            counts["num_empty_answers_dropped"] += 1
+        elif text in seen:
+            counts["num_repeated_answers_dropped"] += 1
+        else:
+            seen.add(text)
+            kept.append(normalized)
+    return kept
+
+
+def _mean_scores(scores):
+    return Scores(*(mean_std(column).mean for column in zip(*scores)))
+
+
+def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False):
+    """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it.
+
+    Each annotator's answers are normalized; answers that normalize to nothing are dropped one by
+    one and an annotator's repeated answer (the same text up to case and spacing) counts once, so an
+    annotator's first answer is their
+    first answer that keeps a token. An answer is scored by EM and best F1 against the answers of
+    every other annotator of the blank, the label counting as one more annotator. An annotator left
+    with no answer, or with no one to compare with, is not scored.
+
+    - First answers, per caption: the mean over a caption's annotators of their first answer's
+      scores (the label is not scored here), then the mean and population standard deviation over
+      the captions with a scored annotator.
+    - All answers, per answer: the mean over every scored answer of every annotator and over the
+      labels, each scored against all the annotators of its blank. The paper's deviation is across
+      annotators: the population standard deviation of each annotator's mean over all their answers
+      (all labels counting as one annotator), which needs `annotator_ids`; the deviation across the
+      pooled answers is given in any case, under its own name.
+
+    Args:
+        labels: the label of every blank.
+        additional_answers: for every blank, one list of answers per annotator, in their order.
+        annotator_ids: for every blank, the id of each of its annotators (optional).
+        per_example: also return the first-answer scores of every caption (None where no one was scored).
+
+    >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["The!", "a puppy"], ["cat"]]])
+    >>> results["first_answers_per_caption_exact_match"], results["all_answers_per_answer_exact_match"]
+    (66.66666666666667, 80.0)
+    """
+    labels, additional_answers, annotator_ids = check_annotations(labels, additional_answers, annotator_ids)
+    counts = dict.fromkeys(("num_annotators_left_out", "num_empty_answers_dropped", "num_repeated_answers_dropped"), 0)
+    per_caption = []  # the mean first-answer `Scores` of each caption, None where no annotator was scored
+    num_first_answers = 0
+    per_annotator = {}  # annotator id (the label's: _LABEL) -> the `Scores` of all their scored answers
+    token_sets = _TokenSets()
+    for index, (label, annotators) in enumerate(zip(labels, additional_answers)):
+        ids = annotator_ids[index] if annotator_ids else [(index, position) for position in range(len(annotators))]
+        answers = {id_: _kept_answers(texts, counts) for id_, texts in zip([_LABEL, *ids], [[label], *annotators])}
+        counts["num_annotators_left_out"] += sum(not kept for kept in answers.values())
+        first_answers = []
+        for annotator, kept in answers.items():
+            others = [answer for other in answers if other != annotator for answer in answers[other]]
+            if kept and others:
+                scores = [_best_match(answer, others, token_sets) for answer in kept]
+                per_annotator.setdefault(annotator, []).extend(scores)
+                if annotator is not _LABEL:
+                    first_answers.append(scores[0])
+        num_first_answers += len(first_answers)
+        per_caption.append(_mean_scores(first_answers) if first_answers else None)
+
+    captions = [scores for scores in per_caption if scores]
+    answers = [score for scores in per_annotator.values() for score in scores]
+    results = {}
+    for metric in Scores._fields:
+        mean, std = mean_std([getattr(scores, metric) for scores in captions])
+        results[f"first_answers_per_caption_{metric}"] = mean
+        results[f"first_answers_per_caption_{metric}_std"] = std
+        mean, std = mean_std([getattr(score, metric) for score in answers])
+        results[f"all_answers_per_answer_{metric}"] = mean
+        results[f"all_answers_per_answer_{metric}_std_across_answers"] = std
+        if annotator_ids is not None:
+            means = [mean_std([getattr(score, metric) for score in scores]).mean for scores in per_annotator.values()]
+            results[f"all_answers_per_answer_{metric}_std_across_annotators"] = mean_std(means).std
+    results["num_captions"] = len(captions)
+    results["num_first_answers"] = num_first_answers
+    results["num_answers"] = len(answers)
+    if annotator_ids is not None:
+        results["num_annotators"] = len(per_annotator)  # scored ones, the labels counting as one
+    results.update(counts)
+    if per_example:
+        for metric in Scores._fields:
+            results[f"first_answers_{metric}_per_caption"] = [getattr(s, metric) if s else None for s in per_caption]
+    return results
