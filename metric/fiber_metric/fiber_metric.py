@@ -71,8 +71,9 @@ Returns:
     map (`float`): with `candidates`, the mean average precision of the candidate lists, in percent (0-100).
     exact_match_ci, f1_ci, map_ci (`list` of two `float`), correct_at_k_ci (`dict` of `str` to such
         a list), exact_match_ci_by_category, f1_ci_by_category (`dict` of `str` to such a list): with
-        `confidence_level`, [low, high] in percent, for the mean of the same name. All the means of
-        a call come from the same resamples; a category's from resamples of its own blanks.
+        `confidence_level`, [low, high] in percent, for the mean of the same name. Each interval
+        depends only on its own per-blank scores, `num_bootstrap` and `seed`; a category's
+        resamples its own blanks (see `bootstrap_means` for how the resamples are drawn).
 
     A candidate is correct when it exactly matches a correct answer after normalization. Candidates
     that normalize to the same string count once, at their first rank: the rest are dropped before
