@@ -14,6 +14,7 @@ from pathlib import Path
 METRIC_PATH = Path(__file__).resolve().parent / "fiber_metric"
 
 _FUNCTIONS = (
+    "CorrectAnswers",
     "average_precision",
     "bootstrap_means",
     "compare_systems",

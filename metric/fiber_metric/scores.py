@@ -15,6 +15,7 @@ divided by zero in the first case.)
 import math
 import re
 import string
+from collections import Counter
 from typing import NamedTuple
 
 import numpy as np
@@ -126,6 +127,77 @@ def _best_match(normalized, correct_normalized, token_sets):
     return Scores(0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets))
 
 
+class _Normalized(dict):
+    """Answer -> `normalize_answer(answer)`, made on first use: each distinct text is normalized once."""
+
+    def __missing__(self, text):
+        normalized = self[text] = normalize_answer(text)
+        return normalized
+
+
+class CorrectAnswers:
+    """The correct answers of a list of blanks, checked and normalized once, to score any number of answer lists.
+
+    `score_predictions` scores through it; so does `fiberbench evaluate`, for several systems on the
+    same blanks without normalizing the same correct answers again for each.
+
+    >>> correct = CorrectAnswers([["mountain", "icy cliff"], ["room"]])
+    >>> correct.score(["icy mountain", "The room!"])
+    {'exact_match': [0.0, 100.0], 'f1': [66.66666666666667, 100.0]}
+    >>> correct.score(["a hill", "a gym"], candidates=[["hill", "Icy cliff!"], ["gym"]])["average_precision"]
+    [50.0, 0.0]
+    """
+
+    def __init__(self, references):
+        references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
+        self._normalized = _Normalized()
+        self._token_sets = _TokenSets()
+        # Per blank: its distinct normalized correct answers, and every token in them (an answer that
+        # shares none of them has F1 0 without comparing it with each correct answer).
+        self._correct = [frozenset(map(self._normalized.__getitem__, answers)) for answers in references]
+        self._tokens = [frozenset().union(*map(self._token_sets.__getitem__, correct)) for correct in self._correct]
+
+    def __len__(self):
+        return len(self._correct)
+
+    def score(self, predictions, candidates=None):
+        """Per-blank scores of `predictions` (one answer per blank), in percent, in blank order.
+
+        Returns {"exact_match": [...], "f1": [...]}; with `candidates` (every blank's ranked answers,
+        best first) also "correct_at_k" (K = 1, 2, 4, ... up to the longest list, as strings, to
+        lists) and "average_precision". Errors name the index, as in `score_predictions`.
+        """
+        predictions = _strings(predictions, "predictions")
+        _check_same_length("predictions", predictions, "references", self._correct)
+        exact_matches, f1s = [], []
+        token_sets = self._token_sets
+        for text, correct, tokens_of_correct in zip(predictions, self._correct, self._tokens):
+            normalized = self._normalized[text]
+            if normalized in correct:
+                exact_matches.append(100.0)
+                f1s.append(100.0)
+                continue
+            tokens = token_sets[normalized]
+            exact_matches.append(0.0)
+            if tokens.isdisjoint(tokens_of_correct):
+                f1s.append(0.0)
+            else:
+                f1s.append(max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in map(token_sets.__getitem__, correct)))
+        scores = {"exact_match": exact_matches, "f1": f1s}
+        if candidates is not None:
+            candidates = _strings(candidates, "candidates", depth=2)
+            _check_same_length("predictions", predictions, "candidates", candidates)
+            hits = [
+                _distinct_hits(map(self._normalized.__getitem__, ranked), correct)
+                for ranked, correct in zip(candidates, self._correct)
+            ]
+            longest = max((len(ranked) for ranked in candidates), default=0)
+            ks = [2**power for power in range(max(longest, 1).bit_length())]
+            scores["correct_at_k"] = {str(k): [_correct_at_k(row, k) for row in hits] for k in ks}
+            scores["average_precision"] = [_average_precision(row) for row in hits]
+        return scores
+
+
 def _score_example(prediction, references):
     prediction, references = _strings(prediction, "prediction", depth=0), _answers(references, "references")
     return _best_match(normalize_answer(prediction), [normalize_answer(answer) for answer in references], _TokenSets())
@@ -149,9 +221,9 @@ def f1(prediction, references):
     return _score_example(prediction, references).f1
 
 
-def _distinct_hits(candidates, correct_normalized):
+def _distinct_hits(normalized_candidates, correct_normalized):
     """For each distinct normalized candidate, in rank order: whether it is a correct answer."""
-    distinct = dict.fromkeys(normalize_answer(candidate) for candidate in candidates)  # keeps first ranks
+    distinct = dict.fromkeys(normalized_candidates)  # keeps first ranks
     return [normalized in correct_normalized for normalized in distinct]
 
 
@@ -169,7 +241,7 @@ def _average_precision(hits):
 
 def _ranking_hits(candidates, references):
     candidates, references = _strings(candidates, "candidates"), _answers(references, "references")
-    return _distinct_hits(candidates, {normalize_answer(answer) for answer in references})
+    return _distinct_hits(map(normalize_answer, candidates), {normalize_answer(answer) for answer in references})
 
 
 def correct_at_k(candidates, references, k):
@@ -218,14 +290,6 @@ def mean_std(values):
     return MeanStd(mean, math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values)))
 
 
-def _ranking_columns(candidates, correct):
-    """Per-blank Correct@K (K = 1, 2, 4, ... up to the longest list, as strings) and average precision."""
-    hits = [_distinct_hits(ranked, set(answers)) for ranked, answers in zip(candidates, correct)]
-    longest = max((len(ranked) for ranked in candidates), default=0)
-    ks = [2**power for power in range(max(longest, 1).bit_length())]
-    return {str(k): [_correct_at_k(row, k) for row in hits] for k in ks}, [_average_precision(row) for row in hits]
-
-
 def score_predictions(
     predictions,
     references,
@@ -238,7 +302,8 @@ def score_predictions(
 ):
     """What `compute` returns (see its documentation), as a plain function.
 
-    Every distinct string is normalized once, so scoring stays fast with many answers per blank.
+    Every distinct string is normalized once (`CorrectAnswers`), so scoring stays fast with many
+    answers per blank.
 
     >>> score_predictions(["a mountain", "gym"], [["mountain", "cliff"], ["room"]])
     {'exact_match': 50.0, 'f1': 50.0}
@@ -246,17 +311,7 @@ def score_predictions(
     predictions, references, categories, candidates = check_predictions(
         predictions, references, categories, candidates
     )
-    distinct = {*predictions, *(text for answers in references for text in answers)}
-    normalized = {text: normalize_answer(text) for text in distinct}
-    correct = [[normalized[text] for text in answers] for answers in references]
-    token_sets = _TokenSets()
-    scores = [_best_match(normalized[text], answers, token_sets) for text, answers in zip(predictions, correct)]
-    # Every mean returned, by its key, with the per-blank scores it averages (Correct@K by ("correct_at_k", K)).
-    columns = {"exact_match": [score.exact_match for score in scores], "f1": [score.f1 for score in scores]}
-    if candidates is not None:
-        correct_at_k, average_precisions = _ranking_columns(candidates, correct)
-        columns.update({("correct_at_k", k): column for k, column in correct_at_k.items()})
-        columns["map"] = average_precisions
+    columns = _score_columns(CorrectAnswers(references).score(predictions, candidates))
     results = _nested({name: mean_std(column).mean for name, column in columns.items()})
     if confidence_level is not None:
         results.update(_nested(_confidence_intervals_by_name(columns, confidence_level, num_bootstrap, seed), "_ci"))
@@ -267,6 +322,16 @@ def score_predictions(
     if categories is not None:
         results.update(_scores_by_category(categories, columns, confidence_level, num_bootstrap, seed))
     return results
+
+
+def _score_columns(scores):
+    """Every mean `score_predictions` returns, by its key ("correct_at_k" ones by ("correct_at_k", K)), with the
+    per-blank scores it averages: `CorrectAnswers.score`'s, average precision under "map"."""
+    columns = {"exact_match": scores["exact_match"], "f1": scores["f1"]}
+    if "correct_at_k" in scores:
+        columns.update({("correct_at_k", k): column for k, column in scores["correct_at_k"].items()})
+        columns["map"] = scores["average_precision"]
+    return columns
 
 
 def _scores_by_category(categories, columns, confidence_level, num_bootstrap, seed):
@@ -536,7 +601,7 @@ def compare_systems(scores_a, scores_b, confidence_level=0.95, num_bootstrap=10_
 _LABEL = None
 
 
-def _kept_answers(answers, counts):
+def _kept_answers(answers, counts, normalized_answers):
     """An annotator's normalized answers in their order, without empty answers and repeats (counted).
 
     As in the release, a repeat is the same text up to case and spacing ("DOG" after "dog"); "Dog!"
@@ -544,7 +609,7 @@ def _kept_answers(answers, counts):
     """
     kept, seen = [], set()
     for answer in answers:
-        normalized, text = normalize_answer(answer), " ".join(answer.lower().split())
+        normalized, text = normalized_answers[answer], " ".join(answer.lower().split())
         if not normalized:
             counts["num_empty_answers_dropped"] += 1
         elif text in seen:
@@ -553,6 +618,21 @@ def _kept_answers(answers, counts):
             seen.add(text)
             kept.append(normalized)
     return kept
+
+
+def _best_match_of_others(answer, given, own, holders, token_sets):
+    """The `Scores` of an annotator's normalized answer against the other annotators' answers of its caption.
+
+    `given` and `own` count the caption's answers and the annotator's; `holders` maps a token to
+    the caption's answers holding it. The same as `_best_match` against the others' answers, but an
+    answer sharing no token with the answer (F1 0) is never compared with it.
+    """
+    if given[answer] > own[answer]:
+        return Scores(100.0, 100.0)
+    tokens = token_sets[answer]
+    sharing = {other for token in tokens for other in holders[token] if given[other] > own[other]}
+    f1s = (200 * len(tokens & token_sets[other]) / (len(tokens) + len(token_sets[other])) for other in sharing)
+    return Scores(0.0, max(f1s, default=0.0))
 
 
 def _mean_scores(scores):
@@ -593,16 +673,23 @@ def human_agreement(labels, additional_answers, annotator_ids=None, per_example=
     per_caption = []  # the mean first-answer `Scores` of each caption, None where no annotator was scored
     num_first_answers = 0
     per_annotator = {}  # annotator id (the label's: _LABEL) -> the `Scores` of all their scored answers
-    token_sets = _TokenSets()
+    token_sets, normalized_answers = _TokenSets(), _Normalized()
     for index, (label, annotators) in enumerate(zip(labels, additional_answers)):
         ids = annotator_ids[index] if annotator_ids else [(index, position) for position in range(len(annotators))]
-        answers = {id_: _kept_answers(texts, counts) for id_, texts in zip([_LABEL, *ids], [[label], *annotators])}
+        answers = {
+            id_: _kept_answers(texts, counts, normalized_answers) for id_, texts in zip([_LABEL, *ids], [[label], *annotators])
+        }
         counts["num_annotators_left_out"] += sum(not kept for kept in answers.values())
+        given = Counter(answer for kept in answers.values() for answer in kept)
+        holders = {}  # token -> the caption's distinct answers that hold it
+        for answer in given:
+            for token in token_sets[answer]:
+                holders.setdefault(token, []).append(answer)
         first_answers = []
         for annotator, kept in answers.items():
-            others = [answer for other in answers if other != annotator for answer in answers[other]]
-            if kept and others:
-                scores = [_best_match(answer, others, token_sets) for answer in kept]
+            if kept and len(kept) < given.total():  # someone else answered too
+                own = Counter(kept)
+                scores = [_best_match_of_others(answer, given, own, holders, token_sets) for answer in kept]
                 per_annotator.setdefault(annotator, []).extend(scores)
                 if annotator is not _LABEL:
                     first_answers.append(scores[0])
