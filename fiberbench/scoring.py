@@ -4,9 +4,10 @@ Each predictions file holds one row per blank of the split (JSON Lines, a JSON a
 by `video_id`, `video_start_time` and `video_end_time`, with the answer in `prediction` and,
 optionally, the ranked `candidates` (in CSV, a JSON-encoded list). training/train.py's
 predictions.jsonl is one: its rows of other splits are skipped. The join with the split is strict:
-a missing, repeated or unknown blank is an error naming the file and the line. Every score comes
-from the metric's own functions, so it equals `evaluate.load("metric/fiber_metric").compute` on
-the same inputs, and so do the bootstrap confidence intervals (the same seed draws the same resamples).
+a missing, repeated or unknown blank is an error naming the file and the line, and each file is
+one system (a file given twice is refused). Every score comes from the metric's own functions, so it
+equals `evaluate.load("metric/fiber_metric").compute` on the same inputs, and so do the bootstrap
+confidence intervals and the p-values (each depends only on its own per-blank scores and the seed).
 """
 
 import argparse
@@ -14,7 +15,9 @@ import contextlib
 import csv
 import json
 import logging
+import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -31,21 +34,36 @@ RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE = "results.json", "results.md", "by_ca
 OUTPUT_ENTRIES = re.compile("|".join(re.escape(name) for name in (RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)))
 MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT = "most frequent answer", "human agreement"
 MISSING_SHOWN = 5  # how many blanks without a prediction an error lists
+FORMATS = (".jsonl", ".json", ".csv")
 
 BlankKey = tuple[str, int, int]
 
 
 @dataclass
 class Split:
-    """The blanks being scored, in split order, and the words that name the split in messages."""
+    """The blanks being scored, in split order (one list per column), and the words that name the split in messages."""
 
     name: str
     described: str
-    blanks: list[dict]
+    keys: list[BlankKey]
+    labels: list[str]
+    additional_answers: list[list[list[str]]]
     categories: list[str] | None
 
-    def keys(self) -> dict[BlankKey, int]:
-        return {tuple(blank[field] for field in KEY_FIELDS): index for index, blank in enumerate(self.blanks)}
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def index(self) -> dict[BlankKey, int]:
+        """Each blank's key -> its row; a key given twice is a `DataError` naming both rows."""
+        rows: dict[BlankKey, int] = {}
+        for row, key in enumerate(self.keys):
+            first = rows.setdefault(key, row)
+            if first != row:
+                raise DataError(
+                    f"{self.described} holds the clip {key} twice, in rows {first} and {row}: a blank is known by "
+                    "its clip, so predictions cannot be joined to it (build-dataset refuses such data)"
+                )
+        return rows
 
 
 @dataclass
@@ -61,8 +79,10 @@ class System:
 def read_rows(path: Path) -> list[tuple[str, object]]:
     """(where, row) of every row of a predictions file, as written: JSON Lines, a JSON array, or CSV."""
     suffix = path.suffix.lower()
-    if suffix not in (".jsonl", ".json", ".csv"):
+    if suffix not in FORMATS:
         raise DataError(f"{path}: cannot tell its format from {suffix or 'no suffix'!r}: use .jsonl, .json or .csv")
+    from fiberbench.data.json_records import too_long_integer
+
     try:
         with path.open(encoding="utf-8-sig", newline="") as file:  # utf-8-sig: a byte-order mark is not data
             if suffix == ".csv":
@@ -76,6 +96,10 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
                     records = json.load(file, object_pairs_hook=_object_of_distinct_fields)
                 except DataError as error:
                     raise DataError(f"{path}: {error}") from None
+                except ValueError as error:
+                    if isinstance(error, json.JSONDecodeError):
+                        raise
+                    raise DataError(f"{path}: {too_long_integer()}") from None
                 if not isinstance(records, list):
                     raise DataError(f"{path}: expected a JSON array of objects, got {type(records).__name__}")
                 return [(f"record {index}", record) for index, record in enumerate(records)]
@@ -83,8 +107,11 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
             for number, line in enumerate(file, 1):
                 try:
                     rows += [(f"line {number}", _json_value(line))] if line.strip() else []
-                except (json.JSONDecodeError, DataError) as error:
-                    problem = f"invalid JSON ({error.msg})" if isinstance(error, json.JSONDecodeError) else error
+                except (ValueError, DataError) as error:
+                    if isinstance(error, json.JSONDecodeError):
+                        problem = f"invalid JSON ({error.msg})"
+                    else:  # a DataError of ours, or Python refusing an integer of more than 4,300 digits
+                        problem = error if isinstance(error, DataError) else too_long_integer()
                     raise DataError(f"{path}: line {number}: {problem}") from None
             return rows
     except RecursionError:
@@ -112,7 +139,9 @@ def _json_value(text: str) -> object:
 
 
 def _blank_key(row: dict, where: str) -> BlankKey:
-    """The blank a row predicts; times may be text (CSV) but must be whole seconds."""
+    """The blank a row predicts; times may be text (CSV) but must be whole seconds (the dataset's definition)."""
+    from fiberbench.data.fiber.validation import whole_seconds
+
     for field in (*KEY_FIELDS, "prediction"):
         if field not in row:
             raise DataError(f"{where}: field {field!r} is missing")
@@ -120,11 +149,10 @@ def _blank_key(row: dict, where: str) -> BlankKey:
         raise DataError(f"{where}: field 'video_id' must be a string, got {type(row['video_id']).__name__}")
     times = []
     for field in KEY_FIELDS[1:]:
-        value = row[field]
-        value = int(value) if isinstance(value, str) and value.strip().isdigit() else value
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise DataError(f"{where}: field {field!r} must be a whole number of seconds, got {row[field]!r}")
-        times.append(value)
+        try:
+            times.append(whole_seconds(row[field], text=True))
+        except ValueError as error:
+            raise DataError(f"{where}: field {field!r} {error}") from None
     return row["video_id"], *times
 
 
@@ -133,20 +161,20 @@ def _candidates(value, where: str, is_csv: bool) -> list[str]:
     if is_csv:
         try:
             value = _json_value(value)
-        except (json.JSONDecodeError, DataError, RecursionError) as error:
+        except (ValueError, DataError, RecursionError) as error:
             raise DataError(f"{where}: field 'candidates' must be a JSON list of strings ({error})") from None
     if not isinstance(value, list) or not all(isinstance(candidate, str) for candidate in value):
         raise DataError(f"{where}: field 'candidates' must be a list of strings, got {value!r}")
     return value
 
 
-def join_predictions(path: Path, rows: list, name: str, split: Split) -> System:
-    """The rows of a predictions file joined to the split's blanks: every blank exactly once.
+def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict[BlankKey, int]) -> System:
+    """The rows of a predictions file joined to the split's blanks (`keys`: `Split.index()`): every blank exactly once.
 
     Rows whose `split` field names another split (train.py writes validation and test rows into
     one predictions.jsonl) are skipped and counted. An empty string is a valid (wrong) answer.
     """
-    keys, is_csv = split.keys(), path.suffix.lower() == ".csv"
+    is_csv = path.suffix.lower() == ".csv"
     predictions, candidates = [None] * len(keys), [None] * len(keys)
     first_seen: dict[BlankKey, str] = {}
     other_splits = 0
@@ -182,33 +210,73 @@ def join_predictions(path: Path, rows: list, name: str, split: Split) -> System:
     return System(name, str(path), predictions, candidates if with_candidates else None)
 
 
+def _not_utf8(text: str) -> str | None:
+    """`text` shown with its bytes that are not UTF-8 as \\x.. escapes, when it has such bytes; else None.
+
+    On the command line, such bytes reach Python as lone surrogates (`os.fsdecode`'s surrogateescape).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return None
+
+
 def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
-    """`--names`, or the files' stems made unique (by their folder's name, then by a number)."""
+    """`--names`, or the files' stems made unique (by their folder's name, then by a number); each file once.
+
+    Every name and file name must be UTF-8 text, as results.json and results.md are.
+    """
+    for path in paths:
+        if (shown := _not_utf8(str(path))) is not None:
+            raise UsageError(f"{shown}: the file name is not UTF-8 text, which results.json must be; rename the file")
     if names is not None:
         if len(names) != len(paths):
             raise UsageError(f"--names gives {len(names)} names for {len(paths)} predictions files")
         if len(set(names)) != len(names):
             raise UsageError(f"--names must all be different, got {names}")
-        return names
-    stems = [path.stem for path in paths]
-    names = [f"{path.parent.name}/{path.stem}" if stems.count(path.stem) > 1 else path.stem for path in paths]
-    return [f"{name} ({names[:i].count(name) + 1})" if names.count(name) > 1 else name for i, name in enumerate(names)]
+        for name in names:
+            if (shown := _not_utf8(name)) is not None:
+                raise UsageError(f"--names: '{shown}' is not UTF-8 text, which results.json and results.md must be")
+    else:
+        stems = [path.stem for path in paths]
+        names = [f"{path.parent.name}/{path.stem}" if stems.count(path.stem) > 1 else path.stem for path in paths]
+        names = [f"{name} ({names[:i].count(name) + 1})" if names.count(name) > 1 else name for i, name in enumerate(names)]
+    first: dict[Path, int] = {}
+    for index, path in enumerate(paths):
+        earlier = first.setdefault(path.resolve(), index)
+        if earlier != index:
+            raise UsageError(
+                f"{path} ({names[index]}) is {paths[earlier]} ({names[earlier]}) again: give each predictions file once"
+            )
+    return names
 
 
 def load_split(splits, split_name: str, described: str) -> Split:
-    """The blanks of one split, which must have annotators' answers to score against."""
+    """The blanks of one split, which must have annotators' answers to score against; each clip once."""
     if split_name not in splits:
         raise UsageError(f"--split {split_name}: {described} has no such split (it has: {', '.join(splits)})")
     dataset = splits[split_name]
     wanted = (*KEY_FIELDS, "label", "additional_answers", "category")
-    blanks = dataset.select_columns([column for column in wanted if column in dataset.column_names]).to_list()
-    split = Split(split_name, f"the {split_name} split of {described}", blanks, None)
-    if not any(blank.get("additional_answers") for blank in blanks):
+    # Whole Arrow columns to Python at once: row by row (`to_list`) took 5 s for 100,000 blanks.
+    table = dataset.select_columns([column for column in wanted if column in dataset.column_names])
+    table = table.with_format("arrow")[:]
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    answers = columns.get("additional_answers") or [[] for _ in range(table.num_rows)]
+    split = Split(
+        split_name,
+        f"the {split_name} split of {described}",
+        list(zip(*(columns[field] for field in KEY_FIELDS))),
+        columns["label"],
+        [annotators or [] for annotators in answers],
+        None,
+    )
+    if not any(split.additional_answers):
         raise UsageError(
             f"--split {split_name}: {split.described} has no annotators' answers (additional_answers) to score "
             "against; use validation or test"
         )
-    categories = [blank.get("category") for blank in blanks]
+    categories = columns.get("category") or [None]
     split.categories = categories if all(isinstance(category, str) for category in categories) else None
     return split
 
@@ -224,37 +292,48 @@ def _nest(values: dict) -> dict:
     return nested
 
 
-def score_columns(system: System, split: Split) -> dict:
-    """The per-blank scores behind every mean of the system's leaderboard row, by name (percent)."""
-    from fiberbench.metric import references_from_example, score_predictions
+def correct_answers(split: Split) -> tuple:
+    """The split's correct answers as the metric takes them (`CorrectAnswers`, normalized once for every system):
+    the label and every annotator's answers, and the label alone."""
+    from fiberbench.metric import CorrectAnswers, references_from_example
 
-    references = [references_from_example(blank) for blank in split.blanks]
-    labels = [references_from_example(blank, label_only=True) for blank in split.blanks]
-    all_answers = score_predictions(system.predictions, references, per_example=True, candidates=system.candidates)
-    label_only = score_predictions(system.predictions, labels, per_example=True)
+    examples = [{"label": label, "additional_answers": answers} for label, answers in zip(split.labels, split.additional_answers)]
+    all_answers = CorrectAnswers([references_from_example(example) for example in examples])
+    return all_answers, CorrectAnswers([references_from_example(example, label_only=True) for example in examples])
+
+
+def score_columns(system: System, answers, labels) -> dict:
+    """The per-blank scores behind every mean of the system's leaderboard row, by name (percent), as arrays.
+
+    `answers` and `labels` are the split's `correct_answers`.
+    """
+    import numpy as np
+
+    all_answers = answers.score(system.predictions, system.candidates)
+    label_only = labels.score(system.predictions)
     columns = {
-        "exact_match": all_answers["exact_match_per_example"],
-        "f1": all_answers["f1_per_example"],
-        "exact_match_label_only": label_only["exact_match_per_example"],
-        "f1_label_only": label_only["f1_per_example"],
+        "exact_match": all_answers["exact_match"],
+        "f1": all_answers["f1"],
+        "exact_match_label_only": label_only["exact_match"],
+        "f1_label_only": label_only["f1"],
     }
     if system.candidates is not None:
-        columns.update({("correct_at_k", k): column for k, column in all_answers["correct_at_k_per_example"].items()})
-        columns["map"] = all_answers["average_precision_per_example"]
-    return columns
+        columns.update({("correct_at_k", k): column for k, column in all_answers["correct_at_k"].items()})
+        columns["map"] = all_answers["average_precision"]
+    return {name: np.asarray(column, dtype=float) for name, column in columns.items()}
 
 
-def _means_and_intervals(rows: dict[str, dict], blanks: list[int], settings: dict) -> dict[str, dict]:
-    """Each row's means over `blanks` and their confidence intervals, all columns from the same resamples."""
+def _means_and_intervals(rows: dict[str, dict], blanks, settings: dict) -> dict[str, dict]:
+    """Each row's means over `blanks` (an index array; None: every blank) and their confidence intervals."""
     import numpy as np
 
     from fiberbench.metric import confidence_interval, mean_std
 
     names = [(row, name) for row, columns in rows.items() for name in columns]
-    matrix = np.array([[rows[row][name][blank] for blank in blanks] for row, name in names]).reshape(len(names), -1)
-    bounds = confidence_interval(matrix.T, **settings).reshape(-1, 2)
+    matrix = np.stack([rows[row][name] if blanks is None else rows[row][name][blanks] for row, name in names], axis=1)
+    bounds = confidence_interval(matrix, **settings).reshape(-1, 2)
     results = {row: ({}, {}) for row in rows}
-    for (row, name), scores, (low, high) in zip(names, matrix, bounds):
+    for (row, name), scores, (low, high) in zip(names, matrix.T, bounds):
         means, intervals = results[row]
         means[name], intervals[name] = mean_std(scores.tolist()).mean, [float(low), float(high)]
     return {
@@ -262,17 +341,23 @@ def _means_and_intervals(rows: dict[str, dict], blanks: list[int], settings: dic
     }
 
 
-def score_rows(rows: dict[str, dict], split: Split, blanks: list[int], settings: dict, progress) -> dict:
+def score_rows(rows: dict[str, dict], split: Split, blanks, settings: dict, progress) -> dict:
     """Each leaderboard row's means, confidence intervals and scores by category, over `blanks` of the split.
 
-    `rows` maps a row to its per-blank columns. One bootstrap serves all the rows, and one each
-    category: the resamples depend only on the number of blanks and the seed, so every interval is
-    the one `compute(..., confidence_level=...)` gives for that row alone.
+    `rows` maps a row to its per-blank columns; `blanks` is an index array (None: every blank).
+    Each interval depends only on its own scores and the seed, so it is the one
+    `compute(..., confidence_level=...)` gives for that row alone (a category's, for its blanks).
     """
+    import numpy as np
+
     results = _means_and_intervals(rows, blanks, settings)
     progress.update()
-    for category in sorted({split.categories[i] for i in blanks}) if split.categories else ():
-        in_category = [i for i in blanks if split.categories[i] == category]
+    if split.categories is None:
+        return results
+    kept = np.arange(len(split)) if blanks is None else np.asarray(blanks)
+    categories = np.asarray(split.categories, dtype=object)[kept]
+    for category in sorted(set(categories)):
+        in_category = kept[categories == category]
         em_f1 = {row: {name: columns[name] for name in ("exact_match", "f1")} for row, columns in rows.items()}
         for row, scores in _means_and_intervals(em_f1, in_category, settings).items():
             results[row].setdefault("by_category", {})[category] = {"count": len(in_category), **scores}
@@ -281,7 +366,7 @@ def score_rows(rows: dict[str, dict], split: Split, blanks: list[int], settings:
 
 
 def compare_pairs(rows: dict[str, dict], ranked: list[str], settings: dict) -> list[dict]:
-    """Every pair of systems (the better-ranked first) on F1 and EM, all pairs from the same resamples and swaps."""
+    """Every pair of systems (the better-ranked first) on F1 and EM, as `compare_systems` compares one pair."""
     import numpy as np
 
     from fiberbench.metric import compare_systems, mcnemar_p_value
@@ -289,7 +374,7 @@ def compare_pairs(rows: dict[str, dict], ranked: list[str], settings: dict) -> l
     pairs = [(a, b, metric) for a, b in combinations(ranked, 2) for metric in ("f1", "exact_match")]
     if not pairs:
         return []
-    scores_a, scores_b = (np.array([rows[pair[side]][pair[2]] for pair in pairs]).T for side in (0, 1))
+    scores_a, scores_b = (np.stack([rows[pair[side]][pair[2]] for pair in pairs], axis=1) for side in (0, 1))
     compared = compare_systems(scores_a, scores_b, num_permutations=settings["num_bootstrap"], **settings)
     comparisons = []
     for (a, b, metric), comparison in zip(pairs, compared):
@@ -305,12 +390,15 @@ def human_agreement_columns(split: Split) -> tuple[dict, list[int]]:
     The human row of the paper's Table 3 (leave one annotator out); blanks where no annotator can
     be scored are left out, and the blanks kept are returned with the columns.
     """
+    import numpy as np
+
     from fiberbench.metric import human_agreement
 
-    labels = [blank["label"] for blank in split.blanks]
-    agreement = human_agreement(labels, [blank["additional_answers"] for blank in split.blanks], per_example=True)
-    columns = {metric: agreement[f"first_answers_{metric}_per_caption"] for metric in ("exact_match", "f1")}
-    return columns, [index for index, score in enumerate(columns["f1"]) if score is not None]
+    agreement = human_agreement(split.labels, split.additional_answers, per_example=True)
+    scores = {metric: agreement[f"first_answers_{metric}_per_caption"] for metric in ("exact_match", "f1")}
+    kept = [index for index, score in enumerate(scores["f1"]) if score is not None]
+    columns = {metric: np.array([0.0 if score is None else score for score in column]) for metric, column in scores.items()}
+    return columns, kept
 
 
 def evaluate_systems(systems: list[System], split: Split, settings: dict, train_labels: list[str] | None) -> dict:
@@ -319,16 +407,16 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, train_
 
     from fiberbench.metric.baselines import most_frequent_answer
 
+    answers, labels = correct_answers(split)
     with tqdm(systems, desc="Scoring") as progress:  # closed before an error is printed, so it starts a line
-        rows = {system.name: score_columns(system, split) for system in progress}
-    every_blank = list(range(len(split.blanks)))
+        rows = {system.name: score_columns(system, answers, labels) for system in progress}
     num_categories = len(set(split.categories)) if split.categories else 0
     with tqdm(total=(1 + num_categories) * (1 if train_labels is None else 2) + 1, desc="Bootstrap") as progress:
         if train_labels is not None:
             answer = most_frequent_answer(train_labels)
-            baseline = System(MOST_FREQUENT_ANSWER, "", [answer] * len(every_blank), None)
-            rows[MOST_FREQUENT_ANSWER] = score_columns(baseline, split)
-        scored = score_rows(rows, split, every_blank, settings, progress)
+            baseline = System(MOST_FREQUENT_ANSWER, "", [answer] * len(split), None)
+            rows[MOST_FREQUENT_ANSWER] = score_columns(baseline, answers, labels)
+        scored = score_rows(rows, split, None, settings, progress)
         ranked = sorted((system.name for system in systems), key=lambda name: -scored[name]["f1"])
         results = {
             "systems": {
@@ -348,6 +436,40 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, train_
     return results
 
 
+# Characters that would make a table cell, a link, emphasis, code or HTML of a name in Markdown.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*|<>\[\]])")
+
+
+def markdown_text(text: str) -> str:
+    """`text` as it should show inside one line (a table cell, a title) of Markdown: runs of white space,
+    line breaks included, become one space, control characters become U+FFFD, and the characters that
+    would make a cell, a link, emphasis, code or HTML are escaped.
+
+    >>> markdown_text("A | B\\n*new* row")
+    'A \\\\| B \\\\*new\\\\* row'
+    """
+    line = "".join("\ufffd" if unicodedata.category(char) == "Cc" else char for char in " ".join(text.split()))
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", line)
+
+
+def p_value_text(p_value: float, num_permutations: int) -> str:
+    """A randomization p-value for results.md: "0.034", or "<0.0001" when no trial was as extreme.
+
+    The test's p is (trials as extreme + 1) / (trials + 1), so never below 1 / (trials + 1): at that
+    floor the true p is smaller, and "<" the floor (rounded up to one significant digit) says so.
+
+    >>> p_value_text(0.5, 10_000), p_value_text(1 / 10_001, 10_000), p_value_text(1 / 501, 500)
+    ('0.5', '<0.0001', '<0.002')
+    """
+    floor = 1 / (num_permutations + 1)
+    if p_value > floor * (1 + 1e-9):
+        return f"{p_value:.2g}"
+    exponent = math.floor(math.log10(floor))
+    digit = math.ceil(round(floor / 10**exponent, 9))
+    exponent, digit = (exponent + 1, 1) if digit == 10 else (exponent, digit)
+    return f"<{digit * 10.0**exponent:.{max(0, -exponent)}f}"
+
+
 def _cell(row: dict, name: str, key: str | None = None) -> str:
     """A score with its interval, "60.2 [55.1, 65.0]"; "–" where the row has no such score."""
     value, interval = row.get(name), row["confidence_intervals"].get(name)
@@ -365,15 +487,23 @@ def leaderboard_rows(results: dict) -> dict[str, dict]:
 
 
 def leaderboard_markdown(results: dict) -> str:
-    """results.md: the leaderboard (each score with its confidence interval) and the comparisons of every pair."""
+    """results.md: the leaderboard (each score with its confidence interval) and the comparisons of every pair.
+
+    Names (of systems, files, the dataset, the baseline's answer) go through `markdown_text`.
+    """
     dataset, settings = results["dataset"], results["settings"]
     level = f"{100 * settings['confidence_level']:g}%"
-    lines = [f"# FIBER: the {dataset['split']} split of {dataset['name']} (config {dataset['config']})", ""]
+    title = f"the {dataset['split']} split of {dataset['name']} (config {dataset['config']})"
+    lines = [f"# FIBER: {markdown_text(title)}", ""]
     if dataset["synthetic"]:
         lines += ["**SYNTHETIC data** (the bundled sample, or a build of it): the numbers say nothing about FIBER.", ""]
     lines += [
         f"{dataset['num_blanks']} blanks. Scores in percent, each with its {level} confidence interval [low, high] "
         f"(percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, seed {settings['seed']}).",
+        "",
+        f"**How to read a confidence interval.** [low, high] holds the scores the system would likely get on "
+        f"another set of as many blanks like these ({level} of the resampled sets score in it); two systems whose "
+        "intervals overlap may still differ: the comparisons below say whether they do.",
         "",
         "| rank | system | F1 | EM | F1, label only | EM, label only | Correct@1 | MAP |",
         "|---|---|---|---|---|---|---|---|",
@@ -381,7 +511,7 @@ def leaderboard_markdown(results: dict) -> str:
     for rank, (name, row) in enumerate(leaderboard_rows(results).items(), start=1):
         cells = [_cell(row, score) for score in ("f1", "exact_match", "f1_label_only", "exact_match_label_only")]
         cells += [_cell(row, "correct_at_k", "1"), _cell(row, "map")]
-        lines.append(f"| {rank} | {name} | {' | '.join(cells)} |")
+        lines.append(f"| {rank} | {markdown_text(name)} | {' | '.join(cells)} |")
     if HUMAN_AGREEMENT in results.get("baselines", {}):
         lines += [
             "",
@@ -396,8 +526,12 @@ def leaderboard_markdown(results: dict) -> str:
             "## Comparisons",
             "",
             f"A - B on the same blanks, with its paired bootstrap {level} interval. p: two-sided, by approximate "
-            f"randomization ({trials:,} trials, so never below {1 / (trials + 1):.1g}); for EM also by McNemar's "
-            "exact test.",
+            f"randomization ({trials:,} trials, so never below {1 / (trials + 1):.1g}: at that floor it shows as "
+            f"{p_value_text(1 / (trials + 1), trials)}); for EM also by McNemar's exact test.",
+            "",
+            "**How to read a p-value.** p is how often a difference at least as large as A - B comes up when the two "
+            "systems' answers are swapped at random blank by blank, as if they were equally good: below 0.05, the "
+            "difference is unlikely to be luck of the blanks.",
             "",
             "| A | B | metric | A - B | interval | p | p, McNemar |",
             "|---|---|---|---|---|---|---|",
@@ -406,11 +540,11 @@ def leaderboard_markdown(results: dict) -> str:
             low, high = comparison["difference_ci"]
             mcnemar = comparison.get("mcnemar_p_value")
             cells = [
-                *comparison["systems"],
+                *map(markdown_text, comparison["systems"]),
                 "F1" if comparison["metric"] == "f1" else "EM",
                 f"{comparison['difference']:+.1f}",
                 f"[{low:+.1f}, {high:+.1f}]",
-                f"{comparison['p_value']:.2g}",
+                p_value_text(comparison["p_value"], trials),
                 "" if mcnemar is None else f"{mcnemar:.2g}",
             ]
             lines.append(f"| {' | '.join(cells)} |")
@@ -492,17 +626,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_flags(args: argparse.Namespace) -> Output | None:
+def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
     """Refuse, before any work, flag values that cannot work and an output that would overwrite something.
 
-    Returns the output folder to write (None without --output_dir).
+    Returns the systems' names and the output folder to write (None without --output_dir).
     """
+    names = system_names(args.predictions, args.names)
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
     if args.output_dir is None:
         if args.overwrite_output_dir:
             raise UsageError("--overwrite_output_dir needs --output_dir")
-        return None
+        return names, None
     from fiberbench.data import SAMPLE_DIR
 
     dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name)
@@ -516,24 +651,26 @@ def check_flags(args: argparse.Namespace) -> Output | None:
         entry_names=OUTPUT_ENTRIES,
     )
     output.check([*args.predictions, dataset if dataset.is_dir() else None])
-    return output
+    return names, output
 
 
 def run(args: argparse.Namespace) -> int:
-    output = check_flags(args)
+    names, output = check_flags(args)
     with contextlib.ExitStack() as stack:
         if output is not None:
             stack.enter_context(output.lock())
-        return score_and_write(args, output)
+        return score_and_write(args, names, output)
 
 
-def score_and_write(args: argparse.Namespace, output: Output | None) -> int:
-    """Score every predictions file; print the leaderboard and write the results into `output` (if any)."""
+def score_and_write(args: argparse.Namespace, names: list[str], output: Output | None) -> int:
+    """Score every predictions file as the system `names` says; print the leaderboard and write the results into
+    `output` (if any)."""
     from fiberbench.data import load_fiber
     from fiberbench.data.provenance import is_synthetic
 
-    names = system_names(args.predictions, args.names)
-    rows_by_file = {path: read_rows(path) for path in args.predictions}
+    for path in args.predictions:  # a missing file or an unknown format before the dataset is loaded
+        if path.suffix.lower() not in FORMATS or not path.is_file():
+            read_rows(path)
     described = "the bundled sample" if args.dataset_name is None else args.dataset_name
     splits = load_fiber(args.dataset_name, args.dataset_config_name)
     split = load_split(splits, args.split, described)
@@ -542,7 +679,9 @@ def score_and_write(args: argparse.Namespace, output: Output | None) -> int:
     synthetic = is_synthetic(args.dataset_name)
     if synthetic:
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", described)
-    systems = [join_predictions(path, rows, name, split) for (path, rows), name in zip(rows_by_file.items(), names)]
+    keys = split.index()
+    # One file at a time: only one file's rows are held at once (100,000 rows are about 100 MB).
+    systems = [join_predictions(path, read_rows(path), name, split, keys) for path, name in zip(args.predictions, names)]
 
     settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
     train_labels = splits["train"]["label"] if args.with_baselines else None
@@ -551,7 +690,7 @@ def score_and_write(args: argparse.Namespace, output: Output | None) -> int:
             "name": args.dataset_name or "the bundled sample",
             "config": args.dataset_config_name,
             "split": args.split,
-            "num_blanks": len(split.blanks),
+            "num_blanks": len(split),
             "synthetic": synthetic,
         },
         "settings": {**settings, "num_permutations": args.num_bootstrap},

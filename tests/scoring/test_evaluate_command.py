@@ -235,3 +235,40 @@ def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
     assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "10"]) == 0
     system = json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["empty"]
     assert system["exact_match"] == system["f1"] == 0.0 and system["correct_at_k"] is None
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """The cells of every table row of a Markdown text, split at the pipes that are not escaped."""
+    import re
+
+    return [
+        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in markdown.splitlines()
+        if line.startswith("|")
+    ]
+
+
+def test_names_holding_markdown_stay_in_their_cells(test_split, tmp_path):
+    files = [write_rows(tmp_path / f"{name}.jsonl", prediction_rows(test_split, label_half_the_time)) for name in "ab"]
+    names = ["A | injected | row", "B\n| 1 | fake | 100 |"]
+    output_dir = tmp_path / "out"
+    assert main(["evaluate", *map(str, files), "--names", *names, "--output_dir", str(output_dir), *FLAGS]) == 0
+    leaderboard = (output_dir / "results.md").read_text()
+    rows = table_rows(leaderboard)
+    assert {len(cells) for cells in rows} == {8, 7}  # the leaderboard's 8 columns, the comparisons' 7
+    assert len([cells for cells in rows if cells[0].isdigit()]) == 2
+    assert "A \\| injected \\| row" in leaderboard and "B \\| 1 \\| fake \\| 100 \\|" in leaderboard
+    assert json.loads((output_dir / "results.json").read_text())["systems"].keys() == set(names)
+
+
+def test_results_md_says_how_to_read_it_and_prints_a_p_at_the_floor_as_below_it(test_split, tmp_path):
+    right = write_rows(tmp_path / "right.jsonl", prediction_rows(test_split, lambda index, blank: blank["label"]))
+    wrong = write_rows(tmp_path / "wrong.jsonl", prediction_rows(test_split, lambda index, blank: "a thing"))
+    output_dir = tmp_path / "out"
+    assert main(["evaluate", str(right), str(wrong), "--output_dir", str(output_dir), *FLAGS]) == 0
+    leaderboard = (output_dir / "results.md").read_text()
+    assert "**How to read a confidence interval.**" in leaderboard and "**How to read a p-value.**" in leaderboard
+    results = json.loads((output_dir / "results.json").read_text())
+    assert {comparison["p_value"] for comparison in results["comparisons"]} == {1 / 501}  # no trial as extreme
+    p_cells = [cells[5] for cells in table_rows(leaderboard) if len(cells) == 7 and cells[2] in ("F1", "EM")]
+    assert p_cells == ["<0.002", "<0.002"]  # 500 trials: p is at least 1/501
