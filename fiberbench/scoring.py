@@ -13,6 +13,7 @@ confidence intervals and the p-values (each depends only on its own per-blank sc
 import argparse
 import contextlib
 import csv
+import gc
 import json
 import logging
 import math
@@ -41,14 +42,21 @@ BlankKey = tuple[str, int, int]
 
 @dataclass
 class Split:
-    """The blanks being scored, in split order (one list per column), and the words that name the split in messages."""
+    """The blanks being scored, in split order: their keys, categories and correct answers, and the words that name
+    the split in messages.
+
+    `answers` and `labels` are the metric's `CorrectAnswers` (the label and every annotator's answers;
+    the label alone), normalized once for every system; `human_agreement` the human row's per-blank
+    columns and the blanks it scores, when asked for. The annotators' raw answers are not kept.
+    """
 
     name: str
     described: str
     keys: list[BlankKey]
-    labels: list[str]
-    additional_answers: list[list[list[str]]]
     categories: list[str] | None
+    answers: object
+    labels: object
+    human_agreement: tuple[dict, list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -93,7 +101,7 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
                 return [(f"line {reader.line_num}", row) for row in reader]
             if suffix == ".json":
                 try:
-                    records = json.load(file, object_pairs_hook=_object_of_distinct_fields)
+                    records = _DECODER.decode(file.read())
                 except DataError as error:
                     raise DataError(f"{path}: {error}") from None
                 except ValueError as error:
@@ -126,33 +134,36 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
 
 def _object_of_distinct_fields(pairs: list[tuple[str, object]]) -> dict:
     """json's object_pairs_hook: an object that gives a field twice is an error (json keeps the last silently)."""
-    fields = [field for field, _ in pairs]
-    repeated = sorted({field for field in fields if fields.count(field) > 1})
-    if repeated:
+    fields = dict(pairs)
+    if len(fields) < len(pairs):
+        names = [field for field, _ in pairs]
+        repeated = sorted({field for field in names if names.count(field) > 1})
         raise DataError(f"an object gives field {repeated[0]!r} twice (which value is meant?)")
-    return dict(pairs)
+    return fields
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object_of_distinct_fields)
 
 
 def _json_value(text: str) -> object:
     """One JSON value whose objects give each field once (a `DataError` otherwise)."""
-    return json.loads(text, object_pairs_hook=_object_of_distinct_fields)
+    return _DECODER.decode(text)
 
 
-def _blank_key(row: dict, where: str) -> BlankKey:
-    """The blank a row predicts; times may be text (CSV) but must be whole seconds (the dataset's definition)."""
-    from fiberbench.data.fiber.validation import whole_seconds
-
+def _blank_key(row: dict, path: Path, where: str, whole_seconds) -> BlankKey:
+    """The blank a row predicts; times may be text (CSV) but must be whole seconds (`whole_seconds`, the dataset's
+    definition of a time)."""
     for field in (*KEY_FIELDS, "prediction"):
         if field not in row:
-            raise DataError(f"{where}: field {field!r} is missing")
+            raise DataError(f"{path}: {where}: field {field!r} is missing")
     if not isinstance(row["video_id"], str):
-        raise DataError(f"{where}: field 'video_id' must be a string, got {type(row['video_id']).__name__}")
+        raise DataError(f"{path}: {where}: field 'video_id' must be a string, got {type(row['video_id']).__name__}")
     times = []
     for field in KEY_FIELDS[1:]:
         try:
             times.append(whole_seconds(row[field], text=True))
         except ValueError as error:
-            raise DataError(f"{where}: field {field!r} {error}") from None
+            raise DataError(f"{path}: {where}: field {field!r} {error}") from None
     return row["video_id"], *times
 
 
@@ -174,6 +185,8 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
     Rows whose `split` field names another split (train.py writes validation and test rows into
     one predictions.jsonl) are skipped and counted. An empty string is a valid (wrong) answer.
     """
+    from fiberbench.data.fiber.validation import whole_seconds
+
     is_csv = path.suffix.lower() == ".csv"
     predictions, candidates = [None] * len(keys), [None] * len(keys)
     first_seen: dict[BlankKey, str] = {}
@@ -184,7 +197,7 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
         if row.get("split") not in (None, "", split.name):
             other_splits += 1
             continue
-        key = _blank_key(row, f"{path}: {where}")
+        key = _blank_key(row, path, where, whole_seconds)
         if key in first_seen:
             raise DataError(f"{path}: {where}: blank {key} is predicted twice (first on {first_seen[key]})")
         if key not in keys:
@@ -252,8 +265,12 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     return names
 
 
-def load_split(splits, split_name: str, described: str) -> Split:
-    """The blanks of one split, which must have annotators' answers to score against; each clip once."""
+def load_split(splits, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
+    """The blanks of one split, which must have annotators' answers to score against.
+
+    With `with_human_agreement`, the human row's columns are computed too, while the annotators'
+    raw answers are at hand (they are then let go: 100,000 blanks' answers are about 300 MB).
+    """
     if split_name not in splits:
         raise UsageError(f"--split {split_name}: {described} has no such split (it has: {', '.join(splits)})")
     dataset = splits[split_name]
@@ -262,23 +279,22 @@ def load_split(splits, split_name: str, described: str) -> Split:
     table = dataset.select_columns([column for column in wanted if column in dataset.column_names])
     table = table.with_format("arrow")[:]
     columns = {name: table.column(name).to_pylist() for name in table.column_names}
-    answers = columns.get("additional_answers") or [[] for _ in range(table.num_rows)]
-    split = Split(
-        split_name,
-        f"the {split_name} split of {described}",
-        list(zip(*(columns[field] for field in KEY_FIELDS))),
-        columns["label"],
-        [annotators or [] for annotators in answers],
-        None,
-    )
-    if not any(split.additional_answers):
+    answers = [annotators or [] for annotators in columns.get("additional_answers") or [None] * table.num_rows]
+    described = f"the {split_name} split of {described}"
+    if not any(answers):
         raise UsageError(
-            f"--split {split_name}: {split.described} has no annotators' answers (additional_answers) to score "
+            f"--split {split_name}: {described} has no annotators' answers (additional_answers) to score "
             "against; use validation or test"
         )
     categories = columns.get("category") or [None]
-    split.categories = categories if all(isinstance(category, str) for category in categories) else None
-    return split
+    return Split(
+        split_name,
+        described,
+        list(zip(*(columns[field] for field in KEY_FIELDS))),
+        categories if all(isinstance(category, str) for category in categories) else None,
+        *correct_answers(columns["label"], answers),
+        human_agreement_columns(columns["label"], answers) if with_human_agreement else None,
+    )
 
 
 def _nest(values: dict) -> dict:
@@ -292,25 +308,22 @@ def _nest(values: dict) -> dict:
     return nested
 
 
-def correct_answers(split: Split) -> tuple:
-    """The split's correct answers as the metric takes them (`CorrectAnswers`, normalized once for every system):
-    the label and every annotator's answers, and the label alone."""
+def correct_answers(labels: list[str], additional_answers: list) -> tuple:
+    """Blanks' correct answers as the metric takes them (`CorrectAnswers`, normalized once for every system): the
+    label and every annotator's answers, and the label alone."""
     from fiberbench.metric import CorrectAnswers, references_from_example
 
-    examples = [{"label": label, "additional_answers": answers} for label, answers in zip(split.labels, split.additional_answers)]
+    examples = [{"label": label, "additional_answers": answers} for label, answers in zip(labels, additional_answers)]
     all_answers = CorrectAnswers([references_from_example(example) for example in examples])
     return all_answers, CorrectAnswers([references_from_example(example, label_only=True) for example in examples])
 
 
-def score_columns(system: System, answers, labels) -> dict:
-    """The per-blank scores behind every mean of the system's leaderboard row, by name (percent), as arrays.
-
-    `answers` and `labels` are the split's `correct_answers`.
-    """
+def score_columns(system: System, split: Split) -> dict:
+    """The per-blank scores behind every mean of the system's leaderboard row, by name (percent), as arrays."""
     import numpy as np
 
-    all_answers = answers.score(system.predictions, system.candidates)
-    label_only = labels.score(system.predictions)
+    all_answers = split.answers.score(system.predictions, system.candidates)
+    label_only = split.labels.score(system.predictions)
     columns = {
         "exact_match": all_answers["exact_match"],
         "f1": all_answers["f1"],
@@ -384,7 +397,7 @@ def compare_pairs(rows: dict[str, dict], ranked: list[str], settings: dict) -> l
     return comparisons
 
 
-def human_agreement_columns(split: Split) -> tuple[dict, list[int]]:
+def human_agreement_columns(labels: list[str], additional_answers: list) -> tuple[dict, list[int]]:
     """Per blank, the mean over its annotators of their first answer's scores against the others and the label.
 
     The human row of the paper's Table 3 (leave one annotator out); blanks where no annotator can
@@ -394,7 +407,7 @@ def human_agreement_columns(split: Split) -> tuple[dict, list[int]]:
 
     from fiberbench.metric import human_agreement
 
-    agreement = human_agreement(split.labels, split.additional_answers, per_example=True)
+    agreement = human_agreement(labels, additional_answers, per_example=True, first_answers_only=True)
     scores = {metric: agreement[f"first_answers_{metric}_per_caption"] for metric in ("exact_match", "f1")}
     kept = [index for index, score in enumerate(scores["f1"]) if score is not None]
     columns = {metric: np.array([0.0 if score is None else score for score in column]) for metric, column in scores.items()}
@@ -407,15 +420,14 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, train_
 
     from fiberbench.metric.baselines import most_frequent_answer
 
-    answers, labels = correct_answers(split)
     with tqdm(systems, desc="Scoring") as progress:  # closed before an error is printed, so it starts a line
-        rows = {system.name: score_columns(system, answers, labels) for system in progress}
+        rows = {system.name: score_columns(system, split) for system in progress}
     num_categories = len(set(split.categories)) if split.categories else 0
     with tqdm(total=(1 + num_categories) * (1 if train_labels is None else 2) + 1, desc="Bootstrap") as progress:
         if train_labels is not None:
             answer = most_frequent_answer(train_labels)
             baseline = System(MOST_FREQUENT_ANSWER, "", [answer] * len(split), None)
-            rows[MOST_FREQUENT_ANSWER] = score_columns(baseline, answers, labels)
+            rows[MOST_FREQUENT_ANSWER] = score_columns(baseline, split)
         scored = score_rows(rows, split, None, settings, progress)
         ranked = sorted((system.name for system in systems), key=lambda name: -scored[name]["f1"])
         results = {
@@ -427,7 +439,7 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, train_
         }
         progress.update()
         if train_labels is not None:
-            human_columns, human_blanks = human_agreement_columns(split)
+            human_columns, human_blanks = split.human_agreement
             (human,) = score_rows({HUMAN_AGREEMENT: human_columns}, split, human_blanks, settings, progress).values()
             results["baselines"] = {
                 MOST_FREQUENT_ANSWER: {"answer": answer, **scored[MOST_FREQUENT_ANSWER]},
@@ -654,11 +666,26 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
     return names, output
 
 
+@contextlib.contextmanager
+def _cycle_collection_paused():
+    """Python's cycle collector off for the block: scoring builds millions of small lists and dicts (rows,
+    answers, scores) and no reference cycle, and the collector scanned them again and again as they grew,
+    a third of the time for 100,000 blanks."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def run(args: argparse.Namespace) -> int:
     names, output = check_flags(args)
     with contextlib.ExitStack() as stack:
         if output is not None:
             stack.enter_context(output.lock())
+        stack.enter_context(_cycle_collection_paused())
         return score_and_write(args, names, output)
 
 
@@ -673,9 +700,11 @@ def score_and_write(args: argparse.Namespace, names: list[str], output: Output |
             read_rows(path)
     described = "the bundled sample" if args.dataset_name is None else args.dataset_name
     splits = load_fiber(args.dataset_name, args.dataset_config_name)
-    split = load_split(splits, args.split, described)
-    if args.with_baselines and "train" not in splits:
+    if args.with_baselines and args.split in splits and "train" not in splits:
         raise UsageError(f"--with_baselines needs a train split (for the most frequent answer); {described} has none")
+    split = load_split(splits, args.split, described, with_human_agreement=args.with_baselines)
+    train_labels = splits["train"].with_format("arrow")["label"].to_pylist() if args.with_baselines else None
+    del splits  # its memory-mapped Arrow pages
     synthetic = is_synthetic(args.dataset_name)
     if synthetic:
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", described)
@@ -684,7 +713,6 @@ def score_and_write(args: argparse.Namespace, names: list[str], output: Output |
     systems = [join_predictions(path, read_rows(path), name, split, keys) for path, name in zip(args.predictions, names)]
 
     settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
-    train_labels = splits["train"]["label"] if args.with_baselines else None
     results = {
         "dataset": {
             "name": args.dataset_name or "the bundled sample",

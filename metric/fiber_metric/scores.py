@@ -16,6 +16,7 @@ import math
 import re
 import string
 from collections import Counter
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -43,23 +44,37 @@ def _list(values, name):
     return list(values)
 
 
+def _plain_strings(values, depth):
+    """Whether `values` is a list of lists ... of `str`, `depth` deep: taken as it is, without a copy or a message."""
+    if type(values) is not list:
+        return False
+    if depth == 1:
+        return set(map(type, values)) <= {str}
+    return all(_plain_strings(value, depth - 1) for value in values)
+
+
 def _strings(values, name, depth=1):
     """`values` as a string (depth 0) or as lists nested `depth` deep around strings; errors name the index."""
     if depth == 0:
         if not isinstance(values, str):
             raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
         return values
-    values = _list(values, name)
-    if depth == 1 and all(isinstance(value, str) for value in values):
+    if _plain_strings(values, depth):
         return values
+    values = _list(values, name)
     return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(values)]
 
 
-def _answers(answers, name):
-    """A blank's correct answers as a non-empty list of strings; one string is a list of one answer (a label)."""
-    answers = [answers] if isinstance(answers, str) else _strings(answers, name)
-    if not answers:
-        raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
+def _answers(answers, name, index=None):
+    """A blank's correct answers (`name`, or `name[index]`) as a non-empty list of strings; one string is a list of one
+    answer (a label)."""
+    if isinstance(answers, str):
+        return [answers]
+    if not (answers and _plain_strings(answers, 1)):
+        name = name if index is None else f"{name}[{index}]"
+        answers = _strings(answers, name)
+        if not answers:
+            raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
     return answers
 
 
@@ -73,7 +88,7 @@ def _check_same_length(name, values, other_name, others):
 def check_predictions(predictions, references, categories=None, candidates=None):
     """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
     predictions = _strings(predictions, "predictions")
-    references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
+    references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
     _check_same_length("predictions", predictions, "references", references)
     if categories is not None:
         categories = _strings(categories, "categories")
@@ -149,13 +164,13 @@ class CorrectAnswers:
     """
 
     def __init__(self, references):
-        references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
+        references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
         self._normalized = _Normalized()
         self._token_sets = _TokenSets()
-        # Per blank: its distinct normalized correct answers, and every token in them (an answer that
-        # shares none of them has F1 0 without comparing it with each correct answer).
-        self._correct = [frozenset(map(self._normalized.__getitem__, answers)) for answers in references]
-        self._tokens = [frozenset().union(*map(self._token_sets.__getitem__, correct)) for correct in self._correct]
+        # Per blank: its distinct normalized correct answers and their token sets, as tuples (a frozenset of
+        # 20 answers takes ten times the memory: 2 KB, 200 MB for 100,000 blanks).
+        self._correct = [tuple(dict.fromkeys(map(self._normalized.__getitem__, answers))) for answers in references]
+        self._correct_tokens = [tuple(map(self._token_sets.__getitem__, correct)) for correct in self._correct]
 
     def __len__(self):
         return len(self._correct)
@@ -170,31 +185,35 @@ class CorrectAnswers:
         predictions = _strings(predictions, "predictions")
         _check_same_length("predictions", predictions, "references", self._correct)
         exact_matches, f1s = [], []
-        token_sets = self._token_sets
-        for text, correct, tokens_of_correct in zip(predictions, self._correct, self._tokens):
-            normalized = self._normalized[text]
+        normalized_answers, token_sets = self._normalized, self._token_sets
+        for text, correct, correct_tokens in zip(predictions, self._correct, self._correct_tokens):
+            normalized = normalized_answers[text]
             if normalized in correct:
                 exact_matches.append(100.0)
                 f1s.append(100.0)
                 continue
-            tokens = token_sets[normalized]
             exact_matches.append(0.0)
-            if tokens.isdisjoint(tokens_of_correct):
-                f1s.append(0.0)
-            else:
-                f1s.append(max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in map(token_sets.__getitem__, correct)))
+            tokens = token_sets[normalized]
+            size = len(tokens)
+            f1s.append(max([200 * len(tokens & other) / (size + len(other)) for other in correct_tokens]))
         scores = {"exact_match": exact_matches, "f1": f1s}
         if candidates is not None:
             candidates = _strings(candidates, "candidates", depth=2)
             _check_same_length("predictions", predictions, "candidates", candidates)
             hits = [
-                _distinct_hits(map(self._normalized.__getitem__, ranked), correct)
+                _distinct_hits(map(normalized_answers.__getitem__, ranked), correct)
                 for ranked, correct in zip(candidates, self._correct)
             ]
+            # The rank of each blank's first correct candidate (None when none is).
+            first_hits = [row.index(True) if True in row else None for row in hits]
             longest = max((len(ranked) for ranked in candidates), default=0)
             ks = [2**power for power in range(max(longest, 1).bit_length())]
-            scores["correct_at_k"] = {str(k): [_correct_at_k(row, k) for row in hits] for k in ks}
-            scores["average_precision"] = [_average_precision(row) for row in hits]
+            scores["correct_at_k"] = {
+                str(k): [0.0 if first is None or first >= k else 100.0 for first in first_hits] for k in ks
+            }
+            scores["average_precision"] = [
+                0.0 if first is None else _average_precision(row) for row, first in zip(hits, first_hits)
+            ]
         return scores
 
 
@@ -236,7 +255,7 @@ def _average_precision(hits):
     for rank, hit in enumerate(hits, start=1):
         if hit:
             precisions.append(100 * (len(precisions) + 1) / rank)
-    return mean_std(precisions).mean
+    return _mean(precisions)
 
 
 def _ranking_hits(candidates, references):
@@ -278,6 +297,11 @@ class MeanStd(NamedTuple):
     std: float
 
 
+def _mean(values):
+    """`mean_std(values).mean` (an exactly rounded sum over the count; 0.0 for none), without the deviation."""
+    return math.fsum(values) / len(values) if len(values) else 0.0
+
+
 def mean_std(values):
     """Mean and population standard deviation of `values`, (0.0, 0.0) when there are none.
 
@@ -286,8 +310,9 @@ def mean_std(values):
     """
     if not len(values):
         return MeanStd(0.0, 0.0)
-    mean = math.fsum(values) / len(values)
-    return MeanStd(mean, math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values)))
+    mean = _mean(values)
+    deviations = np.asarray(values, dtype=float) - mean
+    return MeanStd(mean, math.sqrt(math.fsum(deviations * deviations) / len(values)))
 
 
 def score_predictions(
@@ -588,7 +613,7 @@ def compare_systems(scores_a, scores_b, confidence_level=0.95, num_bootstrap=10_
     p_values = np.reshape(randomization_p_value(scores_a, scores_b, num_permutations, seed), -1)
     comparisons = [
         {
-            "difference": mean_std(column_a).mean - mean_std(column_b).mean,
+            "difference": _mean(column_a) - _mean(column_b),
             "difference_ci": [float(low), float(high)],
             "p_value": float(p_value),
         }
@@ -607,6 +632,10 @@ def _kept_answers(answers, counts, normalized_answers):
     As in the release, a repeat is the same text up to case and spacing ("DOG" after "dog"); "Dog!"
     after "dog" is another answer, though both are scored as "dog".
     """
+    if len(answers) == 1:  # most annotators: nothing to repeat
+        normalized = normalized_answers[answers[0]]
+        counts["num_empty_answers_dropped"] += not normalized
+        return [normalized] if normalized else []
     kept, seen = [], set()
     for answer in answers:
         normalized, text = normalized_answers[answer], " ".join(answer.lower().split())
@@ -623,23 +652,27 @@ def _kept_answers(answers, counts, normalized_answers):
 def _best_match_of_others(answer, given, own, holders, token_sets):
     """The `Scores` of an annotator's normalized answer against the other annotators' answers of its caption.
 
-    `given` and `own` count the caption's answers and the annotator's; `holders` maps a token to
-    the caption's answers holding it. The same as `_best_match` against the others' answers, but an
-    answer sharing no token with the answer (F1 0) is never compared with it.
+    `given` counts the caption's answers, `own` is the annotator's (a short list); `holders` maps a
+    token to the caption's answers holding it. The same as `_best_match` against the others'
+    answers, but an answer sharing no token with the answer (F1 0) is never compared with it.
     """
-    if given[answer] > own[answer]:
+    if given[answer] > own.count(answer):
         return Scores(100.0, 100.0)
     tokens = token_sets[answer]
-    sharing = {other for token in tokens for other in holders[token] if given[other] > own[other]}
-    f1s = (200 * len(tokens & token_sets[other]) / (len(tokens) + len(token_sets[other])) for other in sharing)
-    return Scores(0.0, max(f1s, default=0.0))
+    size, best = len(tokens), 0.0
+    for token in tokens:
+        for other in holders[token]:
+            if given[other] > own.count(other):
+                other_tokens = token_sets[other]
+                best = max(best, 200 * len(tokens & other_tokens) / (size + len(other_tokens)))
+    return Scores(0.0, best)
 
 
 def _mean_scores(scores):
-    return Scores(*(mean_std(column).mean for column in zip(*scores)))
+    return Scores(*map(_mean, zip(*scores)))
 
 
-def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False):
+def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False, first_answers_only=False):
     """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it.
 
     Each annotator's answers are normalized; answers that normalize to nothing are dropped one by
@@ -663,6 +696,9 @@ def human_agreement(labels, additional_answers, annotator_ids=None, per_example=
         additional_answers: for every blank, one list of answers per annotator, in their order.
         annotator_ids: for every blank, the id of each of its annotators (optional).
         per_example: also return the first-answer scores of every caption (None where no one was scored).
+        first_answers_only: score only each annotator's first answer (against all the others' answers,
+            as above): the first-answer results alone, in about half the time (`fiberbench evaluate`'s
+            human row needs no more).
 
     >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["The!", "a puppy"], ["cat"]]])
     >>> results["first_answers_per_caption_exact_match"], results["all_answers_per_answer_exact_match"]
@@ -672,37 +708,45 @@ def human_agreement(labels, additional_answers, annotator_ids=None, per_example=
     counts = dict.fromkeys(("num_annotators_left_out", "num_empty_answers_dropped", "num_repeated_answers_dropped"), 0)
     per_caption = []  # the mean first-answer `Scores` of each caption, None where no annotator was scored
     num_first_answers = 0
-    per_annotator = {}  # annotator id (the label's: _LABEL) -> the `Scores` of all their scored answers
+    per_annotator = {}  # with annotator ids: id (the label's: _LABEL) -> the `Scores` of all their scored answers
+    scored_answers = []  # without: the `Scores` of every scored answer
     token_sets, normalized_answers = _TokenSets(), _Normalized()
     for index, (label, annotators) in enumerate(zip(labels, additional_answers)):
-        ids = annotator_ids[index] if annotator_ids else [(index, position) for position in range(len(annotators))]
-        answers = {
-            id_: _kept_answers(texts, counts, normalized_answers) for id_, texts in zip([_LABEL, *ids], [[label], *annotators])
-        }
-        counts["num_annotators_left_out"] += sum(not kept for kept in answers.values())
-        given = Counter(answer for kept in answers.values() for answer in kept)
+        # The label first, as one more annotator, then the annotators in their order.
+        kept_answers = [_kept_answers(texts, counts, normalized_answers) for texts in ([label], *annotators)]
+        counts["num_annotators_left_out"] += kept_answers.count([])
+        given = Counter(chain.from_iterable(kept_answers))
+        num_given = given.total()
         holders = {}  # token -> the caption's distinct answers that hold it
         for answer in given:
             for token in token_sets[answer]:
                 holders.setdefault(token, []).append(answer)
         first_answers = []
-        for annotator, kept in answers.items():
-            if kept and len(kept) < given.total():  # someone else answered too
-                own = Counter(kept)
-                scores = [_best_match_of_others(answer, given, own, holders, token_sets) for answer in kept]
-                per_annotator.setdefault(annotator, []).extend(scores)
-                if annotator is not _LABEL:
-                    first_answers.append(scores[0])
+        for position, kept in enumerate(kept_answers):
+            if not kept or len(kept) == num_given or (first_answers_only and position == 0):
+                continue  # no answer, or no one else answered (or the label, whose answer is no first answer)
+            scores = [_best_match_of_others(answer, given, kept, holders, token_sets) for answer in kept[:1]]
+            if not first_answers_only:
+                scores += [_best_match_of_others(answer, given, kept, holders, token_sets) for answer in kept[1:]]
+                if annotator_ids is None:
+                    scored_answers += scores
+                else:
+                    annotator = annotator_ids[index][position - 1] if position else _LABEL
+                    per_annotator.setdefault(annotator, []).extend(scores)
+            if position:
+                first_answers.append(scores[0])
         num_first_answers += len(first_answers)
         per_caption.append(_mean_scores(first_answers) if first_answers else None)
 
     captions = [scores for scores in per_caption if scores]
-    answers = [score for scores in per_annotator.values() for score in scores]
+    answers = [score for scores in per_annotator.values() for score in scores] if annotator_ids else scored_answers
     results = {}
     for metric in Scores._fields:
         mean, std = mean_std([getattr(scores, metric) for scores in captions])
         results[f"first_answers_per_caption_{metric}"] = mean
         results[f"first_answers_per_caption_{metric}_std"] = std
+        if first_answers_only:
+            continue
         mean, std = mean_std([getattr(score, metric) for score in answers])
         results[f"all_answers_per_answer_{metric}"] = mean
         results[f"all_answers_per_answer_{metric}_std_across_answers"] = std
@@ -711,8 +755,9 @@ def human_agreement(labels, additional_answers, annotator_ids=None, per_example=
             results[f"all_answers_per_answer_{metric}_std_across_annotators"] = mean_std(means).std
     results["num_captions"] = len(captions)
     results["num_first_answers"] = num_first_answers
-    results["num_answers"] = len(answers)
-    if annotator_ids is not None:
+    if not first_answers_only:
+        results["num_answers"] = len(answers)
+    if annotator_ids is not None and not first_answers_only:
         results["num_annotators"] = len(per_annotator)  # scored ones, the labels counting as one
     results.update(counts)
     if per_example:
