@@ -25,7 +25,7 @@ from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, 
 from .sample import SAMPLE_DIR
 
 if TYPE_CHECKING:
-    from .fiber.fiber import Fiber
+    from .fiber.fiber import DroppedAnswers, Fiber
     from .fiber.validation import InvalidRecordError
 
 logger = logging.getLogger(__name__)
@@ -108,11 +108,13 @@ def _absolute(path: str | Path | None) -> str | None:
 
 @dataclass(frozen=True)
 class BuildResult:
-    """What a build wrote: the folder, rows per config and split, and the records it skipped."""
+    """What a build wrote: the folder, rows per config and split, the records it skipped and, per config and
+    split, the answers it dropped as normalizing to nothing."""
 
     output_dir: Path
     num_examples: dict[str, dict[str, int]]
     invalid_records: dict[str, list["InvalidRecordError"]]
+    dropped_answers: dict[str, dict[str, "DroppedAnswers"]]
 
 
 def _prepare(config: str, sources: Sources, work_dir: Path, *, skip_invalid: bool, max_shard_size: str) -> "Fiber":
@@ -247,7 +249,7 @@ def build_dataset(
         # leaves one thing behind, which the next build of `output_dir` removes.
         work_dir = dataset_dir / ".build"
         configs = ["text", "i3d"] if sources.features_dir else ["text"]
-        infos, data_files, shards, invalid_records = {}, {}, {}, {}
+        infos, data_files, shards, invalid_records, dropped_answers = {}, {}, {}, {}, {}
         for config in configs:
             builder = _prepare(config, sources, work_dir, skip_invalid=skip_invalid, max_shard_size=max_shard_size)
             shards[config] = _move_shards(builder, work_dir / "prepared" / config, dataset_dir / config)
@@ -257,6 +259,7 @@ def build_dataset(
             infos[config] = builder.info
             data_files[config] = {split: f"{config}/{split}-*.parquet" for split in builder.info.splits}
             invalid_records[config] = builder.invalid_records
+            dropped_answers[config] = builder.dropped_answers
         card = make_dataset_card(
             infos,
             data_files,
@@ -264,6 +267,7 @@ def build_dataset(
             source=sources.description,
             synthetic=sources.synthetic,
             skipped={config: len(errors) for config, errors in invalid_records.items()},
+            dropped_answers=dropped_answers["text"],
             repo_hint=repo_id or output_dir.name,
         )
         card.save(dataset_dir / "README.md")
@@ -272,7 +276,7 @@ def build_dataset(
         config: {split: split_info.num_examples for split, split_info in info.splits.items()}
         for config, info in infos.items()
     }
-    return BuildResult(output_dir, num_examples, invalid_records)
+    return BuildResult(output_dir, num_examples, invalid_records, dropped_answers)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -325,7 +329,13 @@ def _log_summary(result: BuildResult) -> None:
             counts = Counter((error.file, error.field) for error in errors)
             details = "; ".join(f"{count} in {file} ({field})" for (file, field), count in counts.items())
             logger.warning("%s: skipped %d invalid record(s): %s", config, len(errors), details)
+    from .fiber.fiber import describe_dropped_answers
+
+    for config, by_split in result.dropped_answers.items():
+        if (dropped := describe_dropped_answers(by_split)) is not None:
+            logger.warning("%s: dropped %s", config, dropped)
     logger.info("Wrote %s", result.output_dir)
+
 
 
 def _built_files(folder: Path) -> list[str]:

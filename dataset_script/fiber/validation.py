@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from fiberbench.errors import DataError
+from fiberbench.metric import normalize_answer
 
 from ..json_records import NOT_UTF8_PATTERN, read_json_records
 
@@ -138,6 +139,9 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     _require_type(label, str, file=file, index=index, field="label")
     if not label.strip():
         raise InvalidRecordError(file, index, "label", "empty")
+    if not normalize_answer(label):
+        problem = f"{shown(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
+        raise InvalidRecordError(file, index, "label", problem)
 
     caption = record.get("caption")
     if caption is not None:
