@@ -29,7 +29,8 @@ The FIBER metric scores answers to video fill-in-the-blank questions. Each blank
 answers (the original phrase plus every annotator's answers), so an answer is scored against all
 of them: exact match (EM) is 100 when the normalized answer equals any normalized correct answer,
 else 0, and F1 is the best token-set F1 over the correct answers. Normalization lower-cases,
-deletes ASCII punctuation and the whole words "a", "an" and "the", and collapses white space.
+deletes ASCII punctuation and the whole words "a", "an" and "the", and collapses white space
+(text that is not ASCII is first put in NFKC form, without format characters).
 Scores are in percent, and averaged over blanks. Optional outputs: per-example scores, scores
 by semantic category, Correct@K and MAP of ranked candidate answers (e.g. beams), bootstrap
 confidence intervals, and, with the config "human_agreement", the human agreement of the paper's

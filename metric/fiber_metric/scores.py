@@ -15,6 +15,7 @@ divided by zero in the first case.)
 import math
 import re
 import string
+import unicodedata
 from collections import Counter
 from itertools import chain
 from typing import NamedTuple
@@ -32,9 +33,18 @@ def normalize_answer(text):
     "team" and "water-filled" becomes "waterfilled". Every run of white space, even a lone tab or
     no-break space, becomes one space (the release kept a lone tab, which broke exact matches).
 
+    Text that is not ASCII is first put in Unicode's NFKC form and stripped of its format
+    characters (category Cf): "café" typed as "e" + a combining accent, fullwidth "ｄｏｇ", the
+    ligature "ﬁ", a zero-width space or a soft hyphen inside a word then read as their plain
+    forms, as a reader sees them. ASCII text is left as the release normalized it.
+
     >>> normalize_answer("  The Water-filled   balloons!")
     'waterfilled balloons'
+    >>> normalize_answer("\uff34\uff48\uff45 \ufb01sh\u200b!")  # fullwidth "The", the ligature fi, a zero-width space
+    'fish'
     """
+    if not text.isascii():
+        text = "".join(char for char in unicodedata.normalize("NFKC", text) if unicodedata.category(char) != "Cf")
     return " ".join(_ARTICLE_OR_PUNCTUATION.sub("", text.lower()).split())
 
 

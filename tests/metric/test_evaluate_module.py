@@ -126,5 +126,6 @@ def test_card_examples_run_and_card_states_the_definitions(monkeypatch):
     assert len(test.examples) >= 8
     assert card.startswith("---\n") and "app_file: app.py" in card
     prose = " ".join(card.split())
-    for statement in ("`string.punctuation`", "token-*set* F1", "0-100", "normalize to nothing", "EM 100 and F1 100"):
+    statements = ("`string.punctuation`", "token-*set* F1", "0-100", "normalize to nothing", "EM 100 and F1 100", "NFKC")
+    for statement in statements:
         assert statement in prose
