@@ -55,12 +55,17 @@ def _list(values, name):
 
 
 def _plain_strings(values, depth):
-    """Whether `values` is a list of lists ... of `str`, `depth` deep: taken as it is, without a copy or a message."""
+    """Whether `values` is a list of lists ... of `str`, `depth` deep: taken as it is, without a copy or a message.
+
+    Checked level by level with `map(type, ...)`, so no Python code runs per item.
+    """
     if type(values) is not list:
         return False
-    if depth == 1:
-        return set(map(type, values)) <= {str}
-    return all(_plain_strings(value, depth - 1) for value in values)
+    for _ in range(depth - 1):
+        if not set(map(type, values)) <= {list}:
+            return False
+        values = list(chain.from_iterable(values))
+    return set(map(type, values)) <= {str}
 
 
 def _strings(values, name, depth=1):
@@ -298,8 +303,10 @@ def references_from_example(example, label_only=False):
     ['a dog', 'dog', 'puppy']
     """
     label = _strings(example.get("label"), "label", depth=0)
-    answers = [] if label_only else _strings(example.get("additional_answers") or [], "additional_answers", depth=2)
-    return list(dict.fromkeys([label, *(answer for annotator_answers in answers for answer in annotator_answers)]))
+    if label_only:
+        return [label]
+    answers = _strings(example.get("additional_answers") or [], "additional_answers", depth=2)
+    return list(dict.fromkeys(chain([label], *answers)))
 
 
 class MeanStd(NamedTuple):
