@@ -288,6 +288,9 @@ class Output:
                 f"{self.flag} {self.path} was written by {record.written_by}, not {self.command}; nothing is "
                 f"replaced: choose another"
             )
+        if self.folder and found == [FOLDER_RECORD] and not record.entries:
+            # An earlier run that wrote nothing (it failed, or was killed, as it started): nothing to keep.
+            return None
         if self.folder:
             self._check_only_own_entries(record, found)
         return record
@@ -371,6 +374,29 @@ class Output:
             self.record.state, self.record.finished = COMPLETE, _now()
             write_json(staging / FOLDER_RECORD, self.record.to_json())
             self._previous()
+
+
+def differences(ours: dict, theirs: dict, order: tuple[str, ...] = (), prefix: str = "") -> list[str]:
+    """What changed between the settings of this run and an earlier one's, as 'decoding.num_beams: 4 here, 8 there'.
+
+    Nested settings are compared key by key; the top-level sections named in `order` come first
+    (those that change the outputs most), the others alphabetically after them.
+    """
+    found = []
+    names = sorted(set(ours) | set(theirs))
+    if not prefix:  # a stable sort: the sections of `order` first
+        names.sort(key=lambda name: order.index(name) if name in order else len(order))
+    for name in names:
+        mine, other = ours.get(name), theirs.get(name)
+        if isinstance(mine, dict) and isinstance(other, dict):
+            found += differences(mine, other, prefix=f"{prefix}{name}.")
+        elif mine != other:
+            found.append(f"{prefix}{name}: {_shown(mine)} here, {_shown(other)} there")
+    return found
+
+
+def _shown(value) -> str:
+    return json.dumps(value, default=str)[:60]
 
 
 def listing(folder: Path) -> dict[str, list[str] | None]:

@@ -3,10 +3,11 @@
 Each predictions file holds one row per blank of the split (JSON Lines, a JSON array or CSV), keyed
 by `video_id`, `video_start_time` and `video_end_time`, with the answer in `prediction` and,
 optionally, the ranked `candidates` (in CSV, a JSON-encoded list). training/train.py's
-predictions.jsonl is one: its rows of other splits are skipped. The join with the split is strict:
-a missing, repeated or unknown blank is an error naming the file and the line, and each file is
-one system (a file given twice is refused). Every score comes from the metric's own functions, so it
-equals `evaluate.load("metric/fiber_metric").compute` on the same inputs, and so do the bootstrap
+predictions.jsonl is one: its rows of other splits are skipped; so is the samples file that lmms-eval
+logs for the FIBER task (--log_samples: `*_samples_fiber_test.jsonl`). The join with the split is
+strict: a missing, repeated or unknown blank is an error naming the file and the line, and each file
+is one system (a file given twice is refused). Every score comes from the metric's own functions, so
+it equals `evaluate.load("metric/fiber_metric").compute` on the same inputs, and so do the bootstrap
 confidence intervals and the p-values (each depends only on its own per-blank scores and the seed).
 """
 

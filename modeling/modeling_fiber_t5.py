@@ -2,6 +2,7 @@
 
 import contextlib
 import copy
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from transformers import initialization as init
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.models.t5.modeling_t5 import T5Block, T5LayerNorm, T5Stack
-from transformers.utils import CONFIG_NAME, logging
+from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME, logging
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_fiber_t5 import FiberT5Config
@@ -24,6 +25,30 @@ from .noun_phrases import load_spacy_pipeline
 from .processing_fiber import FiberProcessor, check_masked_captions
 
 logger = logging.get_logger(__name__)
+
+# The parameters a T5 checkpoint lacks: the encoder's video modules (`FiberT5Encoder`).
+VIDEO_MODULES = ("encoder.video_projection.", "encoder.video_encoder.", "encoder.fusion_encoder.")
+
+
+def weights_mismatch(loading_info: dict, allowed: tuple[str, ...] = ()) -> str | None:
+    """What `from_pretrained(..., output_loading_info=True)` found wrong with a checkpoint's weights, or None.
+
+    Missing weights (a config that promises more layers than the weights hold) are left random by
+    transformers with only a log line; unexpected ones are dropped. Either way the model that
+    runs is not the one saved. Weights whose names start with `allowed` belong to modules that
+    are expected to be new (initialized) or dropped: the video modules of a model whose fusion
+    is being set.
+    """
+    found = {
+        "missing": sorted(key for key in loading_info.get("missing_keys", ()) if not key.startswith(allowed)),
+        "unexpected": sorted(key for key in loading_info.get("unexpected_keys", ()) if not key.startswith(allowed)),
+        "of another shape": sorted(str(key[0] if isinstance(key, tuple) else key)
+                                   for key in loading_info.get("mismatched_keys", ())),
+    }
+    problems = [
+        f"{len(keys)} {kind} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" for kind, keys in found.items() if keys
+    ]
+    return "; ".join(problems) or None
 
 
 @dataclass
@@ -271,7 +296,15 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
         except SafetensorError as error:
             name = pretrained_model_name_or_path
             raise OSError(f"The safetensors weights of {name} cannot be read: {error}") from error
-        if model.config.architectures != [cls.__name__]:
+        started_from_t5 = model.config.architectures != [cls.__name__]
+        # Video modules are new when the checkpoint is T5's, or when `fusion=` sets another fusion than saved.
+        mismatch = weights_mismatch(loading_info, VIDEO_MODULES if started_from_t5 or "fusion" in kwargs else ())
+        if mismatch:
+            raise OSError(
+                f"The weights of {pretrained_model_name_or_path} do not match its config: {mismatch}; the model "
+                "would run with random or missing weights"
+            )
+        if started_from_t5:
             # Another architecture's checkpoint (T5): its generation settings are not FIBER's.
             model.config.architectures = [cls.__name__]
             model.generation_config = paper_generation_config(model.config)
@@ -282,6 +315,22 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
                 + (", ".join(f"{name} ({count} tensors)" for name, count in sorted(new_modules.items())) or "nothing")
             )
         return (model, loading_info) if output_loading_info else model
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, with the weights readable as the process's umask allows, like its other
+        files.
+
+        safetensors (0.8) writes its files with mode 0600 whatever the umask, while the config, the
+        code files and the generation config get 0644 under the usual umask 022: a folder meant to be
+        shared would hold weights that only their owner can read.
+        """
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            umask = os.umask(0)
+            os.umask(umask)
+            # The weights of this save: save_pretrained removes the shards of an earlier one.
+            for weights in Path(save_directory).glob(f"{SAFE_WEIGHTS_NAME.removesuffix('.safetensors')}*.safetensors"):
+                weights.chmod(0o666 & ~umask)
 
     def fill_blanks(
         self,

@@ -4,26 +4,71 @@ The argparse defaults are the one source of truth and reproduce the paper's setu
 `--config FILE.yaml` replaces defaults, and flags given on the command line replace the file.
 With neither a model nor a dataset given, `configs/sample_demo.yaml` is layered under the user's
 config: the main job, which trains a tiny model on the bundled sample in a few minutes on a CPU.
+
+This module loads neither torch nor transformers (the choices they define are read when a value
+is checked, `LazyChoices`): the script refuses a mistyped flag or path at once.
 """
 
 import argparse
+import functools
 import math
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
-from transformers import SchedulerType
 
 from fiberbench.cli import non_negative_int, positive_int, seed
-from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import HubPushError, check_can_push
-from fiberbench.modeling import FUSIONS
-from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
+from fiberbench.errors import DataError, UsageError, quoted
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+# The arguments that may differ between a run and its resumption: where its outputs go, how they are shown,
+# shared or read in, and the final test evaluation. Every other one shapes what is trained, and a checkpoint
+# resumes only with the values it was saved with (`training_settings`).
+NOT_TRAINING_SETTINGS = frozenset(
+    {
+        "config", "config_path", "sample_demo", "output_dir", "overwrite_output_dir", "resume_from_checkpoint",
+        "trust_checkpoint", "checkpointing_steps", "with_tracking", "report_to", "tracker_project_name",
+        "push_to_hub", "hub_model_id", "hub_token", "dataloader_num_workers", "per_device_eval_batch_size",
+        "do_predict",
+    }
+)
+
+
+class LazyChoices(Sequence):
+    """argparse `choices` read from a library the first time they are needed (a value to check, the help).
+
+    Building the parser then loads no torch or transformers, which take seconds. Give the flag a
+    `metavar`: argparse reads the choices of a flag without one as the parser is built.
+    """
+
+    def __init__(self, load: Callable[[], Iterable[str]]):
+        self._load = load
+
+    @functools.cached_property
+    def _choices(self) -> tuple[str, ...]:
+        return tuple(self._load())
+
+    def __getitem__(self, index):
+        return self._choices[index]
+
+    def __len__(self) -> int:
+        return len(self._choices)
+
+
+def _fusions() -> tuple[str, ...]:
+    from fiberbench.modeling import FUSIONS
+
+    return FUSIONS
+
+
+def _scheduler_types() -> list[str]:
+    from transformers import SchedulerType
+
+    return [kind.value for kind in SchedulerType]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -114,9 +159,11 @@ def build_parser() -> ArgumentParser:
     )
     model.add_argument(
         "--fusion",
-        choices=FUSIONS,
+        choices=LazyChoices(_fusions),
+        metavar="FUSION",
         default=None,
-        help='Video fusion; default: the checkpoint\'s own for a FIBER checkpoint, else "early" (T5 + I3D).',
+        help='Video fusion, one of %(choices)s; default: the checkpoint\'s own for a FIBER checkpoint, else "early" '
+        "(T5 + I3D).",
     )
     model.add_argument(
         "--baseline",
@@ -140,7 +187,13 @@ def build_parser() -> ArgumentParser:
         help="Total optimizer steps; overrides --num_train_epochs and sets the learning-rate schedule's length.",
     )
     training.add_argument("--gradient_accumulation_steps", type=positive_int, default=1)
-    training.add_argument("--lr_scheduler_type", choices=[kind.value for kind in SchedulerType], default="linear")
+    training.add_argument(
+        "--lr_scheduler_type",
+        choices=LazyChoices(_scheduler_types),
+        metavar="TYPE",
+        default="linear",
+        help="One of transformers' schedulers: %(choices)s.",
+    )
     training.add_argument(
         "--num_warmup_steps",
         type=non_negative_int,
@@ -194,8 +247,9 @@ def build_parser() -> ArgumentParser:
     )
     evaluation.add_argument(
         "--spacy_model",
-        default=DEFAULT_PIPELINE,
-        help="spaCy pipeline of the noun-phrase check (falls back with a warning to an installed English one).",
+        default=None,
+        help="spaCy pipeline of the noun-phrase check; default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf (falling "
+        "back with a warning to an installed English one).",
     )
 
     outputs = parser.add_argument_group("outputs, checkpoints and sharing")
@@ -285,7 +339,7 @@ def read_config(path: Path) -> dict:
         if isinstance(value, bool):
             flags.append(f"--{key}" if value else f"--no-{key}")
         elif isinstance(value, (list, dict)):
-            raise UsageError(f"{path}: {key} must be a single value, got {value!r}")
+            raise UsageError(f"{path}: {key} must be a single value, got {quoted(value)}")
         elif value is not None:
             # One token, so that a negative number is read as the value, not as a flag.
             flags.append(f"--{key}={value}")
@@ -308,6 +362,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     user_settings = read_config(config_path) if config_path else {}
     parser.set_defaults(**user_settings)
     args = parser.parse_args(argv)
+    check_paths(args)  # before the demo's settings, whose choices (fusion) load the model's libraries
     args.sample_demo = args.model_name_or_path is None and args.dataset_name is None
     if args.sample_demo and config_path != SAMPLE_DEMO_CONFIG:
         parser.set_defaults(**{**read_config(SAMPLE_DEMO_CONFIG), **user_settings})
@@ -323,8 +378,6 @@ def check_args(args: argparse.Namespace) -> None:
     if not (args.do_train or args.do_eval or args.do_predict):
         raise UsageError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
     if args.resume_from_checkpoint is not None:
-        if not Path(args.resume_from_checkpoint).is_dir():
-            raise DataError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
         if not args.do_train:
             raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
     elif args.trust_checkpoint:
@@ -342,6 +395,30 @@ def check_args(args: argparse.Namespace) -> None:
         check_push(args)
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """A `DataError` for a checkpoint folder that is not there, or a --dataset_name or --model_name_or_path that is
+    neither a folder nor a possible Hub id: checked without the network, before the heavy libraries load."""
+    from fiberbench.data.loading import check_dataset_name
+    from fiberbench.hub import check_model_name
+
+    if args.resume_from_checkpoint is not None and not Path(args.resume_from_checkpoint).is_dir():
+        raise DataError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
+    if args.dataset_name is not None:
+        check_dataset_name(args.dataset_name)
+    if args.model_name_or_path is not None and not Path(args.model_name_or_path).expanduser().exists():
+        check_model_name(args.model_name_or_path, flag="--model_name_or_path")
+
+
+def training_settings(args: argparse.Namespace) -> dict:
+    """The arguments that shape what a run trains (all but `NOT_TRAINING_SETTINGS`): saved in every checkpoint and
+    compared on resume."""
+    return {
+        name: str(value) if isinstance(value, Path) else value
+        for name, value in vars(args).items()
+        if name not in NOT_TRAINING_SETTINGS
+    }
+
+
 def hub_repo_id(args: argparse.Namespace) -> str:
     """--hub_model_id, else the output folder's name, as in the HF example scripts."""
     return args.hub_model_id or Path(args.output_dir).resolve().name
@@ -349,6 +426,8 @@ def hub_repo_id(args: argparse.Namespace) -> str:
 
 def check_push(args: argparse.Namespace) -> None:
     """What --push_to_hub needs, checked before training rather than after it."""
+    from fiberbench.hub import HubPushError, check_can_push
+
     if args.baseline is not None or not args.do_train:
         raise UsageError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
     try:

@@ -22,6 +22,7 @@ from accelerate.utils import broadcast_object_list, load
 from safetensors import SafetensorError
 
 from fiberbench.errors import DataError, FiberbenchError
+from fiberbench.ownership import differences
 from fiberbench.training.outputs import MODEL_FOLDER
 
 # Inside a checkpoint folder: the loop's progress, and a copy of the best model so far, so that a
@@ -49,6 +50,8 @@ class TrainingProgress:
         loss_sum, loss_count: training loss of the current epoch so far, on this process.
         history: one record per finished epoch (step, training loss, validation metrics).
         best: the epoch with the best validation F1 so far, or None.
+        settings: the run's training settings (`arguments.training_settings`): a checkpoint
+            resumes only with the same.
     """
 
     completed_steps: int = 0
@@ -57,6 +60,7 @@ class TrainingProgress:
     loss_count: int = 0
     history: list = dataclasses.field(default_factory=list)
     best: dict | None = None
+    settings: dict = dataclasses.field(default_factory=dict)
 
     def add_loss(self, loss: torch.Tensor) -> None:
         """Add one batch's loss (a detached tensor: summing on the device avoids a sync per step)."""
@@ -76,6 +80,7 @@ class TrainingProgress:
             "epochs_done": self.epochs_done,
             "history": self.history,
             "best": self.best,
+            "settings": self.settings,
             "loss_sums": loss_sums,
             "loss_counts": loss_counts,
         }
@@ -100,6 +105,7 @@ class TrainingProgress:
             "loss_sums": lambda value: isinstance(value, list)
             and all(isinstance(item, float | int) and math.isfinite(item) for item in value),
             "loss_counts": lambda value: isinstance(value, list) and all(isinstance(item, int) and item >= 0 for item in value),
+            "settings": lambda value: isinstance(value, dict),
         }
         if not isinstance(record, dict):
             raise DataError(f"{path}: expected a JSON object, got {type(record).__name__}.")
@@ -118,6 +124,7 @@ class TrainingProgress:
             loss_count=record["loss_counts"][process_index],
             history=record["history"],
             best=record["best"],
+            settings=record["settings"],
         )
 
 
@@ -195,14 +202,26 @@ def check_checkpoint_files(checkpoint: Path, num_processes: int, *, trust_checkp
             )
 
 
-def check_checkpoint(accelerator, checkpoint: Path, *, trust_checkpoint: bool = False) -> None:
+def check_checkpoint(accelerator, checkpoint: Path, *, settings: dict, trust_checkpoint: bool = False) -> None:
     """Check a checkpoint's pickles and progress file before the run writes anything (see `load_checkpoint`).
+
+    A checkpoint saved by a run with other training `settings` is refused, naming the differences:
+    resumed, it would train on its own schedule while the results claim the new settings.
 
     Accelerate skips RNG states it cannot load with only a log line, and the resumed run would then
     silently differ from an uninterrupted one: this process's are loaded here first, the same way.
     """
     check_checkpoint_files(checkpoint, accelerator.num_processes, trust_checkpoint=trust_checkpoint)
-    TrainingProgress.from_json(checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes)
+    progress = TrainingProgress.from_json(
+        checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes
+    )
+    changed = differences(settings, progress.settings)
+    if changed:
+        more = f"; and {len(changed) - 4} more" if len(changed) > 4 else ""
+        raise CheckpointError(
+            f"{checkpoint} was saved by a run with other settings ({'; '.join(changed[:4])}{more}); resume it with "
+            "the settings it was saved with, or start a new run"
+        )
     rng_states = checkpoint / RNG_STATE_FILE.format(accelerator.process_index)
     try:
         load(rng_states)
@@ -215,13 +234,15 @@ def check_checkpoint(accelerator, checkpoint: Path, *, trust_checkpoint: bool = 
         raise CheckpointError(f"{rng_states} cannot be read: {type(error).__name__}: {_first_line(error)}") from error
 
 
-def load_checkpoint(accelerator, checkpoint: Path, *, trust_checkpoint: bool = False) -> TrainingProgress:
+def load_checkpoint(
+    accelerator, checkpoint: Path, *, settings: dict, trust_checkpoint: bool = False
+) -> TrainingProgress:
     """Load a checkpoint's state into the prepared objects, and return the loop's progress.
 
     Torch files are loaded with `weights_only=True`: a file holding anything but tensors, numbers
     and containers (e.g. a pickle payload) is a `CheckpointError`, and its code never runs.
     """
-    check_checkpoint(accelerator, checkpoint, trust_checkpoint=trust_checkpoint)
+    check_checkpoint(accelerator, checkpoint, settings=settings, trust_checkpoint=trust_checkpoint)
     progress = TrainingProgress.from_json(
         checkpoint / PROGRESS_FILE, accelerator.process_index, accelerator.num_processes
     )

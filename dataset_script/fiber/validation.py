@@ -1,4 +1,4 @@
-"""Validation of FIBER release-format records, category files and I3D feature files.
+"""Validation of FIBER release-format records, category files and video feature files.
 
 Every check raises `InvalidRecordError`, whose message names the file, the record index and the
 field, so that a bad record in a 28,000-record file can be found at once.
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from fiberbench.errors import DataError
+from fiberbench.errors import DataError, quoted
 from fiberbench.metric import normalize_answer
 
 from ..json_records import NOT_UTF8_PATTERN, read_json_records
@@ -46,16 +46,6 @@ class InvalidRecordError(DataError):
         super().__init__(": ".join(where + [problem]))
 
 
-def shown(value: Any) -> str:
-    """`repr(value)` for a message, cut short when long: "'7777777777…' (5,000 characters)"."""
-    text = repr(value)
-    if len(text) <= 40:
-        return text
-    if isinstance(value, str):
-        return f"{value[:10]!r}… ({len(value):,} characters)".replace("'…", "…'")
-    return f"{text[:10]}… ({len(text):,} characters)"
-
-
 def whole_seconds(value: Any, *, text: bool = False) -> int:
     """A clip's time: whole seconds from 0 to `MAX_TIME`, a JSON integer (not a bool) or, with `text`
     (a CSV cell), ASCII digits.
@@ -67,7 +57,7 @@ def whole_seconds(value: Any, *, text: bool = False) -> int:
         value = int(value.strip())
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TIME:
         return value
-    raise ValueError(f"must be a whole number of seconds from 0 to {MAX_TIME:,}, got {shown(value)}")
+    raise ValueError(f"must be a whole number of seconds from 0 to {MAX_TIME:,}, got {quoted(value)}")
 
 
 def _require_type(value: Any, expected: type, *, file: str, index: int, field: str) -> None:
@@ -76,14 +66,24 @@ def _require_type(value: Any, expected: type, *, file: str, index: int, field: s
         raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
 
 
-def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
-    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`)."""
-    _require_type(video_id, str, file=file, index=index, field="video_id")
+def check_plain_video_id(video_id: str) -> str:
+    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`), else a ValueError saying why.
+
+    Every reader of ids checks them (the builder, `blank`, `fiberbench.data.load_fiber`): an id is
+    part of file names, and `../x` or `/x` would lead out of the folder it is looked up in.
+    """
     if not VIDEO_ID_PATTERN.fullmatch(video_id):
-        raise InvalidRecordError(
-            file, index, "video_id", f"{video_id!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')"
-        )
+        raise ValueError(f"{video_id[:100]!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')")
     return video_id
+
+
+def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
+    """The id itself if it is a plain YouTube-style id (`check_plain_video_id`)."""
+    _require_type(video_id, str, file=file, index=index, field="video_id")
+    try:
+        return check_plain_video_id(video_id)
+    except ValueError as error:
+        raise InvalidRecordError(file, index, "video_id", str(error)) from None
 
 
 def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[list[str]]:
@@ -140,7 +140,7 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     if not label.strip():
         raise InvalidRecordError(file, index, "label", "empty")
     if not normalize_answer(label):
-        problem = f"{shown(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
+        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
         raise InvalidRecordError(file, index, "label", problem)
 
     caption = record.get("caption")
@@ -203,8 +203,9 @@ def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tupl
     return video_id, category
 
 
-def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
-    """The clip's I3D features as float32 (T, 1024), from a release `.npy` of shape (1, T, 1024).
+def load_video_features(path: Path, *, file: str, index: int, feature_size: int = VIDEO_FEATURE_SIZE) -> np.ndarray:
+    """The clip's features as float32 (T, D), from a `.npy` of shape (1, T, D): the release's I3D layout (D = 1024),
+    which `fiberbench extract-features` writes too (D = `feature_size`).
 
     The file must lie in its features folder (`path.parent`): a symbolic link that leads out of
     it is refused, so that a crafted folder cannot make the build read (and publish) other files.
@@ -226,9 +227,9 @@ def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
             features = np.lib.format.read_array(stream, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise InvalidRecordError(file, index, field, f"{path}: not a readable .npy array ({error})") from error
-    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != VIDEO_FEATURE_SIZE:
+    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != feature_size:
         raise InvalidRecordError(
-            file, index, field, f"{path.name}: expected shape (1, T, {VIDEO_FEATURE_SIZE}), got {features.shape}"
+            file, index, field, f"{path.name}: expected shape (1, T, {feature_size}), got {features.shape}"
         )
     if not np.issubdtype(features.dtype, np.floating):
         raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")

@@ -32,7 +32,7 @@ from pathlib import Path
 from fiberbench.data.fiber.validation import ClipKey, clip_key
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import write_json, write_jsonl
-from fiberbench.ownership import COMPLETE, RUNNING, Output, record_path
+from fiberbench.ownership import COMPLETE, RUNNING, Output, differences, record_path
 
 logger = logging.getLogger(__name__)
 
@@ -40,28 +40,14 @@ KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 # The fields of every row and their JSON types (bool is not an int here: `type` is compared, not isinstance).
 ROW_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
 SKIPPED = "skipped"  # field of a part-file row whose clip had no video; the output row has an empty prediction
-# Differences in these settings are named first when a rerun is refused: they change the answers most.
-SETTINGS_ORDER = ("model", "prompt", "decoding", "video", "dataset")
+# Differences in these settings are named first when a rerun is refused: they change the answers most (the video
+# input before the prompt, whose example follows from it).
+SETTINGS_ORDER = ("model", "video", "prompt", "decoding", "dataset")
 
 
 def metadata_path(output_file: Path) -> Path:
     """`predictions.jsonl` -> `predictions.metadata.json`, beside it: the output's record."""
     return record_path(Path(output_file), folder=False)
-
-
-def differences(ours: dict, theirs: dict, prefix: str = "") -> list[str]:
-    """The settings that differ, as 'decoding.num_beams: 4 here, 8 there': the model's first, then `SETTINGS_ORDER`."""
-    found = []
-    names = sorted(set(ours) | set(theirs))
-    if not prefix:  # a stable sort: the sections of `SETTINGS_ORDER` first, the others alphabetically after them
-        names.sort(key=lambda name: SETTINGS_ORDER.index(name) if name in SETTINGS_ORDER else len(SETTINGS_ORDER))
-    for name in names:
-        mine, other = ours.get(name), theirs.get(name)
-        if isinstance(mine, dict) and isinstance(other, dict):
-            found += differences(mine, other, f"{prefix}{name}.")
-        elif mine != other:
-            found.append(f"{prefix}{name}: {json.dumps(mine)[:60]} here, {json.dumps(other)[:60]} there")
-    return found
 
 
 def check_row(row, where: str) -> dict:
@@ -121,7 +107,7 @@ class PredictionsFile:
 
     def _check_settings(self, theirs: dict, source: Path, hint: str) -> None:
         if theirs != self.settings:
-            found = differences(self.settings, theirs)
+            found = differences(self.settings, theirs, SETTINGS_ORDER)
             more = f", and {len(found) - 3} more" if len(found) > 3 else ""
             raise UsageError(
                 f"{source} holds predictions made with other settings ({'; '.join(found[:3])}{more}); {hint}"

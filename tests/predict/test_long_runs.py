@@ -184,9 +184,9 @@ def test_a_bad_video_stops_both_processes_before_any_work(tiny_models, video_dir
         f"of clip {record['video_id']}, {record['video_start_time']}-{record['video_end_time']} s); 1 of 60 clips' "
         "videos cannot be used"
     )
-    # Each process stops with this line, unless the launcher ends it first (it stops the others when one fails).
+    # Both processes stop on this refusal, which the main process alone says.
     errors = [line for line in stderr.splitlines() if line.startswith("fiberbench predict: error:")]
-    assert errors and set(errors) == {error}, stderr[-4000:]
+    assert errors == [error], stderr[-4000:]
     assert "gloo" not in stderr.lower() and "fiberbench/predict" not in stderr, "a process failed mid-run"
     assert not output_file.parent.exists(), "something was written"
 
@@ -211,3 +211,37 @@ def test_two_runs_into_one_output_at_once_never_mix_their_rows(tiny_models, tmp_
     metadata = json.loads(output_file.with_name("predictions.metadata.json").read_text())
     assert metadata["settings"]["model"]["name_or_path"] == str(tiny_models["seq2seq"])
     assert metadata["output"]["rows"] == len(output_file.read_text().splitlines()) == len(sample_test_records())
+
+
+@pytest.mark.parametrize("change", ["the model re-saved with other weights", "the dataset rebuilt with other captions"])
+def test_a_rerun_after_its_inputs_changed_is_refused_naming_what_changed(change, tiny_models, built_sample, tmp_path, cli_error):
+    """The reproduction: a resume after the model or the dataset changed at the same path mixed 10 old rows and 50
+    new ones, exit 0."""
+    import shutil
+
+    from fiberbench.predict.tiny_models import save_seq2seq
+
+    model, dataset = tmp_path / "model", tmp_path / "fiber"
+    shutil.copytree(tiny_models["seq2seq"], model)
+    shutil.copytree(built_sample, dataset)
+    output_file = tmp_path / "predictions.jsonl"
+    arguments = ["predict", "--model_name_or_path", model, "--dataset_name", dataset, "--output_file", output_file,
+                 "--max_predict_samples", 4]
+    assert main([str(argument) for argument in arguments]) == 0
+    before = output_file.read_bytes()
+    if change.startswith("the model"):
+        shutil.rmtree(model)
+        save_seq2seq(model, d_model=48)
+        changed = "model.files.model.safetensors"
+    else:
+        test_file = next((dataset / "text").glob("test-*.parquet"))
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(test_file)
+        captions = [f"Another {caption}" for caption in table.column("masked_caption").to_pylist()]
+        table = table.set_column(table.schema.get_field_index("masked_caption"), "masked_caption", [captions])
+        pq.write_table(table, test_file)
+        changed = "dataset.fingerprint"
+    status, line = cli_error(*arguments)
+    assert status == 2 and "holds predictions made with other settings" in line and changed in line, line
+    assert output_file.read_bytes() == before

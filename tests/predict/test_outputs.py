@@ -5,7 +5,8 @@ import json
 import pytest
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.predict.outputs import SKIPPED, PredictionsFile, differences
+from fiberbench.ownership import differences
+from fiberbench.predict.outputs import SETTINGS_ORDER, SKIPPED, PredictionsFile
 
 SETTINGS = {"model": {"name_or_path": "m", "kind": "causal"}, "decoding": {"num_beams": 2}}
 KEYS = [("a", 0, 10), ("b", 5, 15), ("c", 1, 11)]
@@ -117,7 +118,7 @@ def test_differences_name_the_settings():
 def test_a_refusal_names_the_model_first_and_counts_the_rest(tmp_path):
     ours = {"dataset": {"split": "test"}, "decoding": {"num_beams": 2, "max_new_tokens": 10}, "model": {"kind": "a"}}
     theirs = {"dataset": {"split": "val"}, "decoding": {"num_beams": 8, "max_new_tokens": 5}, "model": {"kind": "b"}}
-    assert differences(ours, theirs)[0] == 'model.kind: "a" here, "b" there'
+    assert differences(ours, theirs, SETTINGS_ORDER)[0] == 'model.kind: "a" here, "b" there'
     PredictionsFile(tmp_path / "out.jsonl", theirs).prepare()
     with pytest.raises(UsageError) as raised:
         PredictionsFile(tmp_path / "out.jsonl", ours).check()

@@ -28,7 +28,8 @@ def test_defaults_are_the_paper_setup():
     assert not args.sample_demo
     assert (args.per_device_train_batch_size, args.num_train_epochs, args.learning_rate) == (64, 10, 1e-4)
     assert args.lr_scheduler_type == "linear" and args.num_warmup_steps is None  # None: one epoch
-    assert args.weight_decay == 0.0 and args.only_noun_phrases and args.spacy_model == "en_core_web_trf"
+    # No --spacy_model: $FIBERBENCH_SPACY_MODEL, else the paper's en_core_web_trf (`load_spacy_pipeline`).
+    assert args.weight_decay == 0.0 and args.only_noun_phrases and args.spacy_model is None
     assert args.do_train and args.do_eval and args.do_predict
 
 
@@ -81,6 +82,22 @@ def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, message)
     with pytest.raises(UsageError, match="config.yaml") as error:
         parse_args(["--config", str(path)])
     assert message in str(error.value)
+
+
+def laughs(depth: int) -> str:
+    """A "billion laughs" YAML value: `depth` levels of nine aliases of the level below (9**depth "lol"s)."""
+    levels = ["&l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"&l{level} [{', '.join([f'*l{level - 1}'] * 9)}]" for level in range(1, depth)]
+    return f"learning_rate: [{', '.join(levels)}]\n"
+
+
+@pytest.mark.parametrize("depth", [6, 9])
+def test_a_billion_laughs_config_is_quoted_in_a_few_characters(tmp_path, depth):
+    """A value's repr would grow to 9**depth "lol"s (3.5 GB at depth 9): the message quotes its beginning."""
+    path = write_config(tmp_path, laughs(depth))
+    with pytest.raises(UsageError, match=r"learning_rate must be a single value, got \[\['lol', 'lol', ") as error:
+        parse_args(["--config", str(path)])
+    assert len(str(error.value)) < 400
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
-from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE
+from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RunFolder
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
 pytestmark = pytest.mark.slow
@@ -196,9 +196,15 @@ def test_a_tampered_checkpoint_never_runs_its_payload(
     "damage, settings, message",
     [
         ("model.safetensors", ["--max_train_steps", 4], "cannot be loaded into this run (a damaged file"),
-        (None, ["--max_train_steps", 2], "is past this run's end (4 steps and 0 epochs done; this run has 2 steps"),
+        (None, ["--max_train_steps", 2], "was saved by a run with other settings (max_train_steps: 2 here, 4 there)"),
+        # The reproduction: a resume with other flags trained on the checkpoint's schedule and recorded the new ones.
+        (
+            None,
+            ["--max_train_steps", 4, "--learning_rate", "0.01", "--seed", 7],
+            "was saved by a run with other settings (learning_rate: 0.01 here, 0.003 there; seed: 7 here, 42 there)",
+        ),
     ],
-    ids=["damaged weights", "past the run's end"],
+    ids=["damaged weights", "past the run's end", "other learning rate and seed"],
 )
 def test_a_checkpoint_that_cannot_be_resumed_is_one_line_and_writes_nothing(
     launch, failure_lines, short_checkpointed_run, tmp_path, damage, settings, message
@@ -213,6 +219,8 @@ def test_a_checkpoint_that_cannot_be_resumed_is_one_line_and_writes_nothing(
     line = one_line(failure_lines, result)
     assert message in line and str(checkpoint) in line
     assert not (output_dir / "model").exists() and not (output_dir / RESULTS_FILE).exists()
+    # The failed run wrote nothing there: the corrected command may use the folder.
+    RunFolder.check(str(output_dir), overwrite=False, resume_from_checkpoint=None, inputs=[])
 
 
 def test_most_frequent_answer_baseline_writes_outputs(launch, tmp_path):
