@@ -157,10 +157,12 @@ class CsvTable:
             raise DataError(f"{self.path}: the {layout} layout needs the columns {missing}, which are missing")
 
     def whole_seconds(self, row: dict[str, str], line: int, column: str) -> int:
-        value = row[column].strip()
-        if not re.fullmatch(r"[0-9]+", value):
-            raise DataError(f"{self.path}, line {line}, column {column!r}: must hold whole seconds, got {value!r}")
-        return int(value)
+        from .fiber.validation import whole_seconds
+
+        try:
+            return whole_seconds(row[column], text=True)
+        except ValueError as error:
+            raise DataError(f"{self.path}, line {line}, column {column!r}: {error}") from None
 
 
 def _is_rejected(row: dict[str, str]) -> bool:

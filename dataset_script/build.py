@@ -28,7 +28,7 @@ from .sample import SAMPLE_DIR
 
 if TYPE_CHECKING:
     from .fiber.features_info import FeaturesInfo
-    from .fiber.fiber import Fiber
+    from .fiber.fiber import DroppedAnswers, Fiber
     from .fiber.validation import InvalidRecordError
 
 logger = logging.getLogger(__name__)
@@ -137,11 +137,13 @@ def read_features(sources: Sources) -> dict[str, tuple["FeaturesInfo", str]]:
 
 @dataclass(frozen=True)
 class BuildResult:
-    """What a build wrote: the folder, rows per config and split, and the records it skipped."""
+    """What a build wrote: the folder, rows per config and split, the records it skipped and, per config and
+    split, the answers it dropped as normalizing to nothing."""
 
     output_dir: Path
     num_examples: dict[str, dict[str, int]]
     invalid_records: dict[str, list["InvalidRecordError"]]
+    dropped_answers: dict[str, dict[str, "DroppedAnswers"]]
 
 
 def _prepare(
@@ -293,7 +295,7 @@ def build_dataset(
         # The builder's cache and prepared files, inside the staging folder so that a killed build
         # leaves one thing behind, which the next build of `output_dir` removes.
         work_dir = dataset_dir / ".build"
-        infos, data_files, shards, invalid_records = {}, {}, {}, {}
+        infos, data_files, shards, invalid_records, dropped_answers = {}, {}, {}, {}, {}
         for config in ["text", *features]:
             builder = _prepare(
                 config,
@@ -311,6 +313,7 @@ def build_dataset(
             infos[config] = builder.info
             data_files[config] = {split: f"{config}/{split}-*.parquet" for split in builder.info.splits}
             invalid_records[config] = builder.invalid_records
+            dropped_answers[config] = builder.dropped_answers
         card = make_dataset_card(
             infos,
             data_files,
@@ -318,6 +321,7 @@ def build_dataset(
             source=sources.description,
             synthetic=sources.synthetic,
             skipped={config: len(errors) for config, errors in invalid_records.items()},
+            dropped_answers=dropped_answers["text"],
             repo_hint=repo_id or output_dir.name,
             features={config: info for config, (info, _) in features.items()},
         )
@@ -327,7 +331,7 @@ def build_dataset(
         config: {split: split_info.num_examples for split, split_info in info.splits.items()}
         for config, info in infos.items()
     }
-    return BuildResult(output_dir, num_examples, invalid_records)
+    return BuildResult(output_dir, num_examples, invalid_records, dropped_answers)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -384,7 +388,13 @@ def _log_summary(result: BuildResult) -> None:
             counts = Counter((error.file, error.field) for error in errors)
             details = "; ".join(f"{count} in {file} ({field})" for (file, field), count in counts.items())
             logger.warning("%s: skipped %d invalid record(s): %s", config, len(errors), details)
+    from .fiber.fiber import describe_dropped_answers
+
+    for config, by_split in result.dropped_answers.items():
+        if (dropped := describe_dropped_answers(by_split)) is not None:
+            logger.warning("%s: dropped %s", config, dropped)
     logger.info("Wrote %s", result.output_dir)
+
 
 
 def _built_files(folder: Path) -> list[str]:

@@ -13,6 +13,7 @@ that is not an object) is a `JsonRecordError`, which callers that skip bad recor
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -33,6 +34,12 @@ class JsonRecordError(DataError):
     def __init__(self, path: str | os.PathLike, index: int, problem: str) -> None:
         self.path, self.index, self.problem = str(path), index, problem
         super().__init__(f"{path}: record {index}: {problem}")
+
+
+def too_long_integer() -> str:
+    """The problem of a JSON integer that Python refuses to read: `json` raises a ValueError, "Exceeds the limit
+    (4300 digits) for integer string conversion", for any integer longer than `sys.get_int_max_str_digits()`."""
+    return f"an integer too long to read (more than {sys.get_int_max_str_digits():,} digits)"
 
 
 def _not_utf8_problem(match: re.Match) -> str:
@@ -91,6 +98,12 @@ class _Buffer:
             except RecursionError:
                 self.position = self._end_of_container(index)
                 return JsonRecordError(self.path, index, "nested too deeply to decode (more than about 1,000 levels)")
+            except ValueError:  # not a JSONDecodeError (caught above): an integer longer than int() reads
+                problem = too_long_integer()
+                if self.text[self.position] not in "[{":
+                    raise DataError(f"{self.path}: record {index}: {problem}") from None
+                self.position = self._end_of_container(index)
+                return JsonRecordError(self.path, index, problem)
             # A number at the buffer's end could be cut short ("12" of "123"): make sure the
             # value is followed by something before trusting it.
             if end == len(self.text) and self.fill():

@@ -184,27 +184,40 @@ def stats_markdown(stats: dict, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_charts(stats: dict, output_dir: Path) -> list[Path]:
-    """PNG bar charts of the top answers and POS sequences into `output_dir` (a staging folder); none (with a
-    note) without matplotlib."""
+def chart_figure(stats: dict, key: str, source: str):
+    """The bar chart of `key` (a `CHART_KEYS` key): the labels' panel beside the answers', on one percent scale
+    (so equal shares are equal bars), each bar labelled with its percent, the title naming `source`."""
+    from matplotlib.figure import Figure
+
+    height = 0.32 * max(len(stats[group][key]) for group in GROUPS) + 1.8
+    figure = Figure(figsize=(12, height), layout="constrained")
+    axes = figure.subplots(1, len(GROUPS), sharex=True, squeeze=False)[0]
+    for ax, (group, group_title) in zip(axes, GROUPS.items()):
+        entries = stats[group][key][::-1]  # the largest at the top
+        bars = ax.barh([entry["value"] for entry in entries], [entry["percent"] for entry in entries], color="tab:blue")
+        ax.bar_label(bars, labels=[f"{entry['percent']:.1f}%" for entry in entries], padding=3, fontsize=9)
+        ax.set_title(group_title, fontsize=12)
+        ax.set_xlabel(f"% of the {stats[group]['num_answers']:,} {group_title}", fontsize=11)
+        ax.tick_params(labelsize=10)
+    axes[0].set_xlim(0, 1.15 * max((entry["percent"] for group in GROUPS for entry in stats[group][key]), default=1))
+    figure.suptitle(f"{CHART_KEYS[key]} of {source}", fontsize=13)
+    return figure
+
+
+def write_charts(stats: dict, output_dir: Path, source: str) -> list[Path]:
+    """PNG bar charts (`chart_figure`) of the top answers and POS sequences of `source` into `output_dir` (a staging
+    folder); none (with a note) without matplotlib."""
     try:
-        from matplotlib.figure import Figure
+        import matplotlib  # noqa: F401
     except ImportError:
         logger.warning(
             "matplotlib is not installed: no charts. Install them with `pip install fiber-benchmark[plots]`."
         )
         return []
     paths = []
-    for key, title in CHART_KEYS.items():
-        figure = Figure(figsize=(11, 0.3 * max(len(stats[group][key]) for group in GROUPS) + 1.5), layout="constrained")
-        axes = figure.subplots(1, len(GROUPS), squeeze=False)[0]
-        for ax, (group, group_title) in zip(axes, GROUPS.items()):
-            entries = stats[group][key][::-1]  # the largest at the top
-            ax.barh([entry["value"] for entry in entries], [entry["percent"] for entry in entries], color="tab:blue")
-            ax.set_title(f"{title}: {group_title}")
-            ax.set_xlabel(f"% of {stats[group]['num_answers']} answers")
+    for key in CHART_KEYS:
         path = output_dir / f"{key}.png"
-        figure.savefig(path, dpi=120)
+        chart_figure(stats, key, source).savefig(path, dpi=120)
         paths.append(path)
     return paths
 
@@ -269,7 +282,7 @@ def run(args: argparse.Namespace) -> int:
         with output.atomic_folder(**arguments_of(args)) as staging:
             write_json(staging / REPORT_FILES[0], stats)
             write_text(staging / REPORT_FILES[1], stats_markdown(stats, args.file.name))
-            charts = write_charts(stats, staging)
+            charts = write_charts(stats, staging, args.file.name)
     written = [*REPORT_FILES, *(chart.name for chart in charts)]
     logger.info("Wrote %s to %s", ", ".join(written), args.output_dir)
     return 0

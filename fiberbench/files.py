@@ -206,7 +206,9 @@ def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator
 
     On an exception (or a kill) nothing appears at `path`; the staging folder is removed, or, after
     a kill, by the next `atomic_folder` (or `remove_stale_staging`) for the same `path`.
-    See `publish_folder` for `replace`.
+    See `publish_folder` for `replace`. An `OSError` about a file in the staging folder, or about
+    no file (a full disk met by a library's writer), is raised about `path` or the same file in it,
+    the names the user knows.
     """
     path = Path(path).absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -216,6 +218,12 @@ def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator
         yield staging
         make_readable(staging)
         publish_folder(staging, path, replace=replace)
+    except OSError as error:
+        inside = error.filename is not None and Path(error.filename).is_relative_to(staging)
+        if error.errno is None or error.filename2 is not None or not (error.filename is None or inside):
+            raise
+        named = path / Path(error.filename).relative_to(staging) if inside else path
+        raise OSError(error.errno, error.strerror, str(named)) from error
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

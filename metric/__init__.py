@@ -2,9 +2,9 @@
 
 `fiberbench evaluate`, which joins predictions files with a dataset's split, is `fiberbench.scoring`.
 
-The functions are read from the module on first use (PEP 562), because the module imports
-`evaluate` and `datasets` for its `evaluate.Metric` class: `fiberbench push-metric --help`,
-`fiberbench evaluate --help` and the other commands that only need `METRIC_PATH` start without them.
+The functions are read from `fiber_metric/scores.py` on first use (PEP 562): it imports numpy, which
+`fiberbench push-metric --help` and the other commands that only need `METRIC_PATH` do without.
+Neither they nor `fiberbench evaluate` import `evaluate` (the module's class is in fiber_metric.py).
 """
 
 import importlib
@@ -14,6 +14,7 @@ from pathlib import Path
 METRIC_PATH = Path(__file__).resolve().parent / "fiber_metric"
 
 _FUNCTIONS = (
+    "CorrectAnswers",
     "average_precision",
     "bootstrap_means",
     "compare_systems",
@@ -35,5 +36,5 @@ __all__ = ["METRIC_PATH", *_FUNCTIONS]
 
 def __getattr__(name: str):
     if name in _FUNCTIONS:
-        return getattr(importlib.import_module(".fiber_metric.fiber_metric", __name__), name)
+        return getattr(importlib.import_module(".fiber_metric.scores", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,8 @@
-"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors; and the
-selection of the tests that need the video environment."""
+"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors, a small
+disk; and the selection of the tests that need the video environment."""
+
+import gc
+import subprocess
 
 import pytest
 
@@ -125,3 +128,33 @@ def earlier_output():
         return path
 
     return write
+
+
+@pytest.fixture
+def make_small_disk(tmp_path):
+    """`make_small_disk(size)`: a tmpfs of `size` (e.g. "320k") mounted in the test's folder, to fill; skips
+    the test where mounting is not permitted (it needs root)."""
+    mount_points = []
+
+    def mount(size: str):
+        mount_point = tmp_path / f"disk{len(mount_points)}"
+        mount_point.mkdir()
+        try:
+            mounted = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)], capture_output=True, text=True
+            )
+        except FileNotFoundError:
+            pytest.skip("no `mount` command here to make a small disk to fill")
+        if mounted.returncode:
+            pytest.skip(f"mounting a small tmpfs is not permitted here (needs root): {mounted.stderr.strip()}")
+        mount_points.append(mount_point)
+        return mount_point
+
+    yield mount
+    # A failed build's Parquet writer sits in a reference cycle with its exception, its file still
+    # open (the disk would be busy) until the cycle is collected; should anything else still hold a
+    # file there, the lazy unmount detaches the disk anyway.
+    gc.collect()
+    for mount_point in mount_points:
+        if subprocess.run(["umount", str(mount_point)]).returncode:
+            subprocess.run(["umount", "--lazy", str(mount_point)], check=True)

@@ -33,6 +33,7 @@ PACKAGE_DATA = [
     "fiberbench/data/fiber/sample/val.json",
     "fiberbench/data/fiber/sample/test.json",
     "fiberbench/metric/fiber_metric/fiber_metric.py",
+    "fiberbench/metric/fiber_metric/scores.py",
     "fiberbench/metric/fiber_metric/README.md",
     "fiberbench/modeling/tokenizer/tokenizer.json",
     "fiberbench/training/configs/sample_demo.yaml",

@@ -13,7 +13,7 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from fiberbench import __version__
 
 from .features_info import FeaturesInfo
-from .fiber import Fiber
+from .fiber import Fiber, describe_dropped_answers
 
 CARD_TEMPLATE_PATH = Path(__file__).parent / "card_template.md"
 
@@ -58,6 +58,7 @@ def make_dataset_card(
     source: str,
     synthetic: bool,
     skipped: dict[str, int],
+    dropped_answers: dict,
     repo_hint: str,
     features: dict[str, FeaturesInfo] | None = None,
 ) -> DatasetCard:
@@ -71,6 +72,7 @@ def make_dataset_card(
         source: where the data came from, in words.
         synthetic: built from the bundled synthetic sample (the card says so everywhere).
         skipped: config name -> number of invalid records skipped.
+        dropped_answers: split -> the `DroppedAnswers` of the `text` config (answers that normalize to nothing).
         repo_hint: how `load_dataset` names the folder in the card's example.
         features: config name -> the video features it adds (VaTeX's I3D, or an encoder's, whose
             `features.json` goes into the card's YAML under `fiberbench.video_features`).
@@ -134,6 +136,7 @@ def make_dataset_card(
         categories=categories,
         source=source,
         skipped={config: count for config, count in skipped.items() if count},
+        dropped_answers=describe_dropped_answers(dropped_answers),
         citation=info.citation.strip(),
         features=features,
     )

@@ -13,12 +13,15 @@ import datasets
 
 from fiberbench import CITATION
 from fiberbench.errors import DataError
+from fiberbench.metric import normalize_answer
 
 from ..json_records import JsonRecordError, read_json_values
 from .release import SPLIT_FILES
 from .validation import (
     VIDEO_FEATURE_SIZE,
+    ClipKey,
     InvalidRecordError,
+    clip_key,
     feature_file_name,
     load_video_features,
     read_category_rows,
@@ -58,6 +61,43 @@ def _read_values(source: str, path: str) -> Iterator[object]:
         raise InvalidRecordError(source, None, None, str(error).removeprefix(f"{path}: ")) from error
     if empty:
         raise InvalidRecordError(source, None, None, "holds no records (an empty file?)")
+
+
+@dataclass
+class DroppedAnswers:
+    """Answers that normalize to nothing ("-", "the"), dropped from a split's `additional_answers`, counted.
+
+    They are no answers, and an empty prediction (a clip `predict` skipped for its missing video)
+    would match them; dropped, an empty prediction scores 0 on every blank. An annotator left with
+    no answer is dropped too.
+    """
+
+    answers: int = 0
+    annotators: int = 0
+
+    def scorable(self, additional_answers: list[list[str]]) -> list[list[str]]:
+        """`additional_answers` without the answers that normalize to nothing (counted)."""
+        kept = []
+        for answers in additional_answers:
+            scorable = [answer for answer in answers if normalize_answer(answer)]
+            self.answers += len(answers) - len(scorable)
+            if scorable:
+                kept.append(scorable)
+            else:
+                self.annotators += 1
+        return kept
+
+
+def describe_dropped_answers(by_split: dict[str, DroppedAnswers]) -> str | None:
+    """"4 answers that normalize to nothing (test 4), and 2 annotators left without one", for the log and the
+    card; None when none was dropped."""
+    answers = sum(dropped.answers for dropped in by_split.values())
+    if not answers:
+        return None
+    annotators = sum(dropped.annotators for dropped in by_split.values())
+    splits = ", ".join(f"{split} {dropped.answers:,}" for split, dropped in by_split.items() if dropped.answers)
+    left = f", and {annotators:,} annotators left without one" if annotators else ""
+    return f"{answers:,} answers that normalize to nothing ({splits}){left}"
 
 
 @dataclass
@@ -108,6 +148,9 @@ class Fiber(datasets.GeneratorBasedBuilder):
             raise ValueError(f"Config {self.config.name!r} needs `features_dir`, the folder of feature .npy files.")
         # Filled while generating when `skip_invalid` is set: the errors of the skipped records.
         self.invalid_records: list[InvalidRecordError] = []
+        # Filled while generating: per split, the answers dropped as normalizing to nothing, and the
+        # annotators left without an answer by it.
+        self.dropped_answers: dict[str, DroppedAnswers] = {}
 
     def _info(self) -> datasets.DatasetInfo:
         features = {
@@ -145,6 +188,7 @@ class Fiber(datasets.GeneratorBasedBuilder):
             datasets.SplitGenerator(
                 name=split,
                 gen_kwargs={
+                    "split": split,
                     "source": self.config.split_files[split],
                     "path": data_paths[split],
                     "category_source": self.config.category_files.get(split),
@@ -175,16 +219,28 @@ class Fiber(datasets.GeneratorBasedBuilder):
         return categories
 
     def _generate_examples(
-        self, source: str, path: str, category_source: str | None, category_path: str | None
+        self, split: str, source: str, path: str, category_source: str | None, category_path: str | None
     ) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Validate each record, join its category and, for a features config, read its features (clip by clip)."""
+        """Validate each record, join its category and, for a features config, read its features (clip by clip).
+
+        A clip is known by its id and times (predictions are joined to it by them): a second record
+        of a clip already in the split is invalid. Answers that normalize to nothing are dropped and
+        counted (`dropped_answers`).
+        """
         categories = self._read_categories(category_source, category_path)
         features_dir = Path(self.config.features_dir) if self.config.with_video_features else None
+        clips: dict[ClipKey, int] = {}
+        dropped = self.dropped_answers.setdefault(split, DroppedAnswers())
         for index, record in enumerate(_read_values(source, path)):
             try:
                 if isinstance(record, JsonRecordError):
                     raise InvalidRecordError(source, index, "(record)", record.problem)
                 example = validate_record(record, file=source, index=index)
+                first = clips.setdefault(clip_key(example), index)
+                if first != index:
+                    problem = f"the clip {clip_key(example)} is record {first} too: a split holds each clip once"
+                    raise InvalidRecordError(source, index, "video_id", problem)
+                example["additional_answers"] = dropped.scorable(example["additional_answers"])
                 if features_dir is not None:
                     file_name = feature_file_name(
                         example["video_id"], example["video_start_time"], example["video_end_time"]

@@ -11,13 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from fiberbench.errors import DataError
+from fiberbench.errors import DataError, quoted
+from fiberbench.metric import normalize_answer
 
 from ..json_records import NOT_UTF8_PATTERN, read_json_records
 
 VIDEO_FEATURE_SIZE = 1024
 # Times are stored as int32 (seconds into the video); larger ones cannot be written.
 MAX_TIME = 2**31 - 1
+# A time written as text: ASCII digits only (`str.isdigit` takes "²", which `int` refuses, and `int`
+# takes fullwidth "１２３"), and few enough that `int` never meets Python's limit of 4,300 digits.
+TIME_TEXT_PATTERN = re.compile(r"[0-9]{1,%d}" % len(str(MAX_TIME)))
 # A .npz archive is a zip file: its first bytes.
 ZIP_MAGIC = b"PK\x03\x04"
 # A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
@@ -40,6 +44,20 @@ class InvalidRecordError(DataError):
         self.problem = problem
         where = [file] + ([f"record {index}"] if index is not None else []) + ([f"field '{field}'"] if field else [])
         super().__init__(": ".join(where + [problem]))
+
+
+def whole_seconds(value: Any, *, text: bool = False) -> int:
+    """A clip's time: whole seconds from 0 to `MAX_TIME`, a JSON integer (not a bool) or, with `text`
+    (a CSV cell), ASCII digits.
+
+    The one definition of a time, for the dataset's records, predictions files and crowd answers;
+    anything else raises a ValueError saying what a time is and what `value` was.
+    """
+    if text and isinstance(value, str) and TIME_TEXT_PATTERN.fullmatch(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TIME:
+        return value
+    raise ValueError(f"must be a whole number of seconds from 0 to {MAX_TIME:,}, got {quoted(value)}")
 
 
 def _require_type(value: Any, expected: type, *, file: str, index: int, field: str) -> None:
@@ -82,6 +100,13 @@ def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[l
     return value
 
 
+def _time(record: dict, field: str, *, file: str, index: int) -> int:
+    try:
+        return whole_seconds(record[field])
+    except ValueError as error:
+        raise InvalidRecordError(file, index, field, str(error)) from None
+
+
 def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     """Check one release-format record and return its example fields (without category or features).
 
@@ -99,13 +124,7 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
             raise InvalidRecordError(file, index, field, "missing")
 
     video_id = validate_video_id(record["video_id"], file=file, index=index)
-    start, end = record["video_start_time"], record["video_end_time"]
-    _require_type(start, int, file=file, index=index, field="video_start_time")
-    _require_type(end, int, file=file, index=index, field="video_end_time")
-    if start < 0:
-        raise InvalidRecordError(file, index, "video_start_time", f"must not be negative, got {start}")
-    if end > MAX_TIME:
-        raise InvalidRecordError(file, index, "video_end_time", f"must be at most {MAX_TIME:,} (int32), got {end:,}")
+    start, end = (_time(record, field, file=file, index=index) for field in ("video_start_time", "video_end_time"))
     if start >= end:
         problem = f"must be greater than video_start_time ({end} <= {start})"
         raise InvalidRecordError(file, index, "video_end_time", problem)
@@ -120,6 +139,9 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     _require_type(label, str, file=file, index=index, field="label")
     if not label.strip():
         raise InvalidRecordError(file, index, "label", "empty")
+    if not normalize_answer(label):
+        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
+        raise InvalidRecordError(file, index, "label", problem)
 
     caption = record.get("caption")
     if caption is not None:

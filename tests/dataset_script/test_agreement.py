@@ -221,7 +221,7 @@ BAD_INPUTS = {
         ANSWERS_HEADER + b"v1,zero,10,w1,dog\n",
         None,
         1,
-        r"answers.csv, line 2, column 'video_start_time': must hold whole seconds",
+        r"answers.csv, line 2, column 'video_start_time': must be a whole number of seconds",
     ),
     "answers of no clip of the file": (
         records_bytes(RECORDS),

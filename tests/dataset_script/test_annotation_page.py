@@ -371,6 +371,9 @@ EDGE_CASES = [
     "an² ½an a١",
     "3a a3 the",
     "\u2028a\u3000an\u00a0the\tbig\u200bdog",
+    "cafe\u0301 caf\u00e9",
+    "\uff34\uff48\uff45 \uff44\uff4f\uff47\uff01",
+    "do\u00adg \ufb01sh",
 ]
 
 
@@ -411,3 +414,20 @@ def test_word_characters_white_space_and_lower_case_agree_with_python_on_every_c
     assert lower == {chr(i): chr(i).lower() for i in code_points if chr(i).lower() != chr(i)}
     # The page's word class is the one its normalization uses.
     assert "(?<![\\p{L}\\p{N}_])(?:a|an|the)(?![\\p{L}\\p{N}_])" in PAGE_PATH.read_text()
+
+
+def test_nfkc_and_format_characters_agree_with_python_on_every_code_point(browser):
+    """The Unicode steps of the normalization, over every code point Python's Unicode database assigns."""
+    open_page(browser, PAGE_PATH.as_uri())
+    code_points = [i for i in range(0x110000) if unicodedata.category(chr(i)) not in ("Cn", "Cs")]
+    in_page = browser.evaluate(
+        f"""(() => {{
+          const codePoints = {json.dumps(code_points)};
+          return [Object.fromEntries(codePoints.map(c => String.fromCodePoint(c))
+                    .filter(s => s.normalize("NFKC") !== s).map(s => [s, s.normalize("NFKC")])),
+                  codePoints.filter(c => /^\\p{{Cf}}$/u.test(String.fromCodePoint(c)))];
+        }})()"""
+    )
+    nfkc, format_characters = in_page
+    assert nfkc == {chr(i): unicodedata.normalize("NFKC", chr(i)) for i in code_points if unicodedata.normalize("NFKC", chr(i)) != chr(i)}
+    assert format_characters == [i for i in code_points if unicodedata.category(chr(i)) == "Cf"]

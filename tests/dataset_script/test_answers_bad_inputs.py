@@ -69,7 +69,7 @@ REFUSED = [
     ("blanked record without masked_caption", {"val.json": json.dumps([{k: v for k, v in VAL[0].items()
      if k != "masked_caption"}]).encode()}, {}, 1, r"val.json: record 0: field 'masked_caption': missing"),
     ("blanked time as a string", {"val.json": record_with(video_start_time="0")}, {}, 1,
-     r"val.json: record 0: field 'video_start_time': expected int, got str"),
+     r"val.json: record 0: field 'video_start_time': must be a whole number of seconds from 0 to 2,147,483,647, got '0'"),
     ("blanked video id escaping a folder", {"val.json": record_with(video_id="../x")}, {}, 1,
      r"val.json: record 0: field 'video_id': '../x' is not a plain video id"),
     ("blanked caption with two blanks", {"val.json": record_with(masked_caption="_____ cuts _____.", caption=None)},
@@ -97,9 +97,13 @@ REFUSED = [
     ("answers without answer columns", {"answers.csv": b"video_id,video_start_time,video_end_time,annotator_id\n"},
      {}, 1, r"answers.csv: the fiber layout needs answer columns matching"),
     ("answers with a time that is no number", {"answers.csv": (ANSWERS + "vid_b,5,1O,w3,sand,\n").encode()}, {}, 1,
-     r"answers.csv, line 5, column 'video_end_time': must hold whole seconds, got '1O'"),
+     r"answers.csv, line 5, column 'video_end_time': must be a whole number of seconds from 0 to 2,147,483,647, got '1O'"),
     ("answers with a negative time", {"answers.csv": (ANSWERS + "vid_b,-5,15,w3,sand,\n").encode()}, {}, 1,
-     r"answers.csv, line 5, column 'video_start_time': must hold whole seconds, got '-5'"),
+     r"answers.csv, line 5, column 'video_start_time': must be a whole number of seconds .*, got '-5'"),
+    ("answers with a superscript time", {"answers.csv": (ANSWERS + "vid_b,\u00b2,15,w3,sand,\n").encode()}, {}, 1,
+     r"answers.csv, line 5, column 'video_start_time': must be a whole number of seconds .*, got '\u00b2'"),
+    ("answers with a 5,000-digit time", {"answers.csv": (ANSWERS + f"vid_b,{'7' * 5000},15,w3,sand,\n").encode()}, {},
+     1, r"answers.csv, line 5, column 'video_start_time': must be a whole number of seconds .*, got '7{20,}\.\.\.7{20,}'$"),
     ("answers row with more cells than columns", {"answers.csv": (ANSWERS + "vid_b,5,15,w3,a,b,c\n").encode()}, {}, 1,
      r"answers.csv, line 5: 7 cells, but the header has 6"),
     ("answers with a NUL byte", {"answers.csv": (ANSWERS + "vid_b,5,15,w3,sa\0nd,\n").encode()}, {}, 1,
@@ -191,7 +195,7 @@ def test_accepted_variants_give_the_same_answers(tmp_path, files):
 
 
 def test_the_matrix_counts():
-    assert (len(REFUSED), len(ACCEPTED)) == (38, 5)
+    assert (len(REFUSED), len(ACCEPTED)) == (40, 5)
 
 
 @pytest.mark.slow

@@ -218,3 +218,31 @@ def test_cli_help():
     )
     for flag in ("--data_dir", "--release", "--features_dir", "--output_dir", "--skip_invalid", "--push_to_hub"):
         assert flag in result.stdout
+
+
+def test_answers_that_normalize_to_nothing_are_dropped_and_counted(release_dir, tmp_path, caplog):
+    # "-" and "the" are no answers: kept, an empty prediction (a clip predict skipped for its missing
+    # video) would match them, EM 100. Dropped, it scores 0 on every blank, as the README says.
+    import logging
+
+    records = json.loads((release_dir / "test.json").read_text())
+    records[0]["additional_answers"] = [["-"], ["the", records[0]["label"]], ["A !"]]
+    records[1]["additional_answers"][0] = ["..."] + records[1]["additional_answers"][0]
+    (release_dir / "test.json").write_text(json.dumps(records))
+    output_dir = tmp_path / "fiber"
+    with caplog.at_level(logging.INFO):
+        assert main(["build-dataset", "--data_dir", str(release_dir), "--output_dir", str(output_dir)]) == 0
+    assert "text: dropped 4 answers that normalize to nothing (test 4), and 2 annotators left without one" in caplog.text
+    test = load_dataset(str(output_dir), split="test", cache_dir=str(tmp_path / "cache"))
+    assert test[0]["additional_answers"] == [[records[0]["label"]]]
+    assert test[1]["additional_answers"][0] == records[1]["additional_answers"][0][1:]
+    card = (output_dir / "README.md").read_text()
+    assert "4 answers that normalize to nothing" in card and "2 annotators left without one" in card
+
+    empty = tmp_path / "empty.jsonl"
+    keys = ("video_id", "video_start_time", "video_end_time")
+    empty.write_text("".join(json.dumps({**{k: r[k] for k in keys}, "prediction": ""}) + "\n" for r in records))
+    arguments = ["evaluate", str(empty), "--dataset_name", str(output_dir), "--output_dir", str(tmp_path / "scores")]
+    assert main([*arguments, "--num_bootstrap", "10"]) == 0
+    scores = json.loads((tmp_path / "scores" / "results.json").read_text())["systems"]["empty"]
+    assert scores["exact_match"] == scores["f1"] == 0.0

@@ -41,6 +41,12 @@ def edit_record(folder: Path, **changes) -> None:
     (folder / "val.json").write_text(json.dumps(records))
 
 
+def repeat_a_clip(folder: Path) -> None:
+    """Record BAD_INDEX of val.json becomes another take of record 1's clip (its id and times)."""
+    first = read_records(folder)[1]
+    edit_record(folder, **{field: first[field] for field in ("video_id", "video_start_time", "video_end_time")})
+
+
 def feature_file(folder: Path) -> Path:
     record = read_records(folder)[BAD_INDEX]
     return folder / "i3d" / feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
@@ -94,8 +100,16 @@ RECORD_FAULTS = [
      r"val.json: record 3: field '\(record\)': expected a JSON object, got list", "text"),
     ("json_nested_100k_deep", lambda d: replace_record(d, b"[" * 100_000 + b"]" * 100_000),
      r"val.json: record 3: field '\(record\)': nested too deeply to decode", "text"),
+    ("integer_of_5000_digits", lambda d: replace_record(d, b'{"video_start_time": ' + b"7" * 5000 + b"}"),
+     r"val.json: record 3: field '\(record\)': an integer too long to read \(more than 4,300 digits\)", "text"),
+    ("clip_twice_in_a_split", repeat_a_clip,
+     r"val.json: record 3: field 'video_id': the clip \('.*', \d+, \d+\) is record 1 too: a split holds each clip once",
+     "text"),
+    ("label_that_normalizes_to_nothing",
+     lambda d: edit_record(d, label="The", caption=read_records(d)[BAD_INDEX]["masked_caption"].replace("_____", "The")),
+     r"val.json: record 3: field 'label': 'The' normalizes to nothing \(only articles, punctuation and spaces\)", "text"),
     ("time_beyond_int32", lambda d: edit_record(d, video_start_time=2**31, video_end_time=2**31 + 10),
-     r"val.json: record 3: field 'video_end_time': must be at most 2,147,483,647 \(int32\)", "text"),
+     r"val.json: record 3: field 'video_start_time': must be a whole number of seconds from 0 to 2,147,483,647", "text"),
     ("category_tsv_not_utf8",
      lambda d: (d / "categories_val.tsv").write_bytes((d / "categories_val.tsv").read_bytes() + b"abcdefghijk\tPers\xf6n\n"),
      r"categories_val.tsv: record 60: field 'category': holds bytes that are not UTF-8 text", "text"),

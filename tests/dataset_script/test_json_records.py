@@ -83,6 +83,8 @@ DEEP = "[" * 100_000 + "]" * 100_000
         (DEEP.encode(), "nested too deeply to decode"),
         # Brackets and an escaped backslash inside a string after the deep value do not end the record.
         (b'{"a": ' + DEEP.encode() + b', "b": "]}\\\\"}', "nested too deeply to decode"),
+        # Python's int() refuses more than 4,300 digits, and so does its JSON decoder.
+        (b'{"video_start_time": ' + b"7" * 5000 + b', "b": [1]}', "an integer too long to read (more than 4,300 digits)"),
     ],
 )
 def test_a_bad_record_takes_its_place_and_the_rest_is_read(tmp_path, monkeypatch, name, bad_record, problem):
@@ -111,3 +113,22 @@ def test_a_byte_order_mark_and_windows_line_ends_are_accepted(tmp_path):
     path = tmp_path / "records.jsonl"
     path.write_bytes("\ufeff".encode() + b'{"a": 1}\r\n{"a": 2}\r\n')
     assert list(read_json_records(path)) == [{"a": 1}, {"a": 2}]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["agreement", "{d}/val.json"],
+        ["stats", "{d}/val.json", "--output_dir", "{d}/stats"],
+        ["hit-inputs", "{d}/val.json", "--output_file", "{d}/hits.csv"],
+        ["answers", "--blanked_files", "{d}/val.json", "--answers_files", "{d}/answers.csv", "--output_dir", "{d}/out"],
+    ],
+    ids=lambda command: command[0],
+)
+def test_a_5000_digit_integer_is_one_line_naming_the_record(command, tmp_path, cli_error):
+    record = {"video_id": "abc", "video_start_time": 7, "video_end_time": 20, "masked_caption": "A _____.", "label": "a"}
+    text = json.dumps([record, record]).replace('"video_start_time": 7', '"video_start_time": ' + "7" * 5000, 1)
+    (tmp_path / "val.json").write_text(text)
+    (tmp_path / "answers.csv").write_text("video_id,video_start_time,video_end_time,annotator_id,answer_1\n")
+    status, line = cli_error(*(argument.format(d=tmp_path) for argument in command))
+    assert status == 1 and "val.json: record 0: an integer too long to read (more than 4,300 digits)" in line, line

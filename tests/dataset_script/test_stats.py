@@ -120,6 +120,20 @@ def test_charts_are_non_empty_pngs(stats_dir):
         assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
 
 
+@pytest.mark.parametrize("key", ["top_answers", "pos_sequences"])
+def test_charts_share_their_scale_name_their_source_and_label_every_bar(stats_dir, key):
+    from fiberbench.data.stats import chart_figure
+
+    stats = json.loads((stats_dir / "stats.json").read_text())
+    figure = chart_figure(stats, key, "val.json")
+    labels, answers = figure.axes
+    assert labels.get_xlim() == answers.get_xlim()  # the same percent is the same length in both panels
+    assert "val.json" in figure.get_suptitle()
+    for ax, group in zip(figure.axes, ("labels", "annotations")):
+        shown = [text.get_text() for text in ax.texts]
+        assert shown == [f"{entry['percent']:.1f}%" for entry in stats[group][key][::-1]]
+
+
 def test_a_malformed_record_is_named(tmp_path, cli_error):
     source = tmp_path / "val.json"
     record = {"video_id": "v1", "video_start_time": 0, "video_end_time": 10, "masked_caption": "_____ runs.",

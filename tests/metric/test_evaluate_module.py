@@ -12,6 +12,7 @@ import pytest
 
 from fiberbench.metric import METRIC_PATH, score_predictions
 from fiberbench.metric.fiber_metric import fiber_metric as metric_module
+from fiberbench.metric.fiber_metric import scores as scores_module
 
 REPO_ROOT = METRIC_PATH.parents[1]
 # Run in a fresh interpreter: loads each folder path given, scores, and says whether the project was imported.
@@ -43,6 +44,17 @@ def test_loads_in_a_fresh_process_from_the_repository_and_from_a_copy(tmp_path):
     output = json.loads(completed.stdout.strip().splitlines()[-1])
     expected = {"scores": {"exact_match": 50.0, "f1": 50.0}, "agreement": 2}
     assert output == {"outputs": [expected, expected], "project_imported": False}
+
+
+def test_the_plain_functions_load_without_evaluate_and_datasets():
+    # `fiberbench evaluate` scores through them: importing `evaluate` costs seconds (it imports
+    # transformers' pipelines, hence torch) and the command never needs it.
+    code = (
+        "import sys; from fiberbench.metric import score_predictions, confidence_interval, human_agreement; "
+        "score_predictions(['a dog'], [['dog']]); print(sorted({'evaluate', 'datasets', 'torch'} & set(sys.modules)))"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert completed.stdout.strip() == "[]"
 
 
 def test_add_batch_then_compute_equals_one_compute(fiber_metric, table_7_references):
@@ -97,7 +109,10 @@ def test_docstring_examples_run(monkeypatch):
     monkeypatch.chdir(REPO_ROOT)  # the examples load "metric/fiber_metric"
     results = doctest.testmod(metric_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert results.failed == 0
-    assert results.attempted >= 15
+    assert results.attempted >= 5
+    results = doctest.testmod(scores_module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert results.failed == 0
+    assert results.attempted >= 10
     assert ">>> fiber_metric.compute(" in metric_module.FiberMetric.__doc__  # _KWARGS_DESCRIPTION is tested
 
 
@@ -111,5 +126,6 @@ def test_card_examples_run_and_card_states_the_definitions(monkeypatch):
     assert len(test.examples) >= 8
     assert card.startswith("---\n") and "app_file: app.py" in card
     prose = " ".join(card.split())
-    for statement in ("`string.punctuation`", "token-*set* F1", "0-100", "normalize to nothing", "EM 100 and F1 100"):
+    statements = ("`string.punctuation`", "token-*set* F1", "0-100", "normalize to nothing", "EM 100 and F1 100", "NFKC")
+    for statement in statements:
         assert statement in prose

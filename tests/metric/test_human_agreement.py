@@ -130,3 +130,9 @@ def test_empty_input_gives_zeros():
 def test_bad_input_names_the_index(labels, additional_answers, annotator_ids, message):
     with pytest.raises(ValueError, match=message):
         human_agreement(labels, additional_answers, annotator_ids)
+
+
+def test_first_answers_only_gives_the_same_first_answer_results():
+    full = human_agreement(LABELS, ADDITIONAL_ANSWERS, per_example=True)
+    first = human_agreement(LABELS, ADDITIONAL_ANSWERS, per_example=True, first_answers_only=True)
+    assert first == {key: value for key, value in full.items() if not key.startswith(("all_answers", "num_answers"))}

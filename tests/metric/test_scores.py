@@ -99,6 +99,37 @@ def test_batch_scores_equal_the_per_example_functions(examples):
     assert results["f1"] == pytest.approx(sum(results["f1_per_example"]) / max(len(examples), 1))
 
 
+def official_normalization(text: str) -> str:
+    """The FIBER release's normalization, as the paper defines it: lower-case; delete every ASCII punctuation
+    character and every whole word a, an, the, in one pass; collapse white space."""
+    import re
+
+    return " ".join(re.sub(r"\b(?:a|an|the)\b|[" + re.escape(string.punctuation) + "]", "", text.lower()).split())
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=30) | ANSWER)
+def test_ascii_text_is_normalized_as_the_release_normalized_it(text):
+    # The Unicode steps (NFKC, no format characters) change no ASCII text.
+    assert normalize_answer(text) == official_normalization(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [
+        ("cafe\u0301", "caf\u00e9"),  # NFD and NFC
+        ("\uff44\uff4f\uff47", "dog"),  # fullwidth
+        ("do\u200bg", "dog"),  # a zero-width space
+        ("do\u00adg", "dog"),  # a soft hyphen
+        ("\ufb01sh", "fish"),  # the ligature fi
+        ("\uff34\uff48\uff45 \uff44\uff4f\uff47\uff01", "dog"),  # fullwidth "The dog!"
+        ("\ufeffa dog", "dog"),  # a byte order mark
+    ],
+)
+def test_unicode_forms_of_an_answer_score_as_its_plain_form(text, plain):
+    assert normalize_answer(text) == normalize_answer(plain)
+    assert exact_match(text, [plain]) == f1(text, [plain]) == 100.0
+
+
 @pytest.mark.parametrize(
     ("text", "normalized"),
     [

@@ -94,3 +94,38 @@ def test_the_space_renders_and_scores_in_a_browser(space_url, tmp_path):
     assert image.size[0] > 1000 and image.size[1] > 1000
     # A rendered page has text and widgets: many grey levels, not one flat colour.
     assert sum(1 for count in image.histogram() if count) > 20
+
+
+def score_in_space(space_url, rows, headers=("prediction", "correct answers")):
+    return Client(space_url, verbose=False).predict({"headers": list(headers), "data": rows}, api_name="/score")
+
+
+@pytest.mark.parametrize(
+    ("rows", "exact_matches"),
+    [
+        ([["", "dog |"]], [0.0]),  # a trailing separator is no empty answer to match
+        ([["", "| dog"], ["dog", "cat||dog"]], [0.0, 100.0]),
+        ([[None, "none"]], [0.0]),  # a null prediction is an empty answer, not the text "None"
+    ],
+    ids=["trailing separator", "empty pieces", "null prediction"],
+)
+def test_empty_pieces_and_null_cells_are_no_answers(space_url, rows, exact_matches):
+    assert score_in_space(space_url, rows)["exact_match_per_example"] == exact_matches
+
+
+@pytest.mark.parametrize(
+    ("rows", "headers", "message"),
+    [
+        ([["The!", ""]], None, r"Row 1 has no correct answers"),
+        ([["dog", "cat"], ["dog", None]], None, r"Row 2 has no correct answers"),  # not the answer "None"
+        ([["dog", " | "]], None, r"Row 1 has no correct answers"),
+        ([["dog", "dog", "extra"]], ("prediction", "correct answers", "more"), r"3 columns"),
+        ([["dog", "dog"]] * 1001, None, r"1,001 rows: the page scores at most 1,000"),
+    ],
+    ids=["empty cell", "null cell", "only separators", "three columns", "too many rows"],
+)
+def test_a_table_that_cannot_be_scored_says_why_on_the_page(space_url, rows, headers, message):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match=message):
+        score_in_space(space_url, rows, *([headers] if headers else []))

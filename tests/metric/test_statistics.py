@@ -29,6 +29,33 @@ def test_bootstrap_means_are_the_means_of_resamples_drawn_one_by_one():
     np.testing.assert_allclose(bootstrap_means(scores, num_bootstrap=300, seed=7), expected, rtol=1e-12)
 
 
+def test_a_column_of_few_values_is_sampled_through_their_counts():
+    # 0/100 exact matches of 640 blanks: a resample's mean depends only on how many of its 640 draws
+    # land on a match, Multinomial(640, frequencies): drawn directly, whatever the number of blanks.
+    scores = exact_matches(0.3, 640)
+    rng = np.random.default_rng(7)
+    counts = rng.multinomial(640, [0.7, 0.3], size=300)
+    expected = counts @ np.array([0.0, 100.0]) / 640
+    np.testing.assert_allclose(bootstrap_means(scores, num_bootstrap=300, seed=7), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("values", [[0.0, 100.0], [0.0, 50.0, 200 / 3, 100.0]])
+def test_both_ways_of_resampling_give_the_same_distribution(values):
+    # The same column, sampled through its value counts (640 blanks) and, 16 times over, through
+    # the blanks' indices (40 distinct values in 640 blanks is too many for the counts).
+    rng = np.random.default_rng(5)
+    scores = rng.choice(values, size=640)
+    by_counts = bootstrap_means(scores, num_bootstrap=20_000, seed=1)
+    jitter = rng.random(640) * 1e-6  # 640 distinct values: the indices are drawn
+    by_indices = bootstrap_means(scores + jitter, num_bootstrap=20_000, seed=2)
+    quantiles = [0.025, 0.25, 0.5, 0.75, 0.975]
+    spread = np.std(by_indices)
+    # Monte Carlo error, and the means of 640 0/100 scores lie on steps of 100 / 640 (0.08 spreads).
+    np.testing.assert_allclose(np.quantile(by_counts, quantiles), np.quantile(by_indices, quantiles), atol=0.1 * spread)
+    assert np.std(by_counts) == pytest.approx(spread, rel=0.03)
+    assert np.mean(by_counts) == pytest.approx(np.mean(by_indices), abs=0.03 * spread)
+
+
 def test_columns_are_resampled_alike_whatever_their_neighbours():
     scores = np.random.default_rng(4).random((80, 4)) * 100
     together = bootstrap_means(scores, num_bootstrap=500, seed=1)
@@ -97,6 +124,20 @@ def test_systems_that_differ_on_most_blanks_are_told_apart():
     assert 0 < low < 40 < high
     assert comparison["p_value"] < 0.01
     assert mcnemar_p_value(better, worse) < 0.01
+
+
+def test_randomization_of_few_distinct_differences_matches_the_exact_test():
+    # 160 blanks: 96 ties, 40 differences of +100, 24 of -50 (observed sum 2,800). Swapping a blank
+    # flips its sign: the sum is 100 (2 X - 40) - 50 (2 Y - 24) with X ~ B(40, 1/2), Y ~ B(24, 1/2).
+    differences = [0.0] * 96 + [100.0] * 40 + [-50.0] * 24
+    exact = sum(
+        math.comb(40, x) * math.comb(24, y) / 2**64
+        for x in range(41)
+        for y in range(25)
+        if abs(100 * (2 * x - 40) - 50 * (2 * y - 24)) >= 2800
+    )
+    p_value = randomization_p_value(differences, [0.0] * 160, num_permutations=200_000)
+    assert p_value == pytest.approx(exact, abs=0.003)
 
 
 def test_randomization_matches_the_exact_permutation_test_of_three_blanks():

@@ -6,6 +6,7 @@ prediction) are in test_evaluate_command.py.
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -181,14 +182,14 @@ CASES = {
         lambda rows: jsonl([{**rows[0], "video_start_time": 1.5}]),
         [],
         1,
-        r"line 1: field 'video_start_time' must be a whole number of seconds, got 1.5",
+        r"line 1: field 'video_start_time' must be a whole number of seconds from 0 to 2,147,483,647, got 1.5",
     ),
     "a time that is true": (
         "a.jsonl",
         lambda rows: jsonl([{**rows[0], "video_end_time": True}]),
         [],
         1,
-        r"line 1: field 'video_end_time' must be a whole number of seconds, got True",
+        r"line 1: field 'video_end_time' must be a whole number of seconds .*, got True",
     ),
     "a number as video id": (
         "a.jsonl",
@@ -229,6 +230,63 @@ CASES = {
         1,
         r"a.csv: line 2: field 'candidates' must be a JSON list of strings",
     ),
+    "a superscript digit as a time": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "video_start_time": "\u00b2"}]),
+        [],
+        1,
+        r"line 1: field 'video_start_time' must be a whole number of seconds from 0 to 2,147,483,647, got '\u00b2'",
+    ),
+    "superscript digits as a CSV time": (
+        "a.csv",
+        lambda rows: csv_bytes(
+            "video_id,video_start_time,video_end_time,prediction",
+            rows[:1],
+            lambda row: f"{row['video_id']},\u00b9\u00b2\u00b3,20,a man",
+        ),
+        [],
+        1,
+        r"a.csv: line 2: field 'video_start_time' must be a whole number of seconds .*, got '\u00b9\u00b2\u00b3'",
+    ),
+    "fullwidth digits as a time": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "video_start_time": "\uff11\uff12\uff13"}]),
+        [],
+        1,
+        r"line 1: field 'video_start_time' must be a whole number of seconds .*, got '\uff11\uff12\uff13'",
+    ),
+    "a 5,000-digit time": (
+        "a.jsonl",
+        lambda rows: jsonl(rows[:1]).replace(b'"video_start_time": ', b'"video_start_time": ' + b"7" * 5000 + b", \"x\": "),
+        [],
+        1,
+        r"a.jsonl: line 1: an integer too long to read \(more than 4,300 digits\)",
+    ),
+    "a 5,000-digit time in a JSON array": (
+        "a.json",
+        lambda rows: json.dumps(rows[:1]).encode().replace(b'"video_start_time": ', b'"video_start_time": ' + b"7" * 5000 + b', "x": '),
+        [],
+        1,
+        r"a.json: an integer too long to read \(more than 4,300 digits\)",
+    ),
+    "a 5,000-digit time in CSV": (
+        "a.csv",
+        lambda rows: csv_bytes(
+            "video_id,video_start_time,video_end_time,prediction",
+            rows[:1],
+            lambda row: f"{row['video_id']},{'7' * 5000},20,a man",
+        ),
+        [],
+        1,
+        r"a.csv: line 2: field 'video_start_time' must be a whole number of seconds .*, got '7{20,}\.\.\.7{20,}'$",
+    ),
+    "a negative time": (
+        "a.jsonl",
+        lambda rows: jsonl([{**rows[0], "video_start_time": -5}]),
+        [],
+        1,
+        r"line 1: field 'video_start_time' must be a whole number of seconds from 0 to 2,147,483,647, got -5",
+    ),
     "CSV time that is not a number": (
         "a.csv",
         lambda rows: csv_bytes(
@@ -238,7 +296,7 @@ CASES = {
         ),
         [],
         1,
-        r"a.csv: line 2: field 'video_start_time' must be a whole number of seconds, got 'ten'",
+        r"a.csv: line 2: field 'video_start_time' must be a whole number of seconds .*, got 'ten'",
     ),
 }
 
@@ -325,3 +383,54 @@ def test_a_one_megabyte_answer_and_a_bom_are_fine(rows, tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + jsonl(long_answer))
     assert main(["evaluate", str(path), "--num_bootstrap", "10", "--output_dir", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["a"]["exact_match"] >= 0
+
+
+@pytest.mark.parametrize("second", ["a.jsonl", "./a.jsonl", "link.jsonl"])
+def test_a_file_given_twice_is_refused_naming_both(second, rows, tmp_path, monkeypatch, cli_error):
+    # Scored twice it would be a system compared with itself (and the files were once keyed by path,
+    # so the third file's scores went out under the second name).
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a.jsonl").write_bytes(jsonl(rows))
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "a.jsonl")
+    status, line = cli_error("evaluate", "a.jsonl", second, "empty.jsonl", "--names", "A", "B", "C", "--output_dir", "out")
+    assert status == 2 and f"{Path(second)} (B) is a.jsonl (A) again: give each predictions file once" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("where", ["file name", "--names"])
+def test_a_name_that_is_not_utf8_is_refused_before_any_work(where, rows, tmp_path, cli_error):
+    # On the command line, bytes that are not UTF-8 reach Python as lone surrogates (surrogateescape);
+    # results.json and results.md, UTF-8 text, could not hold them.
+    name = "syst\udcffem.jsonl" if where == "file name" else "system.jsonl"
+    (tmp_path / name).write_bytes(jsonl(rows))
+    names = ["--names", "B\udce9"] if where == "--names" else []
+    status, line = cli_error("evaluate", tmp_path / name, *names, "--output_dir", tmp_path / "out")
+    expected = "syst\\xffem.jsonl" if where == "file name" else "--names: 'B\\xe9'"
+    assert status == 2 and expected in line and "is not UTF-8 text" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dataset_holding_a_clip_twice_is_refused_naming_both_rows(rows, tmp_path, cli_error):
+    # build-dataset refuses to write one (tests/dataset_script); a folder made otherwise, or from the Hub,
+    # may still hold one.
+    splits = load_sample("text")
+    test = splits["test"].to_list()
+    test[7] = {**test[7], **{field: test[2][field] for field in KEY_FIELDS}}
+    folder = tmp_path / "fiber"
+    for name, split in splits.items():
+        (folder / "data").mkdir(parents=True, exist_ok=True)
+        records = test if name == "test" else split.to_list()
+        type(split).from_list(records, features=split.features).to_parquet(folder / "data" / f"{name}-00000-of-00001.parquet")
+    (tmp_path / "a.jsonl").write_bytes(jsonl(rows))
+    flags = ["--dataset_name", folder, "--dataset_config_name", "default", "--num_bootstrap", "10"]
+    status, line = cli_error("evaluate", tmp_path / "a.jsonl", *flags)
+    assert status == 1 and "the test split of" in line and "holds the clip" in line and "in rows 2 and 7" in line, line
+
+
+def test_a_full_disk_names_the_output_and_leaves_nothing(rows, make_small_disk, tmp_path, cli_error):
+    disk = make_small_disk("24k")  # room for results.json and results.md, not for the plot
+    (tmp_path / "a.jsonl").write_bytes(jsonl(rows))
+    status, line = cli_error("evaluate", tmp_path / "a.jsonl", "--output_dir", disk / "out", "--num_bootstrap", "10")
+    assert status == 1 and line.endswith(f"error: {disk / 'out'}/by_category.png: No space left on device"), line
+    assert list(disk.iterdir()) == []

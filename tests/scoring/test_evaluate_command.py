@@ -11,7 +11,7 @@ from fiberbench.files import write_jsonl
 from fiberbench.metric import human_agreement, references_from_example
 from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.scoring import KEY_FIELDS, plot_size
+from fiberbench.scoring import BASELINE_STYLES, KEY_FIELDS, category_figure, plot_layout, system_colours
 
 SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
 FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]
@@ -145,7 +145,7 @@ def test_the_plot_is_a_png_of_the_expected_size(evaluated, test_split):
     output_dir, results = evaluated
     with Image.open(output_dir / "by_category.png") as image:
         assert image.format == "PNG"
-        width, height = plot_size(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
+        _, _, width, height = plot_layout(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
         assert image.size == (round(100 * width), round(100 * height))
         assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
 
@@ -235,3 +235,93 @@ def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
     assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "10"]) == 0
     system = json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["empty"]
     assert system["exact_match"] == system["f1"] == 0.0 and system["correct_at_k"] is None
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """The cells of every table row of a Markdown text, split at the pipes that are not escaped."""
+    import re
+
+    return [
+        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in markdown.splitlines()
+        if line.startswith("|")
+    ]
+
+
+def test_names_holding_markdown_stay_in_their_cells(test_split, tmp_path):
+    files = [write_rows(tmp_path / f"{name}.jsonl", prediction_rows(test_split, label_half_the_time)) for name in "ab"]
+    names = ["A | injected | row", "B\n| 1 | fake | 100 |"]
+    output_dir = tmp_path / "out"
+    assert main(["evaluate", *map(str, files), "--names", *names, "--output_dir", str(output_dir), *FLAGS]) == 0
+    leaderboard = (output_dir / "results.md").read_text()
+    rows = table_rows(leaderboard)
+    assert {len(cells) for cells in rows} == {8, 7}  # the leaderboard's 8 columns, the comparisons' 7
+    assert len([cells for cells in rows if cells[0].isdigit()]) == 2
+    assert "A \\| injected \\| row" in leaderboard and "B \\| 1 \\| fake \\| 100 \\|" in leaderboard
+    assert json.loads((output_dir / "results.json").read_text())["systems"].keys() == set(names)
+
+
+def test_results_md_says_how_to_read_it_and_prints_a_p_at_the_floor_as_below_it(test_split, tmp_path):
+    right = write_rows(tmp_path / "right.jsonl", prediction_rows(test_split, lambda index, blank: blank["label"]))
+    wrong = write_rows(tmp_path / "wrong.jsonl", prediction_rows(test_split, lambda index, blank: "a thing"))
+    output_dir = tmp_path / "out"
+    assert main(["evaluate", str(right), str(wrong), "--output_dir", str(output_dir), *FLAGS]) == 0
+    leaderboard = (output_dir / "results.md").read_text()
+    assert "**How to read a confidence interval.**" in leaderboard and "**How to read a p-value.**" in leaderboard
+    results = json.loads((output_dir / "results.json").read_text())
+    assert {comparison["p_value"] for comparison in results["comparisons"]} == {1 / 501}  # no trial as extreme
+    p_cells = [cells[5] for cells in table_rows(leaderboard) if len(cells) == 7 and cells[2] in ("F1", "EM")]
+    assert p_cells == ["<0.002", "<0.002"]  # 500 trials: p is at least 1/501
+
+
+def bar_styles(figure) -> list[dict]:
+    """Per panel, each legend name -> (face colour, hatch) of its bars."""
+    from matplotlib.colors import to_hex
+
+    return [
+        {container.get_label(): (to_hex(container[0].get_facecolor()), container[0].get_hatch()) for container in ax.containers
+         if container.get_label() and not container.get_label().startswith("_")}
+        for ax in figure.axes
+    ]
+
+
+def test_the_plot_shows_em_beside_f1_with_a_colour_per_system_whatever_its_rank(evaluated):
+    from matplotlib.colors import to_hex
+
+    _, results = evaluated
+    figure = category_figure(results)
+    assert [ax.get_title() for ax in figure.axes] == ["F1 by category", "EM by category"]
+    styles = bar_styles(figure)
+    colours = {name: to_hex(colour) for name, colour in system_colours(list(SYSTEMS)).items()}
+    for panel in styles:
+        assert {name: panel[name] for name in SYSTEMS} == {name: (colours[name], None) for name in SYSTEMS}
+        baselines = [style for name, style in panel.items() if name.endswith("(baseline)")]
+        assert sorted(baselines) == sorted((to_hex(colour), hatch) for colour, hatch in BASELINE_STYLES.values())
+    # Another run where the systems rank otherwise: the same colours.
+    reranked = json.loads(json.dumps(results))
+    for name, row in reranked["systems"].items():
+        row["f1"] = {"half": 90.0, "annotator": 10.0, "partial": 50.0}[name]
+    assert bar_styles(category_figure(reranked)) == styles
+    assert len(set(colours.values())) == len(SYSTEMS)
+    assert min(label.get_fontsize() for label in figure.axes[0].get_xticklabels()) >= 11
+
+
+def test_every_bar_has_its_whisker_even_at_zero_and_one_resample_plots(test_split, tmp_path):
+    from matplotlib.container import ErrorbarContainer
+    from PIL import Image
+
+    rows = prediction_rows(test_split, lambda index, blank: "")
+    path = write_rows(tmp_path / "nothing.jsonl", rows)
+    # One resample: an interval need not hold the mean (the whisker was a negative length, a traceback).
+    assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "1"]) == 0
+    with Image.open(tmp_path / "out" / "by_category.png") as image:
+        assert image.format == "PNG"
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    figure = category_figure(results)
+    for ax in figure.axes:
+        (bars,) = [container for container in ax.containers if container.get_label() == "nothing"]
+        assert [bar.get_height() for bar in bars] == [0.0] * 3
+        (whiskers,) = [container for container in ax.containers if isinstance(container, ErrorbarContainer)]
+        _, caps, _ = whiskers.lines
+        assert len(caps) == 2 and all(list(cap.get_ydata()) == [0.0] * 3 for cap in caps)  # low and high, at 0
+        assert ax.get_ylim()[0] < 0  # the caps at 0 stand clear of the axis
