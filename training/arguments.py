@@ -24,6 +24,8 @@ SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+# What --push_to_hub pushes, and when, as the Trainer's `hub_strategy` (see `fiberbench.training.hub_checkpoints`).
+HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
 # The arguments that may differ between a run and its resumption: where its outputs go, how they are shown,
 # shared or read in, and the final test evaluation. Every other one shapes what is trained, and a checkpoint
 # resumes only with the values it was saved with (`training_settings`).
@@ -31,8 +33,8 @@ NOT_TRAINING_SETTINGS = frozenset(
     {
         "config", "config_path", "sample_demo", "output_dir", "overwrite_output_dir", "resume_from_checkpoint",
         "trust_checkpoint", "checkpointing_steps", "with_tracking", "report_to", "tracker_project_name",
-        "push_to_hub", "hub_model_id", "hub_token", "dataloader_num_workers", "per_device_eval_batch_size",
-        "do_predict",
+        "push_to_hub", "hub_model_id", "hub_token", "hub_strategy", "dataloader_num_workers",
+        "per_device_eval_batch_size", "do_predict",
     }
 )
 
@@ -253,7 +255,15 @@ def build_parser() -> ArgumentParser:
         "--push_to_hub",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="Push the final model with its model card.",
+        help="Push the model with its model card to the Hub: at the end, or as --hub_strategy says.",
+    )
+    outputs.add_argument(
+        "--hub_strategy",
+        choices=HUB_STRATEGIES,
+        default="end",
+        help="With --push_to_hub, as the Trainer's hub_strategy: end (the final model), every_save (also the model "
+        "and its card at each save), checkpoint (also the latest checkpoint, in last-checkpoint/), all_checkpoints "
+        "(also every checkpoint, each in its own folder). Pushes during training run in the background.",
     )
     outputs.add_argument("--hub_model_id", default=None, help="Repo id; default: the output folder's name.")
     outputs.add_argument("--hub_token", default=None, help="Hub token; default: HF_TOKEN or the saved login.")
@@ -351,6 +361,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--tracker_project_name {name!r}: must be a plain folder name.")
     if args.push_to_hub:
         check_push(args)
+    elif args.hub_strategy != "end":
+        raise UsageError(f"--hub_strategy {args.hub_strategy} says when --push_to_hub pushes, which was not given.")
 
 
 def training_settings(args: argparse.Namespace) -> dict:
@@ -372,6 +384,10 @@ def check_push(args: argparse.Namespace) -> None:
     """What --push_to_hub needs, checked before training rather than after it."""
     if args.baseline is not None or not args.do_train:
         raise UsageError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
+    if args.hub_strategy in ("checkpoint", "all_checkpoints") and args.checkpointing_steps is None:
+        raise UsageError(
+            f"--hub_strategy {args.hub_strategy} pushes the checkpoints of --checkpointing_steps, which was not given."
+        )
     try:
         check_can_push(hub_repo_id(args), args.hub_token)
     except HubPushError as error:

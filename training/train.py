@@ -10,7 +10,9 @@ model with the best validation F1, evaluates it at the end (validation and test)
 --output_dir: `results.json`, `predictions.jsonl`, the model folder `model/` (save_pretrained,
 processor, generation config, model card) and the checkpoints asked for by --checkpointing_steps,
 listed in its record `fiberbench_output.json`, which says `running` until the run is done (see
-`RunFolder`); the main process holds the folder's lock for the whole run. A user error (a flag, a config file, the data,
+`RunFolder`); the main process holds the folder's lock for the whole run. With --push_to_hub the
+model goes to the Hub at the end, and with --hub_strategy also at each save, with the checkpoints,
+in the background (`HubPusher`). A user error (a flag, a config file, the data,
 a model that cannot be loaded, an output folder that is not this script's) is one line on stderr.
 """
 
@@ -38,7 +40,6 @@ from fiberbench.data.loading import check_dataset_name
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, run_reporting_errors
 from fiberbench.files import write_json, write_jsonl, write_text
-from fiberbench.hub import push_folder
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
@@ -60,7 +61,8 @@ from fiberbench.training.inputs import (
     load_splits,
     make_dataloader,
 )
-from fiberbench.training.model_card import make_model_card
+from fiberbench.training.hub_checkpoints import HubPusher
+from fiberbench.training.model_card import SavedAt, make_model_card
 from fiberbench.training.models import build_model, loading_options, resolve_fusion
 from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
 from fiberbench.training.outputs import (
@@ -118,6 +120,8 @@ class Run:
     fusion: str
     synthetic: bool
     num_workers: int
+    # The main process's pushes to the Hub with --push_to_hub (None elsewhere).
+    hub: HubPusher | None = None
 
     @property
     def with_video(self) -> bool:
@@ -199,14 +203,22 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
         f"({accelerator.distributed_type.value}), {run.num_workers} data loader workers",
         main_process_only=False,
     )
-    if args.baseline is not None:
-        run_baseline(run)
-    else:
-        run_model(run, options)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    if accelerator.is_main_process:
-        output.finish()
+    try:
+        if args.baseline is not None:
+            run_baseline(run)
+        else:
+            run_model(run, options)
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        if accelerator.is_main_process:
+            output.finish()
+        # After the last collective call: the other processes never wait for the push.
+        if run.hub is not None:
+            url = run.hub.push_final()
+            logger.info(f"Pushed the {len(output.files_of(MODEL_FOLDER))} files this run wrote in model/ to {url}")
+    finally:
+        if run.hub is not None:
+            run.hub.close()
 
 
 def make_accelerator(args: argparse.Namespace) -> Accelerator:
@@ -352,6 +364,8 @@ def run_model(run: Run, options: dict) -> None:
     )
     if accelerator.is_main_process:
         run.output.claim()
+        if args.push_to_hub:
+            run.hub = HubPusher(run.output, hub_repo_id(args), args.hub_strategy, token=args.hub_token)
     accelerator.wait_for_everyone()
     training = None
     if args.do_train:
@@ -370,18 +384,16 @@ def run_model(run: Run, options: dict) -> None:
     results = make_results(run, num_beams=num_beams, **scores, **({"training": training} if training else {}))
     write_final_outputs(run, results, records)
     if args.do_train:
-        write_model_card(run, results)
+        split = next((name for name in ("test", "validation") if name in results), None)
+        write_model_card(
+            run,
+            {key: results[split][key] for key in CARD_METRICS} if split else {},
+            split,
+            final_saved_at(training, results.get("validation")),
+            num_beams,
+        )
         shown = run.splits[run.evaluated_splits[-1]] if run.evaluated_splits else run.splits["train"]
         print(fill_with_saved_model(run.output.path / MODEL_FOLDER, shown, run.with_video, nlp), flush=True)
-        if args.push_to_hub:
-            url = push_folder(
-                run.output.path / MODEL_FOLDER,
-                hub_repo_id(args),
-                token=args.hub_token,
-                commit_message="FIBER model trained with fiberbench",
-                paths=run.output.files_of(MODEL_FOLDER),
-            )
-            logger.info(f"Pushed the {len(run.output.files_of(MODEL_FOLDER))} files this run wrote in model/ to {url}")
 
 
 @dataclasses.dataclass
@@ -392,6 +404,7 @@ class TrainingState:
     optimizer: torch.optim.Optimizer
     lr_scheduler: torch.optim.lr_scheduler.LRScheduler
     progress: TrainingProgress
+    steps_per_epoch: int
 
 
 def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> tuple[torch.nn.Module, dict]:
@@ -433,7 +446,9 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         num_training_steps=max_train_steps * accelerator.num_processes,
     )
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
-    state = TrainingState(model, optimizer, lr_scheduler, TrainingProgress(settings=training_settings(args)))
+    state = TrainingState(
+        model, optimizer, lr_scheduler, TrainingProgress(settings=training_settings(args)), steps_per_epoch
+    )
     if args.with_tracking:
         start_trackers(run)
 
@@ -458,10 +473,13 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
             train_loader.set_epoch(epoch)
             batches = accelerator.skip_first_batches(train_loader, skip) if skip else train_loader
             skip = 0
-            train_epoch(run, state, batches, epoch, max_train_steps, bar)
-            end_epoch(run, state, processor, evaluator, epoch)
-            if args.checkpointing_steps == "epoch":
-                save_checkpoint(accelerator, run.output, f"epoch_{epoch}", progress)
+            train_epoch(run, state, processor, batches, epoch, max_train_steps, bar)
+            improved = end_epoch(run, state, processor, evaluator, epoch)
+            checkpoint = f"epoch_{epoch}" if args.checkpointing_steps == "epoch" else None
+            if checkpoint is not None:
+                save_checkpoint(accelerator, run.output, checkpoint, progress)
+            if improved or checkpoint is not None:
+                push_save(run, state, processor, checkpoint, f"epoch {epoch}")
             if progress.completed_steps >= max_train_steps:
                 break
 
@@ -489,8 +507,10 @@ def prepare_for_evaluation(accelerator: Accelerator, model: FiberT5ForConditiona
     return accelerator.prepare_model(model.to(accelerator.device), evaluation_mode=True)
 
 
-def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_steps: int, bar: tqdm) -> None:
-    """One epoch of optimizer steps (or what is left of it), with the checkpoints asked for.
+def train_epoch(
+    run: Run, state: TrainingState, processor: FiberProcessor, batches, epoch: int, max_train_steps: int, bar: tqdm
+) -> None:
+    """One epoch of optimizer steps (or what is left of it), with the checkpoints asked for (and their pushes).
 
     A loss that is not finite stops the run: the weights it would leave are useless, and
     nothing trained from then on is saved or scored.
@@ -518,11 +538,16 @@ def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_s
             progress.completed_steps += 1
             bar.update(1)
             if isinstance(args.checkpointing_steps, int) and progress.completed_steps % args.checkpointing_steps == 0:
-                save_checkpoint(accelerator, run.output, f"step_{progress.completed_steps}", progress)
+                checkpoint = f"step_{progress.completed_steps}"
+                save_checkpoint(accelerator, run.output, checkpoint, progress)
+                push_save(run, state, processor, checkpoint, f"step {progress.completed_steps}")
 
 
-def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluator: Evaluator, epoch: int) -> None:
-    """After an epoch: validation, the best model so far, the epoch's record in results.json and the tracker."""
+def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluator: Evaluator, epoch: int) -> bool:
+    """After an epoch: validation, the best model so far, the epoch's record in results.json and the tracker.
+
+    Returns whether a new best model was saved.
+    """
     args, accelerator, progress = run.args, run.accelerator, state.progress
     loss = accelerator.reduce(torch.tensor(progress.take_epoch_loss(), device=accelerator.device), "mean").item()
     record = {
@@ -531,11 +556,13 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
         "train_loss": loss,
         "learning_rate": state.lr_scheduler.get_last_lr()[0],
     }
+    improved = False
     if args.do_eval:
         record["validation"], _ = evaluator(state.model, "validation", f"Validation (epoch {epoch})")
         if progress.best is None or record["validation"]["f1"] > progress.best["f1"]:
             progress.best = {"epoch": epoch, "step": progress.completed_steps, "f1": record["validation"]["f1"]}
             save_model(run, state.model, processor)
+            improved = True
     progress.history.append(record)
     progress.epochs_done = epoch + 1
     validation = record.get("validation", {})
@@ -550,6 +577,45 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
             run.output.entry(RESULTS_FILE),
             make_results(run, training={"epochs": progress.history, "best": progress.best}),
         )
+    return improved
+
+
+def push_save(
+    run: Run, state: TrainingState, processor: FiberProcessor, checkpoint: str | None, description: str
+) -> None:
+    """After a save (a new best model, a checkpoint), with --hub_strategy other than end: push the model, its card
+    and the checkpoint in the background (`HubPusher`; `description`, e.g. "step 30", names the push); called on
+    every process.
+
+    The pushed model is `model/`, the best by validation F1 so far; before validation has chosen
+    one, the current weights are saved there first, so that every push holds a model.
+    """
+    args, progress = run.args, state.progress
+    if not args.push_to_hub or args.hub_strategy == "end":
+        return
+    if progress.best is None:
+        save_model(run, state.model, processor)
+        saved_at = SavedAt(progress.completed_steps, progress.completed_steps / state.steps_per_epoch, final=False)
+    else:
+        saved_at = best_saved_at(progress.best, progress.history, final=False)
+    if run.hub is not None:
+        num_beams = run.accelerator.unwrap_model(state.model).generation_config.num_beams
+        scores = {key: saved_at.validation[key] for key in CARD_METRICS} if saved_at.validation else {}
+        write_model_card(run, scores, "validation", saved_at, num_beams)
+        run.hub.push(checkpoint, description)
+
+
+def best_saved_at(best: dict, history: list[dict], *, final: bool) -> SavedAt:
+    """The training state of the best model: saved at the end of epoch `best["epoch"]`, after its validation."""
+    record = next(record for record in history if record["epoch"] == best["epoch"])
+    return SavedAt(best["step"], best["epoch"] + 1, record.get("validation"), final=final)
+
+
+def final_saved_at(training: dict, validation: dict | None) -> SavedAt:
+    """The training state of the final model: the best one, or the last weights when nothing chose one."""
+    if training["best"] is not None:
+        return best_saved_at(training["best"], training["epochs"], final=True)
+    return SavedAt(training["completed_steps"], len(training["epochs"]), validation, final=True)
 
 
 def resume(
@@ -634,23 +700,23 @@ def fill_with_saved_model(folder: Path, split: datasets.Dataset, with_video: boo
     return "\n".join(lines)
 
 
-def write_model_card(run: Run, results: dict) -> None:
-    """The model card (README.md with the Hub's YAML metadata), from the final evaluation's headline scores."""
+def write_model_card(run: Run, scores: dict, split: str | None, saved_at: SavedAt, num_beams: int) -> None:
+    """The model card of `model/` (README.md with the Hub's YAML metadata): headline `scores` on `split`, and
+    which step and epoch the model holds (main process)."""
     args = run.args
-    split = next((name for name in ("test", "validation") if name in results), None)
-    scores = {key: results[split][key] for key in CARD_METRICS} if split else {}
     card = make_model_card(
         scores,
         base_model=args.model_name_or_path,
         dataset_name=args.dataset_name or SAMPLE_DATASET_NAME,
         fusion=run.fusion,
         hyperparameters={key: getattr(args, key) for key in CARD_HYPERPARAMETERS}
-        | {"num_beams": results["num_beams"], "num_processes": results["num_processes"]},
+        | {"num_beams": num_beams, "num_processes": run.accelerator.num_processes},
         model_name=hub_repo_id(args),
         dataset_config=args.dataset_config_name,
         split=split or "test",
         single_feature=args.single_feature,
         synthetic=run.synthetic,
+        saved_at=saved_at,
     )
     write_text(run.output.add_file(MODEL_FOLDER, "README.md"), card)
 

@@ -127,6 +127,11 @@ def test_missing_config_file_lists_the_shipped_ones():
         (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], "tiny model"),
         (["--push_to_hub", "--hub_model_id", "not a repo id"], "Invalid Hub repo id"),
         (["--push_to_hub", "--no-do_train"], "needs training"),
+        (["--hub_strategy", "every_save"], "says when --push_to_hub pushes, which was not given"),
+        (
+            ["--push_to_hub", "--hub_model_id", "org/fiber", "--hub_strategy", "checkpoint"],
+            "--hub_strategy checkpoint pushes the checkpoints of --checkpointing_steps, which was not given",
+        ),
         (["--tracker_project_name", ".hidden"], "must be a plain folder name"),
     ],
 )
