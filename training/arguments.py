@@ -16,6 +16,7 @@ from transformers import SchedulerType
 from fiberbench.cli import non_negative_int, positive_int, seed
 from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import HubPushError, check_can_push
+from fiberbench.training.hub_checkpoints import HubCheckpoint
 from fiberbench.modeling import FUSIONS
 from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
 
@@ -33,7 +34,7 @@ NOT_TRAINING_SETTINGS = frozenset(
     {
         "config", "config_path", "sample_demo", "output_dir", "overwrite_output_dir", "resume_from_checkpoint",
         "trust_checkpoint", "checkpointing_steps", "with_tracking", "report_to", "tracker_project_name",
-        "push_to_hub", "hub_model_id", "hub_token", "hub_strategy", "dataloader_num_workers",
+        "push_to_hub", "hub_model_id", "hub_token", "hub_strategy", "hub_revision", "dataloader_num_workers",
         "per_device_eval_batch_size", "do_predict",
     }
 )
@@ -233,7 +234,14 @@ def build_parser() -> ArgumentParser:
     outputs.add_argument(
         "--resume_from_checkpoint",
         default=None,
-        help="A step_N or epoch_N folder written by --checkpointing_steps; training continues where it stopped.",
+        help="A step_N or epoch_N folder written by --checkpointing_steps, or a Hub repo pushed with --hub_strategy "
+        "checkpoint (REPO_ID: its last-checkpoint/) or all_checkpoints (REPO_ID:step_N); training continues where "
+        "it stopped, on as many processes.",
+    )
+    outputs.add_argument(
+        "--hub_revision",
+        default=None,
+        help="The branch, tag or commit of the Hub repo given to --resume_from_checkpoint; default: main.",
     )
     outputs.add_argument(
         "--trust_checkpoint",
@@ -344,12 +352,17 @@ def check_args(args: argparse.Namespace) -> None:
     if not (args.do_train or args.do_eval or args.do_predict):
         raise UsageError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
     if args.resume_from_checkpoint is not None:
-        if not Path(args.resume_from_checkpoint).is_dir():
-            raise DataError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
+        if not Path(args.resume_from_checkpoint).is_dir() and hub_checkpoint(args) is None:
+            raise DataError(
+                f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder (and not a Hub "
+                "repo, REPO_ID or REPO_ID:FOLDER)."
+            )
         if not args.do_train:
             raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
     elif args.trust_checkpoint:
         raise UsageError("--trust_checkpoint applies to --resume_from_checkpoint, which was not given.")
+    if args.hub_revision is not None and hub_checkpoint(args) is None:
+        raise UsageError("--hub_revision applies to a Hub repo given to --resume_from_checkpoint, which was not given.")
     if args.baseline is not None and args.model_name_or_path is not None:
         raise UsageError(f"--baseline {args.baseline} uses no model; drop --model_name_or_path.")
     if args.config_overrides is not None and args.model_name_or_path is not None:
@@ -392,3 +405,14 @@ def check_push(args: argparse.Namespace) -> None:
         check_can_push(hub_repo_id(args), args.hub_token)
     except HubPushError as error:
         raise UsageError(f"--push_to_hub: {error}") from error
+
+
+def hub_checkpoint(args: argparse.Namespace) -> HubCheckpoint | None:
+    """The Hub checkpoint --resume_from_checkpoint names (with --hub_revision), or None for a local folder.
+
+    Read without the network: a name that is no local folder must read as REPO_ID or REPO_ID:FOLDER.
+    """
+    name = args.resume_from_checkpoint
+    if name is None or Path(name).is_dir():
+        return None
+    return HubCheckpoint.parse(name, revision=args.hub_revision)

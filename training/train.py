@@ -29,7 +29,7 @@ import torch
 import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType, ProjectConfiguration, parse_flag_from_env, set_seed
+from accelerate.utils import DistributedType, ProjectConfiguration, gather_object, parse_flag_from_env, set_seed
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import get_scheduler
@@ -43,7 +43,7 @@ from fiberbench.files import write_json, write_jsonl, write_text
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-from fiberbench.training.arguments import hub_repo_id, parse_args, training_settings
+from fiberbench.training.arguments import hub_checkpoint, hub_repo_id, parse_args, training_settings
 from fiberbench.training.checkpointing import (
     BEST_MODEL_IN_CHECKPOINT,
     CheckpointError,
@@ -61,7 +61,7 @@ from fiberbench.training.inputs import (
     load_splits,
     make_dataloader,
 )
-from fiberbench.training.hub_checkpoints import HubPusher
+from fiberbench.training.hub_checkpoints import DownloadedCheckpoint, HubPusher, download_checkpoint
 from fiberbench.training.model_card import SavedAt, make_model_card
 from fiberbench.training.models import build_model, loading_options, resolve_fusion
 from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
@@ -120,6 +120,9 @@ class Run:
     fusion: str
     synthetic: bool
     num_workers: int
+    # The checkpoint folder to resume from (a Hub checkpoint's in the local cache), and what results.json says of it.
+    checkpoint: Path | None = None
+    resumed_from: dict | None = None
     # The main process's pushes to the Hub with --push_to_hub (None elsewhere).
     hub: HubPusher | None = None
 
@@ -144,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def train_and_evaluate(args: argparse.Namespace) -> None:
     """The whole run: checks, data, model or baseline, training, evaluation, outputs, push."""
+    source = hub_checkpoint(args)
     output = RunFolder.check(
         args.output_dir,
         overwrite=args.overwrite_output_dir,
-        resume_from_checkpoint=args.resume_from_checkpoint,
+        # A Hub checkpoint is an input, downloaded into the cache: the folder is checked as a new run's.
+        resume_from_checkpoint=None if source else args.resume_from_checkpoint,
         inputs=[
             path
             for path in (args.dataset_name or SAMPLE_DIR, args.model_name_or_path, args.config_path)
@@ -157,18 +162,30 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
     if args.dataset_name is not None:
         check_dataset_name(args.dataset_name)
     options = loading_options(args.model_name_or_path) if args.model_name_or_path else {}
+    # Every process downloads (the cache shares the files of one machine), before the processes form a group: a
+    # failed download stops each one, never a group waiting for another.
+    downloaded = download_checkpoint(source, trust_checkpoint=args.trust_checkpoint) if source else None
     accelerator = make_accelerator(args)
     setup_logging(accelerator)
     lock = output.output.lock()
     acquire_on_main(lock, accelerator)
     try:
-        run_with_the_folder(args, accelerator, output, options)
+        run_with_the_folder(args, accelerator, output, options, downloaded)
     finally:
         lock.release()
 
 
-def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, output: RunFolder, options: dict) -> None:
-    """The run, once its output folder is checked and locked: data, model or baseline, training, evaluation."""
+def run_with_the_folder(
+    args: argparse.Namespace,
+    accelerator: Accelerator,
+    output: RunFolder,
+    options: dict,
+    downloaded: DownloadedCheckpoint | None = None,
+) -> None:
+    """The run, once its output folder is checked and locked: data, model or baseline, training, evaluation.
+
+    `downloaded`: the Hub checkpoint of --resume_from_checkpoint, in this machine's cache.
+    """
     set_seed(args.seed)
 
     fusion = resolve_fusion(args, options)
@@ -179,12 +196,14 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
     missing = [name for name in needed if name not in splits]
     if missing:
         raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
+    checkpoint, resumed_from = None, None
     if args.resume_from_checkpoint:
+        checkpoint, resumed_from = Path(args.resume_from_checkpoint), {"checkpoint": args.resume_from_checkpoint}
+        if downloaded is not None:
+            checkpoint, resumed_from = downloaded.path, resumed_from | {"commit": downloaded.commit}
+            check_one_commit(accelerator, downloaded)
         check_checkpoint(
-            accelerator,
-            Path(args.resume_from_checkpoint),
-            settings=training_settings(args),
-            trust_checkpoint=args.trust_checkpoint,
+            accelerator, checkpoint, settings=training_settings(args), trust_checkpoint=args.trust_checkpoint
         )
     run = Run(
         args=args,
@@ -196,6 +215,8 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
         num_workers=args.dataloader_num_workers
         if args.dataloader_num_workers is not None
         else default_num_workers(int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))),
+        checkpoint=checkpoint,
+        resumed_from=resumed_from,
     )
     logger.info(describe_run(run))
     logger.info(
@@ -219,6 +240,18 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
     finally:
         if run.hub is not None:
             run.hub.close()
+
+
+def check_one_commit(accelerator: Accelerator, downloaded: DownloadedCheckpoint) -> None:
+    """Refuse to resume when the processes downloaded a Hub checkpoint from different commits (a push in between)."""
+    commits = sorted(set(gather_object([downloaded.commit])))
+    if len(commits) > 1:
+        raise CheckpointError(
+            f"The processes downloaded --resume_from_checkpoint from different commits ({', '.join(commits)}): the "
+            f"repo changed meanwhile; resume with --hub_revision {commits[0]} (or another of them)."
+        )
+    if downloaded.skipped:
+        logger.info(f"Left out of the download, as a resume does not read them: {', '.join(downloaded.skipped)}")
 
 
 def make_accelerator(args: argparse.Namespace) -> Accelerator:
@@ -313,6 +346,7 @@ def make_results(run: Run, **parts) -> dict:
         "single_feature": args.single_feature,
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
+        "resumed_from": run.resumed_from,
         "arguments": {key: value for key, value in vars(args).items() if key != "hub_token"},
         **parts,
     }
@@ -457,9 +491,8 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         f"Training on {len(examples)} examples: {num_epochs} epochs, {max_train_steps} steps of "
         f"{total_batch} examples ({accelerator.num_processes} processes), {num_warmup_steps} warm-up steps"
     )
-    if args.resume_from_checkpoint:
-        checkpoint = Path(args.resume_from_checkpoint)
-        resume(run, state, checkpoint, processor, max_train_steps=max_train_steps, num_epochs=num_epochs)
+    if run.checkpoint is not None:
+        resume(run, state, processor, max_train_steps=max_train_steps, num_epochs=num_epochs)
     progress = state.progress
     skip = batches_to_skip(progress, len(train_loader), args.gradient_accumulation_steps)
     # Closed on an error too, so that the error's line starts a line of its own.
@@ -618,15 +651,18 @@ def final_saved_at(training: dict, validation: dict | None) -> SavedAt:
     return SavedAt(training["completed_steps"], len(training["epochs"]), validation, final=True)
 
 
-def resume(
-    run: Run, state: TrainingState, checkpoint: Path, processor: FiberProcessor, *, max_train_steps: int, num_epochs: int
-) -> None:
+def resume(run: Run, state: TrainingState, processor: FiberProcessor, *, max_train_steps: int, num_epochs: int) -> None:
     """Load a checkpoint's state and progress, and put back the best model it was saved with (weights only).
 
     A checkpoint past this run's end (more steps or epochs done than the run has) is refused before
     anything is written: resuming it would train nothing and replace the outputs.
     """
-    logger.info(f"Resuming from {checkpoint}")
+    checkpoint = run.checkpoint
+    commit = run.resumed_from.get("commit")
+    logger.info(
+        f"Resuming from {run.args.resume_from_checkpoint}"
+        + (f" (commit {commit}, downloaded into {checkpoint})" if commit else "")
+    )
     state.progress = load_checkpoint(
         run.accelerator, checkpoint, settings=training_settings(run.args), trust_checkpoint=run.args.trust_checkpoint
     )

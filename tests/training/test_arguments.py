@@ -3,7 +3,8 @@
 import pytest
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, parse_args, read_config
+from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, hub_checkpoint, parse_args, read_config
+from fiberbench.training.hub_checkpoints import HubCheckpoint
 from fiberbench.training.models import resolve_fusion
 
 TABLE_3_CONFIGS = (
@@ -110,8 +111,14 @@ def test_bad_flags_are_usage_errors_before_any_work(argv, message):
 
 
 def test_a_missing_checkpoint_folder_is_a_data_error():
-    with pytest.raises(DataError, match="no/such/step_10: no such checkpoint folder"):
+    with pytest.raises(DataError, match=r"no/such/step_10: no such checkpoint folder \(and not a Hub repo"):
         parse_args(["--resume_from_checkpoint", "no/such/step_10"])
+
+
+def test_a_name_that_is_no_folder_is_a_hub_checkpoint():
+    args = parse_args(["--resume_from_checkpoint", "org/run:step_30", "--hub_revision", "v1"])
+    assert hub_checkpoint(args) == HubCheckpoint("org/run", "step_30", "v1")
+    assert hub_checkpoint(parse_args(["--resume_from_checkpoint", "org/run"])).folder == "last-checkpoint"
 
 
 def test_missing_config_file_lists_the_shipped_ones():
@@ -128,6 +135,7 @@ def test_missing_config_file_lists_the_shipped_ones():
         (["--push_to_hub", "--hub_model_id", "not a repo id"], "Invalid Hub repo id"),
         (["--push_to_hub", "--no-do_train"], "needs training"),
         (["--hub_strategy", "every_save"], "says when --push_to_hub pushes, which was not given"),
+        (["--hub_revision", "v1"], "applies to a Hub repo given to --resume_from_checkpoint"),
         (
             ["--push_to_hub", "--hub_model_id", "org/fiber", "--hub_strategy", "checkpoint"],
             "--hub_strategy checkpoint pushes the checkpoints of --checkpointing_steps, which was not given",

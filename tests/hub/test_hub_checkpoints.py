@@ -1,13 +1,16 @@
-"""HubPusher against the local Hub: background pushes of a run folder's own files, as --hub_strategy says."""
+"""Checkpoints on the Hub: HubPusher's background pushes of a run's own files, and download_checkpoint."""
 
 import logging
+import pickle
 import threading
 
 import pytest
 from huggingface_hub import HfApi
 
-from fiberbench.hub import HubPushError
-from fiberbench.training.hub_checkpoints import LAST_CHECKPOINT, HubPusher
+from fiberbench.errors import DataError
+from fiberbench.hub import HubPushError, push_files
+from fiberbench.training.checkpointing import CheckpointError
+from fiberbench.training.hub_checkpoints import LAST_CHECKPOINT, HubCheckpoint, HubPusher, download_checkpoint
 from fiberbench.training.outputs import RunFolder
 
 REPO_ID = "fiber-org/run"
@@ -82,7 +85,13 @@ def test_checkpoint_strategy_pushes_the_model_and_last_checkpoint_of_the_runs_ow
     assert {path: text for path, text in head_files(hub_server).items() if path.startswith(LAST_CHECKPOINT)} == {
         f"{LAST_CHECKPOINT}/model.safetensors": "weights 2"
     }
-    assert titles(hub_server)[1:] == ["Training in progress, step 2", "Training in progress, step 4"]
+    # A save without a checkpoint (a new best model) leaves last-checkpoint/ as it is.
+    (run_folder.path / "model" / "notes.txt").unlink()
+    save(run_folder, "model", {"config.json": "{}", "model.safetensors": "best weights"})
+    pusher.push(None, "epoch 0")
+    wait(pusher)
+    assert head_files(hub_server)[f"{LAST_CHECKPOINT}/model.safetensors"] == "weights 2"
+    assert titles(hub_server)[1:] == [f"Training in progress, {save}" for save in ("step 2", "step 4", "epoch 0")]
     assert not list(run_folder.path.glob(".hub-push*")), "a staging folder was left behind"
 
 
@@ -145,3 +154,72 @@ def test_only_what_the_run_listed_is_pushed(hub_server, run_folder):
     (run_folder.path / "model" / "credentials.txt").write_text("secret", encoding="utf-8")
     HubPusher(run_folder, REPO_ID, "end").push_final()
     assert "credentials.txt" not in HfApi().list_repo_files(REPO_ID)
+
+
+def push_checkpoint(folder, files: dict[str, bytes], commit_message: str = "Add a checkpoint") -> str:
+    """Push `files` (path in the repo -> bytes) to REPO_ID through a local folder; returns the new head commit."""
+    for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(content)
+    push_files({name: folder / name for name in files}, REPO_ID, commit_message=commit_message, source="test")
+    return HfApi().repo_info(REPO_ID).sha
+
+
+CHECKPOINT = {
+    "training_progress.json": b'{"completed_steps": 2}',
+    "model.safetensors": b"weights",
+    "random_states_0.pkl": b"rng",
+    "best_model/config.json": b"{}",
+    "best_model/modeling_fiber_t5.py": b"code a resume never loads",
+    "README.md": b"# notes",
+}
+
+
+@pytest.mark.parametrize("name, folder", [("fiber-org/run", LAST_CHECKPOINT), ("fiber-org/run:step_2/", "step_2")])
+def test_a_hub_checkpoint_is_repo_id_and_folder(name, folder):
+    assert HubCheckpoint.parse(name, revision="v1") == HubCheckpoint("fiber-org/run", folder, "v1")
+
+
+@pytest.mark.parametrize("name", ["not a repo", "a/b/c", "fiber-org/run:../x", "fiber-org/run:a//b"])
+def test_what_is_no_hub_checkpoint_reads_as_none(name):
+    assert HubCheckpoint.parse(name) is None
+
+
+def test_a_download_takes_the_trusted_files_of_one_commit_into_the_cache(hub_server, tmp_path):
+    first = push_checkpoint(tmp_path / "v1", {f"step_2/{name}": content for name, content in CHECKPOINT.items()})
+    push_checkpoint(tmp_path / "v2", {"step_2/model.safetensors": b"newer weights"}, "A later push")
+    downloaded = download_checkpoint(HubCheckpoint(REPO_ID, "step_2", revision=first))
+    assert downloaded.commit == first and downloaded.path.name == "step_2"
+    local = {path.relative_to(downloaded.path).as_posix() for path in downloaded.path.rglob("*") if path.is_file()}
+    assert local == {"training_progress.json", "model.safetensors", "random_states_0.pkl", "best_model/config.json"}
+    assert (downloaded.path / "model.safetensors").read_bytes() == b"weights"
+    assert downloaded.skipped == ["README.md", "best_model/modeling_fiber_t5.py"]
+    assert str(downloaded.path).startswith(str(tmp_path / "hf_home"))  # the test's HF cache, not the run folder
+
+
+class Payload:
+    def __reduce__(self):
+        return print, ("a pickle ran",)
+
+
+def test_a_pickle_train_py_never_writes_refuses_the_checkpoint_before_any_download(hub_server, tmp_path):
+    files = {f"{LAST_CHECKPOINT}/{name}": content for name, content in CHECKPOINT.items()}
+    push_checkpoint(tmp_path / "repo", files | {f"{LAST_CHECKPOINT}/custom_checkpoint_0.pkl": pickle.dumps(Payload())})
+    hub_server.requests.clear()
+    with pytest.raises(CheckpointError, match="fiber-org/run:last-checkpoint/custom_checkpoint_0.pkl: a pickle that"):
+        download_checkpoint(HubCheckpoint(REPO_ID))
+    assert not [path for method, path, _ in hub_server.requests if "/resolve/" in path], "something was downloaded"
+
+
+@pytest.mark.parametrize(
+    "name, revision, message",
+    [
+        ("fiber-org/no-such-run", None, "no such checkpoint folder, and the Hub at .* has no model 'fiber-org/no-such"),
+        (REPO_ID, "no-such-branch", "has no revision 'no-such-branch'"),
+        (f"{REPO_ID}:step_99", None, "the repo has no folder 'step_99'"),
+    ],
+)
+def test_a_hub_checkpoint_that_is_not_there_is_one_data_error(hub_server, tmp_path, name, revision, message):
+    push_checkpoint(tmp_path / "repo", {f"{LAST_CHECKPOINT}/{file}": content for file, content in CHECKPOINT.items()})
+    with pytest.raises(DataError, match=message):
+        download_checkpoint(HubCheckpoint.parse(name, revision=revision))
