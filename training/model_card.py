@@ -35,7 +35,8 @@ class SavedAt:
 
     def describe(self) -> str:
         """One paragraph of the card: which step and epoch, and the validation score."""
-        where = f"This model holds the weights after **{self.step} optimizer steps ({self.epoch:.4g} epochs)**"
+        epochs = f"{self.epoch:.4g} epoch" + ("" if self.epoch == 1 else "s")
+        where = f"This model holds the weights after **{self.step} optimizer steps ({epochs})**"
         if self.validation is None:
             score = "it was not evaluated on the validation split"
         else:
