@@ -79,11 +79,7 @@ class HubPusher:
         self.pushes: list[Push] = []
         # The checkpoints to push that are not on the Hub yet, oldest first (the latest only, for `checkpoint`).
         self.unpushed: list[str] = []
-        remove_stale_staging(self.staging_path)
-
-    @property
-    def staging_path(self) -> Path:
-        return self.output.path / STAGING_NAME
+        self.staging_path = self.output.path / STAGING_NAME
 
     def push(self, checkpoint: str | None, description: str) -> None:
         """After a save (`checkpoint`: the checkpoint folder it wrote, if any): push it in the background.
@@ -182,6 +178,11 @@ class HubPusher:
             if not push.future.cancelled() and push.future.exception() is None:
                 self.unpushed = [name for name in self.unpushed if name not in push.checkpoints]
         self.pushes = [push for push in self.pushes if not push.future.done()]
+
+
+def remove_stale_pushes(output: RunFolder) -> None:
+    """Remove the staging folders that pushes of killed runs left in the run folder (they hold on to old files)."""
+    remove_stale_staging(output.path / STAGING_NAME)
 
 
 def log_failure(description: str, error: BaseException) -> None:

@@ -21,6 +21,7 @@ import dataclasses
 import math
 import os
 import sys
+import time
 from pathlib import Path
 
 import accelerate
@@ -61,7 +62,12 @@ from fiberbench.training.inputs import (
     load_splits,
     make_dataloader,
 )
-from fiberbench.training.hub_checkpoints import DownloadedCheckpoint, HubPusher, download_checkpoint
+from fiberbench.training.hub_checkpoints import (
+    DownloadedCheckpoint,
+    HubPusher,
+    download_checkpoint,
+    remove_stale_pushes,
+)
 from fiberbench.training.model_card import SavedAt, make_model_card
 from fiberbench.training.models import build_model, loading_options, resolve_fusion
 from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
@@ -201,7 +207,7 @@ def run_with_the_folder(
         checkpoint, resumed_from = Path(args.resume_from_checkpoint), {"checkpoint": args.resume_from_checkpoint}
         if downloaded is not None:
             checkpoint, resumed_from = downloaded.path, resumed_from | {"commit": downloaded.commit}
-            check_one_commit(accelerator, downloaded)
+            check_downloaded(accelerator, downloaded)
         check_checkpoint(
             accelerator, checkpoint, settings=training_settings(args), trust_checkpoint=args.trust_checkpoint
         )
@@ -242,8 +248,9 @@ def run_with_the_folder(
             run.hub.close()
 
 
-def check_one_commit(accelerator: Accelerator, downloaded: DownloadedCheckpoint) -> None:
-    """Refuse to resume when the processes downloaded a Hub checkpoint from different commits (a push in between)."""
+def check_downloaded(accelerator: Accelerator, downloaded: DownloadedCheckpoint) -> None:
+    """Refuse to resume when the processes downloaded a Hub checkpoint from different commits (a push in between);
+    log the files the download left out."""
     commits = sorted(set(gather_object([downloaded.commit])))
     if len(commits) > 1:
         raise CheckpointError(
@@ -398,6 +405,7 @@ def run_model(run: Run, options: dict) -> None:
     )
     if accelerator.is_main_process:
         run.output.claim()
+        remove_stale_pushes(run.output)
         if args.push_to_hub:
             run.hub = HubPusher(run.output, hub_repo_id(args), args.hub_strategy, token=args.hub_token)
     accelerator.wait_for_everyone()
@@ -439,13 +447,17 @@ class TrainingState:
     lr_scheduler: torch.optim.lr_scheduler.LRScheduler
     progress: TrainingProgress
     steps_per_epoch: int
+    # Wall seconds this run spent saving checkpoints and starting their pushes (for results.json).
+    save_seconds: float = 0.0
 
 
 def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> tuple[torch.nn.Module, dict]:
     """The training loop: epochs of Adam steps with warm-up then linear decay, validation after each epoch.
 
     Returns the model to evaluate (the one with the best validation F1, reloaded from `model/` by
-    `prepare_for_evaluation`; the last weights, as trained, when there is no validation) and the training record of results.json.
+    `prepare_for_evaluation`; the last weights, as trained, when there is no validation) and the training record of
+    results.json (with `step_seconds`, the mean wall time of this run's optimizer steps, and `save_seconds`, the
+    time it spent saving checkpoints and starting their pushes).
     """
     args, accelerator = run.args, run.accelerator
     examples = FiberExamples(run.splits["train"], run.with_video)
@@ -495,6 +507,8 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         resume(run, state, processor, max_train_steps=max_train_steps, num_epochs=num_epochs)
     progress = state.progress
     skip = batches_to_skip(progress, len(train_loader), args.gradient_accumulation_steps)
+    # The steps' wall time, saves and validation left out, for results.json.
+    first_step, step_seconds = progress.completed_steps, 0.0
     # Closed on an error too, so that the error's line starts a line of its own.
     with tqdm(
         total=max_train_steps,
@@ -506,17 +520,24 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
             train_loader.set_epoch(epoch)
             batches = accelerator.skip_first_batches(train_loader, skip) if skip else train_loader
             skip = 0
+            started, saving = time.perf_counter(), state.save_seconds
             train_epoch(run, state, processor, batches, epoch, max_train_steps, bar)
+            step_seconds += time.perf_counter() - started - (state.save_seconds - saving)
             improved = end_epoch(run, state, processor, evaluator, epoch)
             checkpoint = f"epoch_{epoch}" if args.checkpointing_steps == "epoch" else None
-            if checkpoint is not None:
-                save_checkpoint(accelerator, run.output, checkpoint, progress)
             if improved or checkpoint is not None:
-                push_save(run, state, processor, checkpoint, f"epoch {epoch}")
+                save_and_push(run, state, processor, checkpoint, f"epoch {epoch}")
             if progress.completed_steps >= max_train_steps:
                 break
 
-    training = {"completed_steps": progress.completed_steps, "epochs": progress.history, "best": progress.best}
+    steps = progress.completed_steps - first_step
+    training = {
+        "completed_steps": progress.completed_steps,
+        "epochs": progress.history,
+        "best": progress.best,
+        "step_seconds": step_seconds / steps if steps else None,
+        "save_seconds": state.save_seconds,
+    }
     if progress.best is None:
         return model, training
     logger.info(
@@ -571,9 +592,8 @@ def train_epoch(
             progress.completed_steps += 1
             bar.update(1)
             if isinstance(args.checkpointing_steps, int) and progress.completed_steps % args.checkpointing_steps == 0:
-                checkpoint = f"step_{progress.completed_steps}"
-                save_checkpoint(accelerator, run.output, checkpoint, progress)
-                push_save(run, state, processor, checkpoint, f"step {progress.completed_steps}")
+                step = progress.completed_steps
+                save_and_push(run, state, processor, f"step_{step}", f"step {step}")
 
 
 def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluator: Evaluator, epoch: int) -> bool:
@@ -611,6 +631,17 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
             make_results(run, training={"epochs": progress.history, "best": progress.best}),
         )
     return improved
+
+
+def save_and_push(
+    run: Run, state: TrainingState, processor: FiberProcessor, checkpoint: str | None, description: str
+) -> None:
+    """Save `checkpoint` (if any), then push the save (`push_save`); the time it takes goes to `state.save_seconds`."""
+    started = time.perf_counter()
+    if checkpoint is not None:
+        save_checkpoint(run.accelerator, run.output, checkpoint, state.progress)
+    push_save(run, state, processor, checkpoint, description)
+    state.save_seconds += time.perf_counter() - started
 
 
 def push_save(

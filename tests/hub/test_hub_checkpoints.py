@@ -1,7 +1,9 @@
 """Checkpoints on the Hub: HubPusher's background pushes of a run's own files, and download_checkpoint."""
 
 import logging
+import os
 import pickle
+import socket
 import threading
 
 import pytest
@@ -10,7 +12,13 @@ from huggingface_hub import HfApi
 from fiberbench.errors import DataError
 from fiberbench.hub import HubPushError, push_files
 from fiberbench.training.checkpointing import CheckpointError
-from fiberbench.training.hub_checkpoints import LAST_CHECKPOINT, HubCheckpoint, HubPusher, download_checkpoint
+from fiberbench.training.hub_checkpoints import (
+    LAST_CHECKPOINT,
+    HubCheckpoint,
+    HubPusher,
+    download_checkpoint,
+    remove_stale_pushes,
+)
 from fiberbench.training.outputs import RunFolder
 
 REPO_ID = "fiber-org/run"
@@ -223,3 +231,12 @@ def test_a_hub_checkpoint_that_is_not_there_is_one_data_error(hub_server, tmp_pa
     push_checkpoint(tmp_path / "repo", {f"{LAST_CHECKPOINT}/{file}": content for file, content in CHECKPOINT.items()})
     with pytest.raises(DataError, match=message):
         download_checkpoint(HubCheckpoint.parse(name, revision=revision))
+
+
+def test_the_staging_folder_a_killed_push_left_is_removed_by_the_next_run(run_folder):
+    # What a run killed while pushing leaves: its hard links hold on to the files of an old save.
+    left = run_folder.path / f".hub-push.incomplete-{socket.gethostname()}-{2**22 + 1}-x1"
+    left.mkdir()
+    os.link(run_folder.path / "model" / "model.safetensors", left / "model.safetensors")
+    remove_stale_pushes(run_folder)
+    assert not left.exists() and (run_folder.path / "model" / "model.safetensors").exists()

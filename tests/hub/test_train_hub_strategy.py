@@ -93,6 +93,8 @@ def test_every_save_pushes_the_model_and_its_card_and_a_refused_commit_is_retrie
     for name in record["entries"]["model"]:
         assert hub_server.store.read_blob(final.files[name].sha256) == (output_dir / "model" / name).read_bytes()
     assert not list(output_dir.glob(".hub-push*")), "a staging folder was left behind"
+    training = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))["training"]
+    assert training["step_seconds"] > 0 and training["save_seconds"] > 0  # what bench/train.py --hub_push compares
 
 
 def test_a_final_push_that_fails_fails_the_run_in_one_line_after_its_outputs(hub_server, tmp_path):
