@@ -31,7 +31,7 @@ from fiberbench.modeling import (
     build_tiny_config,
 )
 from fiberbench.modeling.decoding import choose_noun_phrases
-from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, are_noun_phrases, load_spacy_pipeline
+from fiberbench.modeling.noun_phrases import are_noun_phrases, load_spacy_pipeline
 
 PARSES = Counter()
 
@@ -218,7 +218,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed training steps per run")
     parser.add_argument("--repeats", type=int, default=5, help="runs per measurement; the best is kept")
     parser.add_argument("--train_steps", type=int, default=150, help="sample training before the decoding bench")
-    parser.add_argument("--spacy_model", default=DEFAULT_PIPELINE)
+    parser.add_argument("--spacy_model", default=None)
     args = parser.parse_args()
     device = torch.device(args.device)
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)

@@ -11,8 +11,10 @@ import logging
 from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import write_json
+from fiberbench.files import check_input_files, write_json
 from fiberbench.ownership import Output, arguments_of, check_all, writing
+
+from .provenance import sample_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +88,9 @@ def _cell(results: dict, prefix: str, metric: str, deviation: str) -> str:
     return f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}{deviation}']:.1f})"
 
 
-def agreement_table(results: dict) -> str:
-    """Table 2 as Markdown: F1 and EM with their standard deviations, beside the paper's values."""
+def agreement_table(results: dict, sample_file: str | None = None) -> str:
+    """Table 2 as Markdown: F1 and EM with their standard deviations, beside the paper's values; headed SYNTHETIC when
+    the file is the bundled sample's `sample_file`."""
     with_ids = "all_answers_per_answer_f1_std_across_annotators" in results
     per_answer_deviation = "_std_across_annotators" if with_ids else "_std_across_answers"
     rows = {
@@ -112,6 +115,12 @@ def agreement_table(results: dict) -> str:
             "across annotators needs them (pass the crowd answers with --answers_files)"
         )
     notes = f"Leave one annotator out, the label counting as one more annotator; {counts}; {deviation}."
+    if sample_file is not None:
+        lines = [
+            f"**SYNTHETIC data** (the bundled sample's {sample_file}, or a copy): the numbers say nothing about FIBER.",
+            "",
+            *lines,
+        ]
     return "\n".join(lines) + f"\n\n{notes}\n"
 
 
@@ -131,6 +140,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_input_files([args.file, *(args.answers_files or [])])
     outputs = []
     if args.output_file:
         outputs.append(
@@ -142,8 +152,14 @@ def run(args: argparse.Namespace) -> int:
     elif args.overwrite_output_file:
         raise UsageError("--overwrite_output_file needs --output_file")
     with writing(outputs, **arguments_of(args)):
-        results = agreement_of_file(args.file, args.answers_files)
-        print(agreement_table(results))
+        sample_file = sample_file_name(args.file)
+        if sample_file is not None:
+            logger.warning(
+                "Human agreement of SYNTHETIC data (the bundled sample's %s): the numbers say nothing about FIBER",
+                sample_file,
+            )
+        results = agreement_of_file(args.file, args.answers_files) | {"synthetic": sample_file is not None}
+        print(agreement_table(results, sample_file))
         if args.output_file:
             write_json(args.output_file, results)
     if args.output_file:

@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
+from fiberbench.files import check_input_files
 from fiberbench.ownership import Output, arguments_of, check_all, writing
 
-from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video
+from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video, task_input_value
 from .fiber.validation import ClipKey, clip_key
 from .json_records import write_json_records
 
@@ -42,7 +43,8 @@ Answers CSVs come in three layouts, told apart by their columns:
   the inputs Input.video{i}_id, Input.video{i}_start_time and Input.video{i}_end_time, and
   Answer.taskAnswers, a JSON list of objects whose keys answer-{i}-{rank} hold the answers, ordered
   by rank, most natural first (an answer-input-{i} key, the text left in the box of the release's
-  page, comes last). Empty clip slots of a task's last row are ignored.
+  page, comes last). Empty clip slots of a task's last row are ignored. The inputs are read as
+  `fiberbench hit-inputs` writes them, HTML (an id starting with "-" is written "&#45;...").
 - Mechanical Turk results with one clip per row: WorkerId, Input.video_id, Input.video_start_time,
   Input.video_end_time, and one Answer.<name><n> column per answer, n its rank (Answer.answer1,
   Answer.answer2, ...).
@@ -231,7 +233,7 @@ def _task_submissions(table: CsvTable, rows: Iterable[tuple[int, dict[str, str]]
             raise DataError(f"{where}: field 'WorkerId' is empty")
         answers_by_clip = task_answers(row[TASK_ANSWERS_COLUMN], where, clips)
         for clip, columns in inputs.items():
-            video_id = row[columns["video_id"]].strip()
+            video_id = task_input_value(row[columns["video_id"]].strip())
             answers = tuple(filter(None, answers_by_clip.get(clip, [])))
             if not video_id:
                 if answers:
@@ -380,7 +382,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spacy_model",
         default=None,
-        help="spaCy pipeline of the noun-phrase rule (default: the paper's, en_core_web_trf, else an installed one).",
+        help="spaCy pipeline of the noun-phrase rule (default: $FIBERBENCH_SPACY_MODEL, else the paper's, "
+        "en_core_web_trf, else an installed one).",
     )
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
     parser.add_argument(
@@ -405,6 +408,7 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
 def run(args: argparse.Namespace) -> int:
     from .fiber.validation import read_release_records
 
+    check_input_files([*args.blanked_files, *args.answers_files])
     if len({path.name for path in args.blanked_files}) != len(args.blanked_files):
         raise UsageError(f"--blanked_files must have different names, got {[str(path) for path in args.blanked_files]}")
     outputs = [
@@ -426,9 +430,9 @@ def run(args: argparse.Namespace) -> int:
         if args.keep_non_noun_phrases:
             nlp = None
         else:
-            from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+            from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-            nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+            nlp = load_spacy_pipeline(args.spacy_model)
         all_records = [record for records in files.values() for record in records]
         merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
         kept = {clip_key(record): record for record in merged}

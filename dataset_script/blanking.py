@@ -30,6 +30,7 @@ from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.ownership import Output, arguments_of, writing
 
+from .fiber.validation import check_plain_video_id
 from .json_records import JsonRecordError, read_json_values, write_json_records
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ def clip_from_record(
         raise ValueError(f"field {captions_column!r} must be a list of strings, got {captions!r}")
     try:
         video_id, start, end = parse_clip_id(clip_id)
+        check_plain_video_id(video_id)
     except ValueError as error:
         raise ValueError(f"field {video_id_column!r}: {error}") from None
     for position, caption in enumerate(captions):
@@ -276,8 +278,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(
         "--spacy_model",
-        help="spaCy pipeline (default: the release's, en_core_web_trf; if missing, an installed smaller one, "
-        "with a warning).",
+        help="spaCy pipeline (default: $FIBERBENCH_SPACY_MODEL, else the release's, en_core_web_trf; if missing, an "
+        "installed smaller one, with a warning).",
     )
     parser.add_argument("--num_proc", type=positive_int, default=1, help="Processes that parse (output is identical).")
     parser.add_argument(
@@ -312,12 +314,13 @@ def _check_arguments(args: argparse.Namespace) -> Output:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
-
     output = _check_arguments(args)
     with writing([output], **arguments_of(args)):
         records, total = _input_records(args)
-        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+        # Imported once the input is known to be there: the modeling package loads torch and transformers.
+        from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
+        nlp = load_spacy_pipeline(args.spacy_model)
         summary = Counter()
         clips = _read_clips(records, args, nlp.max_length, summary)
         pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)

@@ -1,8 +1,10 @@
 """`fiberbench build-dataset`: run the FIBER builder and write a Hub-native Parquet dataset folder.
 
-The folder holds `text/{split}-*.parquet`, `i3d/{split}-*.parquet` (when features are given) and a
-README.md card whose YAML declares the configs and their features, so `load_dataset(folder)` and
-`load_dataset(folder, "i3d")` read it and `--push_to_hub` publishes it as it is.
+The folder holds `text/{split}-*.parquet`, one `{config}/{split}-*.parquet` per features folder
+given (`i3d` for VaTeX's I3D, else the name in the folder's `features.json`, written by
+`fiberbench extract-features`) and a README.md card whose YAML declares the configs and their
+features, so `load_dataset(folder)` and `load_dataset(folder, "i3d")` read it and `--push_to_hub`
+publishes it as it is.
 
 `datasets`, the builder, the card and the Hub client are imported where a build or a push needs
 them, so that `fiberbench build-dataset --help` answers at once.
@@ -25,6 +27,7 @@ from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, 
 from .sample import SAMPLE_DIR
 
 if TYPE_CHECKING:
+    from .fiber.features_info import FeaturesInfo
     from .fiber.fiber import Fiber
     from .fiber.validation import InvalidRecordError
 
@@ -35,21 +38,21 @@ DEFAULT_MAX_SHARD_SIZE = "500MB"
 
 @dataclass(frozen=True)
 class Sources:
-    """Where release-format data comes from: JSON files, optional category files and features folder."""
+    """Where release-format data comes from: JSON files, optional category files and features folders."""
 
     split_files: dict[str, str]
     category_files: dict[str, str]
-    features_dir: str | None
+    features_dirs: tuple[str, ...]
     description: str
     synthetic: bool = False
 
     @classmethod
-    def release(cls, features_dir: str | Path | None = None) -> "Sources":
+    def release(cls, *features_dirs: str | Path) -> "Sources":
         """The official release, downloaded from its URLs (needs the internet)."""
         return cls(
             dict(RELEASE_URLS),
             dict(RELEASE_CATEGORY_URLS),
-            _absolute(features_dir),
+            _absolute(features_dirs),
             "the official FIBER release files (https://lit.eecs.umich.edu/fiber/)",
         )
 
@@ -59,8 +62,9 @@ class Sources:
         return cls.from_location(SAMPLE_DIR, SAMPLE_DIR / "i3d")
 
     @classmethod
-    def from_location(cls, location: str | Path, features_dir: str | Path | None = None) -> "Sources":
-        """A local folder, or a base URL, holding train.json, val.json and test.json.
+    def from_location(cls, location: str | Path, *features_dirs: str | Path) -> "Sources":
+        """A local folder, or a base URL, holding train.json, val.json and test.json; each of `features_dirs`
+        a features config (see `read_features`).
 
         A local folder's category files (categories_val.tsv or val_label_categories.tsv, and the
         same for test) are used when present; a URL's are not looked for.
@@ -69,7 +73,7 @@ class Sources:
         if location.startswith(("http://", "https://")):
             base = location.rstrip("/")
             split_files = {split: f"{base}/{name}" for split, name in SPLIT_FILES.items()}
-            return cls(split_files, {}, _absolute(features_dir), f"the files at {base}")
+            return cls(split_files, {}, _absolute(features_dirs), f"the files at {base}")
         folder = Path(location).absolute()
         missing = [name for name in SPLIT_FILES.values() if not (folder / name).is_file()]
         if missing:
@@ -87,7 +91,7 @@ class Sources:
                 for split, names in CATEGORY_FILES.items()
                 if (path := next((folder / name for name in names if (folder / name).is_file()), None))
             },
-            _absolute(features_dir),
+            _absolute(features_dirs),
             description,
             synthetic,
         )
@@ -102,8 +106,33 @@ def _holds_the_sample(folder: Path) -> bool:
     )
 
 
-def _absolute(path: str | Path | None) -> str | None:
-    return None if path is None else str(Path(path).absolute())
+def _absolute(paths: tuple[str | Path, ...]) -> tuple[str, ...]:
+    return tuple(str(Path(path).absolute()) for path in paths)
+
+
+def read_features(sources: Sources) -> dict[str, tuple["FeaturesInfo", str]]:
+    """Config name -> the features of each features folder (`FeaturesInfo.read`) and the folder, checked before
+    any work.
+
+    Raises:
+        DataError: a folder is missing or its `features.json` is damaged.
+        UsageError: two folders would be the same config.
+    """
+    from .fiber.features_info import FeaturesInfo
+
+    features = {}
+    for features_dir in sources.features_dirs:
+        if not Path(features_dir).is_dir():
+            problem = "not a folder" if Path(features_dir).exists() else "no such folder"
+            raise DataError(f"{features_dir}: {problem} (the video features folder)")
+        info = FeaturesInfo.read(features_dir)
+        if info.name in features:
+            raise UsageError(
+                f"--features_dir {features[info.name][1]} and {features_dir} are both the {info.name!r} config: give "
+                "features of different encoders (or settings), or build them into different datasets"
+            )
+        features[info.name] = (info, features_dir)
+    return features
 
 
 @dataclass(frozen=True)
@@ -115,21 +144,40 @@ class BuildResult:
     invalid_records: dict[str, list["InvalidRecordError"]]
 
 
-def _prepare(config: str, sources: Sources, work_dir: Path, *, skip_invalid: bool, max_shard_size: str) -> "Fiber":
-    """Run the builder for one config into `work_dir/prepared/<config>` as Parquet shards."""
+def _prepare(
+    config: str,
+    sources: Sources,
+    work_dir: Path,
+    *,
+    features: "FeaturesInfo | None",
+    features_dir: str | None,
+    skip_invalid: bool,
+    max_shard_size: str,
+) -> "Fiber":
+    """Run the builder for one config (`text`, or that of `features` read from `features_dir`) into
+    `work_dir/prepared/<config>` as Parquet shards."""
     import datasets
 
     from .fiber.fiber import I3D_WRITER_BATCH_SIZE, Fiber
 
+    video = {}
+    if features is not None:
+        video = {
+            "features_dir": features_dir,
+            "feature_size": features.feature_size,
+            "writer_batch_size": I3D_WRITER_BATCH_SIZE,
+        }
+        if not features.is_i3d:  # the i3d config, renamed (see FiberConfig)
+            clip_features = f"{features.describe()} (T, {features.feature_size})"
+            video |= {"name": config, "description": f"Captions, blanks and answers, plus each clip's {clip_features}."}
     builder = Fiber(
-        config_name=config,
+        config_name="text" if features is None else "i3d",
         # A fresh cache inside the build: no earlier build's info can leak into this one.
         cache_dir=str(work_dir / "cache"),
         split_files=sources.split_files,
         category_files=sources.category_files,
-        features_dir=sources.features_dir,
         skip_invalid=skip_invalid,
-        writer_batch_size=I3D_WRITER_BATCH_SIZE if config == "i3d" else None,
+        **video,
     )
     logger.info("Building the %r config from %s", config, sources.description)
     try:
@@ -173,8 +221,8 @@ def dataset_output(output_dir: Path, sources: Sources, overwrite: bool) -> Outpu
     """
     local_inputs = [
         path
-        for path in (*sources.split_files.values(), *sources.category_files.values(), sources.features_dir)
-        if path is not None and not str(path).startswith(("http://", "https://"))
+        for path in (*sources.split_files.values(), *sources.category_files.values(), *sources.features_dirs)
+        if not str(path).startswith(("http://", "https://"))
     ]
     output = Output(
         output_dir,
@@ -211,7 +259,8 @@ def build_dataset(
 ) -> BuildResult:
     """Build FIBER (or data in its release format) into the Hub-native folder `output_dir`.
 
-    The `text` config is always built, the `i3d` config when `sources` has a features folder. All
+    The `text` config is always built, and a config per features folder of `sources`: `i3d` for VaTeX's
+    I3D, else the one its `features.json` names (see `fiber.features_info`). All
     work happens in a hidden folder beside `output_dir` that is renamed into place at the end and
     removed on any failure (`fiberbench.files.atomic_folder`): a failed build leaves nothing at
     `output_dir`. A build holds the folder's lock while it runs: a second build into it is refused.
@@ -227,18 +276,16 @@ def build_dataset(
 
     Raises:
         InvalidRecordError: a record is invalid (naming the file, record index and field).
-        DataError: the features folder does not exist.
-        UsageError: `output_dir` may not be written (see `dataset_output`), another build is writing it, or
-            `max_shard_size` is not a size.
+        DataError: a features folder does not exist, or its `features.json` is damaged.
+        UsageError: `output_dir` may not be written (see `dataset_output`), another build is writing it,
+            `max_shard_size` is not a size, or two features folders would be the same config.
         FileExistsError: another build published `output_dir` first.
     """
     from .fiber.card import make_dataset_card
 
     if not isinstance(sources, Sources):
         sources = Sources.from_location(sources)
-    if sources.features_dir is not None and not Path(sources.features_dir).is_dir():
-        problem = "not a folder" if Path(sources.features_dir).exists() else "no such folder"
-        raise DataError(f"{sources.features_dir}: {problem} (the I3D features folder)")
+    features = read_features(sources)
     _check_max_shard_size(max_shard_size)
     output_dir = Path(output_dir).expanduser().absolute()
     output = dataset_output(output_dir, sources, overwrite)
@@ -246,10 +293,17 @@ def build_dataset(
         # The builder's cache and prepared files, inside the staging folder so that a killed build
         # leaves one thing behind, which the next build of `output_dir` removes.
         work_dir = dataset_dir / ".build"
-        configs = ["text", "i3d"] if sources.features_dir else ["text"]
         infos, data_files, shards, invalid_records = {}, {}, {}, {}
-        for config in configs:
-            builder = _prepare(config, sources, work_dir, skip_invalid=skip_invalid, max_shard_size=max_shard_size)
+        for config in ["text", *features]:
+            builder = _prepare(
+                config,
+                sources,
+                work_dir,
+                features=features[config][0] if config in features else None,
+                features_dir=features[config][1] if config in features else None,
+                skip_invalid=skip_invalid,
+                max_shard_size=max_shard_size,
+            )
             shards[config] = _move_shards(builder, work_dir / "prepared" / config, dataset_dir / config)
             # On the Hub, `download_size` is what a user downloads: this config's Parquet files, not
             # the release files the builder read.
@@ -265,6 +319,7 @@ def build_dataset(
             synthetic=sources.synthetic,
             skipped={config: len(errors) for config, errors in invalid_records.items()},
             repo_hint=repo_id or output_dir.name,
+            features={config: info for config, (info, _) in features.items()},
         )
         card.save(dataset_dir / "README.md")
         shutil.rmtree(work_dir)
@@ -291,8 +346,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--features_dir",
         type=Path,
-        help="Folder of I3D features, {video_id}_{start:06d}_{end:06d}.npy of shape (1, T, 1024): "
-        "adds the `i3d` config. For the real data, VaTeX's I3D features, downloaded and extracted.",
+        nargs="+",
+        default=[],
+        metavar="FEATURES_DIR",
+        help="Folders of video features, {video_id}_{start:06d}_{end:06d}.npy of shape (1, T, D), each a config: "
+        "VaTeX's I3D features (downloaded and extracted; D = 1024) the `i3d` config, a folder written by "
+        "`fiberbench extract-features` the config its features.json names.",
     )
     parser.add_argument("--output_dir", type=Path, default=Path("fiber"), help="Folder to write (default: ./fiber).")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace --output_dir if it exists.")
@@ -310,10 +369,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _sources_from_args(args: argparse.Namespace) -> Sources:
     if args.release:
-        return Sources.release(args.features_dir)
-    if args.data_dir is None and args.features_dir is None:
+        return Sources.release(*args.features_dir)
+    if args.data_dir is None and not args.features_dir:
         return Sources.sample()
-    return Sources.from_location(args.data_dir or SAMPLE_DIR, args.features_dir)
+    return Sources.from_location(args.data_dir or SAMPLE_DIR, *args.features_dir)
 
 
 def _log_summary(result: BuildResult) -> None:

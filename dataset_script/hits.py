@@ -8,7 +8,6 @@ cells empty.
 
 import argparse
 import csv
-import html
 import logging
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from fiberbench.errors import DataError
 from fiberbench.files import atomic_path, write_text
 from fiberbench.ownership import Output, arguments_of, check_all, writing
 
-from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url
+from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url, task_input_cell
 
 logger = logging.getLogger(__name__)
 
@@ -30,19 +29,17 @@ def task_columns(questions_per_hit: int) -> list[str]:
 def task_rows(records: list[dict], questions_per_hit: int) -> list[dict[str, str]]:
     """One row per task, `questions_per_hit` clips each in the records' order.
 
-    Captions are HTML-escaped, as the release did: Mechanical Turk pastes the values into the page
-    as they are, where a quote or a `<` would break it.
+    Each cell is written by `task_input_cell`: HTML-escaped, as the release escaped its captions
+    (Mechanical Turk pastes the values into the page as they are, where a quote or a `<` would
+    break it), and never a formula for a spreadsheet that opens the CSV.
     """
     rows = []
     for first in range(0, len(records), questions_per_hit):
         row = dict.fromkeys(task_columns(questions_per_hit), "")
         for clip, record in enumerate(records[first : first + questions_per_hit], start=1):
             columns = input_columns(clip)
-            row[columns["video_id"]] = record["video_id"]
-            row[columns["video_start_time"]] = str(record["video_start_time"])
-            row[columns["video_end_time"]] = str(record["video_end_time"])
-            row[columns["masked_caption"]] = html.escape(record["masked_caption"])
-            row[columns["label"]] = record["label"]
+            for field, column in columns.items():
+                row[column] = task_input_cell(str(record[field]))
         rows.append(row)
     return rows
 

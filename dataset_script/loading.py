@@ -111,6 +111,7 @@ def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetD
                 ) from error
         raise DataError(cannot_load) from error
     check_no_nulls(splits, flag)
+    check_video_ids(splits, flag)
     return splits
 
 
@@ -127,6 +128,29 @@ def check_no_nulls(splits: "datasets.DatasetDict", flag: str) -> None:
             if column in split.column_names and split.data.column(column).null_count:
                 row = pyarrow.compute.index(split.data.column(column).is_null(), True).as_py()
                 raise DataError(f"{flag}: split {name}, row {row}: field {column!r} is null")
+
+
+def check_video_ids(splits: "datasets.DatasetDict", flag: str) -> None:
+    """A `DataError` naming the first row whose `video_id` is not a plain id (`check_plain_video_id`), before any work.
+
+    A build checks every id; a dataset made otherwise may hold `../outside/evil`, which `predict`
+    would turn into a path out of --video_dir.
+    """
+    import pyarrow.compute
+
+    from .fiber.validation import VIDEO_ID_PATTERN, check_plain_video_id
+
+    for name, split in splits.items():
+        if "video_id" not in split.column_names:
+            continue
+        column = split.data.column("video_id")
+        plain = pyarrow.compute.match_substring_regex(column, f"^(?:{VIDEO_ID_PATTERN.pattern})$")
+        if not pyarrow.compute.all(plain).as_py():
+            row = pyarrow.compute.index(plain, False).as_py()
+            try:
+                check_plain_video_id(column[row].as_py())
+            except ValueError as error:
+                raise DataError(f"{flag}: split {name}, row {row}: field 'video_id': {error}") from None
 
 
 def split_fingerprint(split: "datasets.Dataset", columns: list[str]) -> str:

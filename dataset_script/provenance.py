@@ -33,3 +33,16 @@ def is_synthetic(dataset_name: str | None) -> bool:
             return False
     info = read_build_info(folder)
     return bool(info and info.get("synthetic"))
+
+
+def sample_file_name(path: str | Path) -> str | None:
+    """The name of the bundled sample's split file (`val.json`) that the file at `path` is, or is a byte-for-byte copy
+    of; None for any other file. Commands that read a release-format file say SYNTHETIC of these."""
+    from .sample import SAMPLE_DIR
+
+    size = Path(path).stat().st_size
+    for name in ("train.json", "val.json", "test.json"):
+        sample = SAMPLE_DIR / name
+        if sample.stat().st_size == size and sample.read_bytes() == Path(path).read_bytes():
+            return name
+    return None

@@ -219,8 +219,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--spacy_model",
-        help="spaCy pipeline for noun phrases and POS tags (default: the paper's, en_core_web_trf; if missing, "
-        "an installed smaller one, with a warning).",
+        help="spaCy pipeline for noun phrases and POS tags (default: $FIBERBENCH_SPACY_MODEL, else the paper's, "
+        "en_core_web_trf; if missing, an installed smaller one, with a warning).",
     )
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
 
@@ -253,8 +253,6 @@ def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
-
     from .fiber.validation import read_release_records
 
     output = _check_arguments(args)
@@ -262,7 +260,10 @@ def run(args: argparse.Namespace) -> int:
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")
-        nlp = load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+        # Imported once the input is read: the modeling package loads torch and transformers.
+        from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
+        nlp = load_spacy_pipeline(args.spacy_model)
         check_lengths(records, nlp, str(args.file))
         stats = compute_stats(records, nlp, args.batch_size)
         with output.atomic_folder(**arguments_of(args)) as staging:

@@ -5,6 +5,7 @@ import importlib
 import logging
 import sys
 
+from . import __version__
 from .errors import run_reporting_errors
 
 # Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`, and
@@ -43,6 +44,15 @@ COMMANDS = {
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
     ),
+    "extract-features": (
+        "fiberbench.features.command",
+        "Video features of every clip from its video with an image or video encoder (CLIP, SigLIP, DINOv2, VideoMAE, "
+        "V-JEPA 2), for build-dataset --features_dir.",
+    ),
+    "lmms-eval-task": (
+        "fiberbench.lmms_eval_tasks.command",
+        "Print the folder of FIBER's lmms-eval task, for lmms-eval --include_path.",
+    ),
     "push-metric": (
         "fiberbench.metric.push",
         "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",
@@ -62,6 +72,17 @@ def positive_int(text: str) -> int:
     value = _integer(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type of rates: a finite number above 0 (a bad value is argparse's one-line error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
     return value
 
 
@@ -94,6 +115,7 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         prog="fiberbench",
         description="FIBER, the video fill-in-the-blanks benchmark: data, scoring and tools.",
     )
+    parser.add_argument("--version", action="version", version=f"fiberbench {__version__}")
     parser.add_argument(
         "--debug",
         action="store_true",

@@ -5,9 +5,19 @@ field, or the flag), and the command line prints it without a traceback (`--debu
 Both classes are `ValueError`s, so library callers can catch them as the usual bad-value error.
 """
 
+import contextlib
 import os
+import reprlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+
+# A message is cut after this many characters: one that quotes a huge input stays one readable line.
+MAX_MESSAGE_CHARS = 1000
+# Python's repr of a value, cut level by level: never built whole (see `quoted`). Python 3.11's Repr takes no
+# keyword arguments.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother = 2, 60, 60
+_SHORT_REPR.maxtuple = _SHORT_REPR.maxlist = _SHORT_REPR.maxdict = _SHORT_REPR.maxset = 4
 
 
 class FiberbenchError(ValueError):
@@ -28,11 +38,41 @@ class UsageError(FiberbenchError):
     exit_status = 2
 
 
+def quoted(value: object) -> str:
+    """`repr(value)` cut to a few lines' worth, for a message that quotes a user's value.
+
+    Built level by level with `reprlib`: the whole repr of a YAML "billion laughs" value (nine
+    aliases of nine aliases of ... "lol") would be 3.5 GB.
+    """
+    return _SHORT_REPR.repr(value)
+
+
 def describe(error: BaseException) -> str:
-    """One line for a user error; an `OSError` names its file ("x.json: No such file or directory")."""
+    """One line for a user error; an `OSError` names its file ("x.json: No such file or directory").
+
+    A message longer than `MAX_MESSAGE_CHARS` is cut there and says how long it was.
+    """
     if isinstance(error, OSError) and error.filename is not None and error.strerror:
         return f"{error.filename}: {error.strerror}"
-    return " ".join(str(error).split()) or type(error).__name__
+    text = str(error)
+    if len(text) > MAX_MESSAGE_CHARS:
+        return f"{' '.join(text[:MAX_MESSAGE_CHARS].split())} [... {len(text):,} characters in all]"
+    return " ".join(text.split()) or type(error).__name__
+
+
+@contextlib.contextmanager
+def alike_on_every_process() -> Iterator[None]:
+    """Around checks that every process of a multi-process launch makes alike (the flags, the inputs, the outputs):
+    a user error raised in the block is the same on every process, so only the main one says it.
+
+    `run_reporting_errors` reads the mark. Errors raised elsewhere, which may be one process's own
+    (its share of the data), are said by the process that raised them.
+    """
+    try:
+        yield
+    except (FiberbenchError, OSError) as error:
+        error.alike_on_every_process = True
+        raise
 
 
 def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: bool = False) -> int:
@@ -40,7 +80,10 @@ def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: b
 
     User errors are `FiberbenchError`s and `OSError`s (a missing file, a full disk, a refused
     connection). Anything else is a bug and keeps its traceback. With `debug` (`--debug`, or
-    `FIBERBENCH_DEBUG=1` in the environment) user errors keep theirs too.
+    `FIBERBENCH_DEBUG=1` in the environment) user errors keep theirs too. Under a multi-process
+    launch (`accelerate launch`, torchrun: `RANK` in the environment), an error that every process
+    raised alike (`alike_on_every_process`) is said by the main process alone; each process still
+    exits with the error's status.
     """
     debug = debug or os.environ.get("FIBERBENCH_DEBUG", "") not in ("", "0")
     try:
@@ -48,7 +91,8 @@ def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: b
     except (FiberbenchError, OSError) as error:
         if debug:
             raise
-        print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
+        if os.environ.get("RANK", "0") == "0" or not getattr(error, "alike_on_every_process", False):
+            print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
         return getattr(error, "exit_status", 1)
 
 

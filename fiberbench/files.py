@@ -10,10 +10,11 @@ Every file and folder the package writes goes through here:
 - Both give what they write the usual permissions (0644 files and 0755 folders under umask 022):
   `tempfile` makes its files 0600 and folders 0700, which colleagues on shared storage could not read.
 - `check_outputs_apart` refuses, before any work, an output that is an input or lies inside (or
-  holds) an input folder.
+  holds) an input folder; `check_input_files` refuses an input file that is not there.
 """
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -68,18 +69,23 @@ def _fsync(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, *, remove_stale: bool = True) -> Iterator[Path]:
     """A temporary path beside `path` (same suffix) to write; it replaces `path` when the block succeeds.
 
     On an exception the temporary file is removed and `path` is left as it was; after a kill, the
     next `atomic_path` for the same `path` removes it. An `OSError` about the temporary file (a full
     disk, a folder in the way) is raised about `path`, the name the user knows.
+
+    Looking for a killed run's temporary file lists the folder: a command that writes thousands of
+    files into one folder passes `remove_stale=False` and sweeps the folder once instead
+    (`remove_stale_temporaries`).
     """
     path = Path(path)
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_staging(path)
+        if remove_stale:
+            remove_stale_staging(path)
         descriptor, name = tempfile.mkstemp(
             dir=path.parent, prefix=f"{_staging_prefix(path)}{os.getpid()}-", suffix=f".tmp{path.suffix}"
         )
@@ -141,9 +147,29 @@ def remove_stale_staging(path: str | os.PathLike) -> list[Path]:
     """
     path = Path(path).absolute()
     prefix = _staging_prefix(path)
+    candidates = path.parent.glob(f"{prefix}*") if path.parent.is_dir() else ()
+    return _remove_if_stale([(candidate, candidate.name[len(prefix) :]) for candidate in candidates])
+
+
+def remove_stale_temporaries(folder: str | os.PathLike) -> list[Path]:
+    """Remove the staging folders and temporary files of every entry of `folder` left by this host's gone processes.
+
+    One listing of the folder, for commands that write many files into it with
+    `atomic_path(..., remove_stale=False)`. Returns what was removed.
+    """
+    folder = Path(folder).absolute()
+    mark = f"{STAGING_MARK}{socket.gethostname()}-"
+    candidates = folder.iterdir() if folder.is_dir() else ()
+    return _remove_if_stale(
+        [(candidate, candidate.name.split(mark, 1)[1]) for candidate in candidates if mark in candidate.name]
+    )
+
+
+def _remove_if_stale(candidates: list[tuple[Path, str]]) -> list[Path]:
+    """Remove each staging entry whose name, after its prefix (`PID-...`), names a process of this host that is gone."""
     removed = []
-    for candidate in path.parent.glob(f"{prefix}*") if path.parent.is_dir() else ():
-        pid = candidate.name[len(prefix) :].split("-", 1)[0]
+    for candidate, rest in candidates:
+        pid = rest.split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _is_running(int(pid)):
             if candidate.is_dir() and not candidate.is_symlink():
                 shutil.rmtree(candidate, ignore_errors=True)
@@ -206,6 +232,21 @@ def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator
 
 def _resolved(path: str | os.PathLike) -> Path:
     return Path(path).expanduser().resolve()
+
+
+def check_input_files(paths: Iterable[str | os.PathLike | None]) -> None:
+    """Refuse an input file that is missing or is a folder: the `OSError` that opening it would raise, naming it.
+
+    Commands call it first, before the heavy libraries load, so that a mistyped name is answered in
+    a fraction of a second rather than after torch, transformers or spaCy have started.
+    """
+    for path in paths:
+        if path is None:
+            continue
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fspath(path))
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
 
 
 def check_outputs_apart(

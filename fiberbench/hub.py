@@ -309,8 +309,7 @@ def model_loading_options(repo_id: str, *, flag: str, revision: str | None = Non
     anything else, a name that is no Hub id included (a mistyped folder), is one `DataError` (like
     any input that cannot be read) naming `flag` and the ways out.
     """
-    if not is_hub_id(repo_id):
-        raise DataError(f"{flag} {repo_id}: no such folder (and not a Hub model id)")
+    check_model_name(repo_id, flag=flag)
     cached = isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
     problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(repo_id, revision=revision)
     if problem is None:
@@ -322,6 +321,12 @@ def model_loading_options(repo_id: str, *, flag: str, revision: str | None = Non
         f"{problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
         f"(`hf download {repo_id}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
     )
+
+
+def check_model_name(name: str, *, flag: str) -> None:
+    """A `DataError` for a model name that is no Hub id (a mistyped folder), checked without the network."""
+    if not is_hub_id(name):
+        raise DataError(f"{flag} {name}: no such folder (and not a Hub model id)")
 
 
 def hub_problem(repo_id: str, *, repo_type: str = "model", revision: str | None = None) -> str | None:

@@ -288,6 +288,9 @@ class Output:
                 f"{self.flag} {self.path} was written by {record.written_by}, not {self.command}; nothing is "
                 f"replaced: choose another"
             )
+        if self.folder and found == [FOLDER_RECORD] and not record.entries:
+            # An earlier run that wrote nothing (it failed, or was killed, as it started): nothing to keep.
+            return None
         if self.folder:
             self._check_only_own_entries(record, found)
         return record

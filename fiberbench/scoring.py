@@ -3,7 +3,8 @@
 Each predictions file holds one row per blank of the split (JSON Lines, a JSON array or CSV), keyed
 by `video_id`, `video_start_time` and `video_end_time`, with the answer in `prediction` and,
 optionally, the ranked `candidates` (in CSV, a JSON-encoded list). training/train.py's
-predictions.jsonl is one: its rows of other splits are skipped. The join with the split is strict:
+predictions.jsonl is one: its rows of other splits are skipped; so is the samples file that lmms-eval
+logs for the FIBER task (--log_samples: `*_samples_fiber_test.jsonl`). The join with the split is strict:
 a missing, repeated or unknown blank is an error naming the file and the line. Every score comes
 from the metric's own functions, so it equals `evaluate.load("metric/fiber_metric").compute` on
 the same inputs, and so do the bootstrap confidence intervals (the same seed draws the same resamples).

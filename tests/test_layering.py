@@ -17,6 +17,7 @@ ARTIFACTS = {
     "fiberbench.modeling": "modeling",
     "fiberbench.training": "training",
     "fiberbench.predict": "fiberbench/predict",
+    "fiberbench.lmms_eval_tasks": "lmms_eval_tasks",
 }
 CORE = ("fiberbench.errors", "fiberbench.files", "fiberbench.ownership", "fiberbench.hub", "fiberbench.cli")
 

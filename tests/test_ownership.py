@@ -119,7 +119,8 @@ class Command:
     folder: bool
     overwrite_flag: str
     written_by: str
-    # A rerun with the same settings resumes (predict); then one with other settings is what is refused.
+    # A rerun with the same settings resumes (predict, extract-features); then one with other settings is what is
+    # refused.
     other_settings: tuple = ()
 
     def run(self, tmp: Path, *extra) -> int:
@@ -169,6 +170,19 @@ def save_tiny_seq2seq(tmp: Path) -> Path:
     return tmp / "model"
 
 
+def extract_features_inputs(tmp: Path) -> list:
+    """A tiny random CLIP image encoder and a folder of one synthetic video."""
+    from fiberbench.features.tiny_encoders import save_clip
+
+    from .predict.conftest import write_video
+
+    if not (tmp / "encoder").exists():
+        save_clip(tmp / "encoder")
+        (tmp / "videos").mkdir()
+        write_video(tmp / "videos" / "abc.mp4", seconds=2, fps=2)
+    return ["--video_dir", tmp / "videos", "--model_name_or_path", tmp / "encoder"]
+
+
 COMMANDS = [
     Command("build-dataset", lambda tmp, out: ["build-dataset", "--output_dir", out], "fiber", True,
             "--overwrite_output_dir", "fiberbench build-dataset"),
@@ -192,6 +206,9 @@ COMMANDS = [
             "predictions.jsonl", False, "--overwrite_output_file", "fiberbench predict", ("--num_beams", "2")),
     Command("train.py", lambda tmp, out: ["--baseline", "most_frequent_answer", "--output_dir", out], "run", True,
             "--overwrite_output_dir", "training/train.py"),
+    Command("extract-features", lambda tmp, out: ["extract-features", *extract_features_inputs(tmp),
+                                                  "--output_dir", out],
+            "features", True, "--overwrite_output_dir", "fiberbench extract-features", ("--fps", "2")),
 ]
 
 
@@ -256,7 +273,7 @@ def test_an_earlier_output_is_replaced_only_with_the_flag_and_its_record_names_t
     if command.other_settings:
         assert command.run(tmp_path) == 0  # resumed: nothing left to do
         line = refused(command, tmp_path, *command.other_settings)
-        assert "holds predictions made with other settings" in line and command.overwrite_flag in line
+        assert "made with other settings" in line and command.overwrite_flag in line
     else:
         line = refused(command, tmp_path)
         assert f"holds the output of an earlier run of {command.written_by}" in line and command.overwrite_flag in line

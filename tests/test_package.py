@@ -17,6 +17,8 @@ SUBPACKAGES = [
     "fiberbench.data",
     "fiberbench.data.annotation",
     "fiberbench.data.fiber",
+    "fiberbench.lmms_eval_tasks",
+    "fiberbench.lmms_eval_tasks.fiber.utils",
     "fiberbench.metric",
     "fiberbench.metric.fiber_metric",
     "fiberbench.modeling",
@@ -24,7 +26,7 @@ SUBPACKAGES = [
     "fiberbench.training",
 ]
 # Files that the package must carry for offline use: the sample, the annotation page, the metric
-# card, the shipped tokenizer and the training configs.
+# card, the shipped tokenizer, the training configs and the lmms-eval task.
 PACKAGE_DATA = [
     "fiberbench/data/annotation/annotation.html",
     "fiberbench/data/fiber/sample/train.json",
@@ -34,6 +36,10 @@ PACKAGE_DATA = [
     "fiberbench/metric/fiber_metric/README.md",
     "fiberbench/modeling/tokenizer/tokenizer.json",
     "fiberbench/training/configs/sample_demo.yaml",
+    "fiberbench/lmms_eval_tasks/fiber/_default_template_yaml",
+    "fiberbench/lmms_eval_tasks/fiber/fiber_test.yaml",
+    "fiberbench/lmms_eval_tasks/fiber/fiber_val.yaml",
+    "fiberbench/lmms_eval_tasks/fiber/utils.py",
 ]
 
 
@@ -112,5 +118,6 @@ def test_editable_install_maps_namespace_onto_artifact_folders(tmp_path):
     assert folders["fiberbench.data.fiber"] == "dataset_script/fiber"
     assert folders["fiberbench.metric"] == "metric"
     assert folders["fiberbench.metric.fiber_metric"] == "metric/fiber_metric"
+    assert folders["fiberbench.lmms_eval_tasks"] == "lmms_eval_tasks"
     assert folders["fiberbench.modeling"] == "modeling"
     assert folders["fiberbench.training"] == "training"

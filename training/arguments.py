@@ -4,21 +4,22 @@ The argparse defaults are the one source of truth and reproduce the paper's setu
 `--config FILE.yaml` replaces defaults, and flags given on the command line replace the file.
 With neither a model nor a dataset given, `configs/sample_demo.yaml` is layered under the user's
 config: the main job, which trains a tiny model on the bundled sample in a few minutes on a CPU.
+
+This module loads neither torch nor transformers (the choices they define are read when a value
+is checked, `LazyChoices`): the script refuses a mistyped flag or path at once.
 """
 
 import argparse
+import dataclasses
+import functools
 import math
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
-from transformers import SchedulerType
 
 from fiberbench.cli import non_negative_int, positive_int, seed
-from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import HubPushError, check_can_push
-from fiberbench.training.hub_checkpoints import HubCheckpoint
-from fiberbench.modeling import FUSIONS
-from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE
+from fiberbench.errors import DataError, UsageError, quoted
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
@@ -27,6 +28,9 @@ BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
 # What --push_to_hub pushes, and when, as the Trainer's `hub_strategy` (see `fiberbench.training.hub_checkpoints`).
 HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
+# The repo folder of the latest checkpoint with --hub_strategy checkpoint (the Trainer's name), which
+# --resume_from_checkpoint REPO_ID resumes.
+LAST_CHECKPOINT = "last-checkpoint"
 # The arguments that may differ between a run and its resumption: where its outputs go, how they are shown,
 # shared or read in, and the final test evaluation. Every other one shapes what is trained, and a checkpoint
 # resumes only with the values it was saved with (`training_settings`).
@@ -38,6 +42,39 @@ NOT_TRAINING_SETTINGS = frozenset(
         "per_device_eval_batch_size", "do_predict",
     }
 )
+
+
+class LazyChoices(Sequence):
+    """argparse `choices` read from a library the first time they are needed (a value to check, the help).
+
+    Building the parser then loads no torch or transformers, which take seconds. Give the flag a
+    `metavar`: argparse reads the choices of a flag without one as the parser is built.
+    """
+
+    def __init__(self, load: Callable[[], Iterable[str]]):
+        self._load = load
+
+    @functools.cached_property
+    def _choices(self) -> tuple[str, ...]:
+        return tuple(self._load())
+
+    def __getitem__(self, index):
+        return self._choices[index]
+
+    def __len__(self) -> int:
+        return len(self._choices)
+
+
+def _fusions() -> tuple[str, ...]:
+    from fiberbench.modeling import FUSIONS
+
+    return FUSIONS
+
+
+def _scheduler_types() -> list[str]:
+    from transformers import SchedulerType
+
+    return [kind.value for kind in SchedulerType]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -128,9 +165,11 @@ def build_parser() -> ArgumentParser:
     )
     model.add_argument(
         "--fusion",
-        choices=FUSIONS,
+        choices=LazyChoices(_fusions),
+        metavar="FUSION",
         default=None,
-        help='Video fusion; default: the checkpoint\'s own for a FIBER checkpoint, else "early" (T5 + I3D).',
+        help='Video fusion, one of %(choices)s; default: the checkpoint\'s own for a FIBER checkpoint, else "early" '
+        "(T5 + I3D).",
     )
     model.add_argument(
         "--baseline",
@@ -154,7 +193,13 @@ def build_parser() -> ArgumentParser:
         help="Total optimizer steps; overrides --num_train_epochs and sets the learning-rate schedule's length.",
     )
     training.add_argument("--gradient_accumulation_steps", type=positive_int, default=1)
-    training.add_argument("--lr_scheduler_type", choices=[kind.value for kind in SchedulerType], default="linear")
+    training.add_argument(
+        "--lr_scheduler_type",
+        choices=LazyChoices(_scheduler_types),
+        metavar="TYPE",
+        default="linear",
+        help="One of transformers' schedulers: %(choices)s.",
+    )
     training.add_argument(
         "--num_warmup_steps",
         type=non_negative_int,
@@ -208,8 +253,9 @@ def build_parser() -> ArgumentParser:
     )
     evaluation.add_argument(
         "--spacy_model",
-        default=DEFAULT_PIPELINE,
-        help="spaCy pipeline of the noun-phrase check (falls back with a warning to an installed English one).",
+        default=None,
+        help="spaCy pipeline of the noun-phrase check; default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf (falling "
+        "back with a warning to an installed English one).",
     )
 
     outputs = parser.add_argument_group("outputs, checkpoints and sharing")
@@ -314,7 +360,7 @@ def read_config(path: Path) -> dict:
         if isinstance(value, bool):
             flags.append(f"--{key}" if value else f"--no-{key}")
         elif isinstance(value, (list, dict)):
-            raise UsageError(f"{path}: {key} must be a single value, got {value!r}")
+            raise UsageError(f"{path}: {key} must be a single value, got {quoted(value)}")
         elif value is not None:
             # One token, so that a negative number is read as the value, not as a flag.
             flags.append(f"--{key}={value}")
@@ -337,6 +383,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     user_settings = read_config(config_path) if config_path else {}
     parser.set_defaults(**user_settings)
     args = parser.parse_args(argv)
+    check_paths(args)  # before the demo's settings, whose choices (fusion) load the model's libraries
     args.sample_demo = args.model_name_or_path is None and args.dataset_name is None
     if args.sample_demo and config_path != SAMPLE_DEMO_CONFIG:
         parser.set_defaults(**{**read_config(SAMPLE_DEMO_CONFIG), **user_settings})
@@ -352,11 +399,6 @@ def check_args(args: argparse.Namespace) -> None:
     if not (args.do_train or args.do_eval or args.do_predict):
         raise UsageError("Nothing to do: --no-do_train, --no-do_eval and --no-do_predict were all given.")
     if args.resume_from_checkpoint is not None:
-        if not Path(args.resume_from_checkpoint).is_dir() and hub_checkpoint(args) is None:
-            raise DataError(
-                f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder (and not a Hub "
-                "repo, REPO_ID or REPO_ID:FOLDER)."
-            )
         if not args.do_train:
             raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
     elif args.trust_checkpoint:
@@ -378,6 +420,27 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--hub_strategy {args.hub_strategy} says when --push_to_hub pushes, which was not given.")
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """A `DataError` for a checkpoint folder that is not there, or a --dataset_name or --model_name_or_path that is
+    neither a folder nor a possible Hub id: checked before the heavy libraries load, without the network (but for
+    a checkpoint on the Hub, which the Hub is asked for: a mistyped folder is often a possible repo id too)."""
+    from fiberbench.data.loading import check_dataset_name
+    from fiberbench.hub import check_model_name
+
+    if args.resume_from_checkpoint is not None and not Path(args.resume_from_checkpoint).is_dir():
+        source = hub_checkpoint(args)
+        if source is None:
+            raise DataError(
+                f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder (and not a Hub "
+                "repo, REPO_ID or REPO_ID:FOLDER)."
+            )
+        source.check()
+    if args.dataset_name is not None:
+        check_dataset_name(args.dataset_name)
+    if args.model_name_or_path is not None and not Path(args.model_name_or_path).expanduser().exists():
+        check_model_name(args.model_name_or_path, flag="--model_name_or_path")
+
+
 def training_settings(args: argparse.Namespace) -> dict:
     """The arguments that shape what a run trains (all but `NOT_TRAINING_SETTINGS`): saved in every checkpoint and
     compared on resume."""
@@ -395,6 +458,8 @@ def hub_repo_id(args: argparse.Namespace) -> str:
 
 def check_push(args: argparse.Namespace) -> None:
     """What --push_to_hub needs, checked before training rather than after it."""
+    from fiberbench.hub import HubPushError, check_can_push
+
     if args.baseline is not None or not args.do_train:
         raise UsageError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
     if args.hub_strategy in ("checkpoint", "all_checkpoints") and args.checkpointing_steps is None:
@@ -405,6 +470,43 @@ def check_push(args: argparse.Namespace) -> None:
         check_can_push(hub_repo_id(args), args.hub_token)
     except HubPushError as error:
         raise UsageError(f"--push_to_hub: {error}") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class HubCheckpoint:
+    """A checkpoint folder of a Hub model repo: --resume_from_checkpoint REPO_ID[:FOLDER] --hub_revision REV."""
+
+    repo_id: str
+    folder: str = LAST_CHECKPOINT
+    revision: str | None = None
+
+    @classmethod
+    def parse(cls, name: str, revision: str | None = None) -> "HubCheckpoint | None":
+        """`REPO_ID` (its `last-checkpoint/`) or `REPO_ID:FOLDER`; None when `name` reads as neither (no network)."""
+        from fiberbench.hub import is_hub_id
+
+        repo_id, _, folder = name.partition(":")
+        folder = folder.strip("/") or LAST_CHECKPOINT
+        if not is_hub_id(repo_id) or "\\" in folder or any(part in ("", ".", "..") for part in folder.split("/")):
+            return None
+        return cls(repo_id, folder, revision)
+
+    def check(self) -> None:
+        """A `DataError` unless the Hub has the repo (and revision), asked within seconds: the repo id may be a
+        mistyped folder."""
+        from fiberbench.hub import hub_problem
+
+        problem = hub_problem(self.repo_id, revision=self.revision)
+        if problem is not None:
+            raise DataError(f"--resume_from_checkpoint {self.given}: no such checkpoint folder, and {problem}")
+
+    @property
+    def given(self) -> str:
+        """The checkpoint as --resume_from_checkpoint names it."""
+        return self.repo_id if self.folder == LAST_CHECKPOINT else str(self)
+
+    def __str__(self) -> str:
+        return f"{self.repo_id}:{self.folder}"
 
 
 def hub_checkpoint(args: argparse.Namespace) -> HubCheckpoint | None:

@@ -37,14 +37,13 @@ from huggingface_hub.errors import EntryNotFoundError
 
 from fiberbench.errors import DataError
 from fiberbench.files import remove_stale_staging, staging_folder
-from fiberbench.hub import HubPushError, hub_problem, is_hub_id, push_files, stage_files
+from fiberbench.hub import HubPushError, push_files, stage_files
+from fiberbench.training.arguments import LAST_CHECKPOINT, HubCheckpoint
 from fiberbench.training.checkpointing import PROGRESS_FILE, CheckpointError, is_trusted_file, refuse_untrusted
 from fiberbench.training.outputs import MODEL_FOLDER, RunFolder
 
 logger = logging.getLogger(__name__)
 
-# The repo folder of the latest checkpoint with --hub_strategy checkpoint (the Trainer's name).
-LAST_CHECKPOINT = "last-checkpoint"
 FINAL_COMMIT_MESSAGE = "FIBER model trained with fiberbench"
 # The staging folders of the pushes are hidden folders named after this entry (never one of the run's entries).
 STAGING_NAME = "hub-push"
@@ -192,27 +191,6 @@ def log_failure(description: str, error: BaseException) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class HubCheckpoint:
-    """A checkpoint folder of a Hub model repo: --resume_from_checkpoint REPO_ID[:FOLDER] --hub_revision REV."""
-
-    repo_id: str
-    folder: str = LAST_CHECKPOINT
-    revision: str | None = None
-
-    @classmethod
-    def parse(cls, name: str, revision: str | None = None) -> "HubCheckpoint | None":
-        """`REPO_ID` (its `last-checkpoint/`) or `REPO_ID:FOLDER`; None when `name` reads as neither (no network)."""
-        repo_id, _, folder = name.partition(":")
-        folder = folder.strip("/") or LAST_CHECKPOINT
-        if not is_hub_id(repo_id) or "\\" in folder or any(part in ("", ".", "..") for part in folder.split("/")):
-            return None
-        return cls(repo_id, folder, revision)
-
-    def __str__(self) -> str:
-        return f"{self.repo_id}:{self.folder}"
-
-
-@dataclasses.dataclass(frozen=True)
 class DownloadedCheckpoint:
     """A Hub checkpoint in the local cache: its folder, the commit it came from, and the files left out."""
 
@@ -229,9 +207,7 @@ def download_checkpoint(source: HubCheckpoint, *, trust_checkpoint: bool = False
     never writes; a sharded checkpoint without `trust_checkpoint`) or that did not download whole.
     Safe to run in every process of a run at once: the cache locks each file it downloads.
     """
-    problem = hub_problem(source.repo_id, revision=source.revision)
-    if problem is not None:
-        raise DataError(f"--resume_from_checkpoint {source}: no such checkpoint folder, and {problem}")
+    source.check()
     api = HfApi()
     try:
         commit = api.repo_info(source.repo_id, revision=source.revision).sha

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 import fiberbench.data
+from fiberbench.data.fiber.features_info import I3D_CONFIG
 from fiberbench.errors import DataError
 
 VIDEO_COLUMN = "video_features"
@@ -26,9 +27,17 @@ BATCHES_PER_LENGTH_GROUP = 50
 MAX_DEFAULT_WORKERS = 8
 
 
-def default_config_name(fusion: str) -> str:
-    """The dataset config a model needs: video features for a fusion model, text alone otherwise."""
-    return "text" if fusion == "none" else "i3d"
+def default_config_name(fusion: str, video_features_name: str | None = None) -> str:
+    """The dataset config a model needs: text alone, or for a fusion model its video features (VaTeX's I3D, unless
+    a FIBER checkpoint says it reads others: `video_features_name`)."""
+    if fusion == "none":
+        return "text"
+    return video_features_name or I3D_CONFIG
+
+
+def video_feature_size(splits: datasets.DatasetDict) -> int:
+    """D, the size of each vector of the splits' `video_features` (an Array2D of shape (None, D))."""
+    return next(iter(splits.values())).features[VIDEO_COLUMN].shape[1]
 
 
 def load_splits(dataset_name: str | None, config_name: str, fusion: str) -> datasets.DatasetDict:

@@ -77,7 +77,7 @@ def make_model_card(
         fusion: the model's fusion, `"none"`, `"early"` or `"late"`.
         hyperparameters: the training settings to list (learning rate, batch size, epochs, ...).
         model_name: the model's Hub id (or name), shown in the `model-index` and the usage example.
-        dataset_config: the dataset config (`"text"` or `"i3d"`), if any.
+        dataset_config: the dataset config (`"text"`, `"i3d"` or another encoder's features), if any.
         split: the split the results are on.
         single_feature: whether the model saw one feature per clip (the paper's "1f" variants).
         synthetic: whether the data is the bundled SYNTHETIC sample (or built from it): the card
@@ -106,12 +106,14 @@ def make_model_card(
         )
         for name, value in scores.items()
     ]
-    video = "one I3D feature per clip" if single_feature else "the clip's I3D features"
+    features = "I3D" if dataset_config in (None, "i3d") else f"`{dataset_config}`"
+    video = f"one {features} feature per clip" if single_feature else f"the clip's {features} features"
     fusion_line = FUSION_DESCRIPTIONS[fusion] + ("" if fusion == "none" else f", reading {video}")
     video_argument = "" if fusion == "none" else ", video_features=[features]"
     origin = f"`{base_model}` fine-tuned" if base_model else "a T5 trained from scratch"
     evaluated_on = f"{split} split" + (f", {dataset_config} config" if dataset_config else "")
-    tags = ["fiber", "video", "fill-in-the-blanks", "t5"] + ([] if fusion == "none" else ["i3d", f"{fusion}-fusion"])
+    video_tags = [dataset_config or "i3d", f"{fusion}-fusion"]
+    tags = ["fiber", "video", "fill-in-the-blanks", "t5"] + ([] if fusion == "none" else video_tags)
     tags += ["synthetic-data"] if synthetic else []
     synthetic_note = (
         "\n**Trained and evaluated on SYNTHETIC data** (the sample bundled with fiberbench, or a dataset built "

@@ -2,8 +2,8 @@
 
 A task shows several clips (five in the paper), each with its masked caption. Its inputs are, for
 clip number `i` from 1, the columns `video{i}_id`, `video{i}_start_time`, `video{i}_end_time`,
-`question{i}` (the masked caption, HTML-escaped so that quotes cannot break the page) and
-`label{i}`. A worker's answers come back as one JSON object whose key `answer-{i}-{rank}` holds
+`question{i}` (the masked caption) and `label{i}`, each cell written by `task_input_cell`: HTML, so
+that quotes cannot break the page, and never a spreadsheet formula. A worker's answers come back as one JSON object whose key `answer-{i}-{rank}` holds
 the answer of rank `rank` (from 1, most natural first) to clip `i`; a clip that would not play is
 answered "unavailable video". On Mechanical Turk the object is the `Answer.taskAnswers` column of
 the results export, in a JSON list, as a crowd-form returns it.
@@ -12,6 +12,7 @@ the results export, in a JSON list, as a crowd-form returns it.
 placeholders, also usable in a browser with the same inputs in its query string.
 """
 
+import html
 import re
 import urllib.parse
 from pathlib import Path
@@ -25,6 +26,8 @@ UNAVAILABLE_VIDEO = "unavailable video"
 # in a clip's text box at submission, which the release counted as that clip's last answer.
 ANSWER_KEY = re.compile(r"answer-(\d+)-(\d+)")
 PENDING_ANSWER_KEY = re.compile(r"answer-input-(\d+)")
+# The first characters that make a spreadsheet read a cell as a formula (see `task_input_cell`).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 # The clip slots of the page lie between these two lines; `annotation_page` rewrites them.
 _SLOTS_START = "<!-- clip slots: one per clip of a task -->\n"
@@ -40,6 +43,26 @@ def input_columns(clip: int) -> dict[str, str]:
         "masked_caption": f"question{clip}",
         "label": f"label{clip}",
     }
+
+
+def task_input_cell(value: str) -> str:
+    """A task input as its CSV cell: HTML-escaped text that no spreadsheet runs as a formula.
+
+    Mechanical Turk pastes each cell into the page as it is, so quotes, `<` and `&` are escaped. A
+    spreadsheet (Excel, LibreOffice, Google Sheets) opening the CSV runs a cell that starts with
+    `=`, `+`, `-`, `@`, a tab or a carriage return as a formula (OWASP, "CSV Injection"): such a
+    first character is written as its character reference (`=` as `&#61;`), which the page shows as
+    the character itself. `task_input_value` reads a cell back.
+    """
+    cell = html.escape(value)
+    if cell.startswith(FORMULA_STARTS):
+        cell = f"&#{ord(cell[0])};{cell[1:]}"
+    return cell
+
+
+def task_input_value(cell: str) -> str:
+    """The task input that a cell of `task_input_cell` holds (Mechanical Turk's results repeat it as `Input.*`)."""
+    return html.unescape(cell)
 
 
 def is_unavailable_video(answer: str) -> bool:

@@ -12,13 +12,15 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from fiberbench import __version__
 
+from .features_info import FeaturesInfo
 from .fiber import Fiber
 
 CARD_TEMPLATE_PATH = Path(__file__).parent / "card_template.md"
 
 # The card's YAML key for what fiberbench knows of the build: `{"built_by": BUILT_BY, "version": ...,
-# "synthetic": bool}`. Machine-readable: training, scoring and model cards read `synthetic` from it,
-# and `build-dataset --overwrite_output_dir` replaces only a folder that carries it.
+# "synthetic": bool, "video_features": {config: features.json, or {"name": "i3d", ...}}}`. Machine-readable:
+# training, scoring and model cards read `synthetic` from it, and `build-dataset --overwrite_output_dir`
+# replaces only a folder that carries it.
 BUILD_INFO_KEY = "fiberbench"
 BUILT_BY = "fiberbench build-dataset"
 
@@ -57,6 +59,7 @@ def make_dataset_card(
     synthetic: bool,
     skipped: dict[str, int],
     repo_hint: str,
+    features: dict[str, FeaturesInfo] | None = None,
 ) -> DatasetCard:
     """Render the card: YAML `configs` and `dataset_info` (so Array2D features survive), and prose.
 
@@ -69,15 +72,27 @@ def make_dataset_card(
         synthetic: built from the bundled synthetic sample (the card says so everywhere).
         skipped: config name -> number of invalid records skipped.
         repo_hint: how `load_dataset` names the folder in the card's example.
+        features: config name -> the video features it adds (VaTeX's I3D, or an encoder's, whose
+            `features.json` goes into the card's YAML under `fiberbench.video_features`).
     """
+    features = features or {}
     card_data = DatasetCardData(
         pretty_name="FIBER (SYNTHETIC sample)" if synthetic else "FIBER",
         language=["en"],
         license="other",
         task_categories=["text-generation", "video-text-to-text"],
-        tags=["video", "fill-in-the-blanks", "i3d", "vatex"] + (["synthetic"] if synthetic else []),
+        tags=["video", "fill-in-the-blanks", "vatex"]
+        + (["i3d"] if any(info.is_i3d for info in features.values()) else [])
+        + (["synthetic"] if synthetic else []),
         source_datasets=["extended|vatex"],
-        **{BUILD_INFO_KEY: {"built_by": BUILT_BY, "version": __version__, "synthetic": synthetic}},
+        **{
+            BUILD_INFO_KEY: {
+                "built_by": BUILT_BY,
+                "version": __version__,
+                "synthetic": synthetic,
+                "video_features": {config: info.to_json() for config, info in features.items()},
+            }
+        },
     )
     MetadataConfigs(
         {
@@ -120,6 +135,7 @@ def make_dataset_card(
         source=source,
         skipped={config: count for config, count in skipped.items() if count},
         citation=info.citation.strip(),
+        features=features,
     )
 
 

@@ -1,4 +1,4 @@
-"""FIBER, the video fill-in-the-blanks benchmark, as a `datasets` builder with configs `text` and `i3d`.
+"""FIBER, the video fill-in-the-blanks benchmark, as a `datasets` builder with configs `text`, `i3d` and other features.
 
 datasets >= 4 no longer runs loading scripts, so this builder is not loaded by `load_dataset`:
 `fiberbench build-dataset` runs it and writes a Hub-native Parquet folder that `load_dataset` reads.
@@ -38,8 +38,8 @@ answers of about 9 crowd annotators).
 
 _HOMEPAGE = "https://lit.eecs.umich.edu/fiber/"
 
-# An i3d row is ~128 KB (32 x 1024 float32): the writer keeps this many rows in memory before
-# writing a Parquet row group, so memory stays flat in the number of clips.
+# An i3d row is ~128 KB (32 x 1024 float32): the writer keeps this many rows of a features config in
+# memory before writing a Parquet row group, so memory stays flat in the number of clips.
 I3D_WRITER_BATCH_SIZE = 64
 
 
@@ -64,12 +64,18 @@ def _read_values(source: str, path: str) -> Iterator[object]:
 class FiberConfig(datasets.BuilderConfig):
     """BuilderConfig for FIBER.
 
+    A config of another encoder's features (from `fiberbench extract-features`) is the `i3d` config
+    given its own `name`, `description` and `feature_size` (datasets applies a builder's keyword
+    arguments over the named config, its name included).
+
     Args:
-        with_video_features: add `video_features`, the clip's I3D features, float32 (T, 1024).
+        with_video_features: add `video_features`, the clip's features, float32 (T, `feature_size`).
         split_files: split name ("train", "validation", "test") -> path or URL of a release JSON file.
         category_files: split name -> path or URL of a tab-separated `video_id`/`category` file
             (the paper's Table 4 categories); splits without one get `category` None.
-        features_dir: local folder of `{video_id}_{start:06d}_{end:06d}.npy` files, required by `i3d`.
+        features_dir: local folder of `{video_id}_{start:06d}_{end:06d}.npy` files of shape (1, T,
+            `feature_size`), required by a features config.
+        feature_size: D, the size of one feature vector (1024 for I3D).
         skip_invalid: skip (and count in `Fiber.invalid_records`) records that fail validation,
             instead of stopping at the first one.
     """
@@ -78,6 +84,7 @@ class FiberConfig(datasets.BuilderConfig):
     split_files: dict[str, str] = field(default_factory=dict)
     category_files: dict[str, str] = field(default_factory=dict)
     features_dir: str | None = None
+    feature_size: int = VIDEO_FEATURE_SIZE
     skip_invalid: bool = False
 
 
@@ -98,7 +105,7 @@ class Fiber(datasets.GeneratorBasedBuilder):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if self.config.with_video_features and not self.config.features_dir:
-            raise ValueError(f"Config {self.config.name!r} needs `features_dir`, the folder of I3D .npy files.")
+            raise ValueError(f"Config {self.config.name!r} needs `features_dir`, the folder of feature .npy files.")
         # Filled while generating when `skip_invalid` is set: the errors of the skipped records.
         self.invalid_records: list[InvalidRecordError] = []
 
@@ -114,7 +121,7 @@ class Fiber(datasets.GeneratorBasedBuilder):
             "category": datasets.Value("string"),
         }
         if self.config.with_video_features:
-            features["video_features"] = datasets.Array2D(shape=(None, VIDEO_FEATURE_SIZE), dtype="float32")
+            features["video_features"] = datasets.Array2D(shape=(None, self.config.feature_size), dtype="float32")
         return datasets.DatasetInfo(
             description=_DESCRIPTION,
             features=datasets.Features(features),
@@ -170,7 +177,7 @@ class Fiber(datasets.GeneratorBasedBuilder):
     def _generate_examples(
         self, source: str, path: str, category_source: str | None, category_path: str | None
     ) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Validate each record, join its category and, for `i3d`, read its features (clip by clip)."""
+        """Validate each record, join its category and, for a features config, read its features (clip by clip)."""
         categories = self._read_categories(category_source, category_path)
         features_dir = Path(self.config.features_dir) if self.config.with_video_features else None
         for index, record in enumerate(_read_values(source, path)):
@@ -182,7 +189,9 @@ class Fiber(datasets.GeneratorBasedBuilder):
                     file_name = feature_file_name(
                         example["video_id"], example["video_start_time"], example["video_end_time"]
                     )
-                    example["video_features"] = load_video_features(features_dir / file_name, file=source, index=index)
+                    example["video_features"] = load_video_features(
+                        features_dir / file_name, file=source, index=index, feature_size=self.config.feature_size
+                    )
             except InvalidRecordError as error:
                 self._skip_or_raise(error)
                 continue

@@ -1,4 +1,4 @@
-"""Validation of FIBER release-format records, category files and I3D feature files.
+"""Validation of FIBER release-format records, category files and video feature files.
 
 Every check raises `InvalidRecordError`, whose message names the file, the record index and the
 field, so that a bad record in a 28,000-record file can be found at once.
@@ -48,14 +48,24 @@ def _require_type(value: Any, expected: type, *, file: str, index: int, field: s
         raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
 
 
-def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
-    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`)."""
-    _require_type(video_id, str, file=file, index=index, field="video_id")
+def check_plain_video_id(video_id: str) -> str:
+    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`), else a ValueError saying why.
+
+    Every reader of ids checks them (the builder, `blank`, `fiberbench.data.load_fiber`): an id is
+    part of file names, and `../x` or `/x` would lead out of the folder it is looked up in.
+    """
     if not VIDEO_ID_PATTERN.fullmatch(video_id):
-        raise InvalidRecordError(
-            file, index, "video_id", f"{video_id!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')"
-        )
+        raise ValueError(f"{video_id[:100]!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')")
     return video_id
+
+
+def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
+    """The id itself if it is a plain YouTube-style id (`check_plain_video_id`)."""
+    _require_type(video_id, str, file=file, index=index, field="video_id")
+    try:
+        return check_plain_video_id(video_id)
+    except ValueError as error:
+        raise InvalidRecordError(file, index, "video_id", str(error)) from None
 
 
 def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[list[str]]:
@@ -171,8 +181,9 @@ def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tupl
     return video_id, category
 
 
-def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
-    """The clip's I3D features as float32 (T, 1024), from a release `.npy` of shape (1, T, 1024).
+def load_video_features(path: Path, *, file: str, index: int, feature_size: int = VIDEO_FEATURE_SIZE) -> np.ndarray:
+    """The clip's features as float32 (T, D), from a `.npy` of shape (1, T, D): the release's I3D layout (D = 1024),
+    which `fiberbench extract-features` writes too (D = `feature_size`).
 
     The file must lie in its features folder (`path.parent`): a symbolic link that leads out of
     it is refused, so that a crafted folder cannot make the build read (and publish) other files.
@@ -194,9 +205,9 @@ def load_video_features(path: Path, *, file: str, index: int) -> np.ndarray:
             features = np.lib.format.read_array(stream, allow_pickle=False)
     except (OSError, ValueError) as error:
         raise InvalidRecordError(file, index, field, f"{path}: not a readable .npy array ({error})") from error
-    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != VIDEO_FEATURE_SIZE:
+    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != feature_size:
         raise InvalidRecordError(
-            file, index, field, f"{path.name}: expected shape (1, T, {VIDEO_FEATURE_SIZE}), got {features.shape}"
+            file, index, field, f"{path.name}: expected shape (1, T, {feature_size}), got {features.shape}"
         )
     if not np.issubdtype(features.dtype, np.floating):
         raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")

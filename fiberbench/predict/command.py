@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from fiberbench.data.fiber.validation import ClipKey
 
     from .kinds import Predictor
-    from .videos import ClipVideo
+    from .videos import ClipVideo, FrameSampling
 
 logger = logging.getLogger(__name__)
 
@@ -46,16 +46,20 @@ KIND_NAMES = {
 # The kinds prompted in words (`--prompt`), whose replies the answer reader reads (`replies`).
 PROMPTED_KINDS = ("causal", "video")
 DEFAULT_NUM_FRAMES = 8
+# The sequence length T5 was pre-trained on (Raffel et al., 2020, §3.1.2): the bound of --max_new_tokens for models
+# whose relative positions state no maximum.
+T5_TRAINED_LENGTH = 512
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "The kind of model is read from its config: FIBER models (I3D features, the paper's decoding), seq2seq LMs "
         "(the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is one) and "
-        "video-language models (AutoModelForImageTextToText: --num_frames frames of each clip's video in --video_dir, "
-        "then --prompt). The answer in a causal or video-language model's reply is read as a person would: the "
-        "filled-in caption, 'the answer is X', a quoted or bold phrase, else the first sentence "
-        "(fiberbench.predict.replies); the replies are kept, and --reread reads them again. "
+        "video-language models (AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a video "
+        "when the processor has a video processor, else as images; then --prompt). The answer in a causal or "
+        "video-language model's reply is read as a person would: the filled-in caption, 'the answer is X', a quoted "
+        "or bold phrase, else the first sentence (fiberbench.predict.replies); the replies are kept, and --reread "
+        "reads them again. "
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
         f"The default --prompt: {DEFAULT_PROMPT!r}"
     )
@@ -64,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
     model.add_argument(
         "--model_type", choices=list(KIND_NAMES), default=None, help="Override the kind read from the config."
+    )
+    model.add_argument(
+        "--device_map",
+        default=None,
+        help="Spread the model over this machine's GPUs (auto, balanced, sequential; Accelerate places the layers): "
+        "for a model too big for one GPU, in one process. For many clips at once on many GPUs, accelerate launch.",
     )
     model.add_argument(
         "--trust_remote_code",
@@ -85,11 +95,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4.",
     )
     data.add_argument(
+        "--video_input",
+        choices=("auto", "video", "images"),
+        default=None,
+        help="Video-language models: the frames as a video (the processor's video processor, the frames' times as "
+        "video metadata) or as images (its image processor). Default auto: a video when the processor has a video "
+        "processor, else images.",
+    )
+    data.add_argument(
         "--num_frames",
         type=positive_int,
         default=None,
-        help=f"Frames sampled uniformly per clip (default {DEFAULT_NUM_FRAMES}).",
+        help="Frames per clip, at the centres of equal parts of it (default: the video processor's own sampling "
+        f"where it has one, else {DEFAULT_NUM_FRAMES}).",
     )
+    data.add_argument(
+        "--fps",
+        type=positive_float,
+        default=None,
+        help="Instead of --num_frames: frames per second of clip (every frame, if the video has fewer).",
+    )
+    data.add_argument("--max_frames", type=positive_int, default=None, help="With --fps: frames per clip at most.")
     data.add_argument(
         "--skip_missing_videos",
         action="store_true",
@@ -106,7 +132,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1).",
     )
     decoding.add_argument(
-        "--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (default 10)."
+        "--max_new_tokens",
+        type=positive_int,
+        default=10,
+        help="Tokens generated at most (default 10; at most the model's positions).",
     )
     # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
     decoding.add_argument(
@@ -134,7 +163,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     decoding.add_argument(
         "--spacy_model",
         default=None,
-        help="spaCy pipeline of the noun-phrase checks (default en_core_web_trf, else the largest English one here).",
+        help="spaCy pipeline of the noun-phrase checks (default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf, else "
+        "the largest English one here).",
     )
     decoding.add_argument(
         "--per_device_eval_batch_size",
@@ -145,9 +175,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output = parser.add_argument_group("output")
     output.add_argument(
         "--output_file",
-        type=Path,
+        type=jsonl_file,
         default=Path("predictions.jsonl"),
-        help="The predictions (JSON Lines); its settings go to NAME.metadata.json beside it. Rerun to resume.",
+        help="The predictions, JSON Lines (a .jsonl file); its settings go to NAME.metadata.json beside it. Rerun to "
+        "resume.",
     )
     output.add_argument(
         "--overwrite_output_file", action="store_true", help="Replace an output made with other settings."
@@ -162,6 +193,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def jsonl_file(text: str) -> Path:
+    """argparse type of --output_file: a `.jsonl` file, the format written (and the one `evaluate` reads as such)."""
+    if Path(text).suffix != ".jsonl":
+        raise argparse.ArgumentTypeError(f"predictions are JSON Lines: name a .jsonl file, got {text!r}")
+    return Path(text)
+
+
 def check_flags(args) -> None:
     """The flag values on their own (UsageError), before anything is loaded."""
     if args.model_name_or_path is None:
@@ -171,6 +209,15 @@ def check_flags(args) -> None:
             check_template(args.prompt)
         except ValueError as error:
             raise UsageError(str(error)) from error
+    if args.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise UsageError(
+            "--device_map spreads one model over the GPUs in one process; under accelerate launch each process holds "
+            "a copy of the model: use one or the other"
+        )
+    if args.num_frames is not None and args.fps is not None:
+        raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
+    if args.max_frames is not None and args.fps is None:
+        raise UsageError("--max_frames applies to --fps (with --num_frames, the number of frames is fixed)")
     if args.video_dir is not None and args.video_dir.exists() and not args.video_dir.is_dir():
         raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the clips' videos")
     if args.video_dir is not None and not args.video_dir.is_dir():
@@ -184,10 +231,6 @@ def load_config(args):
     (in seconds: `fiberbench.hub.model_loading_options`); a config that loads but cannot be used
     (e.g. it needs --trust_remote_code) is a UsageError.
     """
-    from transformers import AutoConfig
-
-    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
-
     name = args.model_name_or_path
     folder = Path(name).expanduser()
     args.hub_options = {}  # from_pretrained's options for a Hub id, set below
@@ -201,6 +244,11 @@ def load_config(args):
 
     # Checked in seconds: an unreachable Hub would otherwise retry for half a minute per file.
     args.hub_options = model_loading_options(name, flag="--model_name_or_path", revision=args.revision)
+    # Imported once the model is known to be somewhere: transformers and torch take seconds to load.
+    from transformers import AutoConfig
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
+
     try:
         return AutoConfig.from_pretrained(
             name, revision=args.revision, trust_remote_code=args.trust_remote_code, **args.hub_options
@@ -213,6 +261,8 @@ def local_config(args, folder: Path):
     """The config of a local model folder; a missing or broken config.json is a DataError naming it."""
     from transformers import AutoConfig
     from transformers.utils import CONFIG_NAME
+
+    import fiberbench.modeling  # noqa: F401 - registers the FIBER config with AutoConfig
 
     config_file = folder / CONFIG_NAME
     if not config_file.is_file():
@@ -275,10 +325,26 @@ def choose_kind(args, config) -> str:
             f"{name} is a video-language model: give --video_dir with the clips' videos "
             "(or --model_type causal to run it on the captions alone)"
         )
-    for flag in ("video_dir", "num_frames", "skip_missing_videos"):
+    for flag in ("video_dir", "video_input", "num_frames", "fps", "max_frames", "skip_missing_videos"):
         if kind != "video" and getattr(args, flag) not in (None, False):
             raise UsageError(f"--{flag} is for video-language models; {KIND_NAMES[kind]} does not read videos")
     return kind
+
+
+def check_max_new_tokens(args, config) -> None:
+    """--max_new_tokens within the positions of the model's text model; T5's relative positions state none, so
+    there it is at most `T5_TRAINED_LENGTH`."""
+    positions = getattr(config.get_text_config(), "max_position_embeddings", None)
+    if positions is not None and args.max_new_tokens > positions:
+        raise UsageError(
+            f"--max_new_tokens {args.max_new_tokens}: more than the {positions} positions of "
+            f"{args.model_name_or_path}'s text model"
+        )
+    if positions is None and args.max_new_tokens > T5_TRAINED_LENGTH:
+        raise UsageError(
+            f"--max_new_tokens {args.max_new_tokens}: more than {args.model_name_or_path} generates (it states no "
+            f"maximum of positions: at most {T5_TRAINED_LENGTH}, the length T5 was trained on)"
+        )
 
 
 def make_predictor(args, kind: str, config) -> "Predictor":
@@ -342,8 +408,11 @@ def clip_keys(split, described: str) -> "list[ClipKey]":
     return keys
 
 
-def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
-    """Each clip's video, checked to be usable (`check_video`); None for a missing one with --skip_missing_videos.
+def find_videos(
+    args, keys: "list[ClipKey]", sampling: "FrameSampling"
+) -> "tuple[list[ClipVideo | None], list[int | None]]":
+    """Each clip's video, checked to give the frames of `sampling` (`check_video`), and how many frames it gives;
+    None for a missing one with --skip_missing_videos.
 
     Every video is opened here, before any work, so that a bad one is one error line on every
     process at once, not a failure of one process in the middle of a run.
@@ -360,13 +429,12 @@ def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
             f"looked for {expected_names(*missing[0])}; {len(missing)} of {len(keys)} clips have none. Pass "
             "--skip_missing_videos to predict the others (the skipped clips get an empty answer)"
         )
-    unusable = []
+    unusable, frame_counts = [], []
     # Under `accelerate launch` every process checks every video; the first of each machine shows the bar.
     quiet = os.environ.get("LOCAL_RANK", "0") != "0"
     for key, video in zip(keys, tqdm(videos, desc="Checking the clips' videos", unit="video", disable=quiet)):
         try:
-            if video is not None:
-                check_video(video)
+            frame_counts.append(None if video is None else sampling.count(check_video(video, sampling)))
         except DataError as error:
             unusable.append((key, error))
     if unusable:
@@ -379,16 +447,16 @@ def find_videos(args, keys: "list[ClipKey]") -> "list[ClipVideo | None]":
         logger.warning(
             "%d of %d clips have no video in %s: skipped, with an empty answer", len(missing), len(keys), args.video_dir
         )
-    return videos
+    return videos, frame_counts
 
 
 def noun_phrase_pipeline(args, num_beams: int):
     """The spaCy pipeline that picks the first noun-phrase beam, or None when there is no choice to make."""
     if not (args.only_noun_phrases and num_beams > 1):
         return None
-    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-    return load_spacy_pipeline(args.spacy_model or DEFAULT_PIPELINE)
+    return load_spacy_pipeline(args.spacy_model)
 
 
 def reader_pipeline(args, kind: str):
@@ -510,29 +578,45 @@ def describe_run(prepared: Run) -> dict:
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": prepared.predictor.decoding() | noun_phrase_settings(prepared.nlp),
         "reader": reader_settings(prepared.reader_nlp) if prepared.kind in PROMPTED_KINDS else None,
-        "video": {"num_frames": args.num_frames, "sampling": "uniform"} if prepared.kind == "video" else None,
+        "video": prepared.predictor.video_settings() if prepared.kind == "video" else None,
     }
 
 
 def run(args) -> int:
-    import torch
-    from accelerate import Accelerator
-
+    from fiberbench.errors import alike_on_every_process
     from fiberbench.ownership import acquire_on_main
-
-    from .outputs import PredictionsFile
 
     if args.reread is not None:
         from .reread import reread
 
         return reread(args)
+    # Every process makes these checks alike: a refusal is said once, by the main process.
+    with alike_on_every_process():
+        prepared, predictions, inputs, accelerator = prepare_run(args)
+        lock = predictions.output.lock()
+        acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
+    try:
+        with alike_on_every_process():
+            predictions.check(inputs)
+            # Loaded before anything is written: weights that do not match the config are refused with nothing written.
+            prepared.predictor.load_model(accelerator.device, prepared.dtype)
+        predict_and_merge(prepared, predictions, accelerator)
+    finally:
+        lock.release()
+    return 0
+
+
+def prepare_run(args) -> tuple:
+    """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile`, its inputs and
+    the Accelerator."""
+    from .outputs import PredictionsFile
+
     check_flags(args)
     config = load_config(args)
     kind = choose_kind(args, config)
+    check_max_new_tokens(args, config)
     if kind in PROMPTED_KINDS and args.prompt is None:
         args.prompt = DEFAULT_PROMPT
-    if kind == "video" and args.num_frames is None:
-        args.num_frames = DEFAULT_NUM_FRAMES
     local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
     inputs = [*local_inputs, args.video_dir]
     # Before anything is loaded: an output that is not this command's to write (its settings are compared later).
@@ -543,10 +627,16 @@ def run(args) -> int:
     keys = clip_keys(split, described)
     if not keys:
         raise DataError(f"{described}: has no clips")
-    videos = find_videos(args, keys) if kind == "video" else None
+    videos, frame_counts = find_videos(args, keys, predictor.sampling) if kind == "video" else (None, None)
+    if kind in PROMPTED_KINDS:
+        predictor.render_texts(list(split["masked_caption"]), frame_counts)
 
     nlp = noun_phrase_pipeline(args, predictor.num_beams)
     reader_nlp = reader_pipeline(args, kind)
+    # Imported here, not first: a mistyped path or flag above is answered before they take seconds to load.
+    import torch
+    from accelerate import Accelerator
+
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
     dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
@@ -563,22 +653,14 @@ def run(args) -> int:
         dtype=dtype,
     )
     predictions = PredictionsFile(args.output_file, describe_run(prepared), overwrite=args.overwrite_output_file)
-    lock = predictions.output.lock()
-    acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
-    try:
-        predict_and_merge(prepared, predictions, inputs, accelerator)
-    finally:
-        lock.release()
-    return 0
+    return prepared, predictions, inputs, accelerator
 
 
-def predict_and_merge(prepared: Run, predictions, inputs: list, accelerator) -> None:
-    """With the output's lock held: resume or start the part files, predict the clips not done, merge them."""
+def predict_and_merge(prepared: Run, predictions, accelerator) -> None:
+    """With the output's lock held and the output checked: resume or start the part files, predict the clips not done,
+    merge them."""
     args, keys, predictor, settings = prepared.args, prepared.keys, prepared.predictor, predictions.settings
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
-    predictions.check(inputs)
-    # Loaded before anything is written: weights that do not match the config are refused with nothing written.
-    predictor.load_model(accelerator.device, prepared.dtype)
     accelerator.wait_for_everyone()  # every process has checked before the record and part files change
     if accelerator.is_main_process:
         predictions.prepare()

@@ -1,24 +1,25 @@
 """The kinds of model `fiberbench predict` runs, told apart by their config, and how each kind answers a batch of clips.
 
-- `fiber` (`FiberT5ForConditionalGeneration`): the paper's format plus the clip's I3D features (the
-  dataset's `i3d` config), answered by `fill_blanks`' beams.
+- `fiber` (`FiberT5ForConditionalGeneration`): the paper's format plus the clip's video features (the
+  dataset config its `video_features_name` names: `i3d`, or an encoder's), answered by `fill_blanks`' beams.
 - `seq2seq` (`AutoModelForSeq2SeqLM`): the paper's zero-shot format, the blank as T5's
   `<extra_id_0>`; the answer is the text between `<extra_id_0>` and `<extra_id_1>`.
 - `causal` (`AutoModelForCausalLM`): a prompt template (`{masked_caption}`), through the chat
   template when the tokenizer has one; it replies in words.
 - `video` (`AutoModelForImageTextToText` + `AutoProcessor`): frames sampled from the clip's video,
-  as images, then the prompt; it replies in words.
+  then the prompt; it replies in words. The frames go in as a video when the processor has a video
+  processor (`videos=`, the chat template's video part, the frames' times as video metadata), else
+  as images through its image processor (`--video_input`).
 
 The paper-format predictors give, for each clip of a batch, its ranked, distinct candidate answers
 (one per beam, `candidates`); the prompted ones give each clip's replies (one per beam, `replies`),
 which `fiberbench predict` reads with the answer reader (`replies.read_answers`). Then it picks the
-answer. Video-language models get the frames through their image processor: transformers' video
-processors need torchvision, and a model that takes several images takes a clip's frames that way.
+answer.
 """
 
 import torch
 
-from .videos import sample_frames
+from .videos import ClipFrames, FrameSampling, sample_frames
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
 # configs (Gemma 3, Mllama, ...) are both image-text-to-text and causal LM; the richer kind wins.
@@ -99,14 +100,16 @@ class Predictor:
         raise NotImplementedError
 
     def _from_pretrained(self, auto_class, device, dtype):
-        """The model from its safetensors weights (never a pickle, which can run code), on `device`, in eval mode."""
+        """The model from its safetensors weights (never a pickle, which can run code), in eval mode: on `device`, or
+        spread over the machine's devices by Accelerate with --device_map."""
         from fiberbench.errors import DataError
         from fiberbench.modeling.modeling_fiber_t5 import weights_mismatch
 
         name = self.args.model_name_or_path
+        placement = {"device_map": self.args.device_map} if self.args.device_map else {}
         try:
             model, loading_info = auto_class.from_pretrained(
-                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **self.loading
+                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **placement, **self.loading
             )
         except (OSError, ValueError, RuntimeError) as error:
             raise DataError(
@@ -118,7 +121,7 @@ class Predictor:
                 f"--model_name_or_path {name}: its weights do not match its config ({mismatch}); it would run with "
                 "random or missing weights"
             )
-        return model.to(device).eval()
+        return (model if placement else model.to(device)).eval()
 
 
 class PaperFormatPredictor(Predictor):
@@ -140,7 +143,8 @@ class PaperFormatPredictor(Predictor):
 
 
 class FiberPredictor(PaperFormatPredictor):
-    """This project's models: the paper's decoding through `fill_blanks`, with I3D features unless text-only."""
+    """This project's models: the paper's decoding through `fill_blanks`, with the video features they were trained on
+    unless text-only."""
 
     kind = "fiber"
 
@@ -153,7 +157,8 @@ class FiberPredictor(PaperFormatPredictor):
 
         # A T5 checkpoint run as a FIBER model (--model_type fiber) is a text-only one.
         self.fusion = getattr(config, "fusion", "none")
-        self.dataset_config = "text" if self.fusion == "none" else "i3d"
+        self.features_name = getattr(config, "video_features_name", "i3d")
+        self.dataset_config = "text" if self.fusion == "none" else self.features_name
         self.reads_features = self.fusion != "none"
         self.num_beams = args.num_beams or PAPER_NUM_BEAMS[self.fusion]
         try:
@@ -165,7 +170,7 @@ class FiberPredictor(PaperFormatPredictor):
         self.processor = processor
 
     def prompt(self, masked_caption: str) -> dict:
-        video = f"the clip's I3D features ({self.fusion} fusion)" if self.reads_features else None
+        video = f"the clip's {self.features_name} features ({self.fusion} fusion)" if self.reads_features else None
         return super().prompt(masked_caption) | {"video": video}
 
     def load_model(self, device, dtype):
@@ -226,9 +231,15 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 
 
 class PromptedPredictor(Predictor):
-    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies."""
+    """Models that read a prompt and reply in words (causal and video-language): their shared prompt and replies.
+
+    The exact text of every caption is rendered once, up front (`render_texts`): a chat template
+    from the model's folder is its author's code, run bounded in a child process (`chat_templates`).
+    """
 
     chat_template: str | None
+    # (masked caption, image parts) -> the exact text the model reads, from `render_texts`
+    texts: dict[tuple[str, int | None], str]
 
     def _pad_on_the_left(self, tokenizer) -> None:
         # Every prompt of a batch then ends where generation starts.
@@ -237,15 +248,41 @@ class PromptedPredictor(Predictor):
             tokenizer.pad_token = tokenizer.eos_token
         self.tokenizer = tokenizer
 
-    def text(self, masked_caption: str) -> str:
-        """The exact text the model reads for a caption."""
+    def text(self, masked_caption: str, image_parts: int | None = None) -> str:
+        """The exact text the model reads for a caption (with `image_parts` image placeholders where the kind puts a
+        clip's frames in as images), rendered here: see `render_texts`."""
         raise NotImplementedError
+
+    def image_parts(self, num_frames: int | None) -> int | None:
+        """How many image placeholders the text of a clip of `num_frames` frames holds (None: the text does not
+        depend on the clip)."""
+        return None
+
+    def render_texts(self, masked_captions: list[str], frame_counts: list[int | None] | None = None) -> None:
+        """Render the text of every caption of the run (each clip's, given its frame count), a chat template in a
+        bounded child process (a `DataError` names what went wrong), and keep them for `rendered`.
+
+        The first caption is also rendered as `prompt` describes it in the predictions' metadata.
+        """
+        from .chat_templates import render_bounded
+
+        counts = frame_counts or [None] * len(masked_captions)
+        prompts = [(masked_captions[0], self.image_parts(None))] if masked_captions else []
+        prompts = list(dict.fromkeys([*prompts, *((c, self.image_parts(n)) for c, n in zip(masked_captions, counts))]))
+        if self.chat_template is None:  # the --prompt template alone, which check_template checked
+            self.texts = {arguments: self.text(*arguments) for arguments in prompts}
+        else:
+            self.texts = render_bounded(self.text, prompts, self.args.model_name_or_path)
+
+    def rendered(self, masked_caption: str, num_frames: int | None = None) -> str:
+        """The text of a caption (of a clip of `num_frames` frames), as `render_texts` rendered it."""
+        return self.texts[masked_caption, self.image_parts(num_frames)]
 
     def prompt(self, masked_caption: str) -> dict:
         return {
             "template": self.args.prompt,
             "chat_template": self.chat_template,
-            "example": self.text(masked_caption),
+            "example": self.rendered(masked_caption),
         }
 
     def replies(self, rows: list[dict]) -> list[list[str]]:
@@ -278,7 +315,7 @@ class CausalPredictor(PromptedPredictor):
         self._pad_on_the_left(AutoTokenizer.from_pretrained(args.model_name_or_path, **loading))
         self.chat_template = self.tokenizer.chat_template
 
-    def text(self, masked_caption):
+    def text(self, masked_caption, image_parts=None):
         prompt = self.args.prompt.format(masked_caption=masked_caption)
         if self.chat_template is None:
             return prompt
@@ -294,7 +331,7 @@ class CausalPredictor(PromptedPredictor):
     def replies(self, rows):
         # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
         inputs = self.tokenizer(
-            [self.text(row["masked_caption"]) for row in rows],
+            [self.rendered(row["masked_caption"]) for row in rows],
             padding=True,
             add_special_tokens=self.chat_template is None,
             return_tensors="pt",
@@ -302,8 +339,44 @@ class CausalPredictor(PromptedPredictor):
         return self._generate(inputs, self.tokenizer)
 
 
+# Where a video processor keeps its own frame sampling (`BaseVideoProcessor` and its subclasses).
+SAMPLING_DEFAULTS = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames")
+
+
+def sampling_defaults(video_processor) -> dict:
+    """The frame-sampling settings a video processor has, by name (none for a processor without one)."""
+    values = {name: getattr(video_processor, name, None) for name in SAMPLING_DEFAULTS}
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def frame_sampling(args, video_processor) -> tuple[FrameSampling, str]:
+    """The frames each clip gives, and what chose them: --num_frames, else --fps (up to --max_frames), else the
+    video processor's own default rate or number of frames, else `DEFAULT_NUM_FRAMES`."""
+    from .command import DEFAULT_NUM_FRAMES
+
+    if args.num_frames is not None:
+        return FrameSampling(num_frames=args.num_frames), "--num_frames"
+    if args.fps is not None:
+        return FrameSampling(fps=args.fps, max_frames=args.max_frames), "--fps"
+    defaults = sampling_defaults(video_processor)
+    own = f"the defaults of {type(video_processor).__name__}"
+    if "fps" in defaults:
+        max_frames = defaults.get("max_frames", defaults.get("num_frames"))
+        return FrameSampling(fps=defaults["fps"], max_frames=max_frames), own
+    if "num_frames" in defaults:
+        return FrameSampling(num_frames=defaults["num_frames"]), own
+    return FrameSampling(num_frames=DEFAULT_NUM_FRAMES), f"fiberbench's default ({DEFAULT_NUM_FRAMES} frames)"
+
+
 class VideoPredictor(PromptedPredictor):
-    """Video-language models: `--num_frames` frames of the clip's video, as images, then the prompt."""
+    """Video-language models: frames of the clip's video, as a video or as images (`--video_input`), then the prompt.
+
+    As a video, the frames go through the processor's video processor (`videos=`) with the clip's
+    `video_metadata` and the chat template's `{"type": "video"}` part, so the family's own video
+    placeholders (with the frames' times, for the families that write them) reach the model; the
+    processor does not sample again (`do_sample_frames=False`). As images, each frame is one
+    `{"type": "image"}` part through the image processor, as multi-image models read pictures.
+    """
 
     kind = "video"
     reads_video = True
@@ -314,42 +387,137 @@ class VideoPredictor(PromptedPredictor):
 
         from fiberbench.errors import UsageError
 
-        self.processor = AutoProcessor.from_pretrained(args.model_name_or_path, **loading)
+        name = args.model_name_or_path
+        try:
+            self.processor = AutoProcessor.from_pretrained(name, **loading)
+        except ImportError as error:  # transformers' video processors need torchvision
+            needs = " ".join(str(error).split()).split(". ")[0]  # its first sentence
+            raise UsageError(
+                f"--model_name_or_path {name}: its processor cannot be built here ({needs}); install torch and "
+                'torchvision as a matching pair, then pip install -e ".[video]" (README: "Evaluate a video LLM")'
+            ) from error
         self.chat_template = self.processor.chat_template
-        if getattr(self.processor, "image_processor", None) is None:
+        video_processor = getattr(self.processor, "video_processor", None)
+        described = f"--model_name_or_path {name}: its processor ({type(self.processor).__name__})"
+        if args.video_input == "video" and video_processor is None:
+            raise UsageError(f"--video_input video: {described} has no video processor; use --video_input images")
+        self.video_input = args.video_input or "auto"
+        if self.video_input == "auto":
+            self.video_input = "images" if video_processor is None else "video"
+        if self.video_input == "images" and getattr(self.processor, "image_processor", None) is None:
+            raise UsageError(f"{described} has no image processor to read the clip's frames as images")
+        placeholder = {"video": "video_token", "images": "image_token"}[self.video_input]
+        if self.chat_template is None and getattr(self.processor, placeholder, None) is None:
             raise UsageError(
-                f"--model_name_or_path {args.model_name_or_path}: its processor ({type(self.processor).__name__}) has "
-                "no image processor to read the clip's frames"
+                f"{described} has neither a chat template nor a {placeholder.replace('_', ' ')}, so there is no "
+                "known way to place the clip in the prompt"
             )
-        if self.chat_template is None and getattr(self.processor, "image_token", None) is None:
-            raise UsageError(
-                f"--model_name_or_path {args.model_name_or_path}: its processor has neither a chat template nor an "
-                "image token, so there is no known way to place the frames in the prompt"
-            )
+        self.processor_defaults = sampling_defaults(video_processor) if video_processor is not None else {}
+        self.sampling, self.sampling_chosen_by = frame_sampling(args, video_processor)
         self._pad_on_the_left(self.processor.tokenizer)
 
-    def text(self, masked_caption):
+    def render_texts(self, masked_captions, frame_counts=None):
+        """As every prompted kind renders its texts; then a chat template that writes no placeholder for the clip's
+        part is refused (the clip would not reach the model), naming the other --video_input."""
+        from fiberbench.errors import UsageError
+
+        super().render_texts(masked_captions, frame_counts)
+        placeholder = {"video": "video_token", "images": "image_token"}[self.video_input]
+        token = getattr(self.processor, placeholder, None)
+        if masked_captions and self.chat_template is not None and token is not None:
+            if token not in self.rendered(masked_captions[0]):
+                part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
+                raise UsageError(
+                    f"--model_name_or_path {self.args.model_name_or_path}: its processor "
+                    f"({type(self.processor).__name__})'s chat template writes no {token} for {part}, so the clip "
+                    f"cannot be put in the prompt that way; try --video_input {other}"
+                )
+
+    def video_settings(self) -> dict:
+        """How the clips reach the model, as the predictions' metadata records it."""
+        return {
+            "input": self.video_input,
+            "num_frames": self.sampling.num_frames,
+            "fps": self.sampling.fps,
+            "max_frames": self.sampling.max_frames,
+            "frames": self.sampling.rule(),
+            "chosen_by": self.sampling_chosen_by,
+            "processor_defaults": self.processor_defaults,
+            "video_metadata": (
+                "fps, duration, total_num_frames and frames_indices of each clip, counted from its start"
+                if self.video_input == "video"
+                else None
+            ),
+        }
+
+    def image_parts(self, num_frames):
+        """One image part per frame on the images path (the sampling's number when the clip's is not known); the video
+        path's text has one video part, whatever the frames."""
+        if self.video_input == "video":
+            return None
+        return num_frames or self.sampling.num_frames or 1
+
+    def text(self, masked_caption, image_parts=None):
+        """The prompt with the clip's placeholder: one video part, or `image_parts` image parts (one per frame)."""
         prompt = self.args.prompt.format(masked_caption=masked_caption)
         if self.chat_template is None:
-            return self.processor.image_token * self.args.num_frames + prompt
-        images = [{"type": "image"} for _ in range(self.args.num_frames)]
+            if self.video_input == "video":
+                return self.processor.video_token + prompt
+            return self.processor.image_token * image_parts + prompt
+        parts = [{"type": "video"}] if self.video_input == "video" else [{"type": "image"}] * image_parts
         return self.processor.apply_chat_template(
-            [{"role": "user", "content": [*images, {"type": "text", "text": prompt}]}],
+            [{"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}],
             add_generation_prompt=True,
             tokenize=False,
         )
+
+    def prompt(self, masked_caption):
+        described = super().prompt(masked_caption)
+        if self.video_input == "images" and self.sampling.num_frames is None:
+            described["example_num_frames"] = 1  # with --fps each clip has its own number of image parts
+        return described
 
     def load_model(self, device, dtype):
         from transformers import AutoModelForImageTextToText
 
         self.model = self._from_pretrained(AutoModelForImageTextToText, device, dtype)
 
-    def replies(self, rows):
-        frames = [sample_frames(row["video"], self.args.num_frames) for row in rows]
+    def model_inputs(self, rows: list[dict], clips: "list[ClipFrames]"):
+        """What `generate` gets for a batch of rows (each with its `masked_caption`) and their clips' frames."""
+        texts = [self.rendered(row["masked_caption"], len(clip.frames)) for row, clip in zip(rows, clips)]
+        if self.video_input == "video":
+            media = {
+                "videos": [clip.frames for clip in clips],
+                "video_metadata": [clip.video_metadata() for clip in clips],
+                "do_sample_frames": False,
+            }
+        else:
+            media = {"images": [clip.frames for clip in clips]}
+        # A chat template writes its own special tokens; a plain prompt gets the tokenizer's.
         inputs = self.processor(
-            text=[self.text(row["masked_caption"]) for row in rows], images=frames, padding=True, return_tensors="pt"
-        ).to(self.model.device, dtype=self.model.dtype)
-        return self._generate(inputs, self.processor)
+            text=texts, padding=True, return_tensors="pt", add_special_tokens=self.chat_template is None, **media
+        )
+        return inputs.to(self.model.device, dtype=self.model.dtype)
+
+    def num_visual_tokens(self, inputs) -> int:
+        """The image and video placeholder tokens in a batch's `input_ids` (the frames' cost in the context)."""
+        ids = {getattr(self.processor, name, None) for name in ("image_token_id", "video_token_id")} - {None}
+        return int(sum((inputs["input_ids"] == token_id).sum() for token_id in ids))
+
+    def replies(self, rows):
+        # Each clip is decoded once. With --fps clips may give different numbers of frames, and the
+        # processors that stack a batch's videos (LLaVA-OneVision, InternVL, ...) need them equal:
+        # clips are put to the model in groups of equal frame counts.
+        clips = [sample_frames(row["video"], self.sampling) for row in rows]
+        groups: dict[int, list[int]] = {}
+        for index, clip in enumerate(clips):
+            groups.setdefault(len(clip.frames), []).append(index)
+        replies = [None] * len(rows)
+        for indices in groups.values():
+            inputs = self.model_inputs([rows[i] for i in indices], [clips[i] for i in indices])
+            for index, generated in zip(indices, self._generate(inputs, self.processor)):
+                replies[index] = generated
+        return replies
 
 
 PREDICTORS = {"fiber": FiberPredictor, "seq2seq": Seq2SeqPredictor, "causal": CausalPredictor, "video": VideoPredictor}

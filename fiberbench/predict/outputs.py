@@ -40,8 +40,9 @@ KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 # The fields of every row and their JSON types (bool is not an int here: `type` is compared, not isinstance).
 ROW_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
 SKIPPED = "skipped"  # field of a part-file row whose clip had no video; the output row has an empty prediction
-# Differences in these settings are named first when a rerun is refused: they change the answers most.
-SETTINGS_ORDER = ("model", "prompt", "decoding", "video", "dataset")
+# Differences in these settings are named first when a rerun is refused: they change the answers most (the video
+# input before the prompt, whose example follows from it).
+SETTINGS_ORDER = ("model", "video", "prompt", "decoding", "dataset")
 
 
 def metadata_path(output_file: Path) -> Path:

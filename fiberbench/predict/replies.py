@@ -192,10 +192,10 @@ def load_reader_pipeline(spacy_model: str | None = None, required: bool = False)
     When none can be loaded, None (the step is skipped, with a warning) unless `required`, where
     the OSError or ImportError that names the install command is raised.
     """
-    from fiberbench.modeling.noun_phrases import DEFAULT_PIPELINE, load_spacy_pipeline
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
     try:
-        return load_spacy_pipeline(spacy_model or DEFAULT_PIPELINE)
+        return load_spacy_pipeline(spacy_model)
     except (OSError, ImportError) as missing:
         if required:
             raise

@@ -1,11 +1,14 @@
-"""A clip's video for video-language models: its file in --video_dir, and frames sampled uniformly with PyAV.
+"""A clip's video for video-language models: its file in --video_dir, and frames sampled with PyAV.
 
 A clip's video is either a file of the clip alone, named by VaTeX's clip id
 (`{video_id}_{start:06d}_{end:06d}.mp4`), or the whole YouTube video (`{video_id}.mp4`), cut to the
-clip's times. PyAV decodes both: torchcodec's CPU wheels need CUDA libraries to import, and
-transformers' video processors need torchvision, so neither is relied on here.
+clip's times. PyAV decodes both, once per clip and only within the clip's times: torchcodec's CPU
+wheels need CUDA libraries to import, so it is not relied on here. Which frames are taken is a
+`FrameSampling`; what comes back (`ClipFrames`) carries the frames' times, which video processors
+read as transformers' video metadata.
 """
 
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,87 @@ def find_clip_video(video_dir: Path, video_id: str, start: int, end: int) -> Cli
     return None
 
 
+@dataclass(frozen=True)
+class FrameSampling:
+    """Which frames of a clip a model sees: `num_frames` of them, or `fps` a second up to `max_frames`.
+
+    Either way the frames are those on screen at the centres of equal parts of the clip
+    (`uniform_times`). A fixed `num_frames` must not exceed the frames the clip has; with `fps`, a
+    clip whose video has fewer frames a second gives every frame it has.
+    """
+
+    num_frames: int | None = None
+    fps: float | None = None
+    max_frames: int | None = None
+
+    def __post_init__(self):
+        if (self.num_frames is None) == (self.fps is None):
+            raise ValueError("give exactly one of num_frames and fps")
+
+    def count(self, span: "ClipSpan") -> int:
+        """How many frames the clip of `span` gives."""
+        if self.num_frames is not None:
+            return self.num_frames
+        # The epsilon keeps 10 s at 2 fps at 20 frames despite floating-point error.
+        wanted = max(1, math.floor(span.duration * self.fps + 1e-6))
+        return min(wanted, span.num_frames, self.max_frames or wanted)
+
+    def rule(self) -> str:
+        """The sampling in words, as the predictions' metadata records it."""
+        if self.num_frames is not None:
+            count = f"{self.num_frames} frames"
+        else:
+            limit = f", at most {self.max_frames}" if self.max_frames else ""
+            count = f"floor(seconds x {self.fps:g}) frames (at least 1{limit}, at most the clip's own)"
+        return f"{count}: the frames on screen at the centres of equal parts of the clip's [start, end)"
+
+
+@dataclass(frozen=True)
+class ClipSpan:
+    """Where a clip lies in its video's file: `start` to `end` seconds, at the video's frame rate `fps`."""
+
+    start: float
+    end: float
+    fps: float
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    @property
+    def num_frames(self) -> int:
+        """Frames of the clip (at least the one on screen at its start)."""
+        return max(1, math.floor(self.duration * self.fps + 1e-6))
+
+
+@dataclass(frozen=True)
+class ClipFrames:
+    """The frames sampled from a clip, in time order, with where they lie in it."""
+
+    frames: list[np.ndarray]  # RGB, (height, width, 3), uint8
+    times: list[float]  # seconds from the clip's start at which each frame comes on screen (0 for one before it)
+    span: ClipSpan
+
+    def video_metadata(self) -> dict:
+        """The clip as transformers' `VideoMetadata` describes a video and the frames sampled from it.
+
+        Qwen3-VL, GLM-4.1V and SmolVLM write each frame's time into the prompt from `fps` and
+        `frames_indices`; Qwen2.5-VL's temporal positions come from `fps` over the frames sampled.
+        The clip is the video here: indices and duration count from its start.
+        """
+        height, width = self.frames[0].shape[:2]
+        fps = self.span.fps
+        last = self.span.num_frames - 1
+        return {
+            "total_num_frames": self.span.num_frames,
+            "fps": fps,
+            "duration": self.span.duration,
+            "width": width,
+            "height": height,
+            "frames_indices": [min(last, round(time * fps)) for time in self.times],
+        }
+
+
 def expected_names(video_id: str, start: int, end: int) -> str:
     """The file names `find_clip_video` looks for, for error messages."""
     return f"{clip_id(video_id, start, end)}.mp4 or {video_id}.mp4 (or .mkv, .webm)"
@@ -51,31 +135,38 @@ def uniform_times(start: float, end: float, num_frames: int) -> list[float]:
     return [start + (index + 0.5) * step for index in range(num_frames)]
 
 
-def check_video(video: ClipVideo) -> None:
-    """Check, without decoding a frame, that frames can be sampled from `video`: its file opens, holds a video
-    stream of known duration, and the clip's times lie in it.
+def check_video(video: ClipVideo, sampling: FrameSampling) -> ClipSpan:
+    """Check, without decoding a frame, that `sampling` can take its frames from `video`: its file opens, holds a
+    video stream of known duration and frame rate, the clip's times lie in it, and the clip has the frames asked.
+
+    Returns:
+        Where the clip lies in the file.
 
     Raises:
         DataError: naming the file and what is wrong with it.
     """
     with _opened(video) as container:
-        _clip_span(container, video)
+        _, span = _clip_span(container, video, sampling)
+    return span
 
 
-def sample_frames(video: ClipVideo, num_frames: int) -> list[np.ndarray]:
-    """`num_frames` RGB frames (height, width, 3; uint8), uniformly spread over the clip, in time order.
+def sample_frames(video: ClipVideo, sampling: FrameSampling) -> ClipFrames:
+    """The clip's frames that `sampling` takes, with their times.
 
     Each frame is the one on screen at its time (`uniform_times`). The video is decoded once, from
     the key frame before the clip's start up to the last frame needed.
 
     Raises:
-        DataError: the file cannot be decoded, has no video stream, or has no frame in the clip's times.
+        DataError: the file cannot be decoded, has no video stream, has no frame in the clip's times, or fewer
+            frames there than a fixed number asked.
     """
     with _opened(video) as container:
-        stream, start, end = _clip_span(container, video)
-        if start > _first_time(stream):
-            container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
-        return _frames_at(container.decode(stream), uniform_times(start, end, num_frames), video.path)
+        stream, span = _clip_span(container, video, sampling)
+        if span.start > _first_time(stream):
+            container.seek(int(span.start / stream.time_base), stream=stream, backward=True, any_frame=False)
+        times = uniform_times(span.start, span.end, sampling.count(span))
+        frames, frame_times = _frames_at(container.decode(stream), times, video.path)
+    return ClipFrames(frames, [max(0.0, time - span.start) for time in frame_times], span)
 
 
 @contextmanager
@@ -90,8 +181,8 @@ def _opened(video: ClipVideo):
         raise DataError(f"{video.path}: cannot be decoded ({error.strerror or error})") from error
 
 
-def _clip_span(container, video: ClipVideo) -> tuple:
-    """The file's first video stream and the clip's seconds in it, [start, end), cut at the end of the video."""
+def _clip_span(container, video: ClipVideo, sampling: FrameSampling) -> tuple:
+    """The file's first video stream and the clip's `ClipSpan` in it, [start, end) cut at the end of the video."""
     if not container.streams.video:
         raise DataError(f"{video.path}: holds no video stream")
     stream = container.streams.video[0]
@@ -105,7 +196,16 @@ def _clip_span(container, video: ClipVideo) -> tuple:
         raise DataError(
             f"{video.path}: no frame between {video.start:g} s and {video.end:g} s (the video lasts {length:g} s)"
         )
-    return stream, start, end
+    rate = stream.average_rate or stream.guessed_rate
+    if not rate:
+        raise DataError(f"{video.path}: its frame rate is unknown, so its frames cannot be placed in time")
+    span = ClipSpan(start, end, float(rate))
+    if sampling.num_frames is not None and sampling.num_frames > span.num_frames:
+        raise DataError(
+            f"{video.path}: the clip ({start:g}-{end:g} s at {span.fps:g} fps) has {span.num_frames} "
+            f"frame{'s' * (span.num_frames != 1)}, fewer than the {sampling.num_frames} asked (--num_frames)"
+        )
+    return stream, span
 
 
 def _first_time(stream) -> float:
@@ -122,8 +222,8 @@ def _duration(container, stream) -> float:
     raise DataError(f"{container.name}: its duration is unknown, so its frames cannot be spread over it")
 
 
-def _frames_at(frames, times: list[float], path: Path) -> list[np.ndarray]:
-    """From decoded `frames` in time order, the one on screen at each of `times` (sorted)."""
+def _frames_at(frames, times: list[float], path: Path) -> tuple[list[np.ndarray], list[float]]:
+    """From decoded `frames` in time order, the one on screen at each of `times` (sorted), and when each came on."""
     chosen = []
     previous = None
     for frame in frames:
@@ -131,12 +231,13 @@ def _frames_at(frames, times: list[float], path: Path) -> list[np.ndarray]:
             continue
         while len(chosen) < len(times) and frame.time > times[len(chosen)]:
             # The previous frame is still on screen at this time (the first frame, if none came before).
-            chosen.append((frame if previous is None else previous).to_ndarray(format="rgb24"))
+            chosen.append(frame if previous is None else previous)
         if len(chosen) == len(times):
-            return chosen
+            break
         previous = frame
-    if previous is None:
+    if previous is None and not chosen:
         raise DataError(f"{path}: no frame could be decoded in the clip's times")
     # The last frames needed lie after the last decoded frame: it stays on screen until the end.
-    last = previous.to_ndarray(format="rgb24")
-    return chosen + [last] * (len(times) - len(chosen))
+    chosen += [previous] * (len(times) - len(chosen))
+    images = {id(frame): frame.to_ndarray(format="rgb24") for frame in chosen}
+    return [images[id(frame)] for frame in chosen], [float(frame.time) for frame in chosen]

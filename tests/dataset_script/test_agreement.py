@@ -3,6 +3,7 @@
 import csv
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -269,3 +270,33 @@ def test_answers_csv_with_a_byte_order_mark_and_windows_line_ends_are_read(tmp_p
     output = tmp_path / "agreement.json"
     assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
     assert json.loads(output.read_text())["num_annotators"] == 4
+
+
+@pytest.mark.parametrize("copied", [False, True], ids=["the sample's file", "a copy of it"])
+def test_the_bundled_samples_file_is_said_to_be_synthetic(tmp_path, capsys, caplog, copied):
+    """As every other command says of the sample: the table, the log and the numbers written."""
+    import logging
+    import shutil
+
+    from fiberbench.data import SAMPLE_DIR
+
+    path = SAMPLE_DIR / "val.json"
+    if copied:
+        path = Path(shutil.copyfile(path, tmp_path / "val.json"))
+    output = tmp_path / "agreement.json"
+    with caplog.at_level(logging.WARNING):
+        assert main(["agreement", str(path), "--output_file", str(output)]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("**SYNTHETIC data** (the bundled sample's val.json, or a copy): the numbers say nothing")
+    assert "SYNTHETIC" in caplog.text and json.loads(output.read_text())["synthetic"] is True
+
+
+def test_a_file_that_is_not_the_samples_is_not_said_to_be_synthetic(tmp_path, capsys):
+    from fiberbench.data import SAMPLE_DIR
+
+    records = json.loads((SAMPLE_DIR / "val.json").read_text())[:20]
+    path = tmp_path / "val.json"
+    path.write_text(json.dumps(records))
+    output = tmp_path / "agreement.json"
+    assert main(["agreement", str(path), "--output_file", str(output)]) == 0
+    assert "SYNTHETIC" not in capsys.readouterr().out and json.loads(output.read_text())["synthetic"] is False

@@ -260,6 +260,36 @@ def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads
     ]
 
 
+# Captions that a spreadsheet would run as formulas, and one that looks like a placeholder of the page.
+TRICKY = [
+    blanked_record("clipBBBBBB1", "=1+2 a cake is shown.", "a cake"),
+    blanked_record("-lipBBBBBB2", "${price} is shown on a screen.", "a screen"),
+    blanked_record("clipBBBBBB3", "@home a man sings a song.", "a song"),
+    blanked_record("clipBBBBBB4", "\t=1+1 is written on the wall.", "the wall"),
+    blanked_record("clipBBBBBB5", '-2 says "hello" & a dog barks.', "a dog"),
+]
+
+
+@pytest.mark.parametrize("served_by", ["mechanical turk", "query string"])
+def test_captions_that_look_like_formulas_or_placeholders_are_shown_as_written(tmp_path, mturk, browser, served_by):
+    blanked = tmp_path / "val.json"
+    blanked.write_text(json.dumps(TRICKY))
+    hits = tmp_path / "hits.csv"
+    assert main(["hit-inputs", str(blanked), "--output_file", str(hits)]) == 0
+    with hits.open(newline="") as file:
+        (row,) = csv.DictReader(file)
+    if served_by == "mechanical turk":
+        mturk.task = row
+        open_page(browser, f"{mturk.url}/task?assignmentId=3ASSIGN&hitId=3HIT&turkSubmitTo={mturk.url}")
+    else:
+        open_page(browser, preview_url(row))
+    for clip, record in enumerate(TRICKY, start=1):
+        assert text_of(browser, f"#clip-{clip} .question") == record["masked_caption"]
+    browser.wait_for("document.querySelector('#clip-2 .player-message').textContent.includes('could not be loaded')")
+    assert "-lipBBBBBB2, seconds 10 to 20" in text_of(browser, "#clip-2 .player-message")
+    assert browser.exceptions == []
+
+
 def test_opened_from_disk_with_the_last_task_in_its_query_string(tasks, browser):
     _, rows = tasks
     open_page(browser, preview_url(rows[1]))  # the remainder: two clips, three empty slots

@@ -35,6 +35,8 @@ RECORD_FAULTS = [
     ("nested_100k_deep", b"[" * 100_000 + b"]" * 100_000, r"record 1: nested too deeply to decode"),
     ("no_video_id", b'{"enCap": ["A dog."]}', r"record 1: field 'videoID' is missing"),
     ("video_id_without_times", b'{"videoID": "abc", "enCap": ["A dog."]}', r"record 1: field 'videoID': expected"),
+    ("video_id_a_path", b'{"videoID": "../../etc/passwd_000000_000010", "enCap": ["A dog."]}',
+     r"record 1: field 'videoID': '../../etc/passwd' is not a plain video id \(only A-Z, a-z, 0-9, '_' and '-'\)"),
     ("captions_not_a_list", b'{"videoID": "x_000000_000010", "enCap": "A dog."}', r"record 1: field 'enCap' must be"),
     ("caption_of_1_MB", json.dumps({"videoID": "x_000000_000010", "enCap": ["A dog " * 200_000]}).encode(),
      r"record 1: field 'enCap': caption 0 has 1,200,000 characters, more than the spaCy pipeline takes \(1,000,000\)"),

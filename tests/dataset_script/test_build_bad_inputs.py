@@ -205,7 +205,7 @@ def test_missing_folders_are_one_line(tmp_path, release_dir, cli_error):
     status, line = cli_error(
         "build-dataset", "--data_dir", release_dir, "--features_dir", tmp_path / "nowhere", "--output_dir", tmp_path / "out"
     )
-    assert status == 1 and re.search(r"nowhere: no such folder \(the I3D features folder\)", line)
+    assert status == 1 and re.search(r"nowhere: no such folder \(the video features folder\)", line)
     assert not (tmp_path / "out").exists()
 
 

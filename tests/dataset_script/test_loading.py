@@ -75,15 +75,18 @@ def test_two_folders_of_the_same_name_are_never_read_from_one_cache(built_sample
     assert load_fiber(str(first), "text")["test"]["label"] == labels
 
 
-def test_a_null_field_names_its_split_and_row(built_sample, tmp_path):
-    copy = tmp_path / "fiber"
-    shutil.copytree(built_sample, copy)
-    shard = next((copy / "text").glob("test-*.parquet"))
-    table = pq.read_table(shard)
-    labels = table.column("label").to_pylist()
-    labels[7] = None
-    pq.write_table(table.set_column(table.column_names.index("label"), "label", pa.array(labels, pa.string())), shard)
+def test_a_null_field_names_its_split_and_row(sample_with):
+    copy = sample_with("label", 7, None)
     with pytest.raises(DataError, match=rf"--dataset_name {copy}: split test, row 7: field 'label' is null"):
+        load_fiber(str(copy), "text")
+
+
+@pytest.mark.parametrize("video_id", ["../outside/evil", "/etc/passwd", "a b", ""])
+def test_a_video_id_that_is_not_a_plain_id_names_its_split_and_row(sample_with, video_id):
+    """Ids become file names (feature files, videos): a dataset not made by build-dataset is checked as it is read."""
+    copy = sample_with("video_id", 3, video_id)
+    with pytest.raises(DataError, match=rf"--dataset_name {copy}: split test, row 3: field 'video_id': "
+                       rf"'{video_id}' is not a plain video id \(only A-Z, a-z, 0-9, '_' and '-'\)"):
         load_fiber(str(copy), "text")
 
 

@@ -35,3 +35,26 @@ def test_a_mistyped_spacy_model_is_one_line_naming_it_and_writes_nothing(tmp_pat
     assert "python -m spacy download nonexistent_model" in line
     assert "instead" not in caplog.text  # no fallback pipeline was tried
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(
+    __import__("spacy").util.is_package("en_core_web_trf"), reason="the paper's pipeline is installed: no fallback"
+)
+def test_a_command_says_it_uses_a_smaller_pipeline_in_one_short_line(tmp_path):
+    """Without en_core_web_trf every command that parses falls back, and says so once, briefly."""
+    import os
+    import subprocess
+    import sys
+
+    from fiberbench.data import SAMPLE_DIR
+
+    environment = {key: value for key, value in os.environ.items() if key != "FIBERBENCH_SPACY_MODEL"}
+    result = subprocess.run(
+        [sys.executable, "-m", "fiberbench.cli", "stats", str(SAMPLE_DIR / "val.json"), "--output_dir",
+         str(tmp_path / "stats")],
+        capture_output=True, text=True, env=environment, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    said = [line for line in result.stderr.splitlines() if "en_core_web_trf" in line]
+    assert len(said) == 1 and len(said[0].split(": ", 1)[1]) <= 150, said
+    assert "FIBERBENCH_SPACY_MODEL" in said[0]

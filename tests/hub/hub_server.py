@@ -275,8 +275,8 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         self.query = parse_qs(url.query)
         segments = [unquote(segment) for segment in url.path.split("/")[1:]]
-        self.body = self._read_body()
         try:
+            self.body = self._read_body()
             status = self.server.hub.injected_failure(url.path)
             if status is not None:
                 raise HubError(status, f"Failure injected by the test for {url.path!r}")
@@ -301,15 +301,24 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         self.send_json({"error": err.message}, err.status, headers)
 
     def _read_body(self) -> bytes:
+        """The request's body, by its Content-Length or its chunks; a 400 (and the connection closed after the
+        answer: where the body ends is unknown) when a length or a chunk size is not a number of bytes."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks = []
-            while size := int(self.rfile.readline().split(b";")[0].strip(), 16):
+            while size := self._body_size(self.rfile.readline().split(b";")[0].strip().decode("latin-1"), "chunk size"):
                 chunks.append(self.rfile.read(size))
                 self.rfile.readline()
             while self.rfile.readline() not in (b"\r\n", b"\n", b""):
                 continue  # trailer lines
             return b"".join(chunks)
-        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        return self.rfile.read(self._body_size(self.headers.get("Content-Length") or "0", "Content-Length"))
+
+    def _body_size(self, text: str, what: str) -> int:
+        """A Content-Length (decimal digits) or a chunk size (hexadecimal digits) as a number of bytes."""
+        if not re.fullmatch(r"[0-9]+" if what == "Content-Length" else r"[0-9a-fA-F]+", text):
+            self.close_connection = True
+            raise HubError(400, f"The request's body cannot be read: {what} {text[:40]!r} is not a number of bytes")
+        return int(text, 10 if what == "Content-Length" else 16)
 
     def send(self, status: int, body: bytes = b"", content_type: str = "application/json", headers=None):
         self._status = status

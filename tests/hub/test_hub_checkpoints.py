@@ -12,13 +12,8 @@ from huggingface_hub import HfApi
 from fiberbench.errors import DataError
 from fiberbench.hub import HubPushError, push_files
 from fiberbench.training.checkpointing import CheckpointError
-from fiberbench.training.hub_checkpoints import (
-    LAST_CHECKPOINT,
-    HubCheckpoint,
-    HubPusher,
-    download_checkpoint,
-    remove_stale_pushes,
-)
+from fiberbench.training.arguments import LAST_CHECKPOINT, HubCheckpoint
+from fiberbench.training.hub_checkpoints import HubPusher, download_checkpoint, remove_stale_pushes
 from fiberbench.training.outputs import RunFolder
 
 REPO_ID = "fiber-org/run"

@@ -159,6 +159,35 @@ def test_a_commit_path_outside_the_repo_is_refused(hub_server, path):
     assert post_commit(hub_server, [header, operation]) == 400
 
 
+@pytest.mark.parametrize(
+    "headers, body",
+    [
+        ("Content-Length: many", b"{}"),
+        ("Content-Length: -5", b"{}"),
+        ("Content-Length: 1e3", b"{}"),
+        ("Transfer-Encoding: chunked", b"zz\r\n{}\r\n0\r\n\r\n"),
+        ("Transfer-Encoding: chunked", b"-2\r\n{}\r\n0\r\n\r\n"),
+        ("Transfer-Encoding: chunked", b"\r\n"),
+    ],
+    ids=["length not a number", "negative length", "length a float", "chunk size not hex", "negative chunk size",
+         "no chunk size"],
+)
+def test_a_request_whose_body_cannot_be_read_is_answered_400(hub_server, capfd, headers, body):
+    """As a real server answers a malformed request: a 400, not a dropped connection and a thread's traceback."""
+    import socket
+
+    host, port = hub_server.url.removeprefix("http://").split(":")
+    request = f"POST /api/repos/create HTTP/1.1\r\nHost: {host}\r\n{headers}\r\nConnection: close\r\n\r\n"
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(request.encode() + body)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
+    assert b"body" in answer.split(b"\r\n\r\n", 1)[1]
+    assert "Traceback" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
 def test_the_server_run_by_hand_removes_its_storage_when_stopped(signal_name):
     server = subprocess.Popen(

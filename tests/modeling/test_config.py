@@ -11,6 +11,7 @@ from fiberbench.modeling import FiberT5Config, build_tiny_config
 def test_defaults_are_text_only_t5_base_sized():
     config = FiberT5Config()
     assert (config.model_type, config.fusion, config.video_feature_size) == ("fiber_t5", "none", 1024)
+    assert config.video_features_name == "i3d"
     assert (config.num_video_layers, config.num_fusion_layers, config.decoder_start_token_id) == (1, 1, 0)
 
 
@@ -21,6 +22,7 @@ def test_defaults_are_text_only_t5_base_sized():
         ("video_feature_size", 0, "`video_feature_size` must be a positive integer"),
         ("num_video_layers", 0, "`num_video_layers` must be a positive integer"),
         ("num_fusion_layers", -1, "`num_fusion_layers` must be a positive integer"),
+        ("video_features_name", "", "`video_features_name` must name the dataset config of the features"),
     ],
 )
 def test_invalid_values_raise_at_construction(field, value, message):

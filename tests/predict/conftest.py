@@ -4,12 +4,10 @@ and the predictions format `fiberbench evaluate` reads.
 
 import json
 
-import numpy as np
 import pytest
 
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id, clip_key
-from fiberbench.predict.tiny_models import FRAME_SIZE, SAVERS
+from fiberbench.data.fiber.validation import clip_key
+from fiberbench.predict.tiny_models import SAVERS, sample_test_records, write_sample_videos, write_video
 
 
 @pytest.fixture(scope="session")
@@ -23,22 +21,6 @@ def tiny_models(tmp_path_factory):
     return folders
 
 
-def write_video(path, seconds: float, fps: int, size: int = FRAME_SIZE, level=lambda index: 10 * index % 250):
-    """A silent H.264 video whose frame `index` is a flat grey of `level(index)`, losslessly encoded."""
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps, options={"qp": "0"})
-        stream.width = stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for index in range(round(seconds * fps)):
-            image = np.full((size, size, 3), level(index), dtype=np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
 def write_zero_duration_video(path):
     """A one-frame video whose headers say it lasts 0 s, as some cut clips do."""
     write_video(path, seconds=0.5, fps=2)
@@ -50,20 +32,11 @@ def write_zero_duration_video(path):
     path.write_bytes(data)
 
 
-def sample_test_records() -> list[dict]:
-    return json.loads((SAMPLE_DIR / "test.json").read_text(encoding="utf-8"))
-
-
 @pytest.fixture(scope="session")
 def video_dir(tmp_path_factory):
     """Videos for every test clip of the bundled sample: even clips as clip files, odd ones as whole videos."""
     folder = tmp_path_factory.mktemp("videos")
-    for index, record in enumerate(sample_test_records()):
-        video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
-        if index % 2 == 0:
-            write_video(folder / f"{clip_id(video_id, start, end)}.mp4", seconds=end - start, fps=2)
-        else:
-            write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1)
+    write_sample_videos(folder)
     return folder
 
 

@@ -1,5 +1,6 @@
 """Bad inputs to `fiberbench predict`: one line each, the right exit status, before any work, nothing written."""
 
+import importlib.util
 import json
 import os
 import re
@@ -96,8 +97,35 @@ def missing_video(tmp_path, tiny_models):
     return ["--model_name_or_path", tiny_models["video"], "--video_dir", tmp_path / "videos"]
 
 
+def folder_output(tmp_path, tiny_models):
+    (tmp_path / "predictions.jsonl").mkdir()
+    return ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path / "predictions.jsonl"]
+
+
 def model(kind, *flags):
     return lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models[kind], *flags]
+
+
+def video_model(*flags):
+    """The tiny LLaVA (its processor has no video processor) with an empty --video_dir and `flags`."""
+
+    def make(tmp_path, tiny_models):
+        (tmp_path / "videos").mkdir()
+        return ["--model_name_or_path", tiny_models["video"], "--video_dir", tmp_path / "videos", *flags]
+
+    return make
+
+
+def processor_needing_torchvision(tmp_path, tiny_models):
+    """The tiny LLaVA whose processor is told to be Video-LLaVA's, whose video processor needs torchvision."""
+    folder = tmp_path / "video_llava"
+    shutil.copytree(tiny_models["video"], folder)
+    config = json.loads((folder / "processor_config.json").read_text())
+    config["processor_class"] = "VideoLlavaProcessor"
+    config["video_processor"] = {"video_processor_type": "VideoLlavaVideoProcessor"}
+    (folder / "processor_config.json").write_text(json.dumps(config))
+    (tmp_path / "videos").mkdir()
+    return ["--model_name_or_path", folder, "--video_dir", tmp_path / "videos", "--output_file", tmp_path / "o.jsonl"]
 
 
 def before_the_data(make_flags):
@@ -136,8 +164,8 @@ def videos_with(tmp_path, index: int, write) -> Path:
 
 
 def a_bad_video(write):
-    """The video model on the test videos, the last clip's replaced by `write`: the refusal comes before the first
-    batch (of 16) is written."""
+    """The video model on the test videos (1 s at 2 fps), the last clip's replaced by `write`: the refusal comes
+    before the first batch (of 16) is written."""
     return lambda tmp_path, tiny_models: [
         "--model_name_or_path",
         tiny_models["video"],
@@ -215,6 +243,32 @@ CASES = {
         USAGE,
         "--prompt is not a valid template",
     ),
+    "a template with a format spec": (
+        before_the_data(model("causal", "--prompt", "{masked_caption:d}")),
+        USAGE,
+        r"--prompt: \{masked_caption:d\} has a format spec or conversion; write \{masked_caption\} alone",
+    ),
+    "a template with a conversion": (
+        before_the_data(model("causal", "--prompt", "Fill {masked_caption!r}")),
+        USAGE,
+        r"--prompt: \{masked_caption!r\} has a format spec or conversion; write \{masked_caption\} alone",
+    ),
+    "an output that is not JSON Lines": (
+        before_the_data(model("causal", "--output_file", "preds.json")),
+        USAGE,
+        r"--output_file: predictions are JSON Lines: name a \.jsonl file, got 'preds.json'",
+    ),
+    "--max_new_tokens beyond a causal LM's positions": (
+        before_the_data(model("causal", "--max_new_tokens", "1000000000")),
+        USAGE,
+        r"--max_new_tokens 1000000000: more than the 2048 positions of .*causal's text model$",
+    ),
+    "--max_new_tokens beyond what a T5 was trained on": (
+        before_the_data(model("seq2seq", "--max_new_tokens", "513")),
+        USAGE,
+        r"--max_new_tokens 513: more than .*seq2seq generates \(it states no maximum of positions: at most 512, the "
+        r"length T5 was trained on\)$",
+    ),
     "--prompt for a seq2seq model": (
         model("seq2seq", "--prompt", "{masked_caption}"),
         USAGE,
@@ -264,7 +318,7 @@ CASES = {
         "lies inside the input folder",
     ),
     "an output that is a folder": (
-        lambda tmp_path, tiny_models: ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path],
+        folder_output,
         USAGE,
         "is a folder; give a file name",
     ),
@@ -362,6 +416,35 @@ CASES = {
         DATA,
         rf"\.mp4: the video lasts 0 s: no frame to sample \(the video of clip {LAST_CLIP}\); 1 of 60 clips'",
     ),
+    "a clip with fewer frames than asked": (
+        a_bad_video(lambda path: write_video(path, seconds=1, fps=1)),
+        DATA,
+        r"\.mp4: the clip \(0-1 s at 1 fps\) has 1 frame, fewer than the 2 asked \(--num_frames\) \(the video of clip "
+        rf"{LAST_CLIP}\); 1 of 60 clips' videos cannot be used$",
+    ),
+    "--video_input video for a processor without a video processor": (
+        before_the_data(video_model("--video_input", "video")),
+        USAGE,
+        r"--video_input video: --model_name_or_path .*: its processor \(LlavaProcessor\) has no video processor; use "
+        "--video_input images$",
+    ),
+    "--video_input for a causal model": (
+        model("causal", "--video_input", "images"),
+        USAGE,
+        "--video_input is for video-language models; a causal LM does not read videos$",
+    ),
+    "--num_frames and --fps": (
+        video_model("--num_frames", "4", "--fps", "2"),
+        USAGE,
+        "--num_frames and --fps are two ways to choose the frames: give one$",
+    ),
+    "--max_frames without --fps": (
+        video_model("--max_frames", "4"),
+        USAGE,
+        r"--max_frames applies to --fps \(with --num_frames, the number of frames is fixed\)$",
+    ),
+    "--fps 0": (video_model("--fps", "0"), USAGE, "--fps: must be a number above 0, got 0"),
+    "--fps nan": (video_model("--fps", "nan"), USAGE, "--fps: must be a number above 0, got nan"),
     "an output's metadata that is a list": (
         damaged(edit_metadata=lambda metadata: [metadata]),
         USAGE,
@@ -438,6 +521,19 @@ def test_a_model_id_that_cannot_be_loaded_is_one_line(tmp_path, hub, reason):
     assert not (tmp_path / "predictions.jsonl").exists()
 
 
+def test_a_processor_that_needs_torchvision_says_how_to_install(tiny_models, tmp_path, cli_error):
+    """Without torchvision, transformers builds no video processor, so such a model's processor cannot be built."""
+    if importlib.util.find_spec("torchvision") is not None:
+        pytest.skip("torchvision is installed here (the video tests run video processors)")
+    exit_status, line = cli_error("predict", *processor_needing_torchvision(tmp_path, tiny_models))
+    assert exit_status == USAGE
+    assert line.endswith(
+        "its processor cannot be built here (VideoLlavaVideoProcessor requires the Torchvision library but it was "
+        "not found in your environment); install torch and torchvision as a "
+        'matching pair, then pip install -e ".[video]" (README: "Evaluate a video LLM")'
+    ), line
+
+
 def test_a_clip_twice_in_the_split_is_refused():
     from datasets import Dataset
 
@@ -445,3 +541,23 @@ def test_a_clip_twice_in_the_split_is_refused():
     with pytest.raises(ValueError, match=r"data.json, split test: rows 0 and 1 are the same clip \('abc', 1, 11\)"):
         clip_keys(Dataset.from_list(rows), "data.json, split test")
     assert json.dumps(clip_keys(Dataset.from_list(rows[:1]), "x")) == '[["abc", 1, 11]]'
+
+
+def test_a_video_id_leading_out_of_the_video_dir_is_refused_before_any_video_is_opened(
+    tmp_path, tiny_models, sample_with, cli_error
+):
+    """A dataset not made by build-dataset may hold any id; `../outside/evil` would be read as ../outside/evil.mp4."""
+    dataset = sample_with("video_id", 0, "../outside/evil")
+    (tmp_path / "outside").mkdir()
+    write_video(tmp_path / "outside" / "evil.mp4", seconds=400, fps=1)
+    (tmp_path / "videos").mkdir()
+    output = tmp_path / "predictions.jsonl"
+    status, line = cli_error(
+        "predict", "--model_name_or_path", tiny_models["video"], "--dataset_name", dataset, "--video_dir",
+        tmp_path / "videos", "--skip_missing_videos", "--output_file", output,
+    )
+    assert status == DATA and line.endswith(
+        f"--dataset_name {dataset}: split test, row 0: field 'video_id': '../outside/evil' is not a plain video id "
+        "(only A-Z, a-z, 0-9, '_' and '-')"
+    ), line
+    assert not output.exists()

@@ -91,8 +91,17 @@ def test_predict_writes_one_row_per_clip(kind, tiny_models, video_dir, tmp_path,
         assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], captions, nlp)
     else:
         assert settings["reader"] is None
-    if kind == "video":
-        assert settings["video"] == {"num_frames": 4, "sampling": "uniform"}
+    if kind == "video":  # the tiny LLaVA's processor has no video processor: the frames go in as images
+        assert settings["video"] == {
+            "input": "images",
+            "num_frames": 4,
+            "fps": None,
+            "max_frames": None,
+            "frames": "4 frames: the frames on screen at the centres of equal parts of the clip's [start, end)",
+            "chosen_by": "--num_frames",
+            "processor_defaults": {},
+            "video_metadata": None,
+        }
         assert settings["prompt"]["example"].count("<image>") == 4
     scored_by_evaluate(output_file, tmp_path / "scores", num_beams)
 
@@ -139,3 +148,20 @@ def test_video_prompt_without_a_chat_template(tmp_path, video_dir):
     assert prompt["chat_template"] is None
     assert prompt["example"] == "<image>" * 3 + DEFAULT_PROMPT.format(masked_caption=caption)
     assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 2
+
+
+def test_device_map_spreads_the_model_with_the_same_answers(tiny_models, tmp_path):
+    """--device_map auto (on this machine: all on the CPU, through Accelerate's placement) answers as one device."""
+    answers = {}
+    for flags in ([], ["--device_map", "auto"]):
+        output_file = tmp_path / f"predictions{len(flags)}.jsonl"
+        assert predict(tiny_models["causal"], output_file, "--max_predict_samples", 4, *flags) == 0
+        answers[len(flags)] = [row["prediction"] for row in read_evaluate_format(output_file, 1, replies=True)]
+    assert answers[0] == answers[2]
+
+
+def test_device_map_under_accelerate_launch_is_refused(tiny_models, tmp_path, monkeypatch, cli_error):
+    monkeypatch.setenv("WORLD_SIZE", "2")  # as accelerate launch sets it for two processes
+    flags = ["--model_name_or_path", tiny_models["causal"], "--device_map", "auto"]
+    status, line = cli_error("predict", *flags, "--output_file", tmp_path / "p.jsonl")
+    assert status == 2 and "--device_map spreads one model over the GPUs in one process" in line

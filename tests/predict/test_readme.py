@@ -51,3 +51,46 @@ def test_the_causal_example_prompt_has_a_real_line_break_and_its_replies_read_ag
     assert result.returncode == 0, result.stderr[-4000:]
     settings = json.loads((tmp_path / "qwen_plain_reading.metadata.json").read_text())["settings"]
     assert "noun_phrase" not in settings["reader"]["readings"] and settings["prompt"]["template"] == template
+
+
+def section_commands(title: str) -> list[str]:
+    """The shell commands of a README section's bash blocks, continuation lines joined, comments kept."""
+    section = README.read_text(encoding="utf-8").split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL):
+        lines = block.splitlines()
+        while lines:
+            command = [lines.pop(0)]
+            while command[-1].rstrip().endswith("\\"):
+                command.append(lines.pop(0))
+            commands.append("\n".join(command))
+    return commands
+
+
+@pytest.mark.video
+@pytest.mark.slow
+def test_the_video_llm_section_runs_as_written(tmp_path):
+    """Every command of "Evaluate a video LLM" but the installs and those marked as needing the Hub, in order, by
+    bash, offline, in a fresh folder (they write the dataset, videos, models and outputs where they run)."""
+    commands = section_commands("Evaluate a video LLM")
+    installs = ("pip ", "python3 -m venv")
+    skipped = [command for command in commands if "needs the Hub" in command or command.startswith(installs)]
+    assert len(skipped) == 6, skipped  # the venv, three installs and two real models
+    environment = {
+        **os.environ,
+        **OFFLINE,
+        "HF_HOME": str(tmp_path / "hf"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for command in commands:
+        if command in skipped:
+            continue
+        result = subprocess.run(
+            ["bash", "-c", command], cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=600
+        )
+        assert result.returncode == 0, (command, result.stderr[-3000:])
+    [results] = (tmp_path / "outputs" / "lmms_eval").rglob("*_results.json")  # lmms-eval exits 0 when it fails
+    comparison = json.loads((tmp_path / "outputs" / "video_llm_comparison" / "results.json").read_text())
+    assert list(comparison["systems"]) == ["tiny Qwen2-VL (lmms-eval)", "tiny Qwen2.5-VL (predict)"]
+    lmms_eval_f1 = json.loads(results.read_text())["results"]["fiber_test"]["f1,none"]
+    assert comparison["systems"]["tiny Qwen2-VL (lmms-eval)"]["f1"] == pytest.approx(lmms_eval_f1, abs=1e-9)

@@ -1,11 +1,13 @@
-"""Finding a clip's video and sampling its frames uniformly with PyAV, checked on synthetic videos with known frames."""
+"""Finding a clip's video and sampling its frames with PyAV, checked on synthetic videos with known frames."""
 
 import numpy as np
 import pytest
 
 from fiberbench.errors import DataError
 from fiberbench.predict.videos import (
+    ClipSpan,
     ClipVideo,
+    FrameSampling,
     check_video,
     find_clip_video,
     sample_frames,
@@ -68,29 +70,75 @@ def test_a_clip_file_comes_before_the_whole_video(videos):
     assert find_clip_video(videos, "xyz", 3, 7) is None
 
 
+FOUR = FrameSampling(num_frames=4)
+
+
 def test_frames_of_a_clip_file(videos):
     # 2 s: the frames on screen at 0.25, 0.75, 1.25 and 1.75 s are frames 2, 7, 12 and 17.
-    frames = sample_frames(ClipVideo(videos / "abc_000003_000007.mp4"), 4)
-    assert [frame.shape for frame in frames] == [(32, 32, 3)] * 4 and frames[0].dtype == np.uint8
-    assert frame_indices(frames) == [2, 7, 12, 17]
+    clip = sample_frames(ClipVideo(videos / "abc_000003_000007.mp4"), FOUR)
+    assert [frame.shape for frame in clip.frames] == [(32, 32, 3)] * 4 and clip.frames[0].dtype == np.uint8
+    assert frame_indices(clip.frames) == [2, 7, 12, 17]
+    assert clip.times == pytest.approx([0.2, 0.7, 1.2, 1.7])
+    assert clip.span == ClipSpan(0.0, 2.0, FPS)
+    assert clip.video_metadata() == {
+        "total_num_frames": 20,
+        "fps": FPS,
+        "duration": 2.0,
+        "width": 32,
+        "height": 32,
+        "frames_indices": [2, 7, 12, 17],
+    }
 
 
 def test_frames_of_a_whole_video_cut_to_the_clip(videos):
-    # 3 to 7 s: frames 35, 45, 55 and 65 (modulo 25: 10, 20, 5, 15).
-    assert frame_indices(sample_frames(ClipVideo(videos / "abc.mp4", 3.0, 7.0), 4)) == [10, 20, 5, 15]
+    # 3 to 7 s: frames 35, 45, 55 and 65 (modulo 25: 10, 20, 5, 15), times counted from the clip's start.
+    clip = sample_frames(ClipVideo(videos / "abc.mp4", 3.0, 7.0), FOUR)
+    assert frame_indices(clip.frames) == [10, 20, 5, 15]
+    assert clip.times == pytest.approx([0.5, 1.5, 2.5, 3.5])
+    assert clip.video_metadata()["frames_indices"] == [5, 15, 25, 35]
+    assert clip.video_metadata()["total_num_frames"] == 40
 
 
 def test_a_clip_that_runs_past_the_end_of_its_video_is_cut_there(videos):
     # 3 to 13 s of a 5 s video: 3 to 5 s, frames 32, 37, 42, 47.
-    assert frame_indices(sample_frames(ClipVideo(videos / "short.mp4", 3.0, 13.0), 4)) == [7, 12, 17, 22]
+    clip = sample_frames(ClipVideo(videos / "short.mp4", 3.0, 13.0), FOUR)
+    assert frame_indices(clip.frames) == [7, 12, 17, 22]
+    assert clip.span == ClipSpan(3.0, 5.0, FPS)
 
 
-def test_more_frames_than_the_clip_has_repeat_frames(videos):
-    frames = frame_indices(sample_frames(ClipVideo(videos / "abc.mp4", 1.0, 1.3), 6))
-    assert frames == sorted(frames) and set(frames) == {10, 11, 12}
+@pytest.mark.parametrize(
+    "sampling, count",
+    [
+        (FrameSampling(fps=2), 8),  # 4 s at 2 a second
+        (FrameSampling(fps=2, max_frames=5), 5),
+        (FrameSampling(fps=0.1), 1),  # at least one
+        (FrameSampling(fps=30), 40),  # every frame of the 10 fps video
+    ],
+    ids=["fps", "max_frames", "at least one", "at most every frame"],
+)
+def test_frames_at_a_rate(videos, sampling, count):
+    clip = sample_frames(ClipVideo(videos / "abc.mp4", 3.0, 7.0), sampling)
+    assert len(clip.frames) == count == sampling.count(check_video(ClipVideo(videos / "abc.mp4", 3.0, 7.0), sampling))
+    assert clip.times == sorted(clip.times)
+    if count == 40:
+        assert frame_indices(clip.frames) == [(30 + index) % 25 for index in range(40)]
 
 
-@pytest.mark.parametrize("check", [check_video, lambda video: sample_frames(video, 4)], ids=["checked", "sampled"])
+def test_a_sampling_is_one_rule():
+    with pytest.raises(ValueError, match="exactly one of num_frames and fps"):
+        FrameSampling(num_frames=4, fps=2)
+    assert "8 frames: the frames on screen at the centres" in FrameSampling(num_frames=8).rule()
+    assert FrameSampling(fps=2, max_frames=32).rule().startswith("floor(seconds x 2) frames (at least 1, at most 32")
+
+
+@pytest.mark.parametrize("check", [check_video, sample_frames], ids=["checked", "sampled"])
+def test_more_frames_than_the_clip_has_is_one_line(videos, check):
+    # 1.0 to 1.3 s at 10 fps: 3 frames.
+    with pytest.raises(DataError, match=r"abc.mp4: the clip \(1-1.3 s at 10 fps\) has 3 frames, fewer than the 6"):
+        check(ClipVideo(videos / "abc.mp4", 1.0, 1.3), FrameSampling(num_frames=6))
+
+
+@pytest.mark.parametrize("check", [check_video, sample_frames], ids=["checked", "sampled"])
 @pytest.mark.parametrize(
     "video, message",
     [
@@ -104,10 +152,10 @@ def test_more_frames_than_the_clip_has_repeat_frames(videos):
 )
 def test_unusable_videos_are_one_line_errors(videos, video, message, check):
     with pytest.raises(DataError, match=message) as raised:
-        check(ClipVideo(videos / video.path, video.start, video.end))
+        check(ClipVideo(videos / video.path, video.start, video.end), FOUR)
     assert "\n" not in str(raised.value)
 
 
 def test_usable_videos_pass_the_check(videos):
-    check_video(ClipVideo(videos / "abc_000003_000007.mp4"))
-    check_video(ClipVideo(videos / "short.mp4", 3.0, 13.0))
+    assert check_video(ClipVideo(videos / "abc_000003_000007.mp4"), FOUR) == ClipSpan(0.0, 2.0, FPS)
+    assert check_video(ClipVideo(videos / "short.mp4", 3.0, 13.0), FOUR) == ClipSpan(3.0, 5.0, FPS)

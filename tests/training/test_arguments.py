@@ -1,10 +1,18 @@
 """Flags, YAML configs and the checks that fail before any work."""
 
+import argparse
+
 import pytest
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, hub_checkpoint, parse_args, read_config
-from fiberbench.training.hub_checkpoints import HubCheckpoint
+from fiberbench.training.arguments import (
+    CONFIGS_DIR,
+    SAMPLE_DEMO_CONFIG,
+    HubCheckpoint,
+    hub_checkpoint,
+    parse_args,
+    read_config,
+)
 from fiberbench.training.models import resolve_fusion
 
 TABLE_3_CONFIGS = (
@@ -29,7 +37,8 @@ def test_defaults_are_the_paper_setup():
     assert not args.sample_demo
     assert (args.per_device_train_batch_size, args.num_train_epochs, args.learning_rate) == (64, 10, 1e-4)
     assert args.lr_scheduler_type == "linear" and args.num_warmup_steps is None  # None: one epoch
-    assert args.weight_decay == 0.0 and args.only_noun_phrases and args.spacy_model == "en_core_web_trf"
+    # No --spacy_model: $FIBERBENCH_SPACY_MODEL, else the paper's en_core_web_trf (`load_spacy_pipeline`).
+    assert args.weight_decay == 0.0 and args.only_noun_phrases and args.spacy_model is None
     assert args.do_train and args.do_eval and args.do_predict
 
 
@@ -84,6 +93,22 @@ def test_bad_config_files_name_the_file_and_the_problem(tmp_path, text, message)
     assert message in str(error.value)
 
 
+def laughs(depth: int) -> str:
+    """A "billion laughs" YAML value: `depth` levels of nine aliases of the level below (9**depth "lol"s)."""
+    levels = ["&l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"&l{level} [{', '.join([f'*l{level - 1}'] * 9)}]" for level in range(1, depth)]
+    return f"learning_rate: [{', '.join(levels)}]\n"
+
+
+@pytest.mark.parametrize("depth", [6, 9])
+def test_a_billion_laughs_config_is_quoted_in_a_few_characters(tmp_path, depth):
+    """A value's repr would grow to 9**depth "lol"s (3.5 GB at depth 9): the message quotes its beginning."""
+    path = write_config(tmp_path, laughs(depth))
+    with pytest.raises(UsageError, match=r"learning_rate must be a single value, got \[\['lol', 'lol', ") as error:
+        parse_args(["--config", str(path)])
+    assert len(str(error.value)) < 400
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
@@ -115,10 +140,20 @@ def test_a_missing_checkpoint_folder_is_a_data_error():
         parse_args(["--resume_from_checkpoint", "no/such/step_10"])
 
 
-def test_a_name_that_is_no_folder_is_a_hub_checkpoint():
-    args = parse_args(["--resume_from_checkpoint", "org/run:step_30", "--hub_revision", "v1"])
+def test_a_name_that_is_no_folder_is_a_hub_checkpoint(tmp_path):
+    args = argparse.Namespace(resume_from_checkpoint="org/run:step_30", hub_revision="v1")
     assert hub_checkpoint(args) == HubCheckpoint("org/run", "step_30", "v1")
-    assert hub_checkpoint(parse_args(["--resume_from_checkpoint", "org/run"])).folder == "last-checkpoint"
+    args = argparse.Namespace(resume_from_checkpoint="org/run", hub_revision=None)
+    assert hub_checkpoint(args).folder == "last-checkpoint" and hub_checkpoint(args).given == "org/run"
+    args = argparse.Namespace(resume_from_checkpoint=str(tmp_path), hub_revision=None)
+    assert hub_checkpoint(args) is None  # a folder
+
+
+def test_a_hub_checkpoint_that_cannot_be_reached_is_refused_while_the_arguments_are_checked(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(DataError, match="--resume_from_checkpoint org/run: no such checkpoint folder, and the Hub"):
+        parse_args(["--resume_from_checkpoint", "org/run"])
 
 
 def test_missing_config_file_lists_the_shipped_ones():

@@ -148,3 +148,25 @@ def test_the_evaluation_copy_of_an_fsdp_model_has_every_weight_on_every_process(
     assert reports == [
         {"rank": rank, "sharded": "DTensor", "detected": detected, "same": True, "answers": rank + 1} for rank in (0, 1)
     ]
+
+
+@pytest.mark.parametrize("case", ["a bad flag", "a dataset that is not there", "an output another run holds"])
+def test_a_refusal_of_every_process_is_said_once_by_the_main_process(launch, failure_lines, tmp_path, case):
+    """Each of the two processes refuses the run alike; the line is said once, not once per process."""
+    from fiberbench.ownership import OutputLock
+
+    output_dir = tmp_path / "run"
+    arguments = {
+        "a bad flag": ["--learning_rate=-1"],
+        "a dataset that is not there": ["--dataset_name", tmp_path / "no_such_dataset"],
+        "an output another run holds": [],
+    }[case]
+    with OutputLock(output_dir, "another run", "--output_dir") as held:
+        result = launch([*arguments, "--output_dir", output_dir], launch_args=TWO_PROCESSES, check=False)
+        assert held.path.exists()
+    [line] = failure_lines(result)
+    assert {
+        "a bad flag": "--learning_rate: must be a finite number greater than 0, got -1",
+        "a dataset that is not there": "no_such_dataset: no such folder",
+        "an output another run holds": "is being written by another run (another run, PID",
+    }[case] in line, line

@@ -60,3 +60,50 @@ def test_an_uncached_hub_model_offline_fails_at_once_with_the_ways_out(monkeypat
     message = str(error.value)
     assert "not in the Hugging Face cache" in message and "HF_HUB_OFFLINE is set" in message
     assert "hf download fiber-org/no-such-model" in message and "local model folder" in message
+
+
+def saved_fiber(folder, fusion: str, **fields):
+    config = build_tiny_config(AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH), fusion)
+    config.update(fields)
+    FiberT5ForConditionalGeneration(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH).save_pretrained(folder)
+    return str(folder)
+
+
+def test_the_video_features_size_and_config_come_from_the_data(tmp_path):
+    from fiberbench.training.arguments import parse_args
+    from fiberbench.training.models import VideoFeatures, build_model
+
+    clip = VideoFeatures("clip-vit-base-patch32", 48)
+    model, _ = build_model(parse_args(["--fusion", "early"]), "early", {}, clip)  # the tiny model
+    assert (model.config.video_feature_size, model.config.video_features_name) == (48, "clip-vit-base-patch32")
+    assert model.get_encoder().video_projection.weight.shape[1] == 48
+    # A text-only FIBER checkpoint has no video weights yet: they are made for the data.
+    text_only = saved_fiber(tmp_path / "text_only", "none")
+    options = loading_options(text_only)
+    model, _ = build_model(parse_args(["--model_name_or_path", text_only, "--fusion", "early"]), "early", options, clip)
+    assert (model.config.video_feature_size, model.config.video_features_name) == (48, "clip-vit-base-patch32")
+
+
+def test_a_checkpoint_of_features_of_another_size_is_one_line(tmp_path, caplog):
+    from fiberbench.training.arguments import parse_args
+    from fiberbench.training.inputs import default_config_name
+    from fiberbench.training.models import VideoFeatures, build_model, checkpoint_config
+
+    i3d = saved_fiber(tmp_path / "i3d", "early")
+    args = parse_args(["--model_name_or_path", i3d])
+    options = loading_options(i3d)
+    with pytest.raises(DataError) as error:
+        build_model(args, "early", options, VideoFeatures("clip", 48))
+    assert str(error.value) == (
+        f"--model_name_or_path {i3d} reads video features of size 1024 (its 'i3d' features), but the dataset's 'clip' "
+        "config has features of size 48: give the config of the features it was trained on, or start from a T5 or "
+        "text-only checkpoint"
+    )
+    model, _ = build_model(args, "early", options, VideoFeatures("dinov2-large", 1024))  # same size, other features
+    assert model.config.video_features_name == "dinov2-large" and "trained on the 'i3d' features" in caplog.text
+    # Without --dataset_config_name, a checkpoint reads the features it was trained on.
+    clip = saved_fiber(tmp_path / "clip", "late", video_feature_size=48, video_features_name="clip")
+    checkpoint = checkpoint_config(parse_args(["--model_name_or_path", clip]), loading_options(clip))
+    assert default_config_name("late", checkpoint.video_features_name) == "clip"
+    assert default_config_name("early") == "i3d" and default_config_name("none", "clip") == "text"

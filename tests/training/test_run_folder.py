@@ -46,6 +46,22 @@ def test_a_previous_run_needs_overwrite_or_resume(tmp_path):
     assert check(tmp_path, overwrite=True).previous_entries == ["model", "results.json", "step_2"]
 
 
+@pytest.mark.parametrize("state", ["running", "complete"])
+def test_a_run_that_failed_before_writing_anything_leaves_the_folder_free(tmp_path, state):
+    """A resume that fails at its checkpoint has claimed the folder (its record) and written nothing in it."""
+    run = check(tmp_path / "out")
+    run.claim()
+    if state == "complete":
+        run.finish()
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [RUN_MARKER]
+    again = check(tmp_path / "out")
+    assert again.entries == {} and again.previous_entries == []
+    again.claim()
+    again.entry("results.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(UsageError, match="holds the output of an earlier run of training/train.py"):
+        check(tmp_path / "out")
+
+
 def test_overwrite_removes_only_the_previous_runs_entries(tmp_path):
     finished_run(tmp_path)
     (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")

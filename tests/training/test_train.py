@@ -14,7 +14,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
-from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE
+from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RunFolder
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
 pytestmark = pytest.mark.slow
@@ -219,6 +219,8 @@ def test_a_checkpoint_that_cannot_be_resumed_is_one_line_and_writes_nothing(
     line = one_line(failure_lines, result)
     assert message in line and str(checkpoint) in line
     assert not (output_dir / "model").exists() and not (output_dir / RESULTS_FILE).exists()
+    # The failed run wrote nothing there: the corrected command may use the folder.
+    RunFolder.check(str(output_dir), overwrite=False, resume_from_checkpoint=None, inputs=[])
 
 
 def test_most_frequent_answer_baseline_writes_outputs(launch, tmp_path):

@@ -1,0 +1,250 @@
+"""The encoders `fiberbench extract-features` runs: image encoders applied to each frame, video encoders to windows.
+
+- Image encoders (`AutoModel` + `AutoImageProcessor`): vision models whose forward reads
+  `pixel_values` (`CLIPVisionModel`, `SiglipVisionModel`, `Siglip2VisionModel`, `Dinov2Model`,
+  `ViTModel`, ...) and dual encoders whose `get_image_features` does (CLIP, SigLIP, SigLIP 2: the
+  image tower with its projection). Each sampled frame gives one feature.
+- Video encoders: models of tubelets, whose config has an integer `tubelet_size` (VideoMAE with its
+  image processor, V-JEPA 2 with its video processor). They read windows of their own number of
+  frames (`num_frames`, V-JEPA 2's `frames_per_clip`); each window gives one feature per temporal
+  patch (`tubelet_size` frames). The last window of a clip is filled up by repeating its last frame,
+  and the temporal patches that hold only such repeats are dropped.
+
+Which output becomes the feature is the named setting `pooling`, recorded with the features:
+- `pooler_output` (image encoders' default): the model's pooled output of a frame: a vision model's
+  `pooler_output` (CLIP's post-layernorm class token, SigLIP's attention-pooling head, DINOv2's
+  layernormed class token), or a dual encoder's `get_image_features` (CLIP: projected into the
+  joint image-text space; SigLIP: its head's output).
+- `cls`: the first token of the last hidden state, a frame's class token (CLIP, DINOv2; a model
+  without one, such as SigLIP, is refused).
+- `mean` (video encoders' only one): the mean of the last hidden state's tokens: of a frame, or of
+  one temporal patch of a window.
+
+`ClipPreparer` holds what turns decoded frames into model inputs (the processor) and runs in data
+loader workers; `Encoder` holds the model and runs where it is.
+"""
+
+import inspect
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fiberbench.errors import DataError, UsageError
+
+POOLINGS = {
+    "pooler_output": "the model's pooled output",
+    "cls": "the first token (class token) of the last hidden state",
+    "mean": "the mean of the last hidden state's tokens",
+}
+IMAGE, VIDEO = "image", "video"
+# The frame the encoder is first run on (`Encoder.probe`): any size, the processor resizes it.
+PROBE_FRAME = np.zeros((64, 64, 3), dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """How an encoder is run, read from its config before any weights are loaded (`encoder_spec`).
+
+    Args:
+        kind: "image" (one feature per frame) or "video" (one per temporal patch of a window).
+        pooling: which output becomes the feature (`POOLINGS`).
+        dual: an image-text model: frames go through `get_image_features`, not `forward`.
+        input_name: the forward argument of the pixels (`pixel_values`, V-JEPA 2's `pixel_values_videos`).
+        window_frames: video encoders: the frames of one window.
+        tubelet_size: video encoders: the frames of one temporal patch.
+    """
+
+    kind: str
+    pooling: str
+    dual: bool = False
+    input_name: str = "pixel_values"
+    window_frames: int | None = None
+    tubelet_size: int | None = None
+
+    def units(self, num_frames: int) -> int:
+        """How many inputs (frames, or windows) a clip of `num_frames` sampled frames gives the model."""
+        return num_frames if self.kind == IMAGE else math.ceil(num_frames / self.window_frames)
+
+    def steps(self, num_frames: int) -> int:
+        """T, how many features a clip of `num_frames` sampled frames gets."""
+        return num_frames if self.kind == IMAGE else math.ceil(num_frames / self.tubelet_size)
+
+    def describe(self) -> dict:
+        """The `output` section of `features.json`: which output one feature is, in words and fields."""
+        if self.kind == IMAGE:
+            through = "get_image_features" if self.dual else "forward"
+            description = f"{POOLINGS[self.pooling]} ({self.pooling} of {through}) of each sampled frame"
+            return {"pooling": self.pooling, "description": description}
+        description = (
+            f"{POOLINGS[self.pooling]} of each temporal patch ({self.tubelet_size} frames) of windows of "
+            f"{self.window_frames} sampled frames (the last window filled up with its last frame)"
+        )
+        return {
+            "pooling": self.pooling,
+            "description": description,
+            "window_frames": self.window_frames,
+            "tubelet_size": self.tubelet_size,
+        }
+
+
+def encoder_spec(config, pooling: str | None, name: str) -> EncoderSpec:
+    """How the model of `config` (named `name` in messages) is run, with --pooling (None: its kind's default).
+
+    Raises:
+        UsageError: the model has no vision tower fiberbench knows how to read, or `pooling` does
+            not apply to it.
+    """
+    from transformers import MODEL_MAPPING
+
+    tubelet_size = getattr(config, "tubelet_size", None)
+    model_class = MODEL_MAPPING[type(config)] if type(config) in MODEL_MAPPING else None
+    forward = inspect.signature(model_class.forward).parameters if model_class is not None else {}
+    if isinstance(tubelet_size, int) and not isinstance(tubelet_size, bool):
+        input_name = next((name for name in ("pixel_values_videos", "pixel_values") if name in forward), None)
+        window = getattr(config, "num_frames", None) or getattr(config, "frames_per_clip", None)
+        if input_name is None or not isinstance(window, int):
+            raise UsageError(
+                f"--model_name_or_path {name}: a {config.model_type!r} model of tubelets, but not one "
+                "fiberbench knows how to read (no pixel input or number of frames)"
+            )
+        if pooling not in (None, "mean"):
+            raise UsageError(
+                f"--pooling {pooling}: a video encoder's features are the mean of each temporal patch (--pooling mean)"
+            )
+        return EncoderSpec(VIDEO, "mean", input_name=input_name, window_frames=window, tubelet_size=tubelet_size)
+    dual = getattr(config, "vision_config", None) is not None and hasattr(model_class, "get_image_features")
+    if not dual and "pixel_values" not in forward:
+        raise UsageError(
+            f"--model_name_or_path {name}: a {config.model_type!r} model has no vision tower that reads frames: give "
+            "an image encoder (CLIP, SigLIP, SigLIP 2, DINOv2, ...) or a video encoder (VideoMAE, V-JEPA 2)"
+        )
+    return EncoderSpec(IMAGE, pooling or "pooler_output", dual=dual)
+
+
+class ClipPreparer:
+    """Turns a clip's sampled frames into the encoder's inputs with its processor: what data loader workers run."""
+
+    def __init__(self, spec: EncoderSpec, processor):
+        self.spec = spec
+        self.processor = processor
+
+    @classmethod
+    def load(cls, spec: EncoderSpec, name: str, loading: dict) -> "ClipPreparer":
+        """The processor of model `name` (an image processor; V-JEPA 2's is a video processor).
+
+        Raises:
+            DataError: it cannot be loaded (none saved with the model, or one that needs torchvision).
+        """
+        from transformers import AutoImageProcessor, AutoVideoProcessor
+
+        auto_class = AutoVideoProcessor if spec.input_name == "pixel_values_videos" else AutoImageProcessor
+        try:
+            processor = auto_class.from_pretrained(name, **loading)
+        except (OSError, ValueError, ImportError) as error:
+            raise DataError(
+                f"--model_name_or_path {name}: cannot load its {auto_class.__name__.removeprefix('Auto')} "
+                f"({' '.join(str(error).split())})"
+            ) from error
+        return cls(spec, processor)
+
+    def __call__(self, frames: list[np.ndarray]) -> dict[str, torch.Tensor]:
+        """The model inputs of a clip's frames, one row per unit (`EncoderSpec.units`): a frame or a window."""
+        if self.spec.kind == IMAGE:
+            return dict(self.processor(images=frames, return_tensors="pt"))
+        window = self.spec.window_frames
+        filled = frames + [frames[-1]] * (self.spec.units(len(frames)) * window - len(frames))
+        windows = [filled[start : start + window] for start in range(0, len(filled), window)]
+        if self.spec.input_name == "pixel_values_videos":  # a video processor: the frames are already sampled
+            return dict(self.processor(videos=windows, do_sample_frames=False, return_tensors="pt"))
+        return dict(self.processor(windows, return_tensors="pt"))
+
+
+class Encoder:
+    """The model of a `ClipPreparer`'s inputs, on its device, giving each unit's features."""
+
+    def __init__(self, spec: EncoderSpec, model):
+        self.spec = spec
+        self.model = model
+        parameters = inspect.signature(model.forward).parameters
+        # V-JEPA 2 also runs its predictor unless told not to: the encoder's output is all that is read.
+        self.extra = {"skip_predictor": True} if "skip_predictor" in parameters else {}
+        self.feature_size: int | None = None  # D, known once `probe` has run
+
+    @classmethod
+    def load(cls, spec: EncoderSpec, name: str, loading: dict, device: torch.device, dtype: torch.dtype) -> "Encoder":
+        """The model `name` from its safetensors weights (never a pickle), on `device` in `dtype`, in eval mode."""
+        from transformers import AutoModel
+
+        try:
+            model = AutoModel.from_pretrained(name, dtype=dtype, use_safetensors=True, **loading)
+        except (OSError, ValueError, RuntimeError) as error:
+            raise DataError(
+                f"--model_name_or_path {name}: cannot be loaded ({' '.join(str(error).split())})"
+            ) from error
+        return cls(spec, model.to(device).eval())
+
+    def __call__(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Each unit's features, float32 of shape (units, steps per unit, D): one step per frame, or per temporal
+        patch of a window."""
+        return self._pool(self._run(inputs))
+
+    @torch.inference_mode()
+    def _run(self, inputs: dict[str, torch.Tensor]):
+        """The model's outputs for a batch of inputs, moved to its device (floats in its dtype)."""
+        device, dtype = self.model.device, self.model.dtype
+        inputs = {
+            name: value.to(device, dtype=dtype if value.is_floating_point() else None, non_blocking=True)
+            for name, value in inputs.items()
+        }
+        if self.spec.kind == VIDEO:
+            return self.model(**inputs, **self.extra)
+        return self.model.get_image_features(**inputs) if self.spec.dual else self.model(**inputs)
+
+    def _pool(self, outputs) -> torch.Tensor:
+        if self.spec.kind == VIDEO:
+            hidden = outputs.last_hidden_state  # (windows, steps x patches, D)
+            steps = self.spec.window_frames // self.spec.tubelet_size
+            return hidden.unflatten(1, (steps, -1)).mean(dim=2).float()
+        if self.spec.pooling == "pooler_output":
+            pooled = outputs.pooler_output
+        elif self.spec.pooling == "cls":
+            pooled = outputs.last_hidden_state[:, 0]
+        else:
+            pooled = outputs.last_hidden_state.mean(dim=1)
+        return pooled[:, None, :].float()
+
+    def probe(self, preparer: ClipPreparer, name: str) -> int:
+        """Run the model once on a black clip: D, checking that the chosen output is one the model has.
+
+        Raises:
+            UsageError: the model gives no such output (no `pooler_output`, no class token for `cls`,
+                last hidden states that do not split into temporal patches).
+        """
+        spec = self.spec
+        inputs = preparer([PROBE_FRAME] * (spec.window_frames or 1))
+        try:
+            outputs = self._run(inputs)
+            if spec.kind == IMAGE and spec.pooling == "cls" and not self._has_class_token(inputs, outputs):
+                raise UsageError(
+                    f"--pooling cls: {name} has no class token (its last hidden state is one token per patch); "
+                    "use --pooling pooler_output or mean"
+                )
+            features = self._pool(outputs)
+        except (AttributeError, TypeError, RuntimeError) as error:
+            output = "get_image_features" if spec.dual else "forward"
+            raise UsageError(
+                f"--model_name_or_path {name}: its {output} gives no {spec.pooling} to take as features "
+                f"({type(error).__name__}: {' '.join(str(error).split())})"
+            ) from error
+        self.feature_size = features.shape[-1]
+        return self.feature_size
+
+    def _has_class_token(self, inputs: dict, outputs) -> bool:
+        """Whether the last hidden state has more tokens than the frame has patches (a class token comes first)."""
+        config = getattr(self.model.config, "vision_config", None) or self.model.config
+        pixels, patch = inputs["pixel_values"], config.patch_size
+        # (frames, channels, height, width), or SigLIP 2's (frames, patches, values of a patch).
+        patches = pixels.shape[1] if pixels.ndim == 3 else (pixels.shape[-2] // patch) * (pixels.shape[-1] // patch)
+        return outputs.last_hidden_state.shape[1] > patches

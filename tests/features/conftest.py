@@ -1,0 +1,53 @@
+"""Tiny random encoders built from configs (`fiberbench.features.tiny_encoders`); synthetic videos of the sample."""
+
+import json
+
+import pytest
+
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.release import SPLIT_FILES
+from fiberbench.data.fiber.validation import clip_id
+from fiberbench.features.tiny_encoders import save_clip, save_videomae
+
+from ..predict.conftest import write_video
+
+# Tests run offline, as the Hub cannot be reached here.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@pytest.fixture(scope="session")
+def encoders(tmp_path_factory):
+    """Name -> the folder of a tiny random encoder: `clip` (CLIPVisionModel, D 48), `clip_dual` (CLIPModel, read
+    through get_image_features: D 24) and `videomae` (4-frame windows, tubelets of 2: D 40)."""
+    root = tmp_path_factory.mktemp("encoders")
+    save_clip(root / "clip")
+    save_clip(root / "clip_dual", with_text=True)
+    save_videomae(root / "videomae")
+    return {name: root / name for name in ("clip", "clip_dual", "videomae")}
+
+
+def sample_records(split: str) -> list[dict]:
+    return json.loads((SAMPLE_DIR / SPLIT_FILES[split]).read_text(encoding="utf-8"))
+
+
+def clip_level(number: int):
+    """Frame `index` of clip `number` is a flat grey of this level: clips differ, and so do their frames."""
+    return lambda index: (37 * number + 10 * index) % 250
+
+
+@pytest.fixture(scope="session")
+def sample_videos(tmp_path_factory):
+    """A video for every clip of the bundled sample (all splits): a file of the clip alone (2 fps), except every
+    third test clip, whose whole video (1 fps, a second past the clip's end) is cut to the clip."""
+    folder = tmp_path_factory.mktemp("sample_videos")
+    number = 0
+    for split in SPLIT_FILES:
+        for index, record in enumerate(sample_records(split)):
+            video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
+            if split == "test" and index % 3 == 1:
+                write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))
+            else:
+                path = folder / f"{clip_id(video_id, start, end)}.mp4"
+                write_video(path, seconds=end - start, fps=2, level=clip_level(number))
+            number += 1
+    return folder
