@@ -426,6 +426,15 @@ class LocalHub:
                         return fault.status
         return None
 
+    def history(self, repo_id: str, repo_type: str = "model") -> list[Commit]:
+        """The commits of the repo's main branch, oldest first."""
+        repo = self.store.repos[(repo_type, repo_id)]
+        oid, found = repo.branches[DEFAULT_BRANCH], []
+        while oid is not None:
+            found.append(repo.commits[oid])
+            oid = repo.commits[oid].parent
+        return found[::-1]
+
     def repo_url(self, repo_type: str, repo_id: str) -> str:
         prefix = "" if repo_type == "model" else f"{repo_type}s/"
         return f"{self.url}/{prefix}{repo_id}"

@@ -44,12 +44,7 @@ def head_files(hub, repo_id: str = REPO_ID) -> dict[str, str]:
 
 def titles(hub, repo_id: str = REPO_ID) -> list[str]:
     """The repo's commit titles, oldest first."""
-    repo = hub.store.repos[("model", repo_id)]
-    oid, found = repo.branches["main"], []
-    while oid is not None:
-        found.append(repo.commits[oid].title)
-        oid = repo.commits[oid].parent
-    return found[::-1]
+    return [commit.title for commit in hub.history(repo_id)]
 
 
 def wait(pusher: HubPusher) -> None:

@@ -53,16 +53,6 @@ def train(args: list, check: bool = True, push: bool = True) -> subprocess.Compl
     return result
 
 
-def commits(hub, repo_id: str = REPO_ID) -> list:
-    """The repo's commits on main, oldest first."""
-    repo = hub.store.repos[("model", repo_id)]
-    oid, found = repo.branches["main"], []
-    while oid is not None:
-        found.append(repo.commits[oid])
-        oid = repo.commits[oid].parent
-    return found[::-1]
-
-
 def text(hub, commit, path: str) -> str:
     return hub.store.read_blob(commit.files[path].sha256).decode()
 
@@ -78,7 +68,7 @@ def test_every_save_pushes_the_model_and_its_card_and_a_refused_commit_is_retrie
 
     failures = [line for line in result.stderr.splitlines() if "The push of" in line]
     assert len(failures) == 1 and "The push of step 8 failed; training goes on" in failures[0], failures
-    pushed = commits(hub_server)
+    pushed = hub_server.history(REPO_ID)
     titles = [commit.title for commit in pushed]
     # The next save's push went through; then the final model.
     assert titles == ["initial commit", "Training in progress, step 4", "Training in progress, step 12", FINAL]
@@ -147,12 +137,12 @@ def test_a_run_killed_after_its_second_save_resumes_from_the_hub_in_a_fresh_fold
 
     def second_checkpoint_pushed() -> bool:
         return ("model", REPO_ID) in hub_server.store.repos and any(
-            (last_checkpoint_step(hub_server, commit) or 0) >= 30 for commit in commits(hub_server)
+            (last_checkpoint_step(hub_server, commit) or 0) >= 30 for commit in hub_server.history(REPO_ID)
         )
 
     kill_when([*settings, "--hub_strategy", "checkpoint", "--output_dir", killed], second_checkpoint_pushed)
     assert second_checkpoint_pushed() and not (killed / "predictions.jsonl").exists(), "not killed mid-run"
-    pushed = commits(hub_server)[1:]
+    pushed = hub_server.history(REPO_ID)[1:]
     # After each save, the repo holds the model (with its code, processor and card) and last-checkpoint/.
     assert {15, 30} <= {last_checkpoint_step(hub_server, commit) for commit in pushed}
     for commit in pushed:
@@ -186,7 +176,7 @@ def test_a_run_killed_after_its_second_save_resumes_from_the_hub_in_a_fresh_fold
             assert results[split][name] == expected[split][name], (split, name)
     assert results["training"]["epochs"] == expected["training"]["epochs"]
     # The resumed run pushed on into the same repo: its final model, and the last checkpoint.
-    final = commits(hub_server)[-1]
+    final = hub_server.history(REPO_ID)[-1]
     assert final.title == FINAL and last_checkpoint_step(hub_server, final) == 45
     assert hub_server.store.read_blob(final.files["model.safetensors"].sha256) == (
         resumed / "model" / "model.safetensors"
@@ -270,7 +260,7 @@ def test_two_processes_push_every_checkpoint_and_resume_one_from_the_hub_bit_ide
         result = subprocess.run(command, env=train_env(), cwd=TRAIN_SCRIPT.parents[1], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr[-5000:]
         assert "8 steps of 32 examples (2 processes)" in result.stderr
-    final = commits(hub_server)[-1]
+    final = hub_server.history(REPO_ID)[-1]
     assert {"step_4/random_states_1.pkl", "step_8/random_states_1.pkl"} <= set(final.files)
     assert f"Resuming from {REPO_ID}:step_4 (commit " in result.stderr
     assert same_weights(first / "step_8", resumed / "step_8") and same_weights(first / "model", resumed / "model")

@@ -98,15 +98,6 @@ print(json.dumps(report))
 """
 
 
-def commits(hub) -> list:
-    repo = hub.store.repos[("model", REPO_ID)]
-    oid, found = repo.branches["main"], []
-    while oid is not None:
-        found.append(repo.commits[oid])
-        oid = repo.commits[oid].parent
-    return found[::-1]
-
-
 @pytest.mark.slow
 def test_the_trainer_pushes_a_loadable_fiber_model_and_last_checkpoint_at_each_save(hub_server, run_client, tmp_path):
     from test_model_round_trip import sample_blanks  # tests/hub is on sys.path (see conftest.py)
@@ -114,7 +105,7 @@ def test_the_trainer_pushes_a_loadable_fiber_model_and_last_checkpoint_at_each_s
     output_dir = tmp_path / "trainer"
     run_client([sys.executable, "-c", TRAIN, output_dir, REPO_ID], cwd=tmp_path)
 
-    pushed = commits(hub_server)[1:]
+    pushed = hub_server.history(REPO_ID)[1:]
     assert [commit.title for commit in pushed] == [
         "Training in progress, epoch 1",
         "Training in progress, epoch 1, checkpoint",
