@@ -1,7 +1,9 @@
-"""Benchmark of training: the data loader, with and without workers, against the step; the paper's run projected.
+"""Benchmark of training: the data loader, with and without workers, against the step; the paper's run projected;
+pushes to the Hub during training against none.
 
     python bench/train.py                                     # CPU: the sample demo and a t5-small-sized model
     python bench/train.py --device cuda --setups t5_base      # a GPU: the paper's setup (T5-base, batch 64, bf16)
+    python bench/train.py --hub_push                          # train.py's step time, --hub_strategy every_save vs end
 
 Each setup runs in its own process started by `accelerate launch`, so its peak memory is its own
 and its threads are set as in training. Per setup, on the data and loaders training/train.py uses
@@ -17,16 +19,27 @@ The loader must be at least 5x faster than the step so that it never starves it.
 setup reads synthetic data of FIBER's size (26,000 training clips of 32 I3D features, 1,000
 validation clips; written once to --cache_dir) and projects the paper's 10 epochs with a
 validation after each and a final evaluation of validation and test.
+
+With --hub_push it runs training/train.py itself (the sample demo, 2 epochs, a checkpoint every 5
+steps) with --push_to_hub against the tests' local Hub server (tests/hub/hub_server.py), once per
+--hub_strategies value and --repeats times, alternating, and compares the steps' mean wall time
+(results.json's `training.step_seconds`) with that of `end`, which pushes only after training.
+Goal: `every_save` within 5% of `end`, since its pushes run in the background. Beside it, the time
+the run spent saving (`training.save_seconds`: the checkpoints, the same in every strategy, and
+what a push needs on the training process: the current weights into `model/` before validation
+has chosen a best model, the card, the hard links of the staging folder).
 """
 
 import argparse
 import itertools
 import json
 import math
+import os
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -36,6 +49,7 @@ import torch
 from accelerate import Accelerator
 from transformers import AutoTokenizer
 
+import fiberbench.training
 from fiberbench.data import load_sample
 from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.modeling import build_tiny_config
@@ -66,6 +80,12 @@ ONE_PROCESS = ["--num_processes", "1", "--num_machines", "1", "--dynamo_backend"
 # FIBER's size (paper §3.1): about 26,000 training clips; validation and test 1,000 each; T about 32.
 FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 1_000, 1_000, 32, 1024
 PAPER_EPOCHS = 10
+TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
+HUB_SERVER_DIR = Path(__file__).resolve().parents[1] / "tests" / "hub"
+# train.py for the push comparison: the sample demo cut to 2 epochs (25 steps each), a checkpoint every 5 steps.
+HUB_PUSH_SETTINGS = ["--num_train_epochs", "2", "--checkpointing_steps", "5", "--no-do_predict"]
+HUB_PUSH_SETTINGS += ["--dataloader_num_workers", "1"]
+HUB_PUSH_GOAL = 1.05
 
 
 def fiber_size_splits(cache_dir: Path) -> dict[str, datasets.Dataset]:
@@ -268,6 +288,56 @@ def paper_run_projection(row: dict) -> str:
     )
 
 
+def hub_push_runs(strategies: list[str], repeats: int) -> list[dict]:
+    """train.py with --push_to_hub to a local Hub, once per strategy and repeat (alternating, so that a busy moment
+    of a shared machine falls on all strategies alike): each run's mean step seconds and the commits its pushes made
+    (a push that changes nothing, such as the same best model again, makes none)."""
+    sys.path.insert(0, str(HUB_SERVER_DIR))
+    from hub_server import LocalHub
+
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-hub-push-") as folder, LocalHub(Path(folder) / "hub") as hub:
+        env = {**os.environ, **hub.client_env(Path(folder) / "client"), "TOKENIZERS_PARALLELISM": "false"}
+        for repeat, strategy in itertools.product(range(repeats), strategies):
+            output_dir, repo_id = Path(folder) / f"{strategy}-{repeat}", f"bench/{strategy}-{repeat}"
+            command = [sys.executable, "-m", "accelerate.commands.launch", *ONE_PROCESS, str(TRAIN_SCRIPT)]
+            command += [*HUB_PUSH_SETTINGS, "--output_dir", str(output_dir)]
+            command += ["--push_to_hub", "--hub_model_id", repo_id, "--hub_strategy", strategy]
+            subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+            training = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))["training"]
+            commits = len(hub.store.repos[("model", repo_id)].commits) - 1  # less the repo's initial commit
+            runs.append({**{key: training[key] for key in ("step_seconds", "save_seconds")}, "strategy": strategy})
+            runs[-1]["commits"] = commits
+    return runs
+
+
+def paired_ratios(runs: list[dict], strategy: str) -> list[float]:
+    """Each repeat's step time of `strategy` over that of `end` in the same repeat (run just before it): a paired
+    comparison, which a shared machine's changing load disturbs far less than one of medians."""
+    mine = [run["step_seconds"] for run in runs if run["strategy"] == strategy]
+    end = [run["step_seconds"] for run in runs if run["strategy"] == "end"]
+    return [seconds / baseline for seconds, baseline in zip(mine, end)]
+
+
+def format_hub_push_table(runs: list[dict], strategies: list[str]) -> str:
+    """One row per strategy: its step times, their ratio to `end`'s (median of the paired runs), the time saving,
+    commits per run."""
+    lines = ["| --hub_strategy | runs | step ms (median) | step ms (each run) | steps vs end (paired: median, range) |"]
+    lines[0] += " saving s per run | commits per run |"
+    lines.append("|---|---|---|---|---|---|---|")
+    for strategy in strategies:
+        mine = [run for run in runs if run["strategy"] == strategy]
+        each = ", ".join(f"{1000 * run['step_seconds']:.0f}" for run in mine)
+        ratios = paired_ratios(runs, strategy)
+        lines.append(
+            f"| {strategy} | {len(mine)} | {1000 * statistics.median(run['step_seconds'] for run in mine):.1f} | "
+            f"{each} | {statistics.median(ratios):.3f} ({min(ratios):.2f}-{max(ratios):.2f}) | "
+            f"{statistics.median(run['save_seconds'] for run in mine):.2f} | "
+            f"{statistics.median(run['commits'] for run in mine):g} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -281,10 +351,22 @@ def main() -> int:
         default=str(Path.home() / ".cache" / "fiberbench" / "bench_train"),
         help="Where the t5_base setup's synthetic data of FIBER's size is written once.",
     )
+    parser.add_argument("--hub_push", action="store_true", help="Compare train.py's step time across --hub_strategy.")
+    parser.add_argument("--hub_strategies", nargs="+", default=["end", "every_save", "checkpoint"])
+    parser.add_argument("--repeats", type=int, default=3, help="Runs of train.py per strategy, with --hub_push.")
     parser.add_argument("--one_setup", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one_setup:
         print(json.dumps(measure(args.one_setup, args)))
+        return 0
+    if args.hub_push:
+        strategies = ["end", *[strategy for strategy in args.hub_strategies if strategy != "end"]]
+        runs = hub_push_runs(strategies, args.repeats)
+        print(format_hub_push_table(runs, strategies))
+        for strategy in strategies[1:]:
+            ratio = statistics.median(paired_ratios(runs, strategy))
+            verdict = "ok" if ratio <= HUB_PUSH_GOAL else f"SLOWER than the goal ({HUB_PUSH_GOAL:.2f})"
+            print(f"{strategy}: steps {ratio:.3f}x those of end (pushes in the background): {verdict}")
         return 0
 
     rows = []

@@ -200,6 +200,16 @@ def publish_folder(staging: Path, path: Path, *, replace: bool = False) -> None:
         shutil.rmtree(previous, ignore_errors=True)
 
 
+def staging_folder(path: str | os.PathLike) -> Path:
+    """A new, empty hidden folder beside `path`, named as `atomic_folder` names its staging folders.
+
+    The caller removes it when done with it; after a kill, the next `remove_stale_staging(path)`
+    (or `atomic_folder(path)`) does.
+    """
+    path = Path(path).absolute()
+    return Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(path)}{os.getpid()}-", dir=path.parent))
+
+
 @contextlib.contextmanager
 def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator[Path]:
     """A hidden staging folder beside `path` to fill; it becomes `path` when the block succeeds.
@@ -213,7 +223,7 @@ def atomic_folder(path: str | os.PathLike, *, replace: bool = False) -> Iterator
     path = Path(path).absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(path)
-    staging = Path(tempfile.mkdtemp(prefix=f"{_staging_prefix(path)}{os.getpid()}-", dir=path.parent))
+    staging = staging_folder(path)
     try:
         yield staging
         make_readable(staging)

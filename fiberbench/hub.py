@@ -2,17 +2,28 @@
 
 Every FIBER artifact is a folder that is uploadable as it is, so one function serves the dataset
 builder (`fiberbench build-dataset --push_to_hub`), the training script (`--push_to_hub
---hub_model_id`) and the metric Space. It talks to the Hub at `HF_ENDPOINT` (default
-https://huggingface.co), so the same code pushes to a private Hub or to the tests' local server.
+--hub_model_id`) and the metric Space. Under it, `push_files` commits files from several places at once (a training
+run's model and its latest checkpoint, staged by `stage_files` at the moment of the save). It
+talks to the Hub at `HF_ENDPOINT` (default https://huggingface.co), so the same code pushes to a
+private Hub or to the tests' local server.
 """
 
 import contextlib
 import logging
 import os
-from collections.abc import Iterable, Iterator
+import shutil
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from huggingface_hub import CommitOperationAdd, HfApi, constants, get_session, get_token, try_to_load_from_cache
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    constants,
+    get_session,
+    get_token,
+    try_to_load_from_cache,
+)
 from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.utils import validate_repo_id
 
@@ -90,13 +101,47 @@ def push_folder(
         raise ValueError(f"repo_type must be one of {REPO_TYPES}, got {repo_type!r}")
     folder = Path(folder)
     files = _files_to_upload(folder) if paths is None else _listed_files(folder, paths)
-    token = check_can_push(repo_id, token)
+    return push_files(
+        {path.relative_to(folder).as_posix(): path for path in files},
+        repo_id,
+        repo_type=repo_type,
+        token=token,
+        commit_message=commit_message or f"Upload {folder.name} with fiberbench",
+        private=private,
+        read_timeout=read_timeout,
+        source=str(folder),
+    )
 
+
+def push_files(
+    files: Mapping[str, Path],
+    repo_id: str,
+    *,
+    commit_message: str,
+    source: str,
+    repo_type: str = "model",
+    token: str | None = None,
+    private: bool = False,
+    replace_folders: Iterable[str] = (),
+    read_timeout: float = READ_TIMEOUT,
+) -> str:
+    """Create `repo_id` if needed and upload `files` to it in a single commit; the work of `push_folder`.
+
+    Args:
+        files: path in the repo -> a local file (e.g. staged by `stage_files`).
+        commit_message: the commit's title.
+        source: what is pushed, as error messages name it (a folder, "step 30 of outputs/run").
+        replace_folders: folders of the repo whose files not in `files` are deleted by the same
+            commit, so that the folder holds exactly what was pushed (e.g. ``last-checkpoint``).
+        repo_type, token, private, read_timeout: as `push_folder` takes them.
+
+    Returns the repo URL; raises `HubPushError` as `push_folder` does.
+    """
+    if repo_type not in REPO_TYPES:
+        raise ValueError(f"repo_type must be one of {REPO_TYPES}, got {repo_type!r}")
+    token = check_can_push(repo_id, token)
     api = HfApi(token=token)
-    operations = [
-        CommitOperationAdd(path_in_repo=path.relative_to(folder).as_posix(), path_or_fileobj=path)
-        for path in files
-    ]
+    operations = [CommitOperationAdd(path_in_repo=path, path_or_fileobj=file) for path, file in sorted(files.items())]
     timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
     try:
         with _timeout(timeout):
@@ -107,34 +152,64 @@ def push_folder(
                 exist_ok=True,
                 space_sdk=SPACE_SDK if repo_type == "space" else None,
             )
+            prefixes = tuple(f"{folder.strip('/')}/" for folder in replace_folders)
+            if prefixes:
+                stale = [
+                    path
+                    for path in api.list_repo_files(repo_id, repo_type=repo_type)
+                    if path.startswith(prefixes) and path not in files
+                ]
+                operations += [CommitOperationDelete(path_in_repo=path) for path in stale]
             # One create_commit, not upload_folder: with hf_xet installed upload_folder may split a
             # folder into several commits, and a half-pushed dataset must never look complete.
-            commit = api.create_commit(
-                repo_id,
-                operations,
-                repo_type=repo_type,
-                commit_message=commit_message or f"Upload {folder.name} with fiberbench",
-            )
+            commit = api.create_commit(repo_id, operations, repo_type=repo_type, commit_message=commit_message)
     except httpx.TimeoutException as err:
         raise HubPushError(
-            f"The Hub at {api.endpoint} did not answer in time while pushing {folder} to {repo_type} repo "
+            f"The Hub at {api.endpoint} did not answer in time while pushing {source} to {repo_type} repo "
             f"'{repo_id}' ({type(err).__name__}; timeouts: connect {CONNECT_TIMEOUT:g} s, read "
             f"{read_timeout:g} s). The push did not complete."
         ) from err
     except httpx.TransportError as err:
         raise HubPushError(
-            f"Could not reach the Hub at {api.endpoint} while pushing {folder} to {repo_type} repo "
+            f"Could not reach the Hub at {api.endpoint} while pushing {source} to {repo_type} repo "
             f"'{repo_id}': {err}. The push did not complete; check the network or HF_ENDPOINT."
         ) from err
     # HfHubHTTPError (RepositoryNotFoundError, 401/403, ...) is an OSError; the client raises
     # ValueError for rejected README metadata and RuntimeError when an LFS upload fails.
     except (httpx.HTTPError, OSError, ValueError, RuntimeError) as err:
         raise HubPushError(
-            f"Pushing {folder} to {repo_type} repo '{repo_id}' at {api.endpoint} failed, "
+            f"Pushing {source} to {repo_type} repo '{repo_id}' at {api.endpoint} failed, "
             f"the push did not complete: {err}"
         ) from err
-    logger.info("Pushed %d files from %s to %s (commit %s)", len(files), folder, repo_url, commit.oid)
+    logger.info("Pushed %d files from %s to %s (commit %s)", len(files), source, repo_url, commit.oid)
     return str(repo_url)
+
+
+def stage_files(folder: str | Path, paths: Iterable[str], staging: Path, prefix: str = "") -> dict[str, Path]:
+    """Hard-link files of `folder` into `staging` for a later `push_files`: a snapshot of this moment.
+
+    A hard link keeps the content its file had when the folder is replaced meanwhile (a new
+    checkpoint or best model renamed into place), since every output is written beside its
+    destination and renamed, never rewritten in place: a push in the background uploads what was
+    there when it was asked for, never a mix of two saves. (Open file objects would do too, but
+    huggingface_hub reads one object twice when two files of a commit have the same content.)
+    Where the file system has no hard links, the files are copied. The paths are checked as
+    `push_folder` checks them (regular files of the folder, no symbolic link on the way).
+
+    Returns path in the repo (`prefix` + the path in `folder`) -> the staged file.
+    """
+    folder = Path(folder)
+    staged = {}
+    for path in _listed_files(folder, paths):
+        name = prefix + path.relative_to(folder).as_posix()
+        destination = staging / name
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, destination)
+        except OSError:
+            shutil.copyfile(path, destination)
+        staged[name] = destination
+    return staged
 
 
 def check_can_push(repo_id: str, token: str | None = None) -> str:

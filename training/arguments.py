@@ -10,6 +10,7 @@ is checked, `LazyChoices`): the script refuses a mistyped flag or path at once.
 """
 
 import argparse
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -25,6 +26,11 @@ SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+# What --push_to_hub pushes, and when, as the Trainer's `hub_strategy` (see `fiberbench.training.hub_checkpoints`).
+HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
+# The repo folder of the latest checkpoint with --hub_strategy checkpoint (the Trainer's name), which
+# --resume_from_checkpoint REPO_ID resumes.
+LAST_CHECKPOINT = "last-checkpoint"
 # The arguments that may differ between a run and its resumption: where its outputs go, how they are shown,
 # shared or read in, and the final test evaluation. Every other one shapes what is trained, and a checkpoint
 # resumes only with the values it was saved with (`training_settings`).
@@ -32,8 +38,8 @@ NOT_TRAINING_SETTINGS = frozenset(
     {
         "config", "config_path", "sample_demo", "output_dir", "overwrite_output_dir", "resume_from_checkpoint",
         "trust_checkpoint", "checkpointing_steps", "with_tracking", "report_to", "tracker_project_name",
-        "push_to_hub", "hub_model_id", "hub_token", "dataloader_num_workers", "per_device_eval_batch_size",
-        "do_predict",
+        "push_to_hub", "hub_model_id", "hub_token", "hub_strategy", "hub_revision", "dataloader_num_workers",
+        "per_device_eval_batch_size", "do_predict",
     }
 )
 
@@ -274,7 +280,14 @@ def build_parser() -> ArgumentParser:
     outputs.add_argument(
         "--resume_from_checkpoint",
         default=None,
-        help="A step_N or epoch_N folder written by --checkpointing_steps; training continues where it stopped.",
+        help="A step_N or epoch_N folder written by --checkpointing_steps, or a Hub repo pushed with --hub_strategy "
+        "checkpoint (REPO_ID: its last-checkpoint/) or all_checkpoints (REPO_ID:step_N); training continues where "
+        "it stopped, on as many processes.",
+    )
+    outputs.add_argument(
+        "--hub_revision",
+        default=None,
+        help="The branch, tag or commit of the Hub repo given to --resume_from_checkpoint; default: main.",
     )
     outputs.add_argument(
         "--trust_checkpoint",
@@ -296,7 +309,15 @@ def build_parser() -> ArgumentParser:
         "--push_to_hub",
         action=argparse.BooleanOptionalAction,
         default=False,
-        help="Push the final model with its model card.",
+        help="Push the model with its model card to the Hub: at the end, or as --hub_strategy says.",
+    )
+    outputs.add_argument(
+        "--hub_strategy",
+        choices=HUB_STRATEGIES,
+        default="end",
+        help="With --push_to_hub, as the Trainer's hub_strategy: end (the final model), every_save (also the model "
+        "and its card at each save), checkpoint (also the latest checkpoint, in last-checkpoint/), all_checkpoints "
+        "(also every checkpoint, each in its own folder). Pushes during training run in the background.",
     )
     outputs.add_argument("--hub_model_id", default=None, help="Repo id; default: the output folder's name.")
     outputs.add_argument("--hub_token", default=None, help="Hub token; default: HF_TOKEN or the saved login.")
@@ -382,6 +403,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise UsageError("--resume_from_checkpoint resumes training; it cannot be used with --no-do_train.")
     elif args.trust_checkpoint:
         raise UsageError("--trust_checkpoint applies to --resume_from_checkpoint, which was not given.")
+    if args.hub_revision is not None and hub_checkpoint(args) is None:
+        raise UsageError("--hub_revision applies to a Hub repo given to --resume_from_checkpoint, which was not given.")
     if args.baseline is not None and args.model_name_or_path is not None:
         raise UsageError(f"--baseline {args.baseline} uses no model; drop --model_name_or_path.")
     if args.config_overrides is not None and args.model_name_or_path is not None:
@@ -393,16 +416,25 @@ def check_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--tracker_project_name {name!r}: must be a plain folder name.")
     if args.push_to_hub:
         check_push(args)
+    elif args.hub_strategy != "end":
+        raise UsageError(f"--hub_strategy {args.hub_strategy} says when --push_to_hub pushes, which was not given.")
 
 
 def check_paths(args: argparse.Namespace) -> None:
     """A `DataError` for a checkpoint folder that is not there, or a --dataset_name or --model_name_or_path that is
-    neither a folder nor a possible Hub id: checked without the network, before the heavy libraries load."""
+    neither a folder nor a possible Hub id: checked before the heavy libraries load, without the network (but for
+    a checkpoint on the Hub, which the Hub is asked for: a mistyped folder is often a possible repo id too)."""
     from fiberbench.data.loading import check_dataset_name
     from fiberbench.hub import check_model_name
 
     if args.resume_from_checkpoint is not None and not Path(args.resume_from_checkpoint).is_dir():
-        raise DataError(f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder.")
+        source = hub_checkpoint(args)
+        if source is None:
+            raise DataError(
+                f"--resume_from_checkpoint {args.resume_from_checkpoint}: no such checkpoint folder (and not a Hub "
+                "repo, REPO_ID or REPO_ID:FOLDER)."
+            )
+        source.check()
     if args.dataset_name is not None:
         check_dataset_name(args.dataset_name)
     if args.model_name_or_path is not None and not Path(args.model_name_or_path).expanduser().exists():
@@ -430,7 +462,59 @@ def check_push(args: argparse.Namespace) -> None:
 
     if args.baseline is not None or not args.do_train:
         raise UsageError("--push_to_hub pushes the model this run trains; it needs training (and no --baseline).")
+    if args.hub_strategy in ("checkpoint", "all_checkpoints") and args.checkpointing_steps is None:
+        raise UsageError(
+            f"--hub_strategy {args.hub_strategy} pushes the checkpoints of --checkpointing_steps, which was not given."
+        )
     try:
         check_can_push(hub_repo_id(args), args.hub_token)
     except HubPushError as error:
         raise UsageError(f"--push_to_hub: {error}") from error
+
+
+@dataclasses.dataclass(frozen=True)
+class HubCheckpoint:
+    """A checkpoint folder of a Hub model repo: --resume_from_checkpoint REPO_ID[:FOLDER] --hub_revision REV."""
+
+    repo_id: str
+    folder: str = LAST_CHECKPOINT
+    revision: str | None = None
+
+    @classmethod
+    def parse(cls, name: str, revision: str | None = None) -> "HubCheckpoint | None":
+        """`REPO_ID` (its `last-checkpoint/`) or `REPO_ID:FOLDER`; None when `name` reads as neither (no network)."""
+        from fiberbench.hub import is_hub_id
+
+        repo_id, _, folder = name.partition(":")
+        folder = folder.strip("/") or LAST_CHECKPOINT
+        if not is_hub_id(repo_id) or "\\" in folder or any(part in ("", ".", "..") for part in folder.split("/")):
+            return None
+        return cls(repo_id, folder, revision)
+
+    def check(self) -> None:
+        """A `DataError` unless the Hub has the repo (and revision), asked within seconds: the repo id may be a
+        mistyped folder."""
+        from fiberbench.hub import hub_problem
+
+        problem = hub_problem(self.repo_id, revision=self.revision)
+        if problem is not None:
+            raise DataError(f"--resume_from_checkpoint {self.given}: no such checkpoint folder, and {problem}")
+
+    @property
+    def given(self) -> str:
+        """The checkpoint as --resume_from_checkpoint names it."""
+        return self.repo_id if self.folder == LAST_CHECKPOINT else str(self)
+
+    def __str__(self) -> str:
+        return f"{self.repo_id}:{self.folder}"
+
+
+def hub_checkpoint(args: argparse.Namespace) -> HubCheckpoint | None:
+    """The Hub checkpoint --resume_from_checkpoint names (with --hub_revision), or None for a local folder.
+
+    Read without the network: a name that is no local folder must read as REPO_ID or REPO_ID:FOLDER.
+    """
+    name = args.resume_from_checkpoint
+    if name is None or Path(name).is_dir():
+        return None
+    return HubCheckpoint.parse(name, revision=args.hub_revision)

@@ -5,7 +5,9 @@ model as safetensors; optimizer, scheduler and RNG states as torch files), the l
 progress as JSON (`training_progress.json`), and the best model so far (`best_model/`). Resuming
 executes nothing from it: the progress is JSON, the weights safetensors, and the torch files are
 loaded with `weights_only=True` (tensors, numbers and containers only); a pickle that asks for
-anything else, and any other pickle, stop the resume with one line.
+anything else, any other pickle, and a damaged weights or state file stop the resume with one
+line before anything is written. `is_trusted_file` is that rule for a single file: a checkpoint on
+the Hub is downloaded only where it says yes.
 """
 
 import contextlib
@@ -13,13 +15,15 @@ import dataclasses
 import json
 import math
 import pickle
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 from accelerate.utils import broadcast_object_list, load
-from safetensors import SafetensorError
+from accelerate.utils.other import TORCH_SAFE_GLOBALS
+from safetensors import SafetensorError, safe_open
 
 from fiberbench.errors import DataError, FiberbenchError
 from fiberbench.ownership import differences
@@ -33,6 +37,16 @@ BEST_MODEL_IN_CHECKPOINT = "best_model"
 # pickle by any other name (e.g. custom_checkpoint_0.pkl, which Accelerate unpickles with
 # weights_only=False) is never written by this script.
 RNG_STATE_FILE = "random_states_{}.pkl"
+# Accelerate's state files (`save_state`), torch pickles that `load_state` reads with weights_only=True.
+STATE_FILES = re.compile(r"(optimizer|scheduler|sampler|dl_state_dict)(_\d+)?\.bin|scaler\.pt|random_states_\d+\.pkl")
+# The files of a checkpoint that a resume reads without running code: the progress, the weights, the state
+# files, and the best model's weights and JSON files (never its code files).
+TRUSTED_FILES = re.compile(
+    rf"{re.escape(PROGRESS_FILE)}|model(_\d+)?\.safetensors|{STATE_FILES.pattern}"
+    rf"|{BEST_MODEL_IN_CHECKPOINT}/[^/]+\.(safetensors|json)"
+)
+# Files that torch or Python unpickle when they are loaded.
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".bin", ".pt", ".pth", ".ckpt")
 
 
 class CheckpointError(FiberbenchError):
@@ -180,26 +194,84 @@ def _copy_weights_and_json(source: Path, destination: Path) -> None:
             destination.joinpath(file.name).write_bytes(file.read_bytes())
 
 
+def is_sharded_file(relative: str) -> bool:
+    """Whether a checkpoint's file (its path in the folder) is part of an FSDP sharded checkpoint."""
+    return Path(relative).name == ".metadata" or relative.endswith(".distcp")
+
+
+def is_trusted_file(relative: str, *, trust_checkpoint: bool = False) -> bool | None:
+    """Whether a resume may read a checkpoint's file (its path in the folder, "best_model/config.json").
+
+    True: a file train.py writes that loads without running code (`TRUSTED_FILES`), or, with
+    `trust_checkpoint`, a file of a sharded checkpoint. False: a pickle of any other name, or a
+    sharded file not trusted: the checkpoint is refused. None: a file a resume does not read (a
+    README, say), which a download leaves out.
+    """
+    if TRUSTED_FILES.fullmatch(relative):
+        return True
+    if is_sharded_file(relative):
+        return trust_checkpoint
+    return False if relative.endswith(PICKLE_SUFFIXES) else None
+
+
+def refuse_untrusted(checkpoint: str | Path, relative: str, *, trust_checkpoint: bool = False) -> None:
+    """Raise the `CheckpointError` that refuses a checkpoint for its file `relative` (`is_trusted_file` said no)."""
+    if is_sharded_file(relative):
+        raise CheckpointError(
+            f"{checkpoint}/{relative}: a sharded (torch distributed) checkpoint, whose loading unpickles its metadata "
+            f"and can run code; resume from {checkpoint} only if you wrote it, with --trust_checkpoint."
+        )
+    raise CheckpointError(
+        f"{checkpoint}/{relative}: a pickle that train.py never writes; refusing to resume from {checkpoint} "
+        "(a pickle can run any code when loaded)."
+    )
+
+
 def check_checkpoint_files(checkpoint: Path, num_processes: int, *, trust_checkpoint: bool = False) -> None:
-    """Refuse a checkpoint folder holding a pickle this script never writes (before anything is loaded).
+    """Refuse a checkpoint folder holding a pickle this script never writes, or a damaged or unsafe weights or
+    state file (before anything is loaded, or written).
 
     FSDP's sharded checkpoints are torch's distributed checkpoint format, whose loader unpickles
     its `.metadata` file and any non-tensor entry: they are read only with `trust_checkpoint`
-    (--trust_checkpoint), for checkpoints one wrote oneself.
+    (--trust_checkpoint), for checkpoints one wrote oneself. A state file's pickle is read for
+    the objects it would create, without creating them (torch's `get_unsafe_globals_in_checkpoint`);
+    a safetensors file's header must describe the whole file.
     """
-    distributed = sorted([*checkpoint.rglob(".metadata"), *checkpoint.rglob("*.distcp")])
-    if distributed and not trust_checkpoint:
-        raise CheckpointError(
-            f"{distributed[0]}: a sharded (torch distributed) checkpoint, whose loading unpickles its metadata and "
-            f"can run code; resume from {checkpoint} only if you wrote it, with --trust_checkpoint."
-        )
+    files = sorted(path for path in checkpoint.rglob("*") if path.is_file())
     expected = {RNG_STATE_FILE.format(index) for index in range(num_processes)}
-    for file in sorted(checkpoint.rglob("*.pkl")):
-        if file.relative_to(checkpoint).as_posix() not in expected:
-            raise CheckpointError(
-                f"{file}: a pickle that train.py never writes; refusing to resume from {checkpoint} "
-                "(a pickle can run any code when loaded)."
-            )
+    for file in files:
+        relative = file.relative_to(checkpoint).as_posix()
+        trusted = is_trusted_file(relative, trust_checkpoint=trust_checkpoint)
+        if trusted is False or (file.suffix == ".pkl" and relative not in expected):
+            refuse_untrusted(checkpoint, relative, trust_checkpoint=trust_checkpoint)
+    for file in files:
+        relative = file.relative_to(checkpoint).as_posix()
+        if file.suffix == ".safetensors":
+            try:
+                with safe_open(file, "pt"):
+                    pass
+            except (SafetensorError, OSError) as error:
+                raise CheckpointError(
+                    f"{checkpoint} cannot be loaded into this run (a damaged file: {relative}: {_first_line(error)})"
+                ) from error
+        elif STATE_FILES.fullmatch(relative):
+            _check_state_file(checkpoint, file)
+
+
+def _check_state_file(checkpoint: Path, file: Path) -> None:
+    """Refuse a torch state file that is damaged, or whose pickle would create anything but tensors and numbers."""
+    try:
+        with torch.serialization.safe_globals(TORCH_SAFE_GLOBALS):
+            unsafe = torch.serialization.get_unsafe_globals_in_checkpoint(file)
+    except (RuntimeError, ValueError, OSError, pickle.UnpicklingError) as error:
+        raise CheckpointError(
+            f"{checkpoint} cannot be loaded into this run (a damaged file: {file.name}: {_first_line(error)})"
+        ) from error
+    if unsafe:
+        raise CheckpointError(
+            f"{file} holds more than tensors and numbers ({', '.join(unsafe[:3])}), refused unread as "
+            "torch.load(weights_only=True) refuses it (a pickle can run any code when loaded)."
+        )
 
 
 def check_checkpoint(accelerator, checkpoint: Path, *, settings: dict, trust_checkpoint: bool = False) -> None:

@@ -1,5 +1,6 @@
 """make_model_card: the README.md of a trained FIBER model, with the Hub metadata (datasets, base model, results)."""
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +17,40 @@ FUSION_DESCRIPTIONS = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class SavedAt:
+    """The point of training a saved model holds, as its card states it.
+
+    Attributes:
+        step: optimizer steps trained.
+        epoch: epochs trained (with a fraction for a model saved within an epoch).
+        validation: its validation scores (`fiber_metric`'s, in percent), or None when it was not validated.
+        final: whether it is the run's final model (else a save pushed while training went on).
+    """
+
+    step: int
+    epoch: float
+    validation: Mapping[str, Any] | None = None
+    final: bool = True
+
+    def describe(self) -> str:
+        """One paragraph of the card: which step and epoch, and the validation score."""
+        epochs = f"{self.epoch:.4g} epoch" + ("" if self.epoch == 1 else "s")
+        where = f"This model holds the weights after **{self.step} optimizer steps ({epochs})**"
+        if self.validation is None:
+            score = "it was not evaluated on the validation split"
+        else:
+            score = (
+                f"validation F1 **{self.validation['f1']:.2f}**, exact match {self.validation['exact_match']:.2f}"
+            )
+        when = (
+            "It is the run's final model."
+            if self.final
+            else "It was pushed while training went on: a later push of the run replaces it."
+        )
+        return f"{where}; {score}. {when}"
+
+
 def make_model_card(
     results: Mapping[str, float],
     *,
@@ -28,6 +63,7 @@ def make_model_card(
     split: str = "test",
     single_feature: bool = False,
     synthetic: bool = False,
+    saved_at: SavedAt | None = None,
 ) -> str:
     """The model card (README.md text) of a trained FIBER model.
 
@@ -46,6 +82,8 @@ def make_model_card(
         single_feature: whether the model saw one feature per clip (the paper's "1f" variants).
         synthetic: whether the data is the bundled SYNTHETIC sample (or built from it): the card
             then says so at the top, tags it `synthetic-data` and its scores say nothing about FIBER.
+        saved_at: which step and epoch the model holds, and its validation score (a "Training state"
+            section); every card a run pushes has one.
 
     Returns:
         Markdown that starts with a YAML block (`base_model`, `datasets`, `metrics`, `tags`,
@@ -96,7 +134,9 @@ def make_model_card(
         eval_results=eval_results or None,
     )
     results_table = "\n".join(f"| {name} | {value:.2f} |" for name, value in scores.items())
+    results = f"| metric | value |\n|---|---|\n{results_table}" if scores else "Not evaluated yet."
     settings_table = "\n".join(f"| {name} | {value} |" for name, value in hyperparameters.items())
+    state = f"\n## Training state\n\n{saved_at.describe()}\n" if saved_at is not None else ""
     body = f"""
 # {model_name}
 
@@ -121,10 +161,8 @@ The noun-phrase choice needs spaCy and an English pipeline (`en_core_web_trf` as
 
 ## Results ({evaluated_on})
 
-| metric | value |
-|---|---|
-{results_table}
-
+{results}
+{state}
 ## Training
 
 | setting | value |
@@ -139,4 +177,4 @@ The noun-phrase choice needs spaCy and an English pipeline (`en_core_web_trf` as
     return str(ModelCard(f"---\n{card_data.to_yaml()}\n---\n{body}"))
 
 
-__all__ = ["make_model_card"]
+__all__ = ["SavedAt", "make_model_card"]

@@ -3,13 +3,16 @@
 `train_and_evaluate(args)` takes the arguments that `fiberbench.training.arguments.parse_args` has
 checked, and runs everything that needs torch, transformers, datasets and Accelerate; the script
 itself (`training/train.py`) loads none of them before its arguments and the paths they name are
-checked.
+checked. With --push_to_hub the model goes to the Hub at the end, and with --hub_strategy also at
+each save, with the checkpoints, in the background (`HubPusher`); --resume_from_checkpoint may
+name a checkpoint on the Hub (`download_checkpoint`).
 """
 
 import argparse
 import dataclasses
 import math
 import os
+import time
 from pathlib import Path
 
 import accelerate
@@ -18,7 +21,7 @@ import torch
 import transformers
 from accelerate import Accelerator, DataLoaderConfiguration
 from accelerate.logging import get_logger
-from accelerate.utils import DistributedType, ProjectConfiguration, parse_flag_from_env, set_seed
+from accelerate.utils import DistributedType, ProjectConfiguration, gather_object, parse_flag_from_env, set_seed
 from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import get_scheduler
@@ -28,11 +31,10 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
 from fiberbench.files import write_json, write_jsonl, write_text
-from fiberbench.hub import push_folder
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-from fiberbench.training.arguments import hub_repo_id, training_settings
+from fiberbench.training.arguments import hub_checkpoint, hub_repo_id, training_settings
 from fiberbench.training.checkpointing import (
     BEST_MODEL_IN_CHECKPOINT,
     CheckpointError,
@@ -51,7 +53,13 @@ from fiberbench.training.inputs import (
     make_dataloader,
     video_feature_size,
 )
-from fiberbench.training.model_card import make_model_card
+from fiberbench.training.hub_checkpoints import (
+    DownloadedCheckpoint,
+    HubPusher,
+    download_checkpoint,
+    remove_stale_pushes,
+)
+from fiberbench.training.model_card import SavedAt, make_model_card
 from fiberbench.training.models import VideoFeatures, build_model, checkpoint_config, loading_options, resolve_fusion
 from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
 from fiberbench.training.outputs import (
@@ -107,6 +115,11 @@ class Run:
     fusion: str
     synthetic: bool
     num_workers: int
+    # The checkpoint folder to resume from (a Hub checkpoint's in the local cache), and what results.json says of it.
+    checkpoint: Path | None = None
+    resumed_from: dict | None = None
+    # The main process's pushes to the Hub with --push_to_hub (None elsewhere).
+    hub: HubPusher | None = None
 
     @property
     def with_video(self) -> bool:
@@ -131,11 +144,13 @@ def evaluated_splits(args: argparse.Namespace) -> list[str]:
 
 def train_and_evaluate(args: argparse.Namespace) -> None:
     """The whole run: checks, data, model or baseline, training, evaluation, outputs, push."""
+    source = hub_checkpoint(args)
     with alike_on_every_process():
         output = RunFolder.check(
             args.output_dir,
             overwrite=args.overwrite_output_dir,
-            resume_from_checkpoint=args.resume_from_checkpoint,
+            # A Hub checkpoint is an input, downloaded into the cache: the folder is checked as a new run's.
+            resume_from_checkpoint=None if source else args.resume_from_checkpoint,
             inputs=[
                 path
                 for path in (args.dataset_name or SAMPLE_DIR, args.model_name_or_path, args.config_path)
@@ -143,18 +158,30 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
             ],
         )
         options = loading_options(args.model_name_or_path) if args.model_name_or_path else {}
+        # Every process downloads (the cache shares the files of one machine), before the processes form a group:
+        # a failed download stops each one, never a group waiting for another.
+        downloaded = download_checkpoint(source, trust_checkpoint=args.trust_checkpoint) if source else None
         accelerator = make_accelerator(args)
         setup_logging(accelerator)
         lock = output.output.lock()
         acquire_on_main(lock, accelerator)
     try:
-        run_with_the_folder(args, accelerator, output, options)
+        run_with_the_folder(args, accelerator, output, options, downloaded)
     finally:
         lock.release()
 
 
-def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, output: RunFolder, options: dict) -> None:
-    """The run, once its output folder is checked and locked: data, model or baseline, training, evaluation."""
+def run_with_the_folder(
+    args: argparse.Namespace,
+    accelerator: Accelerator,
+    output: RunFolder,
+    options: dict,
+    downloaded: DownloadedCheckpoint | None = None,
+) -> None:
+    """The run, once its output folder is checked and locked: data, model or baseline, training, evaluation.
+
+    `downloaded`: the Hub checkpoint of --resume_from_checkpoint, in this machine's cache.
+    """
     set_seed(args.seed)
 
     with alike_on_every_process():  # every process reads the same data and checkpoint
@@ -168,12 +195,15 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
         missing = [name for name in needed if name not in splits]
         if missing:
             raise DataError(f"The dataset has no {' or '.join(missing)} split (it has: {', '.join(splits)}).")
+        resume_folder, resumed_from = None, None
         if args.resume_from_checkpoint:
+            resume_folder = Path(args.resume_from_checkpoint)
+            resumed_from = {"checkpoint": args.resume_from_checkpoint}
+            if downloaded is not None:
+                resume_folder, resumed_from = downloaded.path, resumed_from | {"commit": downloaded.commit}
+                check_downloaded(accelerator, downloaded)
             check_checkpoint(
-                accelerator,
-                Path(args.resume_from_checkpoint),
-                settings=training_settings(args),
-                trust_checkpoint=args.trust_checkpoint,
+                accelerator, resume_folder, settings=training_settings(args), trust_checkpoint=args.trust_checkpoint
             )
     run = Run(
         args=args,
@@ -185,6 +215,8 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
         num_workers=args.dataloader_num_workers
         if args.dataloader_num_workers is not None
         else default_num_workers(int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))),
+        checkpoint=resume_folder,
+        resumed_from=resumed_from,
     )
     logger.info(describe_run(run))
     logger.info(
@@ -192,14 +224,35 @@ def run_with_the_folder(args: argparse.Namespace, accelerator: Accelerator, outp
         f"({accelerator.distributed_type.value}), {run.num_workers} data loader workers",
         main_process_only=False,
     )
-    if args.baseline is not None:
-        run_baseline(run)
-    else:
-        run_model(run, options)
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
-    if accelerator.is_main_process:
-        output.finish()
+    try:
+        if args.baseline is not None:
+            run_baseline(run)
+        else:
+            run_model(run, options)
+        accelerator.wait_for_everyone()
+        accelerator.end_training()
+        if accelerator.is_main_process:
+            output.finish()
+        # After the last collective call: the other processes never wait for the push.
+        if run.hub is not None:
+            url = run.hub.push_final()
+            logger.info(f"Pushed the {len(output.files_of(MODEL_FOLDER))} files this run wrote in model/ to {url}")
+    finally:
+        if run.hub is not None:
+            run.hub.close()
+
+
+def check_downloaded(accelerator: Accelerator, downloaded: DownloadedCheckpoint) -> None:
+    """Refuse to resume when the processes downloaded a Hub checkpoint from different commits (a push in between);
+    log the files the download left out."""
+    commits = sorted(set(gather_object([downloaded.commit])))
+    if len(commits) > 1:
+        raise CheckpointError(
+            f"The processes downloaded --resume_from_checkpoint from different commits ({', '.join(commits)}): the "
+            f"repo changed meanwhile; resume with --hub_revision {commits[0]} (or another of them)."
+        )
+    if downloaded.skipped:
+        logger.info(f"Left out of the download, as a resume does not read them: {', '.join(downloaded.skipped)}")
 
 
 def make_accelerator(args: argparse.Namespace) -> Accelerator:
@@ -294,6 +347,7 @@ def make_results(run: Run, **parts) -> dict:
         "single_feature": args.single_feature,
         "num_processes": accelerator.num_processes,
         "mixed_precision": accelerator.mixed_precision,
+        "resumed_from": run.resumed_from,
         "arguments": {key: value for key, value in vars(args).items() if key != "hub_token"},
         **parts,
     }
@@ -345,6 +399,9 @@ def run_model(run: Run, options: dict) -> None:
     )
     if accelerator.is_main_process:
         run.output.claim()
+        remove_stale_pushes(run.output)
+        if args.push_to_hub:
+            run.hub = HubPusher(run.output, hub_repo_id(args), args.hub_strategy, token=args.hub_token)
     accelerator.wait_for_everyone()
     training = None
     if args.do_train:
@@ -363,18 +420,16 @@ def run_model(run: Run, options: dict) -> None:
     results = make_results(run, num_beams=num_beams, **scores, **({"training": training} if training else {}))
     write_final_outputs(run, results, records)
     if args.do_train:
-        write_model_card(run, results)
+        split = next((name for name in ("test", "validation") if name in results), None)
+        write_model_card(
+            run,
+            {key: results[split][key] for key in CARD_METRICS} if split else {},
+            split,
+            final_saved_at(training, results.get("validation")),
+            num_beams,
+        )
         shown = run.splits[run.evaluated_splits[-1]] if run.evaluated_splits else run.splits["train"]
         print(fill_with_saved_model(run.output.path / MODEL_FOLDER, shown, run.with_video, nlp), flush=True)
-        if args.push_to_hub:
-            url = push_folder(
-                run.output.path / MODEL_FOLDER,
-                hub_repo_id(args),
-                token=args.hub_token,
-                commit_message="FIBER model trained with fiberbench",
-                paths=run.output.files_of(MODEL_FOLDER),
-            )
-            logger.info(f"Pushed the {len(run.output.files_of(MODEL_FOLDER))} files this run wrote in model/ to {url}")
 
 
 @dataclasses.dataclass
@@ -385,13 +440,18 @@ class TrainingState:
     optimizer: torch.optim.Optimizer
     lr_scheduler: torch.optim.lr_scheduler.LRScheduler
     progress: TrainingProgress
+    steps_per_epoch: int
+    # Wall seconds this run spent saving checkpoints and starting their pushes (for results.json).
+    save_seconds: float = 0.0
 
 
 def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> tuple[torch.nn.Module, dict]:
     """The training loop: epochs of Adam steps with warm-up then linear decay, validation after each epoch.
 
     Returns the model to evaluate (the one with the best validation F1, reloaded from `model/` by
-    `prepare_for_evaluation`; the last weights, as trained, when there is no validation) and the training record of results.json.
+    `prepare_for_evaluation`; the last weights, as trained, when there is no validation) and the training record of
+    results.json (with `step_seconds`, the mean wall time of this run's optimizer steps, and `save_seconds`, the
+    time it spent saving checkpoints and starting their pushes).
     """
     args, accelerator = run.args, run.accelerator
     examples = FiberExamples(run.splits["train"], run.with_video)
@@ -426,7 +486,9 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         num_training_steps=max_train_steps * accelerator.num_processes,
     )
     model, optimizer, lr_scheduler = accelerator.prepare(model, optimizer, lr_scheduler)
-    state = TrainingState(model, optimizer, lr_scheduler, TrainingProgress(settings=training_settings(args)))
+    state = TrainingState(
+        model, optimizer, lr_scheduler, TrainingProgress(settings=training_settings(args)), steps_per_epoch
+    )
     if args.with_tracking:
         start_trackers(run)
 
@@ -435,11 +497,12 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
         f"Training on {len(examples)} examples: {num_epochs} epochs, {max_train_steps} steps of "
         f"{total_batch} examples ({accelerator.num_processes} processes), {num_warmup_steps} warm-up steps"
     )
-    if args.resume_from_checkpoint:
-        checkpoint = Path(args.resume_from_checkpoint)
-        resume(run, state, checkpoint, processor, max_train_steps=max_train_steps, num_epochs=num_epochs)
+    if run.checkpoint is not None:
+        resume(run, state, processor, max_train_steps=max_train_steps, num_epochs=num_epochs)
     progress = state.progress
     skip = batches_to_skip(progress, len(train_loader), args.gradient_accumulation_steps)
+    # The steps' wall time, saves and validation left out, for results.json.
+    first_step, step_seconds = progress.completed_steps, 0.0
     # Closed on an error too, so that the error's line starts a line of its own.
     with tqdm(
         total=max_train_steps,
@@ -451,14 +514,24 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
             train_loader.set_epoch(epoch)
             batches = accelerator.skip_first_batches(train_loader, skip) if skip else train_loader
             skip = 0
-            train_epoch(run, state, batches, epoch, max_train_steps, bar)
-            end_epoch(run, state, processor, evaluator, epoch)
-            if args.checkpointing_steps == "epoch":
-                save_checkpoint(accelerator, run.output, f"epoch_{epoch}", progress)
+            started, saving = time.perf_counter(), state.save_seconds
+            train_epoch(run, state, processor, batches, epoch, max_train_steps, bar)
+            step_seconds += time.perf_counter() - started - (state.save_seconds - saving)
+            improved = end_epoch(run, state, processor, evaluator, epoch)
+            checkpoint = f"epoch_{epoch}" if args.checkpointing_steps == "epoch" else None
+            if improved or checkpoint is not None:
+                save_and_push(run, state, processor, checkpoint, f"epoch {epoch}")
             if progress.completed_steps >= max_train_steps:
                 break
 
-    training = {"completed_steps": progress.completed_steps, "epochs": progress.history, "best": progress.best}
+    steps = progress.completed_steps - first_step
+    training = {
+        "completed_steps": progress.completed_steps,
+        "epochs": progress.history,
+        "best": progress.best,
+        "step_seconds": step_seconds / steps if steps else None,
+        "save_seconds": state.save_seconds,
+    }
     if progress.best is None:
         return model, training
     logger.info(
@@ -482,8 +555,10 @@ def prepare_for_evaluation(accelerator: Accelerator, model: FiberT5ForConditiona
     return accelerator.prepare_model(model.to(accelerator.device), evaluation_mode=True)
 
 
-def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_steps: int, bar: tqdm) -> None:
-    """One epoch of optimizer steps (or what is left of it), with the checkpoints asked for.
+def train_epoch(
+    run: Run, state: TrainingState, processor: FiberProcessor, batches, epoch: int, max_train_steps: int, bar: tqdm
+) -> None:
+    """One epoch of optimizer steps (or what is left of it), with the checkpoints asked for (and their pushes).
 
     A loss that is not finite stops the run: the weights it would leave are useless, and
     nothing trained from then on is saved or scored.
@@ -511,11 +586,15 @@ def train_epoch(run: Run, state: TrainingState, batches, epoch: int, max_train_s
             progress.completed_steps += 1
             bar.update(1)
             if isinstance(args.checkpointing_steps, int) and progress.completed_steps % args.checkpointing_steps == 0:
-                save_checkpoint(accelerator, run.output, f"step_{progress.completed_steps}", progress)
+                step = progress.completed_steps
+                save_and_push(run, state, processor, f"step_{step}", f"step {step}")
 
 
-def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluator: Evaluator, epoch: int) -> None:
-    """After an epoch: validation, the best model so far, the epoch's record in results.json and the tracker."""
+def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluator: Evaluator, epoch: int) -> bool:
+    """After an epoch: validation, the best model so far, the epoch's record in results.json and the tracker.
+
+    Returns whether a new best model was saved.
+    """
     args, accelerator, progress = run.args, run.accelerator, state.progress
     loss = accelerator.reduce(torch.tensor(progress.take_epoch_loss(), device=accelerator.device), "mean").item()
     record = {
@@ -524,11 +603,13 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
         "train_loss": loss,
         "learning_rate": state.lr_scheduler.get_last_lr()[0],
     }
+    improved = False
     if args.do_eval:
         record["validation"], _ = evaluator(state.model, "validation", f"Validation (epoch {epoch})")
         if progress.best is None or record["validation"]["f1"] > progress.best["f1"]:
             progress.best = {"epoch": epoch, "step": progress.completed_steps, "f1": record["validation"]["f1"]}
             save_model(run, state.model, processor)
+            improved = True
     progress.history.append(record)
     progress.epochs_done = epoch + 1
     validation = record.get("validation", {})
@@ -543,17 +624,70 @@ def end_epoch(run: Run, state: TrainingState, processor: FiberProcessor, evaluat
             run.output.entry(RESULTS_FILE),
             make_results(run, training={"epochs": progress.history, "best": progress.best}),
         )
+    return improved
 
 
-def resume(
-    run: Run, state: TrainingState, checkpoint: Path, processor: FiberProcessor, *, max_train_steps: int, num_epochs: int
+def save_and_push(
+    run: Run, state: TrainingState, processor: FiberProcessor, checkpoint: str | None, description: str
 ) -> None:
+    """Save `checkpoint` (if any), then push the save (`push_save`); the time it takes goes to `state.save_seconds`."""
+    started = time.perf_counter()
+    if checkpoint is not None:
+        save_checkpoint(run.accelerator, run.output, checkpoint, state.progress)
+    push_save(run, state, processor, checkpoint, description)
+    state.save_seconds += time.perf_counter() - started
+
+
+def push_save(
+    run: Run, state: TrainingState, processor: FiberProcessor, checkpoint: str | None, description: str
+) -> None:
+    """After a save (a new best model, a checkpoint), with --hub_strategy other than end: push the model, its card
+    and the checkpoint in the background (`HubPusher`; `description`, e.g. "step 30", names the push); called on
+    every process.
+
+    The pushed model is `model/`, the best by validation F1 so far; before validation has chosen
+    one, the current weights are saved there first, so that every push holds a model.
+    """
+    args, progress = run.args, state.progress
+    if not args.push_to_hub or args.hub_strategy == "end":
+        return
+    if progress.best is None:
+        save_model(run, state.model, processor)
+        saved_at = SavedAt(progress.completed_steps, progress.completed_steps / state.steps_per_epoch, final=False)
+    else:
+        saved_at = best_saved_at(progress.best, progress.history, final=False)
+    if run.hub is not None:
+        num_beams = run.accelerator.unwrap_model(state.model).generation_config.num_beams
+        scores = {key: saved_at.validation[key] for key in CARD_METRICS} if saved_at.validation else {}
+        write_model_card(run, scores, "validation", saved_at, num_beams)
+        run.hub.push(checkpoint, description)
+
+
+def best_saved_at(best: dict, history: list[dict], *, final: bool) -> SavedAt:
+    """The training state of the best model: saved at the end of epoch `best["epoch"]`, after its validation."""
+    record = next(record for record in history if record["epoch"] == best["epoch"])
+    return SavedAt(best["step"], best["epoch"] + 1, record.get("validation"), final=final)
+
+
+def final_saved_at(training: dict, validation: dict | None) -> SavedAt:
+    """The training state of the final model: the best one, or the last weights when nothing chose one."""
+    if training["best"] is not None:
+        return best_saved_at(training["best"], training["epochs"], final=True)
+    return SavedAt(training["completed_steps"], len(training["epochs"]), validation, final=True)
+
+
+def resume(run: Run, state: TrainingState, processor: FiberProcessor, *, max_train_steps: int, num_epochs: int) -> None:
     """Load a checkpoint's state and progress, and put back the best model it was saved with (weights only).
 
     A checkpoint past this run's end (more steps or epochs done than the run has) is refused before
     anything is written: resuming it would train nothing and replace the outputs.
     """
-    logger.info(f"Resuming from {checkpoint}")
+    checkpoint = run.checkpoint
+    commit = run.resumed_from.get("commit")
+    logger.info(
+        f"Resuming from {run.args.resume_from_checkpoint}"
+        + (f" (commit {commit}, downloaded into {checkpoint})" if commit else "")
+    )
     state.progress = load_checkpoint(
         run.accelerator, checkpoint, settings=training_settings(run.args), trust_checkpoint=run.args.trust_checkpoint
     )
@@ -627,23 +761,23 @@ def fill_with_saved_model(folder: Path, split: datasets.Dataset, with_video: boo
     return "\n".join(lines)
 
 
-def write_model_card(run: Run, results: dict) -> None:
-    """The model card (README.md with the Hub's YAML metadata), from the final evaluation's headline scores."""
+def write_model_card(run: Run, scores: dict, split: str | None, saved_at: SavedAt, num_beams: int) -> None:
+    """The model card of `model/` (README.md with the Hub's YAML metadata): headline `scores` on `split`, and
+    which step and epoch the model holds (main process)."""
     args = run.args
-    split = next((name for name in ("test", "validation") if name in results), None)
-    scores = {key: results[split][key] for key in CARD_METRICS} if split else {}
     card = make_model_card(
         scores,
         base_model=args.model_name_or_path,
         dataset_name=args.dataset_name or SAMPLE_DATASET_NAME,
         fusion=run.fusion,
         hyperparameters={key: getattr(args, key) for key in CARD_HYPERPARAMETERS}
-        | {"num_beams": results["num_beams"], "num_processes": results["num_processes"]},
+        | {"num_beams": num_beams, "num_processes": run.accelerator.num_processes},
         model_name=hub_repo_id(args),
         dataset_config=args.dataset_config_name,
         split=split or "test",
         single_feature=args.single_feature,
         synthetic=run.synthetic,
+        saved_at=saved_at,
     )
     write_text(run.output.add_file(MODEL_FOLDER, "README.md"), card)
 

@@ -10,8 +10,11 @@ model with the best validation F1, evaluates it at the end (validation and test)
 --output_dir: `results.json`, `predictions.jsonl`, the model folder `model/` (save_pretrained,
 processor, generation config, model card) and the checkpoints asked for by --checkpointing_steps,
 listed in its record `fiberbench_output.json`, which says `running` until the run is done (see
-`RunFolder`); the main process holds the folder's lock for the whole run. A user error (a flag, a config file, the data,
-a model that cannot be loaded, an output folder that is not this script's) is one line on stderr.
+`RunFolder`); the main process holds the folder's lock for the whole run. --push_to_hub pushes the
+model at the end, and with --hub_strategy at each save too, with its checkpoints, in the background;
+--resume_from_checkpoint REPO_ID resumes from a checkpoint on the Hub. A user error (a flag, a
+config file, the data, a model that cannot be loaded, an output folder that is not this script's)
+is one line on stderr.
 
 The flags, the config file and the paths they name are checked before torch, transformers and
 datasets load (seconds): the run itself is `fiberbench.training.run`.

@@ -15,16 +15,40 @@
     )
 
 `training/train.py` is the reference run (per-epoch best model, checkpoints, results files); this
-is the same model, data and scoring for people whose tooling is built around the Trainer.
+is the same model, data and scoring for people whose tooling is built around the Trainer. With
+`push_to_hub=True` it pushes as the Trainer does (`hub_strategy`, e.g. "checkpoint" for a resumable
+`last-checkpoint/`), and every pushed folder loads with `trust_remote_code` (the model's code and
+processor are in each) and has a FIBER model card saying which step and epoch it holds.
 """
+
+import shutil
+from pathlib import Path
 
 import torch
 from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer
+from transformers.trainer_utils import HubStrategy
 
+from fiberbench.files import write_text
 from fiberbench.metric import references_from_example
 from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.training.evaluation import load_metric
+from fiberbench.training.model_card import SavedAt, make_model_card
+
+# The card's headline scores, as FiberMetrics names them.
+CARD_METRICS = ("exact_match", "f1", "correct_at_1", "map")
+# The training arguments the card lists.
+CARD_HYPERPARAMETERS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "weight_decay",
+    "num_train_epochs",
+    "max_steps",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "seed",
+)
 
 
 class FiberSeq2SeqTrainer(Seq2SeqTrainer):
@@ -34,9 +58,15 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
     predictions come out shaped (examples, beams, tokens) for `FiberMetrics` to choose the first
     beam that is a noun phrase. The examples carry text (`masked_caption`, `label`) that
     `FiberDataCollator` turns into model inputs, so `remove_unused_columns` must be False.
+
+    Args (besides the Trainer's):
+        dataset_name: the dataset's Hub id (or name) for the model cards of pushed models.
+        synthetic: the data is the bundled SYNTHETIC sample (or built from it): the cards say so.
     """
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, dataset_name: str = "fiber", synthetic: bool = False, **kwargs):
+        self.dataset_name = dataset_name
+        self.synthetic = synthetic
         super().__init__(*args, **kwargs)
         if self.args.remove_unused_columns:
             raise ValueError(
@@ -45,6 +75,55 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
             )
         # FiberT5's forward takes `labels` through **kwargs, where the Trainer does not look for them.
         self.label_names = ["labels"]
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """`Trainer.save_model`; with `push_to_hub`, also what each pushed folder needs beyond the weights.
+
+        The Trainer saves a checkpoint with `save_pretrained` (which writes FIBER's code files) and
+        then pushes `output_dir` with only the weights, configs and processor copied from it: the
+        code files and this save's card go to `output_dir` first, so that the model pushed there
+        loads with `trust_remote_code` at every save, as `last-checkpoint/` does.
+        """
+        super().save_model(output_dir, _internal_call=_internal_call)
+        if not (self.args.push_to_hub and self.args.should_save):
+            return
+        folder = Path(output_dir or self.args.output_dir)
+        root = Path(self.args.output_dir)
+        self.write_model_card(folder, final=False)
+        if folder.resolve() != root.resolve() and self.args.hub_strategy != HubStrategy.END:
+            for code in folder.glob("*.py"):
+                shutil.copyfile(code, root / code.name)
+            self.write_model_card(root, final=False)
+
+    def create_model_card(self, *args, **kwargs) -> None:
+        """The FIBER model card of the final push (`push_to_hub`) in `output_dir`, in place of the Trainer's own."""
+        if self.is_world_process_zero():
+            self.write_model_card(Path(self.args.output_dir), final=True)
+
+    def write_model_card(self, folder: Path, *, final: bool) -> None:
+        """`folder`/README.md: a FIBER model card with the latest validation scores and the step and epoch saved."""
+        step = self.state.global_step
+        if final and self.args.load_best_model_at_end and self.state.best_global_step:
+            step = self.state.best_global_step
+        logged = [record for record in self.state.log_history if record.get("step", 0) <= step]
+        scores = next((record for record in reversed(logged) if "eval_f1" in record), None)
+        epoch = next((record["epoch"] for record in reversed(logged) if "epoch" in record), self.state.epoch or 0)
+        validation = None
+        if scores is not None:
+            validation = {name: scores[f"eval_{name}"] for name in CARD_METRICS if f"eval_{name}" in scores}
+        config = self.accelerator.unwrap_model(self.model).config
+        card = make_model_card(
+            validation or {},
+            base_model=config.name_or_path or None,
+            dataset_name=self.dataset_name,
+            fusion=config.fusion,
+            hyperparameters={name: getattr(self.args, name) for name in CARD_HYPERPARAMETERS},
+            model_name=self.hub_model_id or self.args.hub_model_id or Path(self.args.output_dir).name,
+            split="validation",
+            synthetic=self.synthetic,
+            saved_at=SavedAt(step, epoch, validation, final=final),
+        )
+        write_text(folder / "README.md", card)
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         """The loss, and every beam of every example, (examples, beams, tokens), padded to the longest answer."""

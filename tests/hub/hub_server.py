@@ -119,6 +119,16 @@ class Repo:
         return self.commits.get(revision) if COMMIT_HASH.fullmatch(revision) else None
 
 
+@dataclass
+class Fault:
+    """A failure the test injects (`LocalHub.fail`): its status, the requests let through first, and how many fail."""
+
+    status: int
+    after: int = 0
+    times: int | None = None
+    seen: int = 0
+
+
 class HubError(Exception):
     """An error answer in the Hub's format: status, `X-Error-Code` and `X-Error-Message`."""
 
@@ -267,9 +277,9 @@ class HubRequestHandler(BaseHTTPRequestHandler):
         segments = [unquote(segment) for segment in url.path.split("/")[1:]]
         try:
             self.body = self._read_body()
-            for part, status in self.server.hub.faults.items():
-                if part in url.path:
-                    raise HubError(status, f"Failure injected by the test for {part!r}")
+            status = self.server.hub.injected_failure(url.path)
+            if status is not None:
+                raise HubError(status, f"Failure injected by the test for {url.path!r}")
             route = self.server.hub.route(method, segments)
             if route is None:
                 self.server.hub.unhandled.append(f"{method} {url.path}")
@@ -348,8 +358,8 @@ class LocalHub:
         self.store = HubStore(self.storage)
         self.requests: list[tuple[str, str, int]] = []
         self.unhandled: list[str] = []
-        # Path fragment -> status: requests whose path contains the fragment fail (see `fail`).
-        self.faults: dict[str, int] = {}
+        # Path fragment -> the failure of requests whose path contains it (see `fail`).
+        self.faults: dict[str, Fault] = {}
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -397,9 +407,33 @@ class LocalHub:
             "HF_MODULES_CACHE": str(home / "modules"),
         }
 
-    def fail(self, path_part: str, status: int = 500) -> None:
-        """Make every request whose path contains `path_part` fail with `status` (e.g. "/commit/")."""
-        self.faults[path_part] = status
+    def fail(self, path_part: str, status: int = 500, *, after: int = 0, times: int | None = None) -> None:
+        """Make requests whose path contains `path_part` (e.g. "/commit/") fail with `status`.
+
+        The first `after` such requests still succeed; then `times` of them fail (every one when None),
+        and those that come later succeed again: a Hub that refuses one commit in the middle of a run.
+        """
+        self.faults[path_part] = Fault(status, after, times)
+
+    def injected_failure(self, path: str) -> int | None:
+        """The status a request for `path` must fail with (counting it against its fault), or None."""
+        with self.store.lock:
+            for part, fault in self.faults.items():
+                if part in path:
+                    fault.seen += 1
+                    past = fault.seen - fault.after
+                    if past > 0 and (fault.times is None or past <= fault.times):
+                        return fault.status
+        return None
+
+    def history(self, repo_id: str, repo_type: str = "model") -> list[Commit]:
+        """The commits of the repo's main branch, oldest first."""
+        repo = self.store.repos[(repo_type, repo_id)]
+        oid, found = repo.branches[DEFAULT_BRANCH], []
+        while oid is not None:
+            found.append(repo.commits[oid])
+            oid = repo.commits[oid].parent
+        return found[::-1]
 
     def repo_url(self, repo_type: str, repo_id: str) -> str:
         prefix = "" if repo_type == "model" else f"{repo_type}s/"

@@ -1,9 +1,18 @@
 """Flags, YAML configs and the checks that fail before any work."""
 
+import argparse
+
 import pytest
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.training.arguments import CONFIGS_DIR, SAMPLE_DEMO_CONFIG, parse_args, read_config
+from fiberbench.training.arguments import (
+    CONFIGS_DIR,
+    SAMPLE_DEMO_CONFIG,
+    HubCheckpoint,
+    hub_checkpoint,
+    parse_args,
+    read_config,
+)
 from fiberbench.training.models import resolve_fusion
 
 TABLE_3_CONFIGS = (
@@ -127,8 +136,24 @@ def test_bad_flags_are_usage_errors_before_any_work(argv, message):
 
 
 def test_a_missing_checkpoint_folder_is_a_data_error():
-    with pytest.raises(DataError, match="no/such/step_10: no such checkpoint folder"):
+    with pytest.raises(DataError, match=r"no/such/step_10: no such checkpoint folder \(and not a Hub repo"):
         parse_args(["--resume_from_checkpoint", "no/such/step_10"])
+
+
+def test_a_name_that_is_no_folder_is_a_hub_checkpoint(tmp_path):
+    args = argparse.Namespace(resume_from_checkpoint="org/run:step_30", hub_revision="v1")
+    assert hub_checkpoint(args) == HubCheckpoint("org/run", "step_30", "v1")
+    args = argparse.Namespace(resume_from_checkpoint="org/run", hub_revision=None)
+    assert hub_checkpoint(args).folder == "last-checkpoint" and hub_checkpoint(args).given == "org/run"
+    args = argparse.Namespace(resume_from_checkpoint=str(tmp_path), hub_revision=None)
+    assert hub_checkpoint(args) is None  # a folder
+
+
+def test_a_hub_checkpoint_that_cannot_be_reached_is_refused_while_the_arguments_are_checked(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(DataError, match="--resume_from_checkpoint org/run: no such checkpoint folder, and the Hub"):
+        parse_args(["--resume_from_checkpoint", "org/run"])
 
 
 def test_missing_config_file_lists_the_shipped_ones():
@@ -144,6 +169,12 @@ def test_missing_config_file_lists_the_shipped_ones():
         (["--model_name_or_path", "t5-base", "--config_overrides", "d_model=8"], "tiny model"),
         (["--push_to_hub", "--hub_model_id", "not a repo id"], "Invalid Hub repo id"),
         (["--push_to_hub", "--no-do_train"], "needs training"),
+        (["--hub_strategy", "every_save"], "says when --push_to_hub pushes, which was not given"),
+        (["--hub_revision", "v1"], "applies to a Hub repo given to --resume_from_checkpoint"),
+        (
+            ["--push_to_hub", "--hub_model_id", "org/fiber", "--hub_strategy", "checkpoint"],
+            "--hub_strategy checkpoint pushes the checkpoints of --checkpointing_steps, which was not given",
+        ),
         (["--tracker_project_name", ".hidden"], "must be a plain folder name"),
     ],
 )

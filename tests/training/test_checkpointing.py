@@ -14,6 +14,7 @@ from fiberbench.training.checkpointing import (
     TrainingProgress,
     batches_to_skip,
     check_checkpoint_files,
+    is_trusted_file,
 )
 
 
@@ -98,3 +99,45 @@ def test_a_sharded_checkpoint_is_read_only_when_trusted(tmp_path, name):
     with pytest.raises(CheckpointError, match=rf"{name}: a sharded .* only if you wrote it, with --trust_checkpoint"):
         check_checkpoint_files(tmp_path, num_processes=1)
     check_checkpoint_files(tmp_path, num_processes=1, trust_checkpoint=True)  # the loader's to read then
+
+
+@pytest.mark.parametrize(
+    "relative, trusted",
+    [
+        ("training_progress.json", True),
+        ("model.safetensors", True),
+        ("optimizer.bin", True),
+        ("random_states_1.pkl", True),
+        ("best_model/config.json", True),
+        ("best_model/modeling_fiber_t5.py", None),
+        ("README.md", None),
+        ("custom_checkpoint_0.pkl", False),
+        ("pytorch_model.bin", False),
+        ("best_model/pytorch_model.bin", False),
+        ("pytorch_model_fsdp_0/.metadata", False),
+    ],
+)
+def test_which_checkpoint_files_a_resume_reads(relative, trusted):
+    assert is_trusted_file(relative) is trusted
+
+
+def test_a_sharded_file_is_trusted_only_when_told():
+    assert is_trusted_file("pytorch_model_fsdp_0/__0_0.distcp", trust_checkpoint=True) is True
+
+
+def test_a_damaged_or_unsafe_file_is_refused_before_anything_is_loaded(tmp_path):
+    from safetensors.torch import save_file
+
+    marker = tmp_path / "payload_ran"
+    save_file({"weight": torch.zeros(64)}, tmp_path / "model.safetensors")
+    torch.save({"state": {}}, tmp_path / "optimizer.bin")
+    check_checkpoint_files(tmp_path, num_processes=1)
+    weights = (tmp_path / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(weights[:-10])
+    with pytest.raises(CheckpointError, match="cannot be loaded into this run \\(a damaged file: model.safetensors"):
+        check_checkpoint_files(tmp_path, num_processes=1)
+    (tmp_path / "model.safetensors").write_bytes(weights)
+    torch.save({"state": Payload(marker)}, tmp_path / "optimizer.bin")
+    with pytest.raises(CheckpointError, match=r"optimizer.bin holds more than tensors and numbers \(posix.system\)"):
+        check_checkpoint_files(tmp_path, num_processes=1)
+    assert not marker.exists()

@@ -3,7 +3,7 @@
 import pytest
 from huggingface_hub import ModelCard
 
-from fiberbench.training.model_card import make_model_card
+from fiberbench.training.model_card import SavedAt, make_model_card
 
 
 def test_the_card_carries_the_hub_metadata_and_results():
@@ -47,3 +47,17 @@ def test_a_model_trained_from_scratch_has_no_base_model():
     )
     assert card.data.base_model is None
     assert "trained from scratch" in card.text
+
+
+def test_the_card_says_which_step_and_epoch_it_holds_and_its_validation_score():
+    def card(saved_at):
+        return make_model_card(
+            {}, base_model=None, dataset_name="fiber", fusion="early", hyperparameters={}, saved_at=saved_at
+        )
+
+    pushed = card(SavedAt(step=30, epoch=1.2, validation={"f1": 23.456, "exact_match": 10.0}, final=False))
+    assert "after **30 optimizer steps (1.2 epochs)**; validation F1 **23.46**, exact match 10.00" in pushed
+    assert "pushed while training went on" in pushed and "Not evaluated yet." in pushed
+    final = card(SavedAt(step=50, epoch=2))
+    assert "after **50 optimizer steps (2 epochs)**; it was not evaluated on the validation split" in final
+    assert "It is the run's final model." in final

@@ -1,0 +1,267 @@
+"""train.py --push_to_hub --hub_strategy against the local Hub: pushes while training, and resuming from the Hub."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard
+from safetensors.torch import load_file
+
+import fiberbench.training
+from fiberbench.hub import push_files
+from fiberbench.ownership import FOLDER_RECORD
+
+pytestmark = pytest.mark.slow
+
+TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1"]
+LAUNCH += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+REPO_ID = "fiber-org/fiber-t5-run"
+FINAL = "FIBER model trained with fiberbench"
+# A loadable model: weights, config, the remote code and the processor.
+MODEL_FILES = ("config.json", "model.safetensors", "modeling_fiber_t5.py", "processor_config.json", "README.md")
+
+
+def train_command(args: list, push: bool = True) -> list[str]:
+    pushing = ["--push_to_hub", "--hub_model_id", REPO_ID] if push else []
+    return [*LAUNCH, str(TRAIN_SCRIPT), *map(str, args), *pushing]
+
+
+def train_env() -> dict:
+    return {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+
+
+def train(args: list, check: bool = True, push: bool = True) -> subprocess.CompletedProcess:
+    """Run train.py to its end with this test's environment (pointed at the local Hub)."""
+    result = subprocess.run(
+        train_command(args, push),
+        env=train_env(),
+        cwd=TRAIN_SCRIPT.parents[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and result.returncode != 0:
+        pytest.fail(f"train.py exited with {result.returncode}\n{result.stderr[-8000:]}")
+    return result
+
+
+def text(hub, commit, path: str) -> str:
+    return hub.store.read_blob(commit.files[path].sha256).decode()
+
+
+def test_every_save_pushes_the_model_and_its_card_and_a_refused_commit_is_retried_by_the_next_save(
+    hub_server, tmp_path
+):
+    output_dir = tmp_path / "run"
+    # The Hub accepts the first push, refuses the second, then accepts again.
+    hub_server.fail("/commit/", status=500, after=1, times=1)
+    settings = ["--max_train_steps", 12, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
+    result = train([*settings, "--hub_strategy", "every_save", "--output_dir", output_dir])
+
+    failures = [line for line in result.stderr.splitlines() if "The push of" in line]
+    assert len(failures) == 1 and "The push of step 8 failed; training goes on" in failures[0], failures
+    pushed = hub_server.history(REPO_ID)
+    titles = [commit.title for commit in pushed]
+    # The next save's push went through; then the final model.
+    assert titles == ["initial commit", "Training in progress, step 4", "Training in progress, step 12", FINAL]
+    record = json.loads((output_dir / FOLDER_RECORD).read_text(encoding="utf-8"))
+    for commit, step in zip(pushed[1:], (4, 12, 12)):
+        # Only the model's files this run wrote (every_save pushes no checkpoint), with a card naming the step.
+        assert sorted(commit.files) == sorted([".gitattributes", *record["entries"]["model"]])
+        card = text(hub_server, commit, "README.md")
+        assert f"after **{step} optimizer steps" in card
+        assert ("final model" in card) == (commit.title == FINAL)
+    final = pushed[-1]
+    for name in record["entries"]["model"]:
+        assert hub_server.store.read_blob(final.files[name].sha256) == (output_dir / "model" / name).read_bytes()
+    assert not list(output_dir.glob(".hub-push*")), "a staging folder was left behind"
+    training = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))["training"]
+    assert training["step_seconds"] > 0 and training["save_seconds"] > 0  # what bench/train.py --hub_push compares
+
+
+def test_a_final_push_that_fails_fails_the_run_in_one_line_after_its_outputs(hub_server, tmp_path):
+    output_dir = tmp_path / "run"
+    hub_server.fail("/commit/", status=500)
+    result = train(["--max_train_steps", 2, "--no-do_eval", "--no-do_predict", "--output_dir", output_dir], check=False)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert result.returncode == 1 and len(errors) == 1, result.stderr[-3000:]
+    assert "the push did not complete" in errors[0] and f"(the run's outputs in {output_dir} are complete)" in errors[0]
+    assert json.loads((output_dir / FOLDER_RECORD).read_text(encoding="utf-8"))["state"] == "complete"
+    assert ModelCard.load(output_dir / "model" / "README.md").data.model_name == REPO_ID
+
+
+def last_checkpoint_step(hub, commit) -> int | None:
+    """The step of the checkpoint in a commit's last-checkpoint/, if it has one."""
+    stored = commit.files.get("last-checkpoint/training_progress.json")
+    return None if stored is None else json.loads(hub.store.read_blob(stored.sha256))["completed_steps"]
+
+
+def kill_when(args: list, condition, timeout: float = 300) -> None:
+    """Start train.py and SIGKILL it, launcher and workers, once `condition()` holds (checked every 50 ms)."""
+    process = subprocess.Popen(
+        train_command(args),
+        env=train_env(),
+        cwd=TRAIN_SCRIPT.parents[1],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline and not condition():
+        time.sleep(0.05)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def same_weights(folder, other) -> bool:
+    weights, other_weights = load_file(folder / "model.safetensors"), load_file(other / "model.safetensors")
+    return weights.keys() == other_weights.keys() and all(weights[name].equal(other_weights[name]) for name in weights)
+
+
+def test_a_run_killed_after_its_second_save_resumes_from_the_hub_in_a_fresh_folder_as_if_never_stopped(
+    hub_server, tmp_path
+):
+    # 25 steps per epoch: saves at steps 15 and 30 (checkpoints) and 25 (the first best model).
+    settings = ["--num_train_epochs", 2, "--checkpointing_steps", 15, "--dataloader_num_workers", 1]
+    uninterrupted, killed, resumed = tmp_path / "uninterrupted", tmp_path / "killed", tmp_path / "resumed"
+    train([*settings, "--output_dir", uninterrupted], push=False)
+
+    def second_checkpoint_pushed() -> bool:
+        return ("model", REPO_ID) in hub_server.store.repos and any(
+            (last_checkpoint_step(hub_server, commit) or 0) >= 30 for commit in hub_server.history(REPO_ID)
+        )
+
+    kill_when([*settings, "--hub_strategy", "checkpoint", "--output_dir", killed], second_checkpoint_pushed)
+    assert second_checkpoint_pushed() and not (killed / "predictions.jsonl").exists(), "not killed mid-run"
+    pushed = hub_server.history(REPO_ID)[1:]
+    # After each save, the repo holds the model (with its code, processor and card) and last-checkpoint/.
+    assert {15, 30} <= {last_checkpoint_step(hub_server, commit) for commit in pushed}
+    for commit in pushed:
+        assert set(MODEL_FILES) <= set(commit.files)
+        step = last_checkpoint_step(hub_server, commit)
+        model_step = 15 if step == 15 and commit.title.endswith("step 15") else 25
+        assert f"after **{model_step} optimizer steps" in text(hub_server, commit, "README.md"), commit.title
+        checkpoint = killed / f"step_{step}"
+        for path, stored in commit.files.items():
+            if path.startswith("last-checkpoint/"):
+                local = checkpoint / path.removeprefix("last-checkpoint/")
+                assert hub_server.store.read_blob(stored.sha256) == local.read_bytes(), path
+    on_the_hub = last_checkpoint_step(hub_server, pushed[-1])
+
+    resume = ["--resume_from_checkpoint", REPO_ID, "--output_dir", resumed]
+    result = train([*settings, "--hub_strategy", "checkpoint", *resume])
+    assert f"Resuming from {REPO_ID} (commit " in result.stderr
+    results = json.loads((resumed / "results.json").read_text(encoding="utf-8"))
+    # What the resume read is what the killed run had saved: the cache's copy equals its local checkpoint.
+    downloaded = Path(os.environ["HF_HUB_CACHE"]) / f"models--{REPO_ID.replace('/', '--')}" / "snapshots"
+    downloaded = downloaded / results["resumed_from"]["commit"] / "last-checkpoint"
+    for file in (killed / f"step_{on_the_hub}").rglob("*"):
+        if file.is_file():
+            assert (downloaded / file.relative_to(killed / f"step_{on_the_hub}")).read_bytes() == file.read_bytes()
+    # The resumed run is the uninterrupted one: weights, scores and history.
+    assert same_weights(uninterrupted / "model", resumed / "model")
+    assert same_weights(uninterrupted / "step_45", (resumed if on_the_hub < 45 else killed) / "step_45")
+    expected = json.loads((uninterrupted / "results.json").read_text(encoding="utf-8"))
+    for split in ("validation", "test"):
+        for name in ("exact_match", "f1", "correct_at_k", "map"):
+            assert results[split][name] == expected[split][name], (split, name)
+    assert results["training"]["epochs"] == expected["training"]["epochs"]
+    # The resumed run pushed on into the same repo: its final model, and the last checkpoint.
+    final = hub_server.history(REPO_ID)[-1]
+    assert final.title == FINAL and last_checkpoint_step(hub_server, final) == 45
+    assert hub_server.store.read_blob(final.files["model.safetensors"].sha256) == (
+        resumed / "model" / "model.safetensors"
+    ).read_bytes()
+
+
+class Payload:
+    """Runs a shell command when unpickled: what a tampered checkpoint file would hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+@pytest.fixture(scope="module")
+def short_checkpoint(tmp_path_factory):
+    """A checkpoint of a short run (step_4 of 4), written without the Hub."""
+    output_dir = tmp_path_factory.mktemp("short_run") / "run"
+    settings = ["--max_train_steps", 4, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
+    train([*settings, "--output_dir", output_dir], push=False)
+    return output_dir / "step_4"
+
+
+@pytest.mark.parametrize(
+    "file, tamper, message",
+    [
+        ("custom_checkpoint_0.pkl", lambda path, payload: pickle.dumps(payload), "a pickle that train.py never writes"),
+        ("optimizer.bin", lambda path, payload: torch_saved({"state": payload}), "holds more than tensors and numbers"),
+        (
+            "model.safetensors",
+            lambda path, payload: path.read_bytes()[:-1000],
+            "cannot be loaded into this run (a damaged file: model.safetensors",
+        ),
+    ],
+    ids=["unknown pickle", "state file payload", "truncated weights"],
+)
+def test_a_tampered_last_checkpoint_on_the_hub_is_refused_in_one_line_and_nothing_runs(
+    hub_server, short_checkpoint, tmp_path, file, tamper, message
+):
+    marker = tmp_path / "payload_ran"
+    files = {path.name: path.read_bytes() for path in short_checkpoint.iterdir()}
+    files[file] = tamper(short_checkpoint / file, Payload(marker))
+    folder = tmp_path / "tampered"
+    folder.mkdir()
+    for name, content in files.items():
+        (folder / name).write_bytes(content)
+    push_files({f"last-checkpoint/{name}": folder / name for name in files}, REPO_ID, commit_message="x", source="test")
+
+    output_dir = tmp_path / "resumed"
+    settings = ["--max_train_steps", 4, "--no-do_eval", "--no-do_predict", "--output_dir", output_dir]
+    result = train([*settings, "--resume_from_checkpoint", REPO_ID], check=False, push=False)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert result.returncode != 0 and len(errors) == 1 and message in errors[0], result.stderr[-3000:]
+    # The launcher reports the failed process after the line, with its own traceback; nothing comes before.
+    assert "Traceback" not in result.stderr.split(errors[0])[0]
+    assert not marker.exists(), "the checkpoint's pickle payload ran"
+    assert "Training on" not in result.stderr and not output_dir.exists()
+
+
+def torch_saved(obj) -> bytes:
+    """The bytes `torch.save` writes for `obj`."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def test_two_processes_push_every_checkpoint_and_resume_one_from_the_hub_bit_identically(hub_server, tmp_path):
+    # `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
+    two_processes = ["--multi_gpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no"]
+    settings = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
+    settings += ["--hub_strategy", "all_checkpoints"]
+    first, resumed = tmp_path / "first", tmp_path / "resumed"
+    launch = [sys.executable, "-m", "accelerate.commands.launch", *map(str, two_processes), "--dynamo_backend", "no"]
+    for output_dir, resume in ((first, []), (resumed, ["--resume_from_checkpoint", f"{REPO_ID}:step_4"])):
+        command = [*launch, str(TRAIN_SCRIPT), *map(str, [*settings, *resume, "--output_dir", output_dir])]
+        command += ["--push_to_hub", "--hub_model_id", REPO_ID]
+        result = subprocess.run(command, env=train_env(), cwd=TRAIN_SCRIPT.parents[1], capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-5000:]
+        assert "8 steps of 32 examples (2 processes)" in result.stderr
+    final = hub_server.history(REPO_ID)[-1]
+    assert {"step_4/random_states_1.pkl", "step_8/random_states_1.pkl"} <= set(final.files)
+    assert f"Resuming from {REPO_ID}:step_4 (commit " in result.stderr
+    assert same_weights(first / "step_8", resumed / "step_8") and same_weights(first / "model", resumed / "model")
+    assert not (resumed / "step_4").exists()
