@@ -81,6 +81,11 @@ def predictor(model, video_dir, *flags):
 
 def first_forward(predictor, rows) -> dict:
     """The keyword arguments given (not None) to the model's first forward (the prompt's) while it replies to `rows`."""
+    from fiberbench.predict.videos import check_video
+
+    # As the command does before the run: each caption's text rendered, for its clip's frame count.
+    counts = [predictor.sampling.count(check_video(row["video"], predictor.sampling)) for row in rows]
+    predictor.render_texts([row["masked_caption"] for row in rows], counts)
     calls = []
     hook = predictor.model.register_forward_pre_hook(lambda _, args, kwargs: calls.append(kwargs), with_kwargs=True)
     try:
