@@ -58,25 +58,28 @@ def check_tables(output: str, ratio_columns: list[str]) -> None:
         check_ratios(table(output, column), column)
 
 
-# Each script and the ratio columns of its tables; the video environment's (torchvision, PyAV) are marked `video`.
-QUICK_RUNS = [
-    pytest.param("blank.py", ["vs 1 process"], marks=pytest.mark.slow),
-    pytest.param("cli.py", ["x python"], marks=pytest.mark.slow),
-    pytest.param("dataset_build.py", ["numpy-format / np.load"], marks=pytest.mark.slow),
-    pytest.param("metric.py", ["speed vs (c)"], marks=pytest.mark.slow),
-    pytest.param("model.py", ["vs T5", "vs every beam"], marks=pytest.mark.slow),
-    pytest.param("replies.py", ["time vs baseline"], marks=pytest.mark.slow),
-    pytest.param("scoring.py", ["(b) / (a)", "wall / 10 s"], marks=pytest.mark.slow),
-    pytest.param("predict.py", ["batched vs one at a time", "images / video tokens"], marks=pytest.mark.video),
-    pytest.param("features.py", ["encode / overlapped time"], marks=pytest.mark.video),
-]
+# Each script and the ratio columns of its tables.
+RATIO_COLUMNS = {
+    "blank.py": ["vs 1 process"],
+    "cli.py": ["x python"],
+    "dataset_build.py": ["numpy-format / np.load"],
+    "metric.py": ["speed vs (c)"],
+    "model.py": ["vs T5", "vs every beam"],
+    "replies.py": ["time vs baseline"],
+    "scoring.py": ["(b) / (a)", "wall / 10 s"],
+    "predict.py": ["batched vs one at a time", "images / video tokens"],
+    "features.py": ["encode / overlapped time"],
+}
+# These need the video environment (torchvision for the video LLMs, PyAV to write and decode clips).
+VIDEO_BENCHES = ("predict.py", "features.py")
+MARKS = {script: pytest.mark.video if script in VIDEO_BENCHES else pytest.mark.slow for script in RATIO_COLUMNS}
 
 
-@pytest.mark.parametrize(("script", "ratio_columns"), QUICK_RUNS)
-def test_bench_runs_quick(script, ratio_columns, tmp_path):
+@pytest.mark.parametrize("script", [pytest.param(script, marks=mark) for script, mark in MARKS.items()])
+def test_bench_runs_quick(script, tmp_path):
     # features.py writes its synthetic clips once to a cache folder: a fresh one here, not the user's.
     flags = ["--cache_dir", str(tmp_path)] if script == "features.py" else []
-    check_tables(run_quick(script, *flags), ratio_columns)
+    check_tables(run_quick(script, *flags), RATIO_COLUMNS[script])
 
 
 @pytest.mark.slow
