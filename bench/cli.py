@@ -16,6 +16,8 @@ from pathlib import Path
 from fiberbench.cli import COMMANDS
 from fiberbench.data import SAMPLE_DIR
 
+import quick
+
 TRAIN_SCRIPT = Path(__file__).resolve().parents[1] / "training" / "train.py"
 # Each command refusing an input that is not there (run in a temporary folder; outputs go there too).
 MISSING_INPUTS = {
@@ -61,7 +63,7 @@ def print_table(rows: list[tuple[str, float]], baseline: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="Runs per command; the best is kept.")
-    args = parser.parse_args()
+    args = quick.parse_args(parser, repeats=1)
 
     baseline = best_seconds([sys.executable, "-c", "pass"], args.repeats)
     rows = [("python -c pass", baseline)]

@@ -20,6 +20,8 @@ from datasets import load_dataset
 from fiberbench.data.fiber.make_sample import make_sample
 from fiberbench.data.fiber.validation import feature_file_name
 
+import quick
+
 # The build runs in a child process so that its peak is the build's alone. The peak is the child's
 # VmHWM: `resource.getrusage(...).ru_maxrss` survives fork + exec on Linux, so a child would report
 # at least the (large, torch-importing) parent's resident size.
@@ -84,7 +86,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000], help="Clip counts to build.")
     parser.add_argument("--batch_size", type=int, default=32, help="Rows per batch when reading the i3d config.")
-    args = parser.parse_args()
+    args = quick.parse_args(parser, sizes=[20], batch_size=8)
 
     baseline = run_child(IMPORT_IN_CHILD)["peak_rss_mb"]
     builds, reads = [], []

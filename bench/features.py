@@ -2,12 +2,13 @@
 
     python bench/features.py                                      # CPU: 8 clips, random ViT-B/16 and VideoMAE-base
     python bench/features.py --device cuda --num_clips 256 --per_device_batch_size 32   # a GPU, in bf16
+    python bench/features.py --quick                              # tiny encoders, 2 clips: seconds (the tests)
 
 Synthetic clips like VaTeX's (10 s at 25 fps, 640 x 360, H.264 of moving texture) are written once to
 --cache_dir. Per encoder, of real size with random weights (speed does not depend on the weights;
-`fiberbench.features.tiny_encoders`): CLIP ViT-B/16 on 1 frame a second (the command's default),
-VideoMAE-base on one window of 16 frames. With the code the command runs (`make_loader`,
-`ClipPreparer`, `Encoder`, `encode_clips`), each in clips/s:
+`fiberbench.features.tiny_encoders`; `--encoder_size tiny` for the tests' tiny ones), with the
+command's default sampling: CLIP ViT-B/16 on 1 frame a second, VideoMAE-base on one window of 16 frames.
+With the code the command runs (`make_loader`, `ClipPreparer`, `Encoder`, `encode_clips`), each in clips/s:
 - decode: the loader alone (PyAV decoding and the processor), in this process and in N workers;
 - encode: the encoder alone, on batches already decoded (copied to the device each time);
 - serial: both, decoding in this process; overlapped: N workers decoding while the model encodes,
@@ -26,17 +27,29 @@ import numpy as np
 import torch
 
 from fiberbench.features.clips import Clip
+from fiberbench.features.command import frame_sampling
 from fiberbench.features.encoders import ClipPreparer, Encoder, encoder_spec
 from fiberbench.features.extraction import encode_clips, make_loader
-from fiberbench.features.tiny_encoders import BASE_CLIP, BASE_VIDEOMAE, save_clip, save_videomae
-from fiberbench.predict.videos import ClipVideo, FrameSampling
+from fiberbench.features.tiny_encoders import (
+    BASE_CLIP,
+    BASE_VIDEOMAE,
+    TINY_CLIP,
+    TINY_VIDEOMAE,
+    save_clip,
+    save_videomae,
+)
+from fiberbench.predict.videos import ClipVideo
 from fiberbench.training.inputs import default_num_workers
 
-# Encoder -> (how to save it, its sampling): the command's defaults for each kind.
+import quick
+
+# Encoder -> (how to save it, its config at each --encoder_size).
 ENCODERS = {
-    "clip_vit_b16": (lambda folder: save_clip(folder, BASE_CLIP), FrameSampling(fps=1)),
-    "videomae_base": (lambda folder: save_videomae(folder, BASE_VIDEOMAE), FrameSampling(num_frames=16)),
+    "clip_vit_b16": (save_clip, {"base": BASE_CLIP, "tiny": TINY_CLIP}),
+    "videomae_base": (save_videomae, {"base": BASE_VIDEOMAE, "tiny": TINY_VIDEOMAE}),
 }
+# No sampling flags: the command samples as it does by default for the encoder's kind.
+DEFAULT_SAMPLING_FLAGS = argparse.Namespace(fps=None, max_frames=None, num_frames=None)
 SECONDS, FPS, WIDTH, HEIGHT = 10, 25, 640, 360
 GOAL = 1.2
 
@@ -90,11 +103,12 @@ def measure(name: str, clips: list[Clip], args: argparse.Namespace, folder: Path
     """The clips/s of one encoder: decode, encode, serial, overlapped."""
     from transformers import AutoConfig
 
-    save, sampling = ENCODERS[name]
-    save(folder)
+    save, sizes = ENCODERS[name]
+    save(folder, sizes[args.encoder_size])
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
     spec = encoder_spec(AutoConfig.from_pretrained(folder), None, name)
+    sampling = frame_sampling(DEFAULT_SAMPLING_FLAGS, spec)
     preparer = ClipPreparer.load(spec, str(folder), {})
     encoder = Encoder.load(spec, str(folder), {}, device, dtype)
     encoder.probe(preparer, name)
@@ -172,6 +186,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--encoders", nargs="+", choices=tuple(ENCODERS), default=list(ENCODERS))
+    parser.add_argument("--encoder_size", choices=("base", "tiny"), default="base", help="Real size or the tests'.")
     parser.add_argument("--num_clips", type=int, default=8, help="Clips per measurement.")
     parser.add_argument("--per_device_batch_size", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2, help="Rounds of measurements; the best of each is kept.")
@@ -182,7 +197,7 @@ def main() -> int:
         default=Path.home() / ".cache" / "fiberbench" / "bench_features",
         help="Where the synthetic clips are written once.",
     )
-    args = parser.parse_args()
+    args = quick.parse_args(parser, encoder_size="tiny", num_clips=2, per_device_batch_size=2, repeats=1)
     clips = clips_of(args.cache_dir, args.num_clips)
     rows = []
     with tempfile.TemporaryDirectory() as models:

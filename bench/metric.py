@@ -8,6 +8,8 @@ import evaluate
 
 from fiberbench.metric import METRIC_PATH, exact_match, f1, mean_std, normalize_answer, score_predictions
 
+import quick
+
 WORDS = (
     "man woman boy girl child dog cat ball guitar piano drum kitchen room house street mountain cliff "
     "river water balloon rope car bike hat shirt table chair stage crowd camera phone knife bowl cake "
@@ -71,7 +73,7 @@ def main() -> None:
     parser.add_argument("--num_answers", type=int, default=13)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    args = quick.parse_args(parser, num_examples=100, repeats=1)
 
     predictions, references = make_examples(args.num_examples, args.num_answers, args.seed)
     metric = evaluate.load(str(METRIC_PATH))

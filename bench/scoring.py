@@ -34,6 +34,8 @@ import numpy as np
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.metric import compare_systems, confidence_interval
 
+import quick
+
 NUM_SYSTEMS = 5
 
 
@@ -146,11 +148,8 @@ def make_dataset(folder: Path, num_blanks: int, seed: int) -> tuple[Path, list[d
     (data_dir / "test.json").write_text(json.dumps(test))
     categories = ["video_id\tcategory"] + [f"{record['video_id']}\t{rng.choice(CATEGORIES)}" for record in test]
     (data_dir / "categories_test.tsv").write_text("\n".join(categories) + "\n")
-    subprocess.run(
-        ["fiberbench", "build-dataset", "--data_dir", str(data_dir), "--output_dir", str(folder / "fiber")],
-        check=True,
-        capture_output=True,
-    )
+    build = [sys.executable, "-m", "fiberbench.cli", "build-dataset", "--data_dir", str(data_dir)]
+    subprocess.run([*build, "--output_dir", str(folder / "fiber")], check=True, capture_output=True)
     return folder / "fiber", test
 
 
@@ -228,7 +227,8 @@ def main() -> None:
     parser.add_argument(
         "--work_dir", type=Path, help="Keep the end-to-end datasets and predictions here, and use them again if there."
     )
-    args = parser.parse_args()
+    # 1,000 resamples at the least: the agreement check below is set for their Monte Carlo error.
+    args = quick.parse_args(parser, num_blanks=[1000], num_bootstrap=1000, repeats=1, end_to_end_blanks=[200])
 
     print(
         f"{NUM_SYSTEMS} systems and their 10 pairs; best of {args.repeats} runs (the loop on 100,000 blanks: 1 run); "

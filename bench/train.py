@@ -4,6 +4,7 @@ pushes to the Hub during training against none.
     python bench/train.py                                     # CPU: the sample demo and a t5-small-sized model
     python bench/train.py --device cuda --setups t5_base      # a GPU: the paper's setup (T5-base, batch 64, bf16)
     python bench/train.py --hub_push                          # train.py's step time, --hub_strategy every_save vs end
+    python bench/train.py --quick [--hub_push]                # the same at tiny sizes, in seconds (the tests run it)
 
 Each setup runs in its own process started by `accelerate launch`, so its peak memory is its own
 and its threads are set as in training. Per setup, on the data and loaders training/train.py uses
@@ -20,7 +21,7 @@ setup reads synthetic data of FIBER's size (26,000 training clips of 32 I3D feat
 validation clips; written once to --cache_dir) and projects the paper's 10 epochs with a
 validation after each and a final evaluation of validation and test.
 
-With --hub_push it runs training/train.py itself (the sample demo, 2 epochs, a checkpoint every 5
+With --hub_push it runs training/train.py itself (the sample demo, --num_train_epochs 2, a checkpoint every 5
 steps) with --push_to_hub against the tests' local Hub server (tests/hub/hub_server.py), once per
 --hub_strategies value and --repeats times, alternating, and compares the steps' mean wall time
 (results.json's `training.step_seconds`) with that of `end`, which pushes only after training.
@@ -57,6 +58,8 @@ from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.evaluation import label_probabilities
 from fiberbench.training.inputs import FiberExamples, default_num_workers, make_dataloader
 
+import quick
+
 T5_VOCAB_SIZE = 32128
 SAMPLE_DEMO = read_config(SAMPLE_DEMO_CONFIG)
 # Model shape (FiberT5Config fields, as --config_overrides spells them), batch size and data; all early fusion.
@@ -82,10 +85,12 @@ FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 
 PAPER_EPOCHS = 10
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
 HUB_SERVER_DIR = Path(__file__).resolve().parents[1] / "tests" / "hub"
-# train.py for the push comparison: the sample demo cut to 2 epochs (25 steps each), a checkpoint every 5 steps.
-HUB_PUSH_SETTINGS = ["--num_train_epochs", "2", "--checkpointing_steps", "5", "--no-do_predict"]
+# train.py for the push comparison: the sample demo (25 steps an epoch), a checkpoint every 5 steps.
+HUB_PUSH_SETTINGS = ["--checkpointing_steps", "5", "--no-do_predict"]
 HUB_PUSH_SETTINGS += ["--dataloader_num_workers", "1"]
 HUB_PUSH_GOAL = 1.05
+# --quick: every setup shrunk to this (its batch and data kept).
+TINY_OVERRIDES = "d_model=32,d_ff=64,d_kv=8,num_heads=4,num_layers=1,num_decoder_layers=1"
 
 
 def fiber_size_splits(cache_dir: Path) -> dict[str, datasets.Dataset]:
@@ -146,6 +151,8 @@ def measure(setup: str, args: argparse.Namespace) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     config = build_tiny_config(tokenizer, FUSION)
     config.update_from_string(overrides)
+    if args.config_overrides:
+        config.update_from_string(args.config_overrides)
     torch.manual_seed(0)
     model = FiberT5ForConditionalGeneration(config)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, fused=on_gpu)
@@ -288,7 +295,15 @@ def paper_run_projection(row: dict) -> str:
     )
 
 
-def hub_push_runs(strategies: list[str], repeats: int) -> list[dict]:
+def run_child(command: list[str], env: dict | None = None) -> str:
+    """The standard output of `command`; when it fails, its error output ends this benchmark."""
+    completed = subprocess.run(command, capture_output=True, text=True, env=env)
+    if completed.returncode:
+        raise SystemExit(f"{' '.join(command)} failed ({completed.returncode}):\n{completed.stderr[-3000:]}")
+    return completed.stdout
+
+
+def hub_push_runs(strategies: list[str], repeats: int, num_train_epochs: int) -> list[dict]:
     """train.py with --push_to_hub to a local Hub, once per strategy and repeat (alternating, so that a busy moment
     of a shared machine falls on all strategies alike): each run's mean step seconds and the commits its pushes made
     (a push that changes nothing, such as the same best model again, makes none)."""
@@ -298,12 +313,14 @@ def hub_push_runs(strategies: list[str], repeats: int) -> list[dict]:
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-hub-push-") as folder, LocalHub(Path(folder) / "hub") as hub:
         env = {**os.environ, **hub.client_env(Path(folder) / "client"), "TOKENIZERS_PARALLELISM": "false"}
+        env["HF_HUB_OFFLINE"] = "0"  # the local Hub runs on this machine: an offline setting must not stop pushes
         for repeat, strategy in itertools.product(range(repeats), strategies):
             output_dir, repo_id = Path(folder) / f"{strategy}-{repeat}", f"bench/{strategy}-{repeat}"
             command = [sys.executable, "-m", "accelerate.commands.launch", *ONE_PROCESS, str(TRAIN_SCRIPT)]
-            command += [*HUB_PUSH_SETTINGS, "--output_dir", str(output_dir)]
+            command += [*HUB_PUSH_SETTINGS, "--num_train_epochs", str(num_train_epochs)]
+            command += ["--output_dir", str(output_dir)]
             command += ["--push_to_hub", "--hub_model_id", repo_id, "--hub_strategy", strategy]
-            subprocess.run(command, check=True, capture_output=True, text=True, env=env)
+            run_child(command, env)
             training = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))["training"]
             commits = len(hub.store.repos[("model", repo_id)].commits) - 1  # less the repo's initial commit
             runs.append({**{key: training[key] for key in ("step_seconds", "save_seconds")}, "strategy": strategy})
@@ -354,14 +371,23 @@ def main() -> int:
     parser.add_argument("--hub_push", action="store_true", help="Compare train.py's step time across --hub_strategy.")
     parser.add_argument("--hub_strategies", nargs="+", default=["end", "every_save", "checkpoint"])
     parser.add_argument("--repeats", type=int, default=3, help="Runs of train.py per strategy, with --hub_push.")
+    parser.add_argument("--num_train_epochs", type=int, default=2, help="Of each train.py run, with --hub_push.")
+    parser.add_argument(
+        "--config_overrides",
+        default=None,
+        help="FiberT5Config fields set after each setup's own (e.g. d_model=64,num_layers=2): other sizes.",
+    )
     parser.add_argument("--one_setup", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = quick.parse_args(
+        parser, steps=2, warmup=1, config_overrides=TINY_OVERRIDES, hub_strategies=["end", "every_save"], repeats=1,
+        num_train_epochs=1,
+    )
     if args.one_setup:
         print(json.dumps(measure(args.one_setup, args)))
         return 0
     if args.hub_push:
         strategies = ["end", *[strategy for strategy in args.hub_strategies if strategy != "end"]]
-        runs = hub_push_runs(strategies, args.repeats)
+        runs = hub_push_runs(strategies, args.repeats, args.num_train_epochs)
         print(format_hub_push_table(runs, strategies))
         for strategy in strategies[1:]:
             ratio = statistics.median(paired_ratios(runs, strategy))
@@ -378,7 +404,9 @@ def main() -> int:
         command += ["--cache_dir", args.cache_dir] + (["--torch_compile"] if args.torch_compile else [])
         if args.dataloader_num_workers is not None:
             command += ["--dataloader_num_workers", str(args.dataloader_num_workers)]
-        output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+        if args.config_overrides:
+            command += ["--config_overrides", args.config_overrides]
+        output = run_child(command)
         rows.append(json.loads(output.strip().splitlines()[-1]))
     print(format_table(rows))
     for row in rows:
