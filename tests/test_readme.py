@@ -171,8 +171,9 @@ def test_readme_blocks_run_as_written(tmp_path):
         problem = check_block(block, result)
         if block.fate == "run":
             fate = "ran"
-        elif block.runs_our_command:
-            fate = f"needs the Hub: failed offline, one line of ours (exit {result.returncode})"
+        elif block.runs_our_command and problem is None:
+            line = result.stderr[OUR_ERROR.search(result.stderr).start() :].splitlines()[0]
+            fate = f"needs the Hub: failed offline, one line of ours (exit {result.returncode}): {line[:90]}"
         else:
             fate = f"needs the Hub: failed offline, a library's error (exit {result.returncode})"
         table.append((block, fate if problem is None else "FAILED", seconds))
