@@ -118,9 +118,12 @@ class FiberProcessor(ProcessorMixin):
         clips = []
         for index, features in enumerate(video_features):
             try:
-                clip = torch.as_tensor(np.asarray(features, dtype=np.float32))
+                array = np.asarray(features, dtype=np.float32)
             except (TypeError, ValueError) as error:
                 raise ValueError(f"Video features {index} are not an array of numbers: {error}") from error
+            # Arrays read from Arrow (`with_format("numpy")`) are read-only, which torch warns about on every
+            # first use: copy those; the batch below is a copy anyway.
+            clip = torch.from_numpy(array if array.flags.writeable else array.copy())
             if clip.ndim == 3 and clip.shape[0] == 1:
                 clip = clip[0]
             if clip.ndim != 2 or clip.shape[0] == 0:

@@ -37,6 +37,14 @@ def test_video_features_are_padded_with_a_mask(processor):
     assert (batch["video_features"][0, 2:] == 0).all() and (batch["video_features"][1] == 2).all()
 
 
+def test_read_only_features_are_taken_without_torchs_warning(processor, recwarn):
+    clip = np.full((3, 1024), 0.5, dtype=np.float32)
+    clip.flags.writeable = False  # as `with_format("numpy")` gives them, from Arrow's buffers
+    batch = processor(["A _____."], video_features=[clip])
+    assert (batch["video_features"] == 0.5).all()
+    assert not [warning for warning in recwarn if "not writable" in str(warning.message)]
+
+
 def test_single_feature_mode_keeps_the_feature_at_the_given_second(tokenizer):
     single = FiberProcessor(tokenizer, single_feature=True)
     assert single.feature_index == 9  # 3 s at 25 fps = frame 75, in the feature of frames 72-79
