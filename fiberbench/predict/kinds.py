@@ -429,7 +429,7 @@ class VideoPredictor(PromptedPredictor):
                 part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
                 raise UsageError(
                     f"--model_name_or_path {self.args.model_name_or_path}: its processor "
-                    f"({type(self.processor).__name__})'s chat template writes no {token} for {part}, so the clip "
+                    f"({type(self.processor).__name__}): its chat template writes no {token} for {part}, so the clip "
                     f"cannot be put in the prompt that way; try --video_input {other}"
                 )
 
