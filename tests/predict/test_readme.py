@@ -44,7 +44,7 @@ def test_the_causal_example_prompt_has_a_real_line_break_and_its_replies_read_ag
     assert template == "Fill in the blank: {masked_caption}\nAnswer with the missing noun phrase only."
 
     # The example of --reread, as it is, beside qwen.jsonl.
-    command = readme_command("# The replies of qwen.jsonl read again")
+    command = readme_command("# The replies of qwen.jsonl")
     result = subprocess.run(
         ["bash", "-c", command], env=environment, cwd=tmp_path, capture_output=True, text=True, timeout=300
     )
