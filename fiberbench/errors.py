@@ -9,8 +9,11 @@ import contextlib
 import os
 import reprlib
 import sys
+import time
 from collections.abc import Callable, Iterator
 
+# How long a process of a multi-process launch that leaves an error to the main process waits before it leaves.
+MAIN_PROCESS_SAYS_WITHIN_SECONDS = 10.0
 # A message is cut after this many characters: one that quotes a huge input stays one readable line.
 MAX_MESSAGE_CHARS = 1000
 # Python's repr of a value, cut level by level: never built whole (see `quoted`). Python 3.11's Repr takes no
@@ -93,6 +96,11 @@ def run_reporting_errors(function: Callable[[], int | None], prog: str, debug: b
             raise
         if os.environ.get("RANK", "0") == "0" or not getattr(error, "alike_on_every_process", False):
             print(f"{prog}: error: {describe(error)}", file=sys.stderr, flush=True)
+        else:
+            # The launcher stops every process once one has failed: leaving first, this one could have the main
+            # process stopped before it says the error. The main process, making the same checks, says it and
+            # leaves within this time, and the launcher then stops this one.
+            time.sleep(MAIN_PROCESS_SAYS_WITHIN_SECONDS)
         return getattr(error, "exit_status", 1)
 
 
