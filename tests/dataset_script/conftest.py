@@ -52,3 +52,15 @@ def kill_when():
         return process.returncode
 
     return run
+
+
+def blanked_record(video_id: str, caption: str, label: str) -> dict:
+    """A record of a blanked file (as `fiberbench blank` writes) of a 10-20 s clip, its `label` blanked in `caption`."""
+    return {
+        "video_id": video_id,
+        "video_start_time": 10,
+        "video_end_time": 20,
+        "caption": caption,
+        "masked_caption": caption.replace(label, "_____", 1),
+        "label": label,
+    }

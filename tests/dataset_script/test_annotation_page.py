@@ -25,6 +25,8 @@ from fiberbench.cli import main
 from fiberbench.data.annotation import PAGE_PATH, preview_url
 from fiberbench.metric import normalize_answer
 
+from .conftest import blanked_record
+
 pytest.importorskip("websockets", reason="the browser tests need the `test` extra's websockets")
 # chromium.py is a helper module of the tests folder; pytest's importlib mode does not put test folders on sys.path.
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -46,17 +48,6 @@ def _metric_strategies():
 
 
 ANY_TEXT = _metric_strategies().ANY_TEXT
-
-
-def blanked_record(video_id: str, caption: str, label: str) -> dict:
-    return {
-        "video_id": video_id,
-        "video_start_time": 10,
-        "video_end_time": 20,
-        "caption": caption,
-        "masked_caption": caption.replace(label, "_____", 1),
-        "label": label,
-    }
 
 
 # Seven clips: a task of five and the remainder of two. The third caption holds quotes and an ampersand.

@@ -15,6 +15,8 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url
 from fiberbench.data.hits import task_columns
 
+from .conftest import blanked_record
+
 SAMPLE_VAL = json.loads((SAMPLE_DIR / "val.json").read_text())
 
 
@@ -202,17 +204,7 @@ FORMULA_RECORDS = [
 
 @pytest.fixture
 def formula_blanked(tmp_path):
-    records = [
-        {
-            "video_id": video_id,
-            "video_start_time": 10,
-            "video_end_time": 20,
-            "caption": caption,
-            "masked_caption": caption.replace(label, "_____", 1),
-            "label": label,
-        }
-        for caption, label, video_id in FORMULA_RECORDS
-    ]
+    records = [blanked_record(video_id, caption, label) for caption, label, video_id in FORMULA_RECORDS]
     path = tmp_path / "val.json"
     path.write_text(json.dumps(records))
     return path, records
