@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_input_files, write_json
-from fiberbench.ownership import Output, arguments_of, check_all, writing
+from fiberbench.ownership import Output, arguments_of, open_all
 
 from .provenance import sample_file_name
 
@@ -148,10 +148,9 @@ def run(args: argparse.Namespace) -> int:
                 args.output_file, command="fiberbench agreement", flag="--output_file", overwrite=args.overwrite_output_file
             )
         )
-        check_all(outputs, [args.file, *(args.answers_files or [])])
     elif args.overwrite_output_file:
         raise UsageError("--overwrite_output_file needs --output_file")
-    with writing(outputs, **arguments_of(args)):
+    with open_all(outputs, [args.file, *(args.answers_files or [])], **arguments_of(args)):
         sample_file = sample_file_name(args.file)
         if sample_file is not None:
             logger.warning(
@@ -161,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         results = agreement_of_file(args.file, args.answers_files) | {"synthetic": sample_file is not None}
         print(agreement_table(results, sample_file))
         if args.output_file:
-            write_json(args.output_file, results)
+            write_json(outputs[0].path, results)
     if args.output_file:
         logger.info("Wrote %s", args.output_file)
     return 0

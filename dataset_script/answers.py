@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_input_files
-from fiberbench.ownership import Output, arguments_of, check_all, writing
+from fiberbench.ownership import Output, arguments_of, open_all
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video, task_input_value
 from .fiber.validation import ClipKey, clip_key
@@ -423,8 +423,7 @@ def run(args: argparse.Namespace) -> int:
         )
         for path in args.blanked_files
     ]
-    check_all(outputs, [*args.blanked_files, *args.answers_files])
-    with writing(outputs, **arguments_of(args)):
+    with open_all(outputs, [*args.blanked_files, *args.answers_files], **arguments_of(args)):
         files = {path: read_release_records(path) for path in args.blanked_files}
         check_unique_clips(files)
         # Every answers file is read and checked before the (slow) pipeline loads.

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
-from fiberbench.ownership import Output, arguments_of, writing
+from fiberbench.ownership import Output, arguments_of
 
 from .fiber.validation import check_plain_video_id
 from .json_records import JsonRecordError, read_json_values, write_json_records
@@ -303,19 +303,17 @@ def _records_counting_drops(pairs: Iterable[tuple[Clip, dict | None]], summary: 
 
 
 def _check_arguments(args: argparse.Namespace) -> Output:
-    """Refuse, before any work, flag values that cannot work and an output that would replace something."""
+    """Refuse, before any work, flag values that cannot work; the output, which `Output.open` checks."""
     if args.output_file.suffix not in OUTPUT_SUFFIXES:
         raise UsageError(
             f"--output_file {args.output_file}: name a .json file (a JSON array) or a .jsonl file (JSON Lines)"
         )
-    output = Output(args.output_file, command="fiberbench blank", flag="--output_file", overwrite=args.overwrite_output_file)
-    output.check([args.input if Path(args.input).exists() else None])
-    return output
+    return Output(args.output_file, command="fiberbench blank", flag="--output_file", overwrite=args.overwrite_output_file)
 
 
 def run(args: argparse.Namespace) -> int:
     output = _check_arguments(args)
-    with writing([output], **arguments_of(args)):
+    with output.open([args.input if Path(args.input).exists() else None], **arguments_of(args)):
         records, total = _input_records(args)
         # Imported once the input is known to be there: the modeling package loads torch and transformers.
         from fiberbench.modeling.noun_phrases import load_spacy_pipeline
@@ -325,7 +323,7 @@ def run(args: argparse.Namespace) -> int:
         clips = _read_clips(records, args, nlp.max_length, summary)
         pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)
         progress = tqdm(pairs, total=total, unit="clip", desc="Blanking")
-        blanked = write_json_records(args.output_file, _records_counting_drops(progress, summary))
+        blanked = write_json_records(output.path, _records_counting_drops(progress, summary))
     logger.info("Wrote %s", args.output_file)
     logger.info("clips read: %d", summary.pop("clips read", 0))
     logger.info("blanked: %d", blanked)

@@ -214,8 +214,8 @@ def _move_shards(builder: "Fiber", prepared_dir: Path, config_dir: Path) -> dict
 BUILD_ENTRIES = re.compile(r"README\.md|[a-z0-9][a-z0-9_-]*")
 
 
-def dataset_output(output_dir: Path, sources: Sources, overwrite: bool) -> Output:
-    """The output folder, checked before any work (see `fiberbench.ownership.Output.check`).
+def dataset_output(output_dir: Path, sources: Sources, overwrite: bool) -> tuple[Output, list[Path]]:
+    """The output folder and the local inputs it is kept apart from (`fiberbench.ownership.Output.open` checks it).
 
     Never an input (or a folder holding one), the current or the home directory; an existing
     folder is replaced only with `overwrite`, and only when `build-dataset` wrote it and it holds
@@ -235,8 +235,7 @@ def dataset_output(output_dir: Path, sources: Sources, overwrite: bool) -> Outpu
         folder=True,
         entry_names=BUILD_ENTRIES,
     )
-    output.check(local_inputs)
-    return output
+    return output, local_inputs
 
 
 def _check_max_shard_size(max_shard_size: str) -> None:
@@ -289,9 +288,9 @@ def build_dataset(
         sources = Sources.from_location(sources)
     features = read_features(sources)
     _check_max_shard_size(max_shard_size)
-    output_dir = Path(output_dir).expanduser().absolute()
-    output = dataset_output(output_dir, sources, overwrite)
-    with output.lock(), output.atomic_folder() as dataset_dir:
+    output, local_inputs = dataset_output(output_dir, sources, overwrite)
+    output_dir = output.path
+    with output.open(local_inputs), output.atomic_folder() as dataset_dir:
         # The builder's cache and prepared files, inside the staging folder so that a killed build
         # leaves one thing behind, which the next build of `output_dir` removes.
         work_dir = dataset_dir / ".build"

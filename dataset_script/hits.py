@@ -14,7 +14,7 @@ from pathlib import Path
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError
 from fiberbench.files import atomic_path, write_text
-from fiberbench.ownership import Output, arguments_of, check_all, writing
+from fiberbench.ownership import Output, arguments_of, open_all
 
 from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url, task_input_cell
 
@@ -88,16 +88,15 @@ def run(args: argparse.Namespace) -> int:
         Output(path, command="fiberbench hit-inputs", flag=flag, overwrite=args.overwrite_output_file)
         for flag, path in flags.items()
     ]
-    check_all(outputs, [args.blanked_file])
-    with writing(outputs, **arguments_of(args)):
+    with open_all(outputs, [args.blanked_file], **arguments_of(args)):
         records = read_release_records(args.blanked_file)
         if not records:
             raise DataError(f"{args.blanked_file}: holds no clips")
         check_unique_clips({args.blanked_file: records})
         rows = task_rows(records, args.questions_per_hit)
-        write_task_csv(args.output_file, rows, task_columns(args.questions_per_hit))
+        write_task_csv(outputs[0].path, rows, task_columns(args.questions_per_hit))
         if args.page_file is not None:
-            write_text(args.page_file, annotation_page(args.questions_per_hit))
+            write_text(outputs[-1].path, annotation_page(args.questions_per_hit))
     remainder = len(records) % args.questions_per_hit or args.questions_per_hit
     logger.info(
         "Wrote %s: %d tasks of %d clips (%d clips; the last task holds %d)",

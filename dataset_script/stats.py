@@ -238,9 +238,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
 
 
-def _check_arguments(args: argparse.Namespace) -> Output:
-    """Refuse, before any work, an output folder that would replace the input or what stats did not write."""
-    output = Output(
+def _output(args: argparse.Namespace) -> Output:
+    """The output folder (`Output.open` checks it: never the input, never what stats did not write)."""
+    return Output(
         args.output_dir,
         command="fiberbench stats",
         flag="--output_dir",
@@ -249,8 +249,6 @@ def _check_arguments(args: argparse.Namespace) -> Output:
         folder=True,
         entry_names=OUTPUT_ENTRIES,
     )
-    output.check([args.file])
-    return output
 
 
 def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
@@ -268,8 +266,8 @@ def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from .fiber.validation import read_release_records
 
-    output = _check_arguments(args)
-    with output.lock():
+    output = _output(args)
+    with output.open([args.file]):
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")

@@ -242,6 +242,16 @@ def _resolved(path: str | os.PathLike) -> Path:
     return Path(path).expanduser().resolve()
 
 
+def file_identity(path: str | os.PathLike) -> tuple[int, int] | Path:
+    """What makes two paths one file: its device and inode when it exists (so a hard link or a link is the file it
+    names), else its resolved path."""
+    try:
+        info = os.stat(Path(path).expanduser())
+    except OSError:
+        return _resolved(path)
+    return info.st_dev, info.st_ino
+
+
 def check_input_files(paths: Iterable[str | os.PathLike | None]) -> None:
     """Refuse an input file that is missing or is a folder: the `OSError` that opening it would raise, naming it.
 
@@ -281,7 +291,7 @@ def check_outputs_apart(
         if blocking is not None:
             raise UsageError(f"{flag} {output}: {blocking} is a file, not a folder")
         for source in inputs:
-            if target == source:
+            if target == source or (target.exists() and file_identity(target) == file_identity(source)):
                 problem = "is an input of this command"
             elif source in target.parents:
                 problem = f"lies inside the input folder {source}"

@@ -1,22 +1,34 @@
 """One owner for every output: which command's run wrote it, whether that run finished, and who writes it now.
 
 Every command that writes (build-dataset, blank, answers, agreement, stats, hit-inputs, evaluate,
-predict, train.py) declares each of its outputs as an `Output` and goes through it:
+predict, extract-features, train.py) declares each of its outputs as an `Output` and writes it
+inside `Output.open`, the one sequence: check, lock, check again under the lock, claim, the run,
+`complete`. Commands keep only their own content (predict's settings, a folder's entries).
 
+- One spelling: an output's path is made canonical (`canonical_path`: `..` and the links among its
+  parent folders resolved) before anything is named after it, so `run`, `run/step_4/..` and a
+  link to `run`'s parent are one output, one lock and one record.
 - `Output.check`, before any work: never the current directory, the home directory, the root or a
-  folder above one of them; never an input, a folder above an input or a path inside an input
-  folder; never a symbolic link. An existing output is replaced only with the command's overwrite
-  flag, and only when this command wrote it (its record says so) and nothing else has been put
-  there; what the command did not write is never replaced or deleted, flag or no flag.
-- `Output.lock`, for the run's whole duration: `.NAME.lock` beside the output names the host and
-  PID of the run that holds it. It is an advisory `flock`, which the kernel releases when its
-  process ends however it ends, so the lock file of a killed run is taken over by the next run; a
-  second run into the same output while the first goes on is refused in one line naming the first.
+  folder above one of them; never an input (a hard link of one included), a folder above an input
+  or a path inside an input folder; never a symbolic link, a FIFO or a hard link where the output
+  or its record goes. An existing output is replaced only with the command's overwrite flag, and
+  only when this command wrote it (its record says so) and nothing else has been put there; what
+  the command did not write is never replaced or deleted, flag or no flag.
+- The lock, `OutputLock`, for the run's whole duration: `.NAME.lock` beside the output names the
+  host and PID of the run that holds it. It is created new, following no link, and held with an
+  advisory `flock`, which the kernel releases when its process ends however it ends, so the lock
+  file of a killed run (anyone's) is removed and made anew by the next run; a second run into the
+  same output while the first goes on is refused in one line naming the first. What stands at the
+  lock's path and is not a lock file (a link, a FIFO, a hard link, another file) is one line.
 - The record, `OutputRecord`: `X.metadata.json` beside a file `X.ext`, `fiberbench_output.json`
   inside a folder. It names the command that wrote the output, the package version, host, PID and
-  times, the entries a folder's run wrote, the command's own sections (e.g. predict's settings) and
-  the state: `running` from the moment a run starts writing, `complete` once it is done. A killed
-  run leaves `running`: its output says that it is unfinished.
+  times, the files a folder's run wrote (entry by entry, each folder entry with its files), the
+  command's own sections (e.g. predict's settings) and the state: `running` from the moment a run
+  starts writing, `complete` once it is done. A killed run leaves `running`: its output says that
+  it is unfinished. Replacing an earlier run removes the files its record lists and nothing else:
+  a user's file in one of its folders stays, named in a one-line notice.
+- A run's hidden working folder (predict's `.NAME.parts`) is `working_folder`: made with `mkdir`,
+  never a link or another user's folder.
 
 Files and folders themselves are written atomically through `fiberbench.files`.
 """
@@ -25,17 +37,19 @@ import contextlib
 import datetime
 import errno
 import fcntl
+import functools
 import json
 import os
 import re
-import shutil
 import socket
-from collections.abc import Iterable, Iterator
+import stat
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import DataError, UsageError
-from .files import atomic_folder, check_outputs_apart, write_json
+from .files import atomic_folder, check_outputs_apart, remove_stale_staging, write_json
 
 FOLDER_RECORD = "fiberbench_output.json"
 RECORD_SUFFIX = ".metadata.json"
@@ -120,15 +134,49 @@ def check_not_protected(flag: str, path: Path) -> None:
         raise UsageError(f"{flag} {path} is the root folder: choose a new folder")
 
 
+def canonical_path(path: str | os.PathLike) -> Path:
+    """`path` as one spelling: absolute, with `~`, `..` and the links among its parent folders resolved.
+
+    Two spellings of one output (`run`, `run/step_4/..`, `link_to_parent/run`) are one path, so they
+    share one lock and one record. The last name is kept as it is: a link there is the output's
+    own, refused by `Output.check`, never followed.
+    """
+    path = Path(path).expanduser()
+    if path.name in ("", ".", ".."):  # `SUB/..`, `.`, `/`: the folder it stands for
+        return path.resolve()
+    return path.parent.resolve() / path.name
+
+
+def _kind_of(info: os.stat_result) -> str | None:
+    """What a file found where a file of ours should be is, when it cannot be ours: a link, a FIFO, a hard link..."""
+    if stat.S_ISLNK(info.st_mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(info.st_mode):
+        return "a FIFO"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file"
+    if info.st_nlink > 1:
+        return "a hard link of another file"
+    return None
+
+
 class OutputLockedError(UsageError):
     """Another run holds the output's lock."""
 
 
 class OutputLock:
-    """The exclusive lock of one output, held by one run: `.NAME.lock` beside it, naming host, PID and command."""
+    """The exclusive lock of one output, held by one run: `.NAME.lock` beside it, naming host, PID and command.
+
+    The lock file is only ever created new (`O_CREAT | O_EXCL`, which never follows a link), so it
+    writes into no file but its own. A lock file whose run has ended (no process holds its `flock`)
+    is removed and made anew; what is at the lock's path and is not a lock file of ours (a link, a
+    FIFO, a hard link, a file of other content) is one line naming it, and is left as it is.
+    """
 
     def __init__(self, path: Path, command: str, flag: str):
-        path = Path(path).absolute()
+        path = canonical_path(path)
+        if not path.name:
+            raise UsageError(f"{flag} {path} is the root folder: choose a new folder")
         self.path = path.with_name(f".{path.name}.lock")
         self.output = path
         self.command = command
@@ -137,47 +185,96 @@ class OutputLock:
         self._created: Path | None = None  # the first folder the lock had to create, removed again if left empty
 
     def acquire(self) -> None:
-        """Take the lock, or raise `OutputLockedError` naming the run that holds it."""
+        """Take the lock, or raise `OutputLockedError` naming the run that holds it (`UsageError`: something that is
+        not a lock file stands at its path)."""
         missing = [folder for folder in (self.path.parent, *self.path.parent.parents) if not folder.exists()]
         self._created = missing[-1] if missing else None
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+            except FileExistsError:
+                self._remove_if_ended()
+                continue
             try:
                 fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as error:
+            except BlockingIOError:  # another run found the new file, empty, and took it for a dead run's
                 os.close(descriptor)
-                if error.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                raise OutputLockedError(
-                    f"{self.flag} {self.output} is being written by another run ({self._holder()}, lock "
-                    f"{self.path.name}); wait for it to end or choose another output"
-                ) from None
-            # The holder may have removed the lock file between our open and our flock: lock the file
-            # that is at the path now, not an unlinked one.
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
+                continue
+            if self._at_path(descriptor):
                 break
-            os.close(descriptor)
+            os.close(descriptor)  # removed meanwhile by a run that took it for a dead run's: try again
         holder = {"command": self.command, "host": socket.gethostname(), "pid": os.getpid(), "started": _now()}
-        os.ftruncate(descriptor, 0)
         os.write(descriptor, (json.dumps(holder) + "\n").encode())
         self._descriptor = descriptor
 
-    def _holder(self) -> str:
+    def _at_path(self, descriptor: int) -> bool:
+        """Whether the file open as `descriptor` is the one at the lock's path now."""
         try:
-            holder = json.loads(self.path.read_text(encoding="utf-8"))
+            return os.lstat(self.path).st_ino == os.fstat(descriptor).st_ino
+        except FileNotFoundError:
+            return False
+
+    def _not_ours(self, kind: str) -> UsageError:
+        return UsageError(
+            f"{self.flag} {self.output}: its lock {self.path} is {kind}, not a lock file of fiberbench; nothing was "
+            "written through it: move it away, or choose another output"
+        )
+
+    def _remove_if_ended(self) -> None:
+        """The lock file at the path: `OutputLockedError` when a run holds it; removed when its run has ended."""
+        try:
+            info = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if (kind := _kind_of(info)) is not None:
+            raise self._not_ours(kind)
+        try:
+            descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except (FileNotFoundError, OSError) as error:
+            if isinstance(error, FileNotFoundError) or error.errno == errno.ELOOP:
+                return  # replaced meanwhile: look again
+            raise
+        try:
+            if os.fstat(descriptor).st_ino != info.st_ino:
+                return
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OutputLockedError(
+                    f"{self.flag} {self.output} is being written by another run ({self._holder(descriptor)}, lock "
+                    f"{self.path.name}); wait for it to end or choose another output"
+                ) from None
+            content = os.read(descriptor, 4096)
+            if content.strip() and self._holder(descriptor) is None:
+                raise self._not_ours("a file of other content")
+            # Holding its flock, no other run can take it over meanwhile: the file at the path is this one.
+            try:
+                os.unlink(self.path)
+            except PermissionError as error:
+                raise UsageError(
+                    f"{self.flag} {self.output}: its lock {self.path} was left by a run that has ended "
+                    f"({self._holder(descriptor)}) and cannot be removed from here ({error.strerror}): remove it "
+                    "and run again"
+                ) from None
+        finally:
+            os.close(descriptor)
+
+    @staticmethod
+    def _holder(descriptor: int) -> str | None:
+        """The run a lock file names ('fiberbench predict, PID 12 on host, since ...'); None: not a lock's content."""
+        try:
+            holder = json.loads(os.pread(descriptor, 4096, 0).decode("utf-8"))
             return f"{holder['command']}, PID {holder['pid']} on {holder['host']}, since {holder['started']}"
         except (OSError, ValueError, KeyError, TypeError):
-            return "a process that has not said which yet"
+            return None
 
     def release(self) -> None:
-        """Remove the lock file, and the folders the lock created if the run wrote nothing in them."""
+        """Remove the lock file (if it is still ours), and the folders the lock created if the run wrote nothing in
+        them."""
         if self._descriptor is not None:
-            self.path.unlink(missing_ok=True)
+            if self._at_path(self._descriptor):
+                self.path.unlink(missing_ok=True)
             os.close(self._descriptor)
             self._descriptor = None
             folder = self.path.parent
@@ -194,11 +291,38 @@ class OutputLock:
         self.release()
 
 
+def working_folder(path: Path, flag: str, output: Path, *, create: bool = True) -> Path:
+    """The hidden folder an output's run works in (predict's `.NAME.parts`): a real folder of this user's.
+
+    Made with `mkdir`, which follows no link; one found there is used only when it is a folder (not
+    a link to one) owned by this user, else one line names it and nothing is written into it.
+    """
+    try:
+        if not create:
+            info = os.lstat(path)
+        else:
+            os.mkdir(path)
+            return path
+    except FileNotFoundError:
+        return path
+    except FileExistsError:
+        info = os.lstat(path)
+    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else None if stat.S_ISDIR(info.st_mode) else "not a folder"
+    if kind is None and info.st_uid != os.getuid():
+        kind = "a folder of another user"
+    if kind is not None:
+        raise UsageError(
+            f"{flag} {output}: its working folder {path} is {kind}; nothing is read from or written into it: "
+            "move it away, or choose another output"
+        )
+    return path
+
+
 class Output:
-    """One output (a file, or a folder with `folder=True`) of one run of `command`.
+    """One output (a file, or a folder with `folder=True`) of one run of `command`, and the one sequence that writes it.
 
     Args:
-        path: where it is written.
+        path: where it is written (any spelling: it is made `canonical_path`).
         command: the command, as records name it: "fiberbench evaluate", "training/train.py".
         flag: the flag that names it, for messages ("--output_dir").
         overwrite: the command's overwrite flag was given.
@@ -211,6 +335,9 @@ class Output:
         leaves_others: the command writes a folder entry by entry and never replaces it whole, so
             a user's entries of names it never writes may stay beside its own (training's run
             folder); otherwise a folder holding anything unlisted is refused.
+        shared_entries: the folder entries a command adds files to (training's `logs/`): a
+            user's file in one stays where it is, named in a notice, when the command replaces
+            its own files there; in any other entry it is a refusal.
     """
 
     def __init__(
@@ -225,8 +352,10 @@ class Output:
         entry_names: re.Pattern | None = None,
         resume_hint: str | None = None,
         leaves_others: bool = False,
+        shared_entries: tuple[str, ...] = (),
     ):
-        self.path = Path(path)
+        self.given = Path(path)  # as the user spelt it, for messages
+        self.path = canonical_path(path)
         self.command = command
         self.flag = flag
         self.overwrite = overwrite
@@ -235,9 +364,116 @@ class Output:
         self.entry_names = entry_names
         self.resume_hint = resume_hint
         self.leaves_others = leaves_others
-        self.record_path = record_path(self.path, folder)
+        self.shared_entries = shared_entries
+        self.record_path = record_path(self.path, folder) if self.path.name else self.path
         self.record: OutputRecord | None = None  # this run's, once it writes
-        self._lock = OutputLock(self.path, command, flag)
+        self._lock: OutputLock | None = None
+        self._sections: dict = {}  # `open`'s, for the default claim
+        self._claim_with: Callable[[], None] | None = None  # `open`'s claim, until it is made
+
+    @contextlib.contextmanager
+    def open(
+        self,
+        inputs: Iterable[str | os.PathLike | None] = (),
+        *,
+        resume: bool = False,
+        accelerator=None,
+        recheck: Callable[[OutputRecord | None], None] | None = None,
+        claim: Callable[[OutputRecord | None], None] | None = None,
+        defer_claim: bool = False,
+        **sections,
+    ) -> Iterator["Output"]:
+        """The one sequence of every command that writes: check, lock, check again, claim, the run, complete.
+
+        1. `check` (every process): what is there is this command's to replace or resume.
+        2. The lock (`OutputLock`), on the main process of an Accelerate run (`accelerator`).
+        3. Under the lock, `check` again, and `recheck(previous_record)`, the command's own check
+           of what is there (e.g. predict's settings): another run may have ended meanwhile.
+        4. `claim(previous_record)`, on the main process: by default a file's record says `running`
+           (with `sections`), a folder written entry by entry (`leaves_others`) loses the files the
+           earlier run's record lists when it is replaced; a folder replaced whole is claimed
+           when `atomic_folder` publishes it. With `defer_claim`, the command claims (`Output.claim`)
+           when it starts writing, once what it loads has loaded (training: nothing is written
+           before the data and the model are read).
+        5. The block: the command writes.
+        6. On success the record says `complete` (if the command has not said so with its own
+           sections); on an exception a file's record is put back as it was (its file is
+           written atomically), a folder's stays `running`, as after a kill. The lock is released.
+        """
+        from .errors import alike_on_every_process
+
+        main = accelerator is None or accelerator.is_main_process
+        many = accelerator is not None and accelerator.num_processes > 1
+        with alike_on_every_process():  # the same on every process: said once, by the main one
+            self.check(inputs, resume=resume)
+            lock = self.lock()
+            if accelerator is None:
+                lock.acquire()
+            else:
+                acquire_on_main(lock, accelerator)
+        # A file's record, put back if the run fails (with the default claim: a command's own keeps its record).
+        restores = main and not self.folder and claim is None
+        before = self.record_path.read_bytes() if restores and self.record_path.is_file() else None
+        self._sections = sections
+        try:
+            with alike_on_every_process():
+                previous = self.check(inputs, resume=resume)
+                if recheck is not None:
+                    recheck(previous)
+            if many:
+                accelerator.wait_for_everyone()  # every process has checked before anything changes
+            self._claim_with = functools.partial(claim or self._claim, previous)
+            if not defer_claim:
+                if main:
+                    self.claim()
+                if many:
+                    accelerator.wait_for_everyone()
+            try:
+                yield self
+            except BaseException:
+                if restores:
+                    self._put_back(before)
+                raise
+            if main and self.record is not None and self.record.state != COMPLETE:
+                self.write_record(COMPLETE)
+        finally:
+            lock.release()
+
+    def claim(self) -> None:
+        """Start writing (in `open`, on the main process): `open`'s claim, once."""
+        claim, self._claim_with = self._claim_with, None
+        if claim is None:
+            raise RuntimeError(f"{self.flag} {self.given} is claimed outside Output.open, or twice")
+        claim()
+
+    def _claim(self, previous: OutputRecord | None) -> None:
+        """The default claim (see `open`)."""
+        if not self.folder:
+            self.write_record(RUNNING, **self._sections)
+        elif self.leaves_others:
+            self.path.mkdir(parents=True, exist_ok=True)
+            replaced = previous.entries if previous is not None and self.overwrite else {}
+            self.notice_kept(remove_entries(self.path, replaced))
+            self.write_record(RUNNING, entries={})
+
+    def _put_back(self, before: bytes | None) -> None:
+        """A file's record as it was before this run (none: removed)."""
+        if before is None:
+            self.record_path.unlink(missing_ok=True)
+        else:
+            with contextlib.suppress(OSError):
+                self.record_path.write_bytes(before)
+
+    def notice_kept(self, kept: list[str]) -> None:
+        """Say, in one line, which files of a user stayed in the folder's entries when the earlier run's went."""
+        if kept:
+            shown = ", ".join(kept[:5]) + (f", and {len(kept) - 5} more" if len(kept) > 5 else "")
+            print(
+                f"{self.flag} {self.given}: kept {shown}, which {self.command} did not write (only the files its "
+                "earlier run wrote were removed)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def check(self, inputs: Iterable[str | os.PathLike | None] = (), *, resume: bool = False) -> OutputRecord | None:
         """Refuse, before any work, to write this output (`UsageError`); else the record of an earlier run of it.
@@ -248,19 +484,22 @@ class Output:
         outputs = {self.flag: self.path}
         if not self.folder:
             outputs[f"{self.flag}'s record"] = self.record_path
-        check_not_protected(self.flag, self.path)
+        check_not_protected(self.flag, self.given)
         check_outputs_apart(outputs, inputs)
         if self.path.is_symlink():
-            raise UsageError(f"{self.flag} {self.path} is a symbolic link; give the folder or file it stands for")
+            raise UsageError(f"{self.flag} {self.given} is a symbolic link; give the folder or file it stands for")
         if self.folder and self.path.exists() and not self.path.is_dir():
-            raise UsageError(f"{self.flag} {self.path} is a file, not a folder")
+            raise UsageError(f"{self.flag} {self.given} is a file, not a folder")
+        for path in (self.path, self.record_path) if not self.folder else ():
+            if path.exists() and (kind := _kind_of(os.lstat(path))) is not None:
+                raise UsageError(f"{self.flag} {self.given}: {path} is {kind}; nothing is written through it: move it away")
         previous = self._previous()
         if previous is None:
             return None
         if not (self.overwrite or resume):
             resume_hint = f", {self.resume_hint}" if self.resume_hint else ""
             raise UsageError(
-                f"{self.flag} {self.path} holds the output of an earlier run of {self.command} "
+                f"{self.flag} {self.given} holds the output of an earlier run of {self.command} "
                 f"({previous.state}); pass {self.overwrite_flag} to replace it{resume_hint}, or choose another"
             )
         return previous
@@ -277,7 +516,7 @@ class Output:
             return None
         record = OutputRecord.read(self.record_path)
         if record is None:
-            what = f"{self.path} is not empty" if self.folder else f"{self.path if exists else self.record_path} exists"
+            what = f"{self.given} is not empty" if self.folder else f"{self.given if exists else self.record_path} exists"
             record_is = "is missing or not a record" if self.record_path.exists() else "is missing"
             raise UsageError(
                 f"{self.flag}: {what} and was not written by {self.command} (its record {self.record_path.name} "
@@ -285,7 +524,7 @@ class Output:
             )
         if record.written_by != self.command:
             raise UsageError(
-                f"{self.flag} {self.path} was written by {record.written_by}, not {self.command}; nothing is "
+                f"{self.flag} {self.given} was written by {record.written_by}, not {self.command}; nothing is "
                 f"replaced: choose another"
             )
         if self.folder and found == [FOLDER_RECORD] and not record.entries:
@@ -299,6 +538,9 @@ class Output:
         """Refuse a folder holding anything its record does not list, or a record listing what the command
         never writes (an edited or damaged record must not make a user's file deletable)."""
         strange = [name for name in record.entries if not self._is_entry_name(name)]
+        strange += [
+            f"{name}/{file}" for name, files in record.entries.items() for file in files or () if not _is_relative(file)
+        ]
         if strange:
             raise UsageError(
                 f"{self.record_path} lists {', '.join(strange[:3])}, which {self.command} never writes: the record "
@@ -312,11 +554,12 @@ class Output:
             and (not self.leaves_others or self._is_entry_name(name))
         ]
         for name, files in record.entries.items():
-            foreign += unlisted_files(self.path / name, files)
+            if name not in self.shared_entries:
+                foreign += unlisted_files(self.path / name, files)
         if foreign:
             shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
             raise UsageError(
-                f"{self.flag} {self.path} holds {shown}, which {self.command} did not write; nothing is replaced: "
+                f"{self.flag} {self.given} holds {shown}, which {self.command} did not write; nothing is replaced: "
                 "move those away or choose another"
             )
 
@@ -325,7 +568,9 @@ class Output:
         return plain and (self.entry_names is None or bool(self.entry_names.fullmatch(name)))
 
     def lock(self) -> OutputLock:
-        """The output's lock, to hold (`with output.lock():`) for the whole run."""
+        """The output's lock (`open` takes it; `with output.lock():` for a run of its own)."""
+        if self._lock is None:
+            self._lock = OutputLock(self.path, self.command, self.flag)
         return self._lock
 
     def write_record(self, state: str = RUNNING, *, entries: dict | None = None, **sections) -> None:
@@ -341,30 +586,10 @@ class Output:
         write_json(self.record_path, self.record.to_json())
 
     @contextlib.contextmanager
-    def writing(self, **sections) -> Iterator["Output"]:
-        """Around the writing of a file output: the record says `running` during it, `complete` after it.
-
-        On an exception the record is put back as it was (nothing was replaced: files are written
-        atomically); after a kill it stays `running`.
-        """
-        before = self.record_path.read_bytes() if self.record_path.is_file() else None
-        self.write_record(RUNNING, **sections)
-        try:
-            yield self
-        except BaseException:
-            if before is None:
-                self.record_path.unlink(missing_ok=True)
-            else:
-                with contextlib.suppress(OSError):
-                    self.record_path.write_bytes(before)
-            raise
-        self.write_record(COMPLETE)
-
-    @contextlib.contextmanager
     def atomic_folder(self, **sections) -> Iterator[Path]:
         """A staging folder that replaces the folder output whole when the block succeeds (`files.atomic_folder`).
 
-        Its record (`complete`, listing every entry written) goes in with it; an earlier output is
+        Its record (`complete`, listing every file written) goes in with it; an earlier output is
         checked again just before it is replaced, in case something was put in it meanwhile.
         """
         with atomic_folder(self.path, replace=self.overwrite) as staging:
@@ -391,12 +616,26 @@ def differences(ours: dict, theirs: dict, order: tuple[str, ...] = (), prefix: s
         if isinstance(mine, dict) and isinstance(other, dict):
             found += differences(mine, other, prefix=f"{prefix}{name}.")
         elif mine != other:
-            found.append(f"{prefix}{name}: {_shown(mine)} here, {_shown(other)} there")
+            here, there = _shown(mine, other)
+            found.append(f"{prefix}{name}: {here} here, {there} there")
     return found
 
 
-def _shown(value) -> str:
-    return json.dumps(value, default=str)[:60]
+SHOWN_LENGTH = 60
+
+
+def _shown(mine, other) -> tuple[str, str]:
+    """Two differing values as JSON, each at most about `SHOWN_LENGTH` characters: long ones are cut around where
+    they first differ, so that the two sides never read the same."""
+    texts = [json.dumps(value, default=str) for value in (mine, other)]
+    if max(map(len, texts)) <= SHOWN_LENGTH:
+        return texts[0], texts[1]
+    first = next((i for i, (a, b) in enumerate(zip(*texts)) if a != b), min(map(len, texts)))
+    start = max(0, first - SHOWN_LENGTH // 3)
+    return tuple(
+        ("..." if start else "") + text[start : start + SHOWN_LENGTH] + ("..." if start + SHOWN_LENGTH < len(text) else "")
+        for text in texts
+    )
 
 
 def listing(folder: Path) -> dict[str, list[str] | None]:
@@ -405,11 +644,18 @@ def listing(folder: Path) -> dict[str, list[str] | None]:
     for entry in sorted(folder.iterdir()):
         if entry.name == FOLDER_RECORD:
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            entries[entry.name] = sorted(p.relative_to(entry).as_posix() for p in entry.rglob("*") if not p.is_dir())
-        else:
-            entries[entry.name] = None
+        entries[entry.name] = files_in(entry) if entry.is_dir() and not entry.is_symlink() else None
     return entries
+
+
+def files_in(folder: Path) -> list[str]:
+    """Every file under `folder` (links included, never followed), as paths relative to it."""
+    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_symlink() or not path.is_dir())
+
+
+def _is_relative(file: str) -> bool:
+    """A record's file name that stays inside its entry: relative, with no `..`."""
+    return not Path(file).is_absolute() and ".." not in Path(file).parts and file not in ("", ".")
 
 
 def unlisted_files(entry: Path, files: list[str] | None) -> list[str]:
@@ -417,24 +663,38 @@ def unlisted_files(entry: Path, files: list[str] | None) -> list[str]:
     if files is None or not entry.is_dir() or entry.is_symlink():
         return []
     listed = set(files)
-    return [
-        f"{entry.name}/{relative}"
-        for relative in sorted(p.relative_to(entry).as_posix() for p in entry.rglob("*") if not p.is_dir())
-        if relative not in listed
-    ]
+    return [f"{entry.name}/{relative}" for relative in files_in(entry) if relative not in listed]
 
 
-def remove_entries(folder: Path, names: Iterable[str]) -> None:
-    """Remove the entries `names` of `folder` (an earlier run's, replaced by this one)."""
-    from .files import remove_stale_staging
+def remove_entries(folder: Path, entries: dict[str, list[str] | None]) -> list[str]:
+    """Remove the files an earlier run wrote in `folder`, as its record lists them (`entries`); returns the files
+    left in its folder entries that it did not list (a user's), as 'entry/file'.
 
-    for name in names:
+    A folder entry loses only its listed files, then the subfolders left empty; it goes only when
+    nothing else is in it. A folder entry listed with no files (None: a killed run's record)
+    loses nothing. A link is removed, never followed.
+    """
+    kept = []
+    for name, files in entries.items():
         entry = folder / name
         remove_stale_staging(entry)
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry)
-        else:
+        if not entry.is_dir() or entry.is_symlink():
             entry.unlink(missing_ok=True)
+            continue
+        real = entry.resolve()
+        for relative in files or ():
+            file = entry / relative
+            if _is_relative(relative) and file.parent.resolve().is_relative_to(real) and not file.is_dir():
+                file.unlink(missing_ok=True)
+        for subfolder in sorted((path for path in entry.rglob("*") if path.is_dir() and not path.is_symlink()), reverse=True):
+            with contextlib.suppress(OSError):  # not empty: a user's files are in it
+                subfolder.rmdir()
+        left = files_in(entry)
+        if left:
+            kept += [f"{name}/{relative}" for relative in left]
+        else:
+            entry.rmdir()
+    return kept
 
 
 def acquire_on_main(lock: OutputLock, accelerator) -> None:
@@ -449,7 +709,7 @@ def acquire_on_main(lock: OutputLock, accelerator) -> None:
     if accelerator.is_main_process:
         try:
             lock.acquire()
-        except OutputLockedError as error:
+        except UsageError as error:
             message = [str(error)]
     if accelerator.num_processes > 1:
         broadcast_object_list(message)
@@ -463,24 +723,23 @@ def check_all(outputs: list[Output], inputs: Iterable[str | os.PathLike | None] 
     seen: dict[Path, Output] = {}
     for output in outputs:
         output.check(inputs)
-        for path in {output.path.resolve(), output.record_path.resolve()}:
+        for path in {output.path, output.record_path}:
             other = seen.setdefault(path, output)
             if other is not output:
                 raise UsageError(
-                    f"{other.flag} {other.path} and {output.flag} {output.path} would both be written at {path}: "
+                    f"{other.flag} {other.given} and {output.flag} {output.given} would both be written at {path}: "
                     "give them different names"
                 )
 
 
 @contextlib.contextmanager
-def writing(outputs: Iterable[Output], **sections) -> Iterator[None]:
-    """Hold every output's lock, with its record `running` and then `complete` (`Output.writing`), around a run."""
+def open_all(outputs: Iterable[Output], inputs: Iterable[str | os.PathLike | None] = (), **sections) -> Iterator[None]:
+    """`Output.open` of every output of a run that writes several files (none twice: `check_all`), around the run."""
+    outputs, inputs = list(outputs), list(inputs)
+    check_all(outputs, inputs)
     with contextlib.ExitStack() as stack:
-        outputs = list(outputs)
         for output in outputs:
-            stack.enter_context(output.lock())
-        for output in outputs:
-            stack.enter_context(output.writing(**sections))
+            stack.enter_context(output.open(inputs, **sections))
         yield
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fiberbench.cli import positive_int, seed
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import atomic_path, write_json, write_text
+from fiberbench.files import atomic_path, file_identity, write_json, write_text
 from fiberbench.ownership import Output
 
 logger = logging.getLogger(__name__)
@@ -258,9 +258,9 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
         stems = [path.stem for path in paths]
         names = [f"{path.parent.name}/{path.stem}" if stems.count(path.stem) > 1 else path.stem for path in paths]
         names = [f"{name} ({names[:i].count(name) + 1})" if names.count(name) > 1 else name for i, name in enumerate(names)]
-    first: dict[Path, int] = {}
+    first: dict[tuple[int, int] | Path, int] = {}
     for index, path in enumerate(paths):
-        earlier = first.setdefault(path.resolve(), index)
+        earlier = first.setdefault(file_identity(path), index)  # a hard link of a file is that file again
         if earlier != index:
             raise UsageError(
                 f"{path} ({names[index]}) is {paths[earlier]} ({names[earlier]}) again: give each predictions file once"
@@ -704,10 +704,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
-    """Refuse, before any work, flag values that cannot work and an output that would overwrite something.
+def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None, list]:
+    """Refuse, before any work, flag values that cannot work.
 
-    Returns the systems' names and the output folder to write (None without --output_dir).
+    Returns the systems' names, the output folder to write (None without --output_dir; `Output.open` checks it) and
+    the inputs it must keep apart from.
     """
     names = system_names(args.predictions, args.names)
     if not 0 < args.confidence_level < 1:
@@ -715,7 +716,7 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
     if args.output_dir is None:
         if args.overwrite_output_dir:
             raise UsageError("--overwrite_output_dir needs --output_dir")
-        return names, None
+        return names, None, []
     from fiberbench.data import SAMPLE_DIR
 
     dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name)
@@ -728,8 +729,7 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
         folder=True,
         entry_names=OUTPUT_ENTRIES,
     )
-    output.check([*args.predictions, dataset if dataset.is_dir() else None])
-    return names, output
+    return names, output, [*args.predictions, dataset if dataset.is_dir() else None]
 
 
 @contextlib.contextmanager
@@ -751,10 +751,10 @@ def _cycle_collection_paused():
 
 
 def run(args: argparse.Namespace) -> int:
-    names, output = check_flags(args)
+    names, output, inputs = check_flags(args)
     with contextlib.ExitStack() as stack:
         if output is not None:
-            stack.enter_context(output.lock())
+            stack.enter_context(output.open(inputs))
         stack.enter_context(_cycle_collection_paused())
         return score_and_write(args, names, output)
 

@@ -93,7 +93,7 @@ def test_protected_places_are_never_outputs(place, tmp_path, monkeypatch):
 
 def test_a_record_says_running_until_the_run_is_done_and_is_restored_on_failure(tmp_path):
     output = Output(tmp_path / "out.json", command="fiberbench blank", flag="--output_file", overwrite=True)
-    with output.writing(arguments={"seed": 2}):
+    with output.open(arguments={"seed": 2}):
         record = json.loads((tmp_path / "out.metadata.json").read_text())
         assert (record["state"], record["written_by"], record["pid"]) == ("running", "fiberbench blank", os.getpid())
         (tmp_path / "out.json").write_text("[]")
@@ -101,7 +101,7 @@ def test_a_record_says_running_until_the_run_is_done_and_is_restored_on_failure(
     assert record["state"] == "complete" and record["arguments"] == {"seed": 2} and record["finished"]
     before = (tmp_path / "out.metadata.json").read_bytes()
     with pytest.raises(RuntimeError):
-        with Output(tmp_path / "out.json", command="fiberbench blank", flag="--output_file").writing():
+        with Output(tmp_path / "out.json", command="fiberbench blank", flag="--output_file", overwrite=True).open():
             raise RuntimeError("the run failed")
     assert (tmp_path / "out.metadata.json").read_bytes() == before
 

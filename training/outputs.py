@@ -2,12 +2,13 @@
 
 `RunFolder` is the training script's `fiberbench.ownership.Output`: its record,
 `fiberbench_output.json` at the top of --output_dir, lists the entries the run wrote
-(`results.json`, `predictions.jsonl`, `model/` with its files, `step_N/`, the tracker's `logs/`)
-and says whether the run is `running` or `complete`. That list is what makes the folder safe to
-reuse: a new run refuses a folder holding anything else, `--overwrite_output_dir` removes only
-the listed entries of the previous run, a checkpoint or model is replaced only when the run wrote
-it, and `--push_to_hub` uploads only the files listed for `model/`. Only the main process writes,
-and it holds the folder's lock for the whole run.
+(`results.json`, `predictions.jsonl`, `model/`, `step_N/` and the tracker's `logs/`, each folder
+with its files) and says whether the run is `running` or `complete`. That list is what makes the
+folder safe to reuse: a new run refuses a folder holding anything else, `--overwrite_output_dir`
+removes only the files the previous run listed (a user's file in `logs/` stays, named in a
+notice), a checkpoint or model is replaced only when the run wrote it, and `--push_to_hub`
+uploads only the files listed for `model/`. Only the main process writes, and it holds the
+folder's lock for the whole run (`Output.open`).
 """
 
 import contextlib
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from fiberbench.errors import UsageError
 from fiberbench.files import atomic_folder
-from fiberbench.ownership import COMPLETE, RUNNING, Output, remove_entries, unlisted_files
+from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, files_in, remove_entries, unlisted_files
 
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
@@ -47,16 +48,25 @@ class RunFolder:
 
     Args:
         output: the folder as an output of train.py.
-        entries: entry name (relative to the folder) -> the files written in it (for folders whose
-            files are pushed, e.g. `model`), or None.
-        previous_entries: with --overwrite_output_dir, the previous run's entries, removed by `claim`.
+        entries: entry name (relative to the folder) -> the files written in it (a folder's), or None (a file).
+        inputs: what the folder is kept apart from (the dataset, model and config).
+        resuming: the run continues a checkpoint of this folder.
     """
 
-    def __init__(self, output: Output, entries: dict[str, list[str] | None], previous_entries: list[str]):
+    def __init__(self, output: Output, entries: dict[str, list[str] | None], inputs: list, resuming: bool):
         self.output = output
         self.path = output.path
         self.entries = entries
-        self.previous_entries = previous_entries
+        self.inputs = inputs
+        self.resuming = resuming
+        self.kept: dict[str, set[str]] = {}  # a user's files left in this run's folder entries (see `claim`)
+
+    def open(self, accelerator):
+        """`Output.open` of the folder, locked by the main process for the whole run; the run claims it (`claim`) once
+        its data and model are read."""
+        return self.output.open(
+            self.inputs, resume=self.resuming, accelerator=accelerator, claim=self._claim, defer_claim=True
+        )
 
     @classmethod
     def check(
@@ -84,26 +94,38 @@ class RunFolder:
             entry_names=RUN_ENTRY_NAMES,
             resume_hint=f"--resume_from_checkpoint {output_dir}/step_N to continue it",
             leaves_others=True,
+            shared_entries=(LOGS_FOLDER,),
         )
         resuming = (
             resume_from_checkpoint is not None
             and Path(resume_from_checkpoint).resolve().parent == output.path.resolve()
         )
         previous = output.check(inputs, resume=resuming)
-        if previous is None:
-            return cls(output, {}, [])
-        if resuming:
-            return cls(output, dict(previous.entries), [])
-        return cls(output, {}, sorted(previous.entries))
+        return cls(output, dict(previous.entries) if previous is not None and resuming else {}, inputs, resuming)
 
     def claim(self) -> None:
-        """Start writing (main process, holding the lock): remove the previous run's entries if replacing it; list
-        this run's, the record saying `running`."""
+        """Start writing (main process, holding the lock): see `_claim`."""
+        self.output.claim()
+
+    def _claim(self, previous: OutputRecord | None) -> None:
+        """Remove the files the previous run listed if replacing it (a user's stay, named in a notice); list this
+        run's, the record saying `running`."""
         self.path.mkdir(parents=True, exist_ok=True)
-        remove_entries(self.path, self.previous_entries)
+        if previous is not None and not self.resuming:
+            kept = remove_entries(self.path, previous.entries)
+            self.output.notice_kept(kept)
+            for file in kept:
+                name, relative = file.split("/", 1)
+                self.kept.setdefault(name, set()).add(relative)
         self.write_marker()
 
     def write_marker(self, state: str = RUNNING) -> None:
+        """The record: this run's entries; a folder it adds files to (`logs/`) with the files in it now, a user's left
+        out."""
+        for name in self.entries:
+            folder = self.path / name
+            if name in self.output.shared_entries and folder.is_dir() and not folder.is_symlink():
+                self.entries[name] = [file for file in files_in(folder) if file not in self.kept.get(name, ())]
         self.output.write_record(state, entries=self.entries)
 
     def finish(self) -> None:
@@ -117,7 +139,7 @@ class RunFolder:
         """
         path = self.path / name
         if name not in self.entries:
-            if path.exists():
+            if path.exists() and name not in self.kept:
                 raise UsageError(f"{path} appeared during the run and was not written by it; it is left as it is.")
             self.entries[name] = files
             self.write_marker()

@@ -61,7 +61,7 @@ from fiberbench.training.hub_checkpoints import (
 )
 from fiberbench.training.model_card import SavedAt, make_model_card
 from fiberbench.training.models import VideoFeatures, build_model, checkpoint_config, loading_options, resolve_fusion
-from fiberbench.ownership import COMPLETE, RUNNING, acquire_on_main
+from fiberbench.ownership import COMPLETE, RUNNING
 from fiberbench.training.outputs import (
     LOGS_FOLDER,
     MODEL_FOLDER,
@@ -163,12 +163,8 @@ def train_and_evaluate(args: argparse.Namespace) -> None:
         downloaded = download_checkpoint(source, trust_checkpoint=args.trust_checkpoint) if source else None
         accelerator = make_accelerator(args)
         setup_logging(accelerator)
-        lock = output.output.lock()
-        acquire_on_main(lock, accelerator)
-    try:
+    with output.open(accelerator):
         run_with_the_folder(args, accelerator, output, options, downloaded)
-    finally:
-        lock.release()
 
 
 def run_with_the_folder(

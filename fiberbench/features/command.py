@@ -221,7 +221,7 @@ def run(args) -> int:
 
     import fiberbench
     from fiberbench.data.fiber.features_info import FeaturesInfo
-    from fiberbench.ownership import acquire_on_main
+    from fiberbench.ownership import arguments_of
     from fiberbench.predict.command import load_config, local_or_hub, model_commit, model_files
 
     from .clips import check_videos, dataset_clips, dataset_keys, folder_clips
@@ -278,32 +278,35 @@ def run(args) -> int:
         )
     info = dataclasses.replace(info, feature_size=feature_size)
     plan = Plan(info, clips, done, pending, preparer, encoder, sampling)
-    lock = folder.output.lock()
-    acquire_on_main(lock, accelerator)  # held by the main process until the record says complete
-    try:
+
+    def claim(previous) -> None:
+        folder.claim(previous, [clip.name for clip in clips if clip.video is not None], arguments_of(args))
+        folder.write_info(info)  # before any clip
+
+    with folder.output.open(
+        local_inputs(args),
+        resume=True,
+        accelerator=accelerator,
+        recheck=lambda previous: folder.check_record(previous, info.settings()),
+        claim=claim,
+    ):
         extract(args, accelerator, folder, plan)
-    finally:
-        lock.release()
     return 0
 
 
 def extract(args, accelerator, folder, plan: Plan) -> None:
-    """With the output's lock held: claim the folder, then encode this process's share of the clips."""
+    """With the output opened (checked, locked, claimed): encode this process's share of the clips."""
     import os
 
     from accelerate.utils import gather_object
     from tqdm.auto import tqdm
 
-    from fiberbench.ownership import arguments_of
     from fiberbench.training.inputs import default_num_workers
 
     from .extraction import encode_clips, make_loader
 
     clips, done, pending, info = plan.clips, plan.done, plan.pending, plan.info
     if accelerator.is_main_process:
-        folder.check(local_inputs(args), info.settings())  # again, under the lock: another run may have ended since
-        folder.claim([clip.name for clip in clips if clip.video is not None], arguments_of(args))
-        folder.write_info(info)
         skipped = len(clips) - len(pending) - len(done)
         logger.info(
             "%s: %d of %d clips already done, %d to encode%s; %s, D = %d",
@@ -315,7 +318,6 @@ def extract(args, accelerator, folder, plan: Plan) -> None:
             info.describe(),
             info.feature_size,
         )
-    accelerator.wait_for_everyone()  # features.json is written before any clip
 
     shard = pending[accelerator.process_index :: accelerator.num_processes]
     processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))

@@ -24,7 +24,7 @@ import numpy as np
 from fiberbench.data.fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_path, remove_stale_temporaries, write_json
-from fiberbench.ownership import COMPLETE, RUNNING, Output, differences, remove_entries
+from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, differences, remove_entries
 
 COMMAND = "fiberbench extract-features"
 # Differences in these settings are named first when a rerun is refused: they change the features most.
@@ -60,7 +60,10 @@ class FeaturesFolder:
     def check(self, inputs: Iterable, settings: dict) -> None:
         """Refuse, before any work, a folder this run may not write (`Output.check`), or one holding features of
         other `settings` (`FeaturesInfo.settings`) unless overwriting; else note what an earlier run left."""
-        record = self.output.check(inputs, resume=True)
+        self.check_record(self.output.check(inputs, resume=True), settings)
+
+    def check_record(self, record: OutputRecord | None, settings: dict) -> None:
+        """What `check` refuses in an earlier run's output (its `record`); again by `Output.open`, under the lock."""
         if record is None:
             return
         self.previous_entries = sorted(record.entries)
@@ -112,11 +115,11 @@ class FeaturesFolder:
                 "features; remove it and run again"
             )
 
-    def claim(self, names: list[str], arguments: dict) -> None:
+    def claim(self, previous: OutputRecord | None, names: list[str], arguments: dict) -> None:
         """Start writing (main process, holding the lock): an overwritten run's files go; this run's are listed."""
         self.path.mkdir(parents=True, exist_ok=True)
-        if self.overwrite:
-            remove_entries(self.path, self.previous_entries)
+        if self.overwrite and previous is not None:
+            self.output.notice_kept(remove_entries(self.path, previous.entries))
             self.previous_entries = []
         remove_stale_temporaries(self.path)
         entries = {name: None for name in [*self.previous_entries, FEATURES_INFO_FILE, *map(file_name, names)]}

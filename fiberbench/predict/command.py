@@ -584,7 +584,6 @@ def describe_run(prepared: Run) -> dict:
 
 def run(args) -> int:
     from fiberbench.errors import alike_on_every_process
-    from fiberbench.ownership import acquire_on_main
 
     if args.reread is not None:
         from .reread import reread
@@ -593,16 +592,14 @@ def run(args) -> int:
     # Every process makes these checks alike: a refusal is said once, by the main process.
     with alike_on_every_process():
         prepared, predictions, inputs, accelerator = prepare_run(args)
-        lock = predictions.output.lock()
-        acquire_on_main(lock, accelerator)  # held by the main process until the rows are merged
-    try:
-        with alike_on_every_process():
-            predictions.check(inputs)
-            # Loaded before anything is written: weights that do not match the config are refused with nothing written.
-            prepared.predictor.load_model(accelerator.device, prepared.dtype)
+
+    def load_model() -> None:
+        # Loaded before anything is written: weights that do not match the config are refused with nothing written.
+        prepared.predictor.load_model(accelerator.device, prepared.dtype)
+
+    # Locked by the main process until the rows are merged.
+    with predictions.open(inputs, accelerator, under_the_lock=load_model):
         predict_and_merge(prepared, predictions, accelerator)
-    finally:
-        lock.release()
     return 0
 
 
@@ -657,14 +654,10 @@ def prepare_run(args) -> tuple:
 
 
 def predict_and_merge(prepared: Run, predictions, accelerator) -> None:
-    """With the output's lock held and the output checked: resume or start the part files, predict the clips not done,
-    merge them."""
+    """With the output opened (checked, locked, its part files started or resumed): predict the clips not done, merge
+    them."""
     args, keys, predictor, settings = prepared.args, prepared.keys, prepared.predictor, predictions.settings
     described = f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
-    accelerator.wait_for_everyone()  # every process has checked before the record and part files change
-    if accelerator.is_main_process:
-        predictions.prepare()
-    accelerator.wait_for_everyone()
     done = predictions.done()
     accelerator.wait_for_everyone()  # every process has read the part files before any writes a new one
     pending = [index for index, key in enumerate(keys) if key not in done]

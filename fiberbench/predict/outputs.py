@@ -32,7 +32,7 @@ from pathlib import Path
 from fiberbench.data.fiber.validation import ClipKey, clip_key
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import write_json, write_jsonl
-from fiberbench.ownership import COMPLETE, RUNNING, Output, differences, record_path
+from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, differences, record_path, working_folder
 
 logger = logging.getLogger(__name__)
 
@@ -86,14 +86,30 @@ class PredictionsFile:
         """The part files of every process, in the order they were written by each."""
         return sorted(self.parts.glob("rank-*.jsonl"))
 
+    def open(self, inputs=(), accelerator=None, *, under_the_lock=None):
+        """`Output.open` of the predictions: checked, locked, checked again (`check_content`, then `under_the_lock()`)
+        and claimed (`prepare`); `complete` once `merge` has written the rows."""
+
+        def recheck(previous: OutputRecord | None) -> None:
+            self.check_content(previous)
+            if under_the_lock is not None:
+                under_the_lock()
+
+        return self.output.open(inputs, resume=True, accelerator=accelerator, recheck=recheck, claim=self.prepare)
+
     def check(self, inputs=()) -> None:
-        """Refuse, before any work, an output that is not this command's to write (`Output.check`), to mix these
-        predictions with another run's (unless `overwrite`), or to read damaged files.
+        """Refuse, before any work, an output that is not this command's to write (`Output.check`), or what
+        `check_content` refuses."""
+        self.check_content(self.output.check(inputs, resume=True))
+
+    def check_content(self, previous: OutputRecord | None) -> None:
+        """Refuse to mix these predictions with another run's (unless `overwrite`), to read damaged files, or a
+        working folder that is not a folder of ours (`working_folder`).
 
         An earlier output of this command is resumed when it was written with the same settings and
         replaced with `overwrite`; the same for the part files of an unfinished run.
         """
-        previous = self.output.check(inputs, resume=True)
+        working_folder(self.parts, self.output.flag, self.output.given, create=False)
         if self.overwrite:
             return
         hint = "pass --overwrite_output_file to replace it, or another --output_file"
@@ -113,7 +129,7 @@ class PredictionsFile:
                 f"{source} holds predictions made with other settings ({'; '.join(found[:3])}{more}); {hint}"
             )
 
-    def prepare(self) -> None:
+    def prepare(self, previous: OutputRecord | None = None) -> None:
         """Before the processes predict (by the process that holds the lock): the record says the output is being
         written, and the part files are started, or those of these settings resumed.
 
@@ -130,6 +146,7 @@ class PredictionsFile:
                 same = False
             if not same:
                 shutil.rmtree(self.parts)
+        working_folder(self.parts, self.output.flag, self.output.given)
         if not self.settings_path.exists():
             write_json(self.settings_path, self.settings)
         metadata = None if self.overwrite or not self.path.is_file() else self._read_metadata()

@@ -109,9 +109,7 @@ def reread(args) -> int:
     settings["decoding"] |= noun_phrase_settings(nlp)
     settings["reader"] = reader_settings(reader_nlp)
     predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
-    with predictions.output.lock():
-        predictions.check(inputs)
-        predictions.prepare()
+    with predictions.open(inputs):
         predictions.append(0, records)
         predictions.merge(keys, num_beams)
     changed = sum(record["prediction"] != row["prediction"] for record, (row, _) in zip(records, rows))
