@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import DataError, UsageError
+from .errors import DataError, UsageError, alike_on_every_process
 from .files import atomic_folder, check_outputs_apart, remove_stale_staging, write_json
 
 FOLDER_RECORD = "fiberbench_output.json"
@@ -126,12 +126,12 @@ class OutputRecord:
 def check_not_protected(flag: str, path: Path) -> None:
     """Refuse an output that is (or is above) the current directory, the home directory, or the root."""
     resolved = path.expanduser().resolve()
+    if resolved == Path(resolved.anchor):
+        raise UsageError(f"{flag} {path} is the root folder: choose a new folder")
     places = (("the current directory", Path.cwd().resolve()), ("the home directory", Path.home().resolve()))
     for name, place in places:
         if resolved == place or resolved in place.parents:
             raise UsageError(f"{flag} {path} is {name} or a folder above it: choose a new folder")
-    if resolved == Path(resolved.anchor):
-        raise UsageError(f"{flag} {path} is the root folder: choose a new folder")
 
 
 def canonical_path(path: str | os.PathLike) -> Path:
@@ -365,6 +365,7 @@ class Output:
         self.resume_hint = resume_hint
         self.leaves_others = leaves_others
         self.shared_entries = shared_entries
+        # The root folder has no name to put a record beside: `check` refuses it.
         self.record_path = record_path(self.path, folder) if self.path.name else self.path
         self.record: OutputRecord | None = None  # this run's, once it writes
         self._lock: OutputLock | None = None
@@ -400,8 +401,6 @@ class Output:
            sections); on an exception a file's record is put back as it was (its file is
            written atomically), a folder's stays `running`, as after a kill. The lock is released.
         """
-        from .errors import alike_on_every_process
-
         main = accelerator is None or accelerator.is_main_process
         many = accelerator is not None and accelerator.num_processes > 1
         with alike_on_every_process():  # the same on every process: said once, by the main one

@@ -3,6 +3,7 @@ it did not finish (`fiberbench.ownership`)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -123,8 +124,9 @@ class Command:
     # refused.
     other_settings: tuple = ()
 
-    def run(self, tmp: Path, *extra) -> int:
-        arguments = [str(argument) for argument in (*self.arguments(tmp, tmp / self.output), *extra)]
+    def run(self, tmp: Path, *extra, out: Path | None = None) -> int:
+        """Run it into `tmp / self.output`, or into `out`, another spelling of an output."""
+        arguments = [str(argument) for argument in (*self.arguments(tmp, out or tmp / self.output), *extra)]
         if self.name == "train.py":
             from fiberbench.training.train import main as train_main
 
@@ -220,10 +222,10 @@ def snapshot(folder: Path) -> dict:
 def refused(capsys):
     """`refused(command, tmp, *extra)`: run it, expect a refusal; returns its one error line."""
 
-    def run(command: Command, tmp: Path, *extra) -> str:
+    def run(command: Command, tmp: Path, *extra, out: Path | None = None) -> str:
         capsys.readouterr()
         try:
-            status = command.run(tmp, *extra)
+            status = command.run(tmp, *extra, out=out)
         except SystemExit as exit_:
             status = exit_.code
         lines = [line for line in capsys.readouterr().err.splitlines() if " error: " in line]
@@ -305,3 +307,182 @@ def test_evaluate_refuses_an_output_folder_that_is_a_symbolic_link(tmp_path, ref
     line = refused(evaluate, tmp_path, "--overwrite_output_dir")
     assert "is a symbolic link" in line
     assert (tmp_path / "evaluation").is_symlink() and list(target.iterdir()) == []
+
+
+# --- round 4: other spellings of an output, and what is planted where the run writes -------------------
+
+
+def lock_path(out: Path) -> Path:
+    return out.with_name(f".{out.name}.lock")
+
+
+def plant_victim(tmp: Path) -> Path:
+    victim = tmp / "victim.txt"
+    victim.write_text("precious")
+    return victim
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+@pytest.mark.parametrize("plant", ["a symbolic link", "a dangling symbolic link", "a hard link", "a FIFO"])
+def test_what_stands_at_the_lock_path_is_never_written_through(command, plant, tmp_path, refused):
+    """The reproduction: `ln -s victim.txt .ev.lock` had evaluate write its lock into victim.txt, then delete the link."""
+    out = tmp_path / command.output
+    out.parent.mkdir(parents=True, exist_ok=True)
+    victim = plant_victim(tmp_path)
+    lock = lock_path(out)
+    if plant == "a symbolic link":
+        lock.symlink_to(victim)
+    elif plant == "a dangling symbolic link":
+        lock.symlink_to(tmp_path / "created_through_the_link")
+    elif plant == "a hard link":
+        os.link(victim, lock)
+    else:
+        os.mkfifo(lock)
+    line = refused(command, tmp_path)
+    assert f"its lock {lock} is {plant.replace('dangling ', '')}" in line or (
+        plant == "a hard link" and "a hard link of another file" in line
+    ), line
+    assert victim.read_text() == "precious" and not (tmp_path / "created_through_the_link").exists()
+    assert os.path.lexists(lock) and not out.exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+@pytest.mark.parametrize("spelling", ["SUB/..", "a link to the parent"])
+def test_another_spelling_of_an_output_is_the_same_output_with_the_same_lock(
+    command, spelling, tmp_path, refused, lock_held_elsewhere
+):
+    """The reproduction: `train.py --output_dir run/step_4/..` took the lock `run/step_4/.....lock`, not `.run.lock`."""
+    out = tmp_path / command.output
+    pid = lock_held_elsewhere(out)
+    if spelling == "SUB/..":
+        (tmp_path / "sub").mkdir()
+        spelled = tmp_path / "sub" / ".." / command.output
+    else:
+        (tmp_path / "link").symlink_to(tmp_path)
+        spelled = tmp_path / "link" / command.output
+    line = refused(command, tmp_path, out=spelled)
+    assert f"is being written by another run (fiberbench other-run, PID {pid} on" in line, line
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_live_training_run_is_not_replaced_through_its_subfolder(tmp_path, refused, lock_held_elsewhere):
+    """The reproduction: while a run held `run`, `--output_dir run/step_4/.. --overwrite_output_dir` deleted its
+    checkpoints."""
+    train = COMMANDS[[command.name for command in COMMANDS].index("train.py")]
+    assert train.run(tmp_path) == 0
+    run = tmp_path / "run"
+    (run / "step_4").mkdir()  # as a live run's checkpoint would be
+    record = json.loads((run / FOLDER_RECORD).read_text())
+    (run / FOLDER_RECORD).write_text(json.dumps(record | {"entries": {**record["entries"], "step_4": []}}))
+    before = snapshot(run)
+    pid = lock_held_elsewhere(run)
+    line = refused(train, tmp_path, "--overwrite_output_dir", out=run / "step_4" / "..")
+    assert f"is being written by another run (fiberbench other-run, PID {pid} on" in line, line
+    assert snapshot(run) == before and (run / "step_4").is_dir()
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+def test_the_root_folder_is_one_line(command, tmp_path, refused):
+    """The reproduction: `--output_dir /` was `ValueError: PosixPath('/') has an empty name`."""
+    if not command.folder:
+        pytest.skip("a file output cannot be spelt as the root folder")
+    root = Command(command.name, lambda tmp, out: command.arguments(tmp, Path("/")), command.output, True,
+                   command.overwrite_flag, command.written_by)
+    assert "the root folder" in refused(root, tmp_path)
+
+
+def predict_command() -> Command:
+    return COMMANDS[[command.name for command in COMMANDS].index("predict")]
+
+
+@pytest.mark.parametrize("extra", [[], ["--overwrite_output_file"]])
+def test_predicts_working_folder_as_a_link_is_refused_and_nothing_is_written_through_it(extra, tmp_path, refused):
+    """The reproduction: `.NAME.parts` planted as a link had predict write its part files into the folder it named,
+    and read rows edited there into a finished output; with --overwrite_output_file, 'Cannot call rmtree on a
+    symbolic link'."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "settings.json").write_text("{}")
+    (tmp_path / ".predictions.jsonl.parts").symlink_to(outside)
+    line = refused(predict_command(), tmp_path, *extra)
+    assert ".predictions.jsonl.parts is a symbolic link; nothing is read from or written into it" in line, line
+    assert sorted(path.name for path in outside.iterdir()) == ["settings.json"]
+    assert not (tmp_path / "predictions.jsonl").exists()
+
+
+def test_a_hard_link_of_a_predictions_file_is_the_same_system_again(tmp_path, refused):
+    """The reproduction: a hard link of a predictions file was scored as a second system."""
+    first = write_predictions(tmp_path)
+    os.link(first, tmp_path / "again.jsonl")
+    evaluate = Command("evaluate", lambda tmp, out: ["evaluate", first, tmp / "again.jsonl", "--num_bootstrap", "10"],
+                       "evaluation", True, "--overwrite_output_dir", "fiberbench evaluate")
+    line = refused(evaluate, tmp_path)
+    assert "again.jsonl" in line and "system.jsonl" in line, line
+
+
+def test_an_output_that_is_a_hard_link_of_an_input_is_refused(tmp_path, refused):
+    blank = COMMANDS[[command.name for command in COMMANDS].index("blank")]
+    vatex = write_vatex(tmp_path)
+    os.link(vatex, tmp_path / "blanked.json")
+    line = refused(blank, tmp_path, "--overwrite_output_file")
+    assert "is an input of this command" in line or "hard link" in line, line
+    assert json.loads(vatex.read_text())[0]["videoID"] == "abcdefghijk_000000_000010"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("recorded", ["its files", "no files (as train.py recorded logs/ before)"])
+def test_a_users_file_in_the_runs_logs_survives_an_overwrite_and_is_named(recorded, tmp_path, capsys):
+    """The reproduction: --overwrite_output_dir deleted run/logs/my_notes.txt with the run's logs/."""
+    train = COMMANDS[[command.name for command in COMMANDS].index("train.py")]
+    assert train.run(tmp_path) == 0
+    run = tmp_path / "run"
+    (run / "logs").mkdir()
+    (run / "logs" / "events.out.tfevents").write_text("the run's")
+    (run / "logs" / "my_notes.txt").write_text("mine")
+    record = json.loads((run / FOLDER_RECORD).read_text())
+    listed = ["events.out.tfevents"] if recorded == "its files" else None
+    (run / FOLDER_RECORD).write_text(json.dumps(record | {"entries": {**record["entries"], "logs": listed}}))
+    capsys.readouterr()
+    assert train.run(tmp_path, "--overwrite_output_dir") == 0
+    assert (run / "logs" / "my_notes.txt").read_text() == "mine"
+    assert (run / "logs" / "events.out.tfevents").exists() == (listed is None)
+    [notice] = [line for line in capsys.readouterr().err.splitlines() if "my_notes.txt" in line]
+    assert "kept logs/" in notice and "which training/train.py did not write" in notice
+
+
+def test_a_settings_refusal_shows_where_long_values_differ():
+    """The reproduction: both sides of a difference were cut at 60 characters and read the same."""
+    from fiberbench.ownership import differences
+
+    common = "Fill in the blank of the caption, in a few words, as a person would: "
+    [line] = differences({"prompt": common + "{masked_caption}"}, {"prompt": common + "{caption}"})
+    here, there = line.removeprefix("prompt: ").split(" here, ")
+    assert here != there.removesuffix(" there") and "masked_caption" in here and "{caption}" in there
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to run a process as another user")
+def test_the_lock_of_another_users_killed_run_is_taken_over(tmp_path):
+    """The reproduction: a lock file left by another user's killed run was `Permission denied`, naming no holder."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    try:
+        folder.chmod(0o777)  # a shared folder: both users write in it
+        lock = folder / ".out.json.lock"
+        lock.write_text(json.dumps({"command": "fiberbench blank", "host": "h", "pid": 1, "started": "then"}))
+        lock.chmod(0o644)  # root's, not writable by the other user
+        pid = os.fork()
+        if pid == 0:  # the other user: nobody
+            status = 1
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                with OutputLock(folder / "out.json", "fiberbench blank", "--output_file") as taken:
+                    status = 0 if json.loads(taken.path.read_text())["pid"] == os.getpid() else 3
+            finally:
+                os._exit(status)
+        assert os.waitpid(pid, 0)[1] == 0
+        assert not lock.exists()
+    finally:
+        shutil.rmtree(folder)

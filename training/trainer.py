@@ -32,6 +32,7 @@ from fiberbench.files import write_text
 from fiberbench.metric import references_from_example
 from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+from fiberbench.ownership import OutputLock, acquire_on_main
 from fiberbench.training.evaluation import load_metric
 from fiberbench.training.model_card import SavedAt, make_model_card
 
@@ -75,6 +76,20 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
             )
         # FiberT5's forward takes `labels` through **kwargs, where the Trainer does not look for them.
         self.label_names = ["labels"]
+
+    def train(self, *args, **kwargs):
+        """`Trainer.train`, holding the lock of `output_dir` (`fiberbench.ownership`) on the main process.
+
+        A `training/train.py` run or another trainer writing the same folder, however its path is
+        spelt, is refused in one line naming it. What is in the folder stays the Trainer's to
+        manage (its `checkpoint-N` folders, `resume_from_checkpoint`), as transformers documents.
+        """
+        lock = OutputLock(self.args.output_dir, "FiberSeq2SeqTrainer", "output_dir")
+        acquire_on_main(lock, self.accelerator)
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            lock.release()
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """`Trainer.save_model`; with `push_to_hub`, also what each pushed folder needs beyond the weights.

@@ -540,6 +540,7 @@ class Run:
     nlp: "Language | None"  # the pipeline that picks the first noun-phrase beam, if any
     reader_nlp: "Language | None"  # the pipeline of the answer reader's noun-phrase step, if any
     dtype: "torch.dtype"
+    model_files: dict[str, str] | None  # a local model folder's files (`model_files`); None for a Hub model
 
 
 def describe_run(prepared: Run) -> dict:
@@ -561,7 +562,7 @@ def describe_run(prepared: Run) -> dict:
             "architectures": prepared.config.architectures,
             "dtype": str(prepared.dtype).removeprefix("torch."),
             # A local folder's files (a Hub model's are its commit's): re-saved weights are other settings.
-            "files": model_files(args),
+            "files": prepared.model_files,
         },
         "dataset": {
             "name": local_or_hub(args.dataset_name),
@@ -591,7 +592,12 @@ def run(args) -> int:
         return reread(args)
     # Every process makes these checks alike: a refusal is said once, by the main process.
     with alike_on_every_process():
-        prepared, predictions, inputs, accelerator = prepare_run(args)
+        check_flags(args)
+        files = model_files(args)  # hashed once: a large model's files take a while
+        request = request_of(args, files)
+        if answered_by_the_record(args, files, request):
+            return 0
+        prepared, predictions, inputs, accelerator = prepare_run(args, files, request)
 
     def load_model() -> None:
         # Loaded before anything is written: weights that do not match the config are refused with nothing written.
@@ -603,19 +609,79 @@ def run(args) -> int:
     return 0
 
 
-def prepare_run(args) -> tuple:
+def run_inputs(args) -> list:
+    """What the output is kept apart from: the local model and dataset folders, and the videos' folder."""
+    local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
+    return [*local_inputs, args.video_dir]
+
+
+# Arguments that change how a run goes, not what it predicts.
+NOT_IN_REQUEST = ("output_file", "overwrite_output_file", "per_device_eval_batch_size", "reread")
+
+
+def request_of(args, files: dict[str, str] | None) -> dict | None:
+    """What a run asks for, as the record keeps it beside the settings: the arguments that decide the predictions
+    and the files of the local model (`files`, `model_files`) and dataset folders (read, not loaded). None for a Hub
+    model or dataset, whose files are known only once they are resolved."""
+    from fiberbench.data import SAMPLE_DIR
+    from fiberbench.files import folder_fingerprint
+    from fiberbench.ownership import arguments_of
+
+    dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name).expanduser()
+    if files is None or not dataset.is_dir():
+        return None
+    arguments = {name: value for name, value in arguments_of(args)["arguments"].items() if name not in NOT_IN_REQUEST}
+    arguments |= {name: local_or_hub(getattr(args, name)) for name in ("model_name_or_path", "dataset_name")}
+    # The pipeline chosen by default is named by the environment (see --spacy_model).
+    environment = {"FIBERBENCH_SPACY_MODEL": os.environ.get("FIBERBENCH_SPACY_MODEL")}
+    return {
+        "arguments": arguments,
+        "environment": environment,
+        "model_files": files,
+        "dataset_files": folder_fingerprint(dataset),
+    }
+
+
+def known_settings(args, files: dict[str, str] | None) -> dict:
+    """The settings (`describe_run`) that the arguments decide alone, known before any model or pipeline is read."""
+    import fiberbench
+
+    return {
+        "fiberbench_version": fiberbench.__version__,
+        "model": {
+            "name_or_path": local_or_hub(args.model_name_or_path),
+            "revision": args.revision,
+            "files": files,
+        },
+        "dataset": {"name": local_or_hub(args.dataset_name), "split": args.split},
+        "decoding": {"max_new_tokens": args.max_new_tokens}
+        | ({"num_beams": args.num_beams} if args.num_beams is not None else {}),
+    }
+
+
+def answered_by_the_record(args, files: dict[str, str] | None, request: dict | None) -> bool:
+    """Before anything is loaded: an earlier output's recorded settings that differ from what the arguments decide
+    are refused, and a complete output asked for with this `request` is said to be done (True: nothing to do)."""
+    from .outputs import PredictionsFile
+
+    predictions = PredictionsFile(args.output_file, known_settings(args, files), overwrite=args.overwrite_output_file)
+    if not predictions.answered_by_the_record(run_inputs(args), request):
+        return False
+    logger.info("%s is complete, made with these settings: nothing to do", args.output_file)
+    return True
+
+
+def prepare_run(args, files: dict[str, str] | None, request: dict | None) -> tuple:
     """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile`, its inputs and
     the Accelerator."""
     from .outputs import PredictionsFile
 
-    check_flags(args)
     config = load_config(args)
     kind = choose_kind(args, config)
     check_max_new_tokens(args, config)
     if kind in PROMPTED_KINDS and args.prompt is None:
         args.prompt = DEFAULT_PROMPT
-    local_inputs = [path for path in (args.model_name_or_path, args.dataset_name) if path and Path(path).exists()]
-    inputs = [*local_inputs, args.video_dir]
+    inputs = run_inputs(args)
     # Before anything is loaded: an output that is not this command's to write (its settings are compared later).
     PredictionsFile(args.output_file, {}, overwrite=args.overwrite_output_file).output.check(inputs, resume=True)
     predictor = make_predictor(args, kind, config)
@@ -648,8 +714,11 @@ def prepare_run(args) -> tuple:
         nlp=nlp,
         reader_nlp=reader_nlp,
         dtype=dtype,
+        model_files=files,
     )
-    predictions = PredictionsFile(args.output_file, describe_run(prepared), overwrite=args.overwrite_output_file)
+    predictions = PredictionsFile(
+        args.output_file, describe_run(prepared), overwrite=args.overwrite_output_file, request=request
+    )
     return prepared, predictions, inputs, accelerator
 
 

@@ -25,6 +25,7 @@
 
 import json
 import logging
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -50,6 +51,15 @@ def metadata_path(output_file: Path) -> Path:
     return record_path(Path(output_file), folder=False)
 
 
+def _same_shape(settings, shape: dict) -> dict:
+    """The values of `settings` at the keys of `shape` (nested alike); a key `settings` lacks is None."""
+    settings = settings if isinstance(settings, dict) else {}
+    return {
+        key: _same_shape(settings.get(key), value) if isinstance(value, dict) else settings.get(key)
+        for key, value in shape.items()
+    }
+
+
 def check_row(row, where: str) -> dict:
     """`row` if it is a row of a predictions or part file: the fields of `ROW_FIELDS`, `candidates` and `raw` lists of
     strings."""
@@ -71,8 +81,9 @@ def check_row(row, where: str) -> dict:
 class PredictionsFile:
     """The output file of one run's `settings`, its record (the metadata) and the part files of a run in progress."""
 
-    def __init__(self, path: Path, settings: dict, overwrite: bool = False):
+    def __init__(self, path: Path, settings: dict, overwrite: bool = False, request: dict | None = None):
         self.output = Output(path, command="fiberbench predict", flag="--output_file", overwrite=overwrite)
+        self.request = request  # what the run asked for (see `command.request_of`), recorded beside the settings
         self.path = self.output.path
         self.metadata_path = self.output.record_path
         self.parts = self.path.with_name(f".{self.path.name}.parts")
@@ -121,6 +132,23 @@ class PredictionsFile:
             raise DataError(f"{self.parts}: holds part files but no settings.json; remove the folder or {hint}")
         self._rows()  # every row is read once here, so that a damaged one is named before anything is written
 
+    def answered_by_the_record(self, inputs, request: dict | None) -> bool:
+        """Before any model or pipeline is loaded: refuse (`UsageError`) an output whose recorded settings differ from
+        `self.settings`, the part of them known from the arguments alone (`command.known_settings`); True when the
+        output is complete and was asked for with this `request` (the same arguments, model files and dataset
+        files): then a rerun has nothing left to do."""
+        if self.overwrite or self.output.check(inputs, resume=True) is None or not self.path.is_file():
+            return False
+        metadata = self._read_metadata()
+        recorded = _same_shape(metadata["settings"], self.settings)
+        self._check_settings(recorded, self.metadata_path, "pass --overwrite_output_file to replace it, or another --output_file")
+        return (
+            request is not None
+            and metadata.get("state") == COMPLETE
+            and metadata.get("request") == request
+            and not os.path.lexists(self.parts)
+        )
+
     def _check_settings(self, theirs: dict, source: Path, hint: str) -> None:
         if theirs != self.settings:
             found = differences(self.settings, theirs, SETTINGS_ORDER)
@@ -152,7 +180,7 @@ class PredictionsFile:
         metadata = None if self.overwrite or not self.path.is_file() else self._read_metadata()
         resumed = {"output": metadata["output"]} if metadata is not None and "output" in metadata else {}
         self.output.record = None  # a new record: an earlier output's sections are not carried over
-        self.output.write_record(RUNNING, settings=self.settings, **resumed)
+        self.output.write_record(RUNNING, settings=self.settings, request=self.request, **resumed)
 
     def _rows(self) -> dict[ClipKey, tuple[dict, str]]:
         """Every row written with these settings, by clip, with where it was read: the output's, then the part files'.

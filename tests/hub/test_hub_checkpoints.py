@@ -23,9 +23,10 @@ REPO_ID = "fiber-org/run"
 def run_folder(tmp_path):
     """A run folder as train.py writes it: a model and one checkpoint, listed in its record."""
     run = RunFolder.check(str(tmp_path / "run"), overwrite=False, resume_from_checkpoint=None, inputs=[])
-    run.claim()
-    save(run, "model", {"config.json": "{}", "model.safetensors": "weights 1"})
-    save(run, "step_2", {"model.safetensors": "weights 1", "training_progress.json": '{"completed_steps": 2}'})
+    with run.open(None):
+        run.claim()
+        save(run, "model", {"config.json": "{}", "model.safetensors": "weights 1"})
+        save(run, "step_2", {"model.safetensors": "weights 1", "training_progress.json": '{"completed_steps": 2}'})
     return run
 
 

@@ -1,5 +1,6 @@
 """RunFolder: a run writes only where it owns the entry, replaces only its own runs, pushes only its own files."""
 
+import contextlib
 import json
 
 import pytest
@@ -16,12 +17,14 @@ def check(path, overwrite=False, resume=None, inputs=()):
 def finished_run(path):
     """A folder as a run leaves it: results, a checkpoint and the model with its files."""
     run = check(path)
-    run.claim()
-    run.entry("results.json").write_text("{}", encoding="utf-8")
-    with run.atomic_entry("step_2") as staging:
-        (staging / "model.safetensors").write_bytes(b"weights")
-    with run.atomic_entry("model") as staging:
-        (staging / "config.json").write_text("{}", encoding="utf-8")
+    with run.open(None):
+        run.claim()
+        run.entry("results.json").write_text("{}", encoding="utf-8")
+        with run.atomic_entry("step_2") as staging:
+            (staging / "model.safetensors").write_bytes(b"weights")
+        with run.atomic_entry("model") as staging:
+            (staging / "config.json").write_text("{}", encoding="utf-8")
+        run.finish()
     return run
 
 
@@ -42,22 +45,27 @@ def test_a_previous_run_needs_overwrite_or_resume(tmp_path):
     finished_run(tmp_path)
     with pytest.raises(UsageError, match="holds the output of an earlier run of training/train.py.*--overwrite_output_dir.*--resume_from_checkpoint"):
         check(tmp_path)
-    assert check(tmp_path, resume=str(tmp_path / "step_2")).previous_entries == []
-    assert check(tmp_path, overwrite=True).previous_entries == ["model", "results.json", "step_2"]
+    assert sorted(check(tmp_path, resume=str(tmp_path / "step_2")).entries) == ["model", "results.json", "step_2"]
+    assert check(tmp_path, overwrite=True).entries == {}
 
 
 @pytest.mark.parametrize("state", ["running", "complete"])
 def test_a_run_that_failed_before_writing_anything_leaves_the_folder_free(tmp_path, state):
     """A resume that fails at its checkpoint has claimed the folder (its record) and written nothing in it."""
     run = check(tmp_path / "out")
-    run.claim()
-    if state == "complete":
-        run.finish()
+    with pytest.raises(RuntimeError) if state == "running" else contextlib.nullcontext():
+        with run.open(None):
+            run.claim()
+            if state == "running":
+                raise RuntimeError("the run failed")
+            run.finish()
+    assert json.loads((tmp_path / "out" / RUN_MARKER).read_text(encoding="utf-8"))["state"] == state
     assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [RUN_MARKER]
     again = check(tmp_path / "out")
-    assert again.entries == {} and again.previous_entries == []
-    again.claim()
-    again.entry("results.json").write_text("{}", encoding="utf-8")
+    assert again.entries == {}
+    with again.open(None):
+        again.claim()
+        again.entry("results.json").write_text("{}", encoding="utf-8")
     with pytest.raises(UsageError, match="holds the output of an earlier run of training/train.py"):
         check(tmp_path / "out")
 
@@ -66,9 +74,10 @@ def test_overwrite_removes_only_the_previous_runs_entries(tmp_path):
     finished_run(tmp_path)
     (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
     run = check(tmp_path, overwrite=True)
-    run.claim()
-    assert sorted(path.name for path in tmp_path.iterdir()) == [RUN_MARKER, "notes.txt"]
-    assert json.loads((tmp_path / RUN_MARKER).read_text(encoding="utf-8"))["entries"] == {}
+    with run.open(None):
+        run.claim()
+        assert sorted(path.name for path in tmp_path.iterdir()) == [RUN_MARKER, "notes.txt"]
+        assert json.loads((tmp_path / RUN_MARKER).read_text(encoding="utf-8"))["entries"] == {}
 
 
 def test_a_record_listing_what_train_py_never_writes_deletes_nothing(tmp_path):
@@ -96,9 +105,9 @@ def test_a_users_step_or_model_folder_is_refused(tmp_path, entry):
 
 def test_an_entry_that_appears_during_the_run_is_left_alone(tmp_path):
     run = check(tmp_path)
-    run.claim()
-    (tmp_path / "step_5").mkdir()
-    with pytest.raises(UsageError, match="appeared during the run"):
+    with pytest.raises(UsageError, match="appeared during the run"), run.open(None):
+        run.claim()
+        (tmp_path / "step_5").mkdir()
         run.entry("step_5")
 
 

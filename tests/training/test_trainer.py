@@ -90,3 +90,20 @@ def test_the_trainer_refuses_to_drop_the_text_columns(tmp_path):
     arguments = Seq2SeqTrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to=[])
     with pytest.raises(ValueError, match="remove_unused_columns=False"):
         FiberSeq2SeqTrainer(model=model, args=arguments, processing_class=FiberProcessor(tokenizer))
+
+
+def test_the_trainer_holds_its_output_folders_lock(tmp_path):
+    """A train.py run (or another trainer) writing the folder, spelt another way, stops the trainer before it trains."""
+    from fiberbench.ownership import OutputLock, OutputLockedError
+
+    tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
+    model = FiberT5ForConditionalGeneration(build_tiny_config(tokenizer, "none"))
+    (tmp_path / "sub").mkdir()
+    arguments = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path / "sub" / ".." / "trainer"), use_cpu=True, report_to=[], remove_unused_columns=False
+    )
+    trainer = FiberSeq2SeqTrainer(model=model, args=arguments, processing_class=FiberProcessor(tokenizer))
+    with OutputLock(tmp_path / "trainer", "training/train.py", "--output_dir"):
+        with pytest.raises(OutputLockedError, match=r"trainer is being written by another run \(training/train.py, PID"):
+            trainer.train()
+    assert not (tmp_path / "trainer").exists()
