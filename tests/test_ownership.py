@@ -490,3 +490,30 @@ def test_the_lock_of_another_users_killed_run_is_taken_over(tmp_path):
         assert not lock.exists()
     finally:
         shutil.rmtree(folder)
+
+
+RERUN = textwrap.dedent(
+    """
+    import sys
+    from fiberbench.cli import main
+    status = main(sys.argv[1:])
+    print("loaded:", sorted(name for name in ("torch", "transformers", "spacy") if name in sys.modules), status)
+    """
+)
+
+
+@pytest.mark.slow
+def test_predict_says_no_or_nothing_to_do_before_loading_a_model_or_pipeline(tmp_path):
+    """The reproduction: a rerun refused for other settings, or with nothing to do, loaded the model and spaCy first
+    (13 s)."""
+    predict = predict_command()
+    assert predict.run(tmp_path) == 0
+    out = tmp_path / predict.output
+    before = out.read_bytes()
+    arguments = [str(argument) for argument in predict.arguments(tmp_path, out)]
+    for extra, status, said in (([], 0, "is complete, made with these settings: nothing to do"),
+                                (["--num_beams", "2"], 2, "made with other settings (decoding.num_beams: 2 here")):
+        rerun = subprocess.run([sys.executable, "-c", RERUN, *arguments, *extra], capture_output=True, text=True)
+        assert said in rerun.stderr, rerun.stderr
+        assert rerun.stdout.splitlines()[-1] == f"loaded: [] {status}"
+    assert out.read_bytes() == before

@@ -137,17 +137,22 @@ class PredictionsFile:
         `self.settings`, the part of them known from the arguments alone (`command.known_settings`); True when the
         output is complete and was asked for with this `request` (the same arguments, model files and dataset
         files): then a rerun has nothing left to do."""
-        if self.overwrite or self.output.check(inputs, resume=True) is None or not self.path.is_file():
+        if self.overwrite or not (self.path.is_file() and self.metadata_path.is_file()):
             return False
+        try:
+            if self.output.check(inputs, resume=True) is None:
+                return False
+        except UsageError:
+            return False  # said in its turn, after the model's own checks
         metadata = self._read_metadata()
         recorded = _same_shape(metadata["settings"], self.settings)
         self._check_settings(recorded, self.metadata_path, "pass --overwrite_output_file to replace it, or another --output_file")
-        return (
-            request is not None
-            and metadata.get("state") == COMPLETE
-            and metadata.get("request") == request
-            and not os.path.lexists(self.parts)
-        )
+        if request is None or metadata.get("state") != COMPLETE or metadata.get("request") != request:
+            return False
+        if os.path.lexists(self.parts):
+            return False
+        # Every row read and checked, as a resumed run reads them: an edited or damaged output is named, not kept.
+        return len(self.read_finished()[1]) == metadata["output"].get("rows")
 
     def _check_settings(self, theirs: dict, source: Path, hint: str) -> None:
         if theirs != self.settings:

@@ -105,8 +105,9 @@ def test_a_finished_run_rerun_does_nothing(tiny_models, tmp_path, caplog):
     first = output_file.read_bytes()
     caplog.clear()
     assert main(predict_command(tiny_models["causal"], output_file)) == 0
-    assert "60 of 60 clips of the bundled sample, split test already predicted, 0 to go" in caplog.text
-    assert "Process 1 of 1: 0 clips to predict" in caplog.text
+    # Told by the record, before the model or a pipeline loads.
+    assert "predictions.jsonl is complete, made with these settings: nothing to do" in caplog.text
+    assert "clips to predict" not in caplog.text
     assert output_file.read_bytes() == first
 
 
