@@ -149,8 +149,8 @@ class PredictionsFile:
         self._check_settings(recorded, self.metadata_path, "pass --overwrite_output_file to replace it, or another --output_file")
         if request is None or metadata.get("state") != COMPLETE or metadata.get("request") != request:
             return False
-        if os.path.lexists(self.parts):
-            return False
+        if os.path.lexists(self.parts) or metadata["output"]["skipped_missing_videos"]:
+            return False  # a run to finish, or clips whose video may be there now
         # Every row read and checked, as a resumed run reads them: an edited or damaged output is named, not kept.
         return len(self.read_finished()[1]) == metadata["output"].get("rows")
 
