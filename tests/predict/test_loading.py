@@ -157,9 +157,9 @@ def test_a_clip_that_fails_while_predicting_stops_the_run_with_one_line(tiny_mod
     videos = videos_but_one(video_dir, tmp_path)
     record = sample_test_records()[6]
     (linked,) = videos.glob(f"{record['video_id']}*")
-    damaged = videos / linked.name
+    damaged, source = videos / linked.name, linked.resolve()
     damaged.unlink()
-    damaged.write_bytes(linked.resolve().read_bytes())
+    damaged.write_bytes(source.read_bytes())
     damage_frames(damaged)
     argv = ["predict", "--model_name_or_path", str(tiny_models["video"]), "--video_dir", str(videos)]
     argv += ["--num_frames", "2", "--skip_missing_videos", "--output_file", str(tmp_path / "out" / "p.jsonl"), *SPACY]
