@@ -124,7 +124,11 @@ def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs
     (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
     baseline = ["--baseline", "most_frequent_answer", "--output_dir", output_dir]
     refused = launch(baseline, check=False)
-    assert "holds the output of an earlier run" in one_line(failure_lines, refused) and (output_dir / "model").is_dir()
+    line = one_line(failure_lines, refused)
+    assert "holds the output of an earlier run" in line and (output_dir / "model").is_dir()
+    # The main job saves no checkpoint: how to run again, and no resuming from a step_N that is not there.
+    assert "pass --overwrite_output_dir to replace it or choose another --output_dir" in line
+    assert "--resume_from_checkpoint" not in line
     launch([*baseline, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == sorted(
         ["notes.txt", RUN_MARKER, RESULTS_FILE, PREDICTIONS_FILE]
