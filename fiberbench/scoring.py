@@ -262,10 +262,20 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     for index, path in enumerate(paths):
         earlier = first.setdefault(path.resolve(), index)
         if earlier != index:
-            raise UsageError(
-                f"{path} ({names[index]}) is {paths[earlier]} ({names[earlier]}) again: give each predictions file once"
+            # The same file under another spelling (a link, another folder's path) is named both ways.
+            places = (
+                f"the {ordinal(earlier + 1)} and {ordinal(index + 1)} file"
+                if path == paths[earlier]
+                else f"the {ordinal(earlier + 1)} file, and as {path} the {ordinal(index + 1)}"
             )
+            raise UsageError(f"{paths[earlier]} is given twice (as {places}): give each predictions file once")
     return names
+
+
+def ordinal(number: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
 
 
 def load_split(splits, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
