@@ -20,6 +20,7 @@ _FUNCTIONS = (
     "compare_systems",
     "confidence_interval",
     "correct_at_k",
+    "distinct_candidates",
     "exact_match",
     "f1",
     "human_agreement",

@@ -296,6 +296,20 @@ def average_precision(candidates, references):
     return _average_precision(_ranking_hits(candidates, references))
 
 
+def distinct_candidates(candidates):
+    """A model's ranked answers (its beams) as predictions files keep them: the first spelling of each answer after
+    normalization, in rank order, and none that normalizes to nothing ("a", "the!"), which names nothing.
+
+    >>> distinct_candidates(["a police officer", "A police officer", "a", "the officer"])
+    ['a police officer', 'the officer']
+    """
+    firsts = {}
+    for candidate in _strings(candidates, "candidates"):
+        firsts.setdefault(normalize_answer(candidate), candidate)
+    firsts.pop("", None)
+    return list(firsts.values())
+
+
 def references_from_example(example, label_only=False):
     """The correct answers of one FIBER row: its label, then every annotator's answers, without repeats.
 

@@ -12,6 +12,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
+from fiberbench.metric import normalize_answer
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
 from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RunFolder
@@ -93,6 +94,9 @@ def test_main_job_trains_saves_and_writes_consistent_outputs(main_job):
             metrics["label_probability"]
         )
         assert all(record["prediction"] in record["candidates"] for record in split_records)
+        for record in split_records:  # distinct answers, as the metric normalizes them, and none that names nothing
+            normalized = [normalize_answer(candidate) for candidate in record["candidates"]]
+            assert len(set(normalized)) == len(normalized) and "" not in normalized, record["candidates"]
         assert {"Person", "Location", "Passive entity"} == set(metrics["f1_by_category"])
         assert set(metrics["correct_at_k"]) >= {"1", "2", "4"}
 
