@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 from .board import Benchmark, compute_board, load_benchmark
-from .display import COLUMNS, DATATYPES, REPORTED, category_chart, pairwise_html, paper_rows, table_rows
+from .display import COLUMN_WIDTHS, COLUMNS, DATATYPES, REPORTED, category_chart, pairwise_html, paper_rows, table_rows
 from .store import open_store, read_entries
 from .submission import BOUNDS, KINDS, MAX_FILE_BYTES, Refused, check_metadata, submit
 
@@ -111,7 +111,13 @@ def build_demo(folder: Path):
         head = gr.State(None)
         with gr.Tab("Leaderboard"):
             table = gr.Dataframe(
-                headers=COLUMNS, datatype=DATATYPES, interactive=False, elem_id="board", wrap=True, show_search="none"
+                headers=COLUMNS,
+                datatype=DATATYPES,
+                column_widths=COLUMN_WIDTHS,
+                interactive=False,
+                elem_id="board",
+                wrap=True,
+                show_search="none",
             )
             gr.Markdown(RANKS_TEXT + " Sort by any column with its header.")
             gr.Markdown(f"### {REPORTED.capitalize()} (Table 3): not scored here, no interval, never ranked")

@@ -34,6 +34,8 @@ METADATA_COLUMNS = {
 }
 SCORE_COLUMNS = ["F1", "F1 interval", "EM", "EM interval", "F1, label only", "EM, label only", "Correct@1", "MAP"]
 COLUMNS = ["rank", "rank interval", "system", *SCORE_COLUMNS, "blanks", *METADATA_COLUMNS.values()]
+# Pixels: the scores narrow, the system and the texts wide enough to read without scrolling far.
+COLUMN_WIDTHS = [60, 70, 200] + [60, 110] * 2 + [70] * 5 + [80, 120, 60, 140, 100, 160]
 DATATYPES = ["str", "str", "str"] + ["number", "str"] * 2 + ["number"] * 5 + ["str", "str", "number", "str", "str", "str"]
 
 
@@ -97,7 +99,7 @@ def pairwise_html(board: dict, metric: str) -> str:
             continue
         a, b = comparison["systems"]
         cells[a, b] = (comparison["difference"], comparison["p_value"], adjusted)
-        cells[b, a] = (-comparison["difference"], comparison["p_value"], adjusted)
+        cells[b, a] = (0.0 - comparison["difference"], comparison["p_value"], adjusted)  # never "-0.0"
     header = "".join(f"<th>{html.escape(name)}</th>" for name in names)
     lines = [f"<table class='pairwise'><tr><th>row - column</th>{header}</tr>"]
     for row in names:
