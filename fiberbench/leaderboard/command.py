@@ -138,7 +138,8 @@ def build(args: argparse.Namespace, output) -> int:
     }
     with output.atomic_folder() as staging:
         paths = write_space(staging, config, args.package_requirement, args.results_dir, args.split)
-    print(f"Wrote the Space folder {args.output_dir} ({len(entries)} systems); run it with `python app.py` there")
+    systems = f"{len(entries)} system{'' if len(entries) == 1 else 's'}"
+    print(f"Wrote the Space folder {args.output_dir} ({systems}); run it with `python app.py` there")
     if args.push_to_hub is not None:
         url = push_folder(
             args.output_dir,

@@ -7,17 +7,13 @@ systems' scores stay paired), and the pairwise p-values of `fiberbench evaluate`
 are corrected for their number with Holm's step-down procedure.
 """
 
-import numpy as np
-
-from fiberbench.metric import paired_bootstrap_means
-
 # Two means closer than this are a tie in a resample: sums of the same scores in another order may
 # differ in their last digits, and a tie must not become a rank.
 TIE_TOLERANCE = 1e-9
 
 
 def rank_intervals(
-    columns: dict[str, "np.ndarray"], confidence_level: float = 0.95, num_bootstrap: int = 10_000, seed: int = 0
+    columns: dict, confidence_level: float = 0.95, num_bootstrap: int = 10_000, seed: int = 0
 ) -> dict[str, tuple[int, int]]:
     """Each system's rank interval (best rank 1) from its per-blank scores (`columns`: name -> scores, same blanks).
 
@@ -26,9 +22,13 @@ def rank_intervals(
     better rank); its interval runs from the (1 - level) / 2 to the (1 + level) / 2 quantile of those
     ranks, taken at ranks that occur (the lower one below, the higher one above).
 
-    >>> rank_intervals({"a": np.array([100.0] * 40), "b": np.array([0.0, 100.0] * 20), "c": np.zeros(40)})
+    >>> rank_intervals({"a": [100.0] * 40, "b": [0.0, 100.0] * 20, "c": [0.0] * 40})
     {'a': (1, 1), 'b': (2, 2), 'c': (3, 3)}
     """
+    import numpy as np
+
+    from fiberbench.metric import paired_bootstrap_means
+
     names = list(columns)
     if not names:
         return {}
@@ -50,6 +50,8 @@ def holm(p_values) -> list[float]:
     >>> holm([0.01, 0.04, 0.03])
     [0.03, 0.06, 0.06]
     """
+    import numpy as np
+
     p_values = np.asarray(p_values, dtype=float)
     order = np.argsort(p_values, kind="stable")
     count = len(p_values)

@@ -58,6 +58,14 @@ def predictions_files(tmp_path_factory, sample_splits) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
+def worst_file(tmp_path_factory, sample_splits) -> Path:
+    """"a thing" for every blank: last on the board, whatever else is on it, so adding it moves no other rank."""
+    path = tmp_path_factory.mktemp("worst") / "worst.jsonl"
+    write_jsonl(path, prediction_rows(sample_splits["test"], lambda index: False))
+    return path
+
+
+@pytest.fixture(scope="session")
 def bad_files(tmp_path_factory, sample_splits) -> dict[str, Path]:
     """Submissions the board refuses, by what is wrong with them."""
     folder = tmp_path_factory.mktemp("bad")
