@@ -12,7 +12,17 @@ import threading
 from pathlib import Path
 
 from .board import Benchmark, compute_board, load_benchmark
-from .display import COLUMN_WIDTHS, COLUMNS, DATATYPES, REPORTED, category_chart, pairwise_html, paper_rows, table_rows
+from .display import (
+    COLUMN_WIDTHS,
+    COLUMNS,
+    DATATYPES,
+    REPORTED,
+    category_chart,
+    pairwise_html,
+    paper_rows,
+    sorted_rows,
+    table_rows,
+)
 from .store import open_store, read_entries
 from .submission import BOUNDS, KINDS, MAX_FILE_BYTES, Refused, check_metadata, submit
 
@@ -77,21 +87,21 @@ def build_demo(folder: Path):
     results_dir = folder / config["results_dir"] if config["results_dir"] else None
     live = LiveBoard(benchmark, open_store(config["results_repo"], results_dir))
 
-    def shown(board: dict, metric: str, chosen: list[str] | None):
+    def shown(board: dict, sort_by: str, metric: str, chosen: list[str] | None):
         names = [row[2] for row in table_rows(board) if row[0] != "baseline"]
         chosen = [name for name in (chosen or names[:CHART_SYSTEMS]) if name in names]
         return (
-            table_rows(board),
+            sorted_rows(table_rows(board), sort_by),
             pairwise_html(board, "f1" if metric == "F1" else "exact_match"),
             gr.CheckboxGroup(choices=names, value=chosen),
             category_chart(board, chosen),
         )
 
-    def refresh(metric: str, chosen: list[str] | None):
+    def refresh(sort_by: str, metric: str, chosen: list[str] | None):
         head, board = live.current()
-        return (*shown(board, metric, chosen), head)
+        return (*shown(board, sort_by, metric, chosen), head)
 
-    def send(upload, system, link, kind, video_input, frames, answer_reading, seen_head, metric, chosen):
+    def send(upload, system, link, kind, video_input, frames, answer_reading, seen_head, sort_by, metric, chosen):
         try:
             if upload is None:
                 raise Refused("predictions file: choose one")
@@ -104,12 +114,14 @@ def build_demo(folder: Path):
         # The upload is a copy in Gradio's cache: not kept once scored, stored or refused.
         if upload is not None:
             Path(upload).unlink(missing_ok=True)
-        return (message, *refresh(metric, chosen))
+        return (message, *refresh(sort_by, metric, chosen))
 
     with gr.Blocks(title=config["title"]) as demo:
         gr.Markdown(introduction(config, benchmark))
         head = gr.State(None)
         with gr.Tab("Leaderboard"):
+            sort_by = gr.Dropdown([column for column in COLUMNS if column != "rank interval"], value="F1",
+                                  label="sort by", elem_id="sort")
             table = gr.Dataframe(
                 headers=COLUMNS,
                 datatype=DATATYPES,
@@ -119,7 +131,7 @@ def build_demo(folder: Path):
                 wrap=True,
                 show_search="none",
             )
-            gr.Markdown(RANKS_TEXT + " Sort by any column with its header.")
+            gr.Markdown(RANKS_TEXT)
             gr.Markdown(f"### {REPORTED.capitalize()} (Table 3): not scored here, no interval, never ranked")
             gr.Dataframe(
                 value=paper_rows(config["split"]),
@@ -145,12 +157,14 @@ def build_demo(folder: Path):
             button = gr.Button("Submit", elem_id="submit")
             status = gr.Textbox(label="submission", interactive=False, elem_id="status")
         outputs = [table, pairwise, chosen, chart, head]
-        demo.load(refresh, inputs=[metric, chosen], outputs=outputs, api_name="board")
-        metric.change(refresh, inputs=[metric, chosen], outputs=outputs)
-        chosen.input(refresh, inputs=[metric, chosen], outputs=outputs)
+        shown_by = [sort_by, metric, chosen]
+        demo.load(refresh, inputs=shown_by, outputs=outputs, api_name="board")
+        for control in (sort_by, metric):
+            control.change(refresh, inputs=shown_by, outputs=outputs)
+        chosen.input(refresh, inputs=shown_by, outputs=outputs)
         button.click(
             send,
-            inputs=[upload, system, link, kind, video_input, frames, answer_reading, head, metric, chosen],
+            inputs=[upload, system, link, kind, video_input, frames, answer_reading, head, *shown_by],
             outputs=[status, *outputs],
             api_name="submit",
             concurrency_limit=4,

@@ -81,6 +81,23 @@ def table_rows(board: dict) -> list[list]:
     return rows
 
 
+def sorted_rows(rows: list[list], column: str) -> list[list]:
+    """The table's rows sorted by `column`: numbers highest first, texts in alphabetical order, empty cells last.
+
+    Sorting by "rank" or "rank interval" keeps the board's order (best F1 first, the baselines where their F1 puts
+    them); ties keep it too.
+    """
+    if column in ("rank", "rank interval"):
+        return rows
+    index = COLUMNS.index(column)
+    numeric = DATATYPES[index] == "number"
+    filled = [row for row in rows if row[index] not in (None, "")]
+    empty = [row for row in rows if row[index] in (None, "")]
+    if numeric:
+        return sorted(filled, key=lambda row: -row[index]) + empty
+    return sorted(filled, key=lambda row: str(row[index]).casefold()) + empty
+
+
 def paper_rows(split: str) -> list[list]:
     """The paper's Table 3 for `split` (none for a split the paper does not report): method, EM, F1."""
     return [[method, *by_split[split], REPORTED] for method, by_split in PAPER_TABLE_3.items() if split in by_split]

@@ -94,8 +94,8 @@ def space_url(hub, pulled_space, tmp_path_factory):
         app.wait(timeout=30)
 
 
-def board_rows(space_url) -> list[list]:
-    table = Client(space_url, verbose=False).predict("F1", [], api_name="/board")[0]
+def board_rows(space_url, sort_by: str = "F1") -> list[list]:
+    table = Client(space_url, verbose=False).predict(sort_by, "F1", [], api_name="/board")[0]
     return table["data"]
 
 
@@ -106,6 +106,13 @@ def test_the_pulled_space_serves_the_board_of_the_results_repo(space_url):
     assert {row[2] for row in rows if row[0] == "baseline"} == {
         "human agreement (baseline)", 'most frequent answer "a guitar" (baseline)'
     }
+
+
+def test_the_board_sorts_by_any_column(space_url):
+    by_system = [row[2] for row in board_rows(space_url, "system")]
+    assert by_system == sorted(by_system, key=str.casefold)
+    by_em = [row[5] for row in board_rows(space_url, "EM")]
+    assert by_em == sorted(by_em, reverse=True)
 
 
 def test_the_answers_never_reach_the_browser(space_url, sample_splits):
@@ -230,7 +237,7 @@ def test_two_submissions_at_once_are_both_kept(hub, space_url, worst_file):
 
     def send(name):
         client = Client(space_url, verbose=False)
-        return client.predict(handle_file(str(worst_file)), name, "", "other", "", None, "", "F1", [],
+        return client.predict(handle_file(str(worst_file)), name, "", "other", "", None, "", "F1", "F1", [],
                               api_name="/submit")[0]
 
     with ThreadPoolExecutor(2) as pool:
