@@ -111,6 +111,9 @@ def build_demo(folder: Path):
             message = f"Stored: {metadata['system']} is on the board."
         except Refused as refusal:
             message = f"Refused: {refusal}"
+        except OSError as error:  # the Hub's HTTP errors among them: the commit did not happen
+            problem = (str(error).splitlines() or [type(error).__name__])[0]
+            message = f"Not stored: {live.store.describe()} could not be written ({problem}); submit again later"
         # The upload is a copy in Gradio's cache: not kept once scored, stored or refused.
         if upload is not None:
             Path(upload).unlink(missing_ok=True)
