@@ -263,3 +263,15 @@ def test_a_submission_whose_parent_moved_is_committed_on_the_new_head(hub, space
     history = local_hub.history(RESULTS_REPO, "dataset")
     assert [commit.title for commit in history[-2:]] == ["Add meanwhile (test)", "Add after the move (test)"]
     assert {"meanwhile", "after the move"} <= {row[2] for row in board_rows(space_url)}
+
+
+def test_a_results_repo_that_refuses_the_commit_is_one_line_and_nothing_is_stored(hub, space_url, worst_file):
+    local_hub, _ = hub
+    commits = len(local_hub.history(RESULTS_REPO, "dataset"))
+    local_hub.fail("/commit/", 403, times=1)
+    line = Client(space_url, verbose=False).predict(handle_file(str(worst_file)), "refused commit", "", "other", "",
+                                                    None, "", "F1", "F1", [], api_name="/submit")[0]
+    assert line.startswith(f"Not stored: the results repo {RESULTS_REPO} could not be written (")
+    assert line.endswith("; submit again later") and "\n" not in line
+    assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits
+    assert "refused commit" not in {row[2] for row in board_rows(space_url)}
