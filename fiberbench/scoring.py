@@ -708,6 +708,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=seed, default=0, help="Seed of the resamples and of the randomization trials."
     )
     parser.add_argument(
+        "--model_index",
+        type=Path,
+        metavar="README.md",
+        help="Write the system's scores into this model card's `model-index` metadata, which the Hub shows on the "
+        "model's page (one predictions file; an existing card keeps its text and other metadata).",
+    )
+    parser.add_argument(
         "--with_baselines",
         action="store_true",
         help="Add reference rows: the most frequent training answer, and human agreement (leave one annotator out).",
@@ -719,7 +726,10 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
 
     Returns the systems' names and the output folder to write (None without --output_dir).
     """
+    from fiberbench.leaderboard import model_index
+
     names = system_names(args.predictions, args.names)
+    model_index.check_flag(args.model_index, names)
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
     if args.output_dir is None:
@@ -806,6 +816,11 @@ def score_and_write(args: argparse.Namespace, names: list[str], output: Output |
     }
     leaderboard = leaderboard_markdown(results)
     print(leaderboard, flush=True)
+    if args.model_index is not None:
+        from fiberbench.leaderboard import model_index
+
+        model_index.write(args.model_index, results)
+        logger.info("Wrote the model-index of %s into %s", names[0], args.model_index)
     if output is None:
         logger.info("No --output_dir: nothing written")
         return 0

@@ -27,6 +27,7 @@ _FUNCTIONS = (
     "mcnemar_p_value",
     "mean_std",
     "normalize_answer",
+    "paired_bootstrap_means",
     "randomization_p_value",
     "references_from_example",
     "score_predictions",

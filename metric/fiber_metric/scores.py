@@ -521,6 +521,22 @@ def bootstrap_means(scores, num_bootstrap=10_000, seed=0):
     return means.reshape(num_bootstrap, *scores.shape[1:])
 
 
+def paired_bootstrap_means(scores, num_bootstrap=10_000, seed=0):
+    """Means of `num_bootstrap` resamples of the blanks, every column resampled with the same draws of blanks.
+
+    Shapes as in `bootstrap_means`; there each column is resampled alone (the same numbers for a
+    system alone or beside others), here all columns are resampled together (always blank by
+    blank), so a resample holds the same blanks for every system: what ranking the systems within
+    each resample needs (the leaderboard's rank intervals).
+    """
+    _check_settings(num_bootstrap=num_bootstrap)
+    scores = np.asarray(scores, dtype=float)
+    if not len(scores):
+        return np.zeros((num_bootstrap, *scores.shape[1:]))
+    columns = scores.reshape(len(scores), -1)
+    return _index_resample_means(columns, num_bootstrap, seed).reshape(num_bootstrap, *scores.shape[1:])
+
+
 def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, seed=0):
     """Percentile bootstrap confidence interval of the mean of per-blank `scores`: [low, high].
 
