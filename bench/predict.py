@@ -56,7 +56,6 @@ QUICK_FAMILIES = ["qwen2_vl", "llava_onevision"]
 PATHS = ("video", "images")  # --video_input
 # The loop with its loader against the model alone, at least.
 GOAL = 0.9
-QUICK_VERDICT = "quick run: sizes too small to judge against the goal"
 # On a GPU the loader part's text models are of a real size by default: Qwen2-VL-2B's language model's width and depth.
 REAL_WIDTH, REAL_LAYERS = 1536, 28
 
@@ -306,9 +305,10 @@ def loader_part(args, device, dtype) -> None:
     print("|---|---|---|---|---|---|---|---|---|")
     for name, rates in results.items():
         with_workers = rates["loop_workers"] / rates["model"]
-        verdict = QUICK_VERDICT if args.quick else ("ok" if with_workers >= GOAL else "MISSED")
-        if not args.quick and rates["inputs"] < rates["model"]:
+        verdict = "ok" if with_workers >= GOAL else "MISSED"
+        if rates["inputs"] < rates["model"]:
             verdict += " (making the inputs costs more than the model: not the goal's case)"
+        verdict = quick.verdict(args, verdict)
         print(
             f"| {name} | {rates['inputs']:.1f} | {rates['model']:.1f} | {rates['model'] / rates['inputs']:.2f} | "
             f"{rates['loop_0']:.1f} | {rates['loop_workers']:.1f} | {rates['loop_0'] / rates['model']:.2f}x | "
@@ -361,8 +361,6 @@ def main() -> None:
     language_models(args, device, dtype)
     video_llms(args, device, dtype)
     loader_part(args, device, dtype)
-    if args.quick:
-        print(f"\n{QUICK_VERDICT}")
 
 
 if __name__ == "__main__":

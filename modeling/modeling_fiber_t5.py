@@ -20,7 +20,7 @@ from transformers.utils import CONFIG_NAME, SAFE_WEIGHTS_NAME, logging
 from transformers.utils.generic import can_return_tuple
 
 from .configuration_fiber_t5 import FiberT5Config
-from .decoding import generate_candidates, choose_noun_phrases, paper_generation_config
+from .decoding import choose_noun_phrases, generate_candidates, paper_generation_config
 from .noun_phrases import load_spacy_pipeline
 from .processing_fiber import FiberProcessor, check_masked_captions
 
