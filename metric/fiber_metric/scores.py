@@ -165,11 +165,77 @@ class _Normalized(dict):
         return normalized
 
 
+class _Vocabulary:
+    """Every distinct normalized answer seen, as an id, with its distinct tokens as token ids (made on first use).
+
+    `ids[text]` is the id of `normalize_answer(text)`: each distinct text is normalized once, and
+    texts that normalize alike share an id. An answer's tokens are kept sorted, in one flat list
+    (`tokens`, the answer's from `starts[id]` to `starts[id + 1]`), so a column of answers can be
+    compared token by token in numpy.
+    """
+
+    def __init__(self):
+        self.ids = _TextIds(self)
+        self.normalized_ids = {}
+        self.token_ids = {}
+        self.tokens, self.starts = [], [0]
+
+    def id(self, normalized):
+        """The id of a normalized answer, given one (with its tokens) on first sight."""
+        answer_id = self.normalized_ids.get(normalized)
+        if answer_id is None:
+            answer_id = self.normalized_ids[normalized] = len(self.normalized_ids)
+            token_ids = self.token_ids
+            self.tokens += sorted({token_ids.setdefault(token, len(token_ids)) for token in normalized.split()})
+            self.starts.append(len(self.tokens))
+        return answer_id
+
+    def token_table(self):
+        """(flat token ids, start of each answer's tokens, number of tokens of each answer) as arrays."""
+        starts = np.array(self.starts, dtype=np.int64)
+        return np.array(self.tokens, dtype=np.int64), starts, np.diff(starts)
+
+
+class _TextIds(dict):
+    """Text -> the id of its normalized form in a `_Vocabulary`, made on first use."""
+
+    def __init__(self, vocabulary):
+        super().__init__()
+        self._vocabulary = vocabulary
+
+    def __missing__(self, text):
+        answer_id = self[text] = self._vocabulary.id(normalize_answer(text))
+        return answer_id
+
+
+def _segments(lengths):
+    """For segments of `lengths` laid end to end: each item's segment and its position in it."""
+    segment = np.repeat(np.arange(len(lengths)), lengths)
+    starts = np.cumsum(lengths) - lengths
+    return segment, np.arange(len(segment)) - starts[segment]
+
+
+def _found(sorted_keys, keys, possible=True):
+    """Which of `keys` are in `sorted_keys` (an ascending array); `possible`: False where a key cannot be."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=bool)
+    found = sorted_keys[np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)] == keys
+    return found & possible
+
+
+def _runs(values):
+    """The runs of equal values of a sorted array: each run's value, its first index and its length."""
+    firsts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]])) if len(values) else values[:0]
+    return values[firsts], firsts, np.diff(np.append(firsts, len(values)))
+
+
 class CorrectAnswers:
     """The correct answers of a list of blanks, checked and normalized once, to score any number of answer lists.
 
     `score_predictions` scores through it; so does `fiberbench evaluate`, for several systems on the
-    same blanks without normalizing the same correct answers again for each.
+    same blanks without normalizing the same correct answers again for each. Scores are computed
+    for all the blanks at once, in numpy, over the answers' token ids; each is the same number, to
+    the last bit, as the per-answer functions (`exact_match`, `f1`, `average_precision`) give.
 
     >>> correct = CorrectAnswers([["mountain", "icy cliff"], ["room"]])
     >>> correct.score(["icy mountain", "The room!"])
@@ -180,15 +246,28 @@ class CorrectAnswers:
 
     def __init__(self, references):
         references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
-        self._normalized = _Normalized()
-        self._token_sets = _TokenSets()
-        # Per blank: its distinct normalized correct answers and their token sets, as tuples (a frozenset of
-        # 20 answers takes ten times the memory: 2 KB, 200 MB for 100,000 blanks).
-        self._correct = [tuple(dict.fromkeys(map(self._normalized.__getitem__, answers))) for answers in references]
-        self._correct_tokens = [tuple(map(self._token_sets.__getitem__, correct)) for correct in self._correct]
+        self._vocabulary = _Vocabulary()
+        ids = self._vocabulary.ids.__getitem__
+        # Every blank's distinct correct answers (their ids), blank after blank: (blank, answer) pairs.
+        correct = [list(dict.fromkeys(map(ids, answers))) for answers in references]
+        self._num_correct = np.fromiter(map(len, correct), dtype=np.int64, count=len(correct))
+        self._correct_ids = np.fromiter(chain.from_iterable(correct), dtype=np.int64, count=self._num_correct.sum())
+        self._pair_blanks = np.repeat(np.arange(len(correct)), self._num_correct)
+        self._first_pairs = np.cumsum(self._num_correct) - self._num_correct
+        # Each pair's tokens, as (blank, token) keys: a prediction shares a token with a correct answer where
+        # its own (blank, token) key is the same.
+        tokens, starts, sizes = self._vocabulary.token_table()
+        self._correct_sizes = sizes[self._correct_ids]
+        self._entry_pairs, position = _segments(self._correct_sizes)
+        entry_tokens = tokens[starts[self._correct_ids][self._entry_pairs] + position]
+        self._num_tokens = len(self._vocabulary.token_ids)  # tokens no correct answer holds count only in sizes
+        self._entry_keys = self._pair_blanks[self._entry_pairs] * self._num_tokens + entry_tokens
+        # And the pairs themselves as sorted (blank, answer) keys, to look ranked candidates up.
+        self._num_ids = len(self._vocabulary.normalized_ids)
+        self._correct_keys = np.sort(self._pair_blanks * self._num_ids + self._correct_ids)
 
     def __len__(self):
-        return len(self._correct)
+        return len(self._num_correct)
 
     def score(self, predictions, candidates=None):
         """Per-blank scores of `predictions` (one answer per blank), in percent, in blank order.
@@ -198,38 +277,56 @@ class CorrectAnswers:
         lists) and "average_precision". Errors name the index, as in `score_predictions`.
         """
         predictions = _strings(predictions, "predictions")
-        _check_same_length("predictions", predictions, "references", self._correct)
-        exact_matches, f1s = [], []
-        normalized_answers, token_sets = self._normalized, self._token_sets
-        for text, correct, correct_tokens in zip(predictions, self._correct, self._correct_tokens):
-            normalized = normalized_answers[text]
-            if normalized in correct:
-                exact_matches.append(100.0)
-                f1s.append(100.0)
-                continue
-            exact_matches.append(0.0)
-            tokens = token_sets[normalized]
-            size = len(tokens)
-            f1s.append(max([200 * len(tokens & other) / (size + len(other)) for other in correct_tokens]))
-        scores = {"exact_match": exact_matches, "f1": f1s}
+        _check_same_length("predictions", predictions, "references", self._num_correct)
+        ids = self._vocabulary.ids
+        predicted = np.fromiter(map(ids.__getitem__, predictions), dtype=np.int64, count=len(predictions))
+        matches = self._correct_ids == predicted[self._pair_blanks]
+        exact = np.maximum.reduceat(matches, self._first_pairs) if len(predicted) else np.zeros(0, dtype=bool)
+        # Token-set F1 of every (blank, correct answer) pair: 2 TP / (|prediction| + |answer|), in exact integers
+        # up to the one division, as the per-answer `f1` computes it. Its denominator is 0 only when both
+        # normalize to "", an exact match.
+        tokens, starts, sizes = self._vocabulary.token_table()
+        blanks, position = _segments(sizes[predicted])
+        predicted_tokens = tokens[starts[predicted][blanks] + position]
+        known = predicted_tokens < self._num_tokens
+        predicted_keys = blanks[known] * self._num_tokens + predicted_tokens[known]  # sorted: blank, then token
+        shared = _found(predicted_keys, self._entry_keys)
+        true_positives = np.bincount(self._entry_pairs[shared], minlength=len(self._correct_ids))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pair_f1 = 200 * true_positives / (sizes[predicted][self._pair_blanks] + self._correct_sizes)
+        f1 = np.maximum.reduceat(pair_f1, self._first_pairs) if len(predicted) else np.zeros(0)
+        scores = {"exact_match": np.where(exact, 100.0, 0.0).tolist(), "f1": np.where(exact, 100.0, f1).tolist()}
         if candidates is not None:
             candidates = _strings(candidates, "candidates", depth=2)
             _check_same_length("predictions", predictions, "candidates", candidates)
-            hits = [
-                _distinct_hits(map(normalized_answers.__getitem__, ranked), correct)
-                for ranked, correct in zip(candidates, self._correct)
-            ]
-            # The rank of each blank's first correct candidate (None when none is).
-            first_hits = [row.index(True) if True in row else None for row in hits]
-            longest = max((len(ranked) for ranked in candidates), default=0)
-            ks = [2**power for power in range(max(longest, 1).bit_length())]
-            scores["correct_at_k"] = {
-                str(k): [0.0 if first is None or first >= k else 100.0 for first in first_hits] for k in ks
-            }
-            scores["average_precision"] = [
-                0.0 if first is None else _average_precision(row) for row, first in zip(hits, first_hits)
-            ]
+            scores.update(self._ranking_scores(candidates))
         return scores
+
+    def _ranking_scores(self, candidates):
+        """Correct@K and average precision of every blank's ranked candidates (see `score`)."""
+        ids = self._vocabulary.ids.__getitem__
+        distinct = [list(dict.fromkeys(map(ids, ranked))) for ranked in candidates]  # keeps first ranks
+        lengths = np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct))
+        blanks, ranks = _segments(lengths)
+        candidate_ids = np.fromiter(chain.from_iterable(distinct), dtype=np.int64, count=lengths.sum())
+        hits = _found(self._correct_keys, blanks * self._num_ids + candidate_ids, candidate_ids < self._num_ids)
+        # Precision@rank at each rank holding a correct candidate, (hits up to it) / rank, as `_average_precision`.
+        hits_before = np.concatenate([[0], np.cumsum(hits)])
+        hits_up_to = (hits_before[1:] - hits_before[np.cumsum(lengths) - lengths][blanks])[hits]
+        precisions = (100 * hits_up_to / (ranks[hits] + 1)).tolist()
+        hit_blanks, first_hits, num_hits = _runs(blanks[hits])
+        first_rank = np.full(len(distinct), np.iinfo(np.int64).max)
+        first_rank[hit_blanks] = ranks[hits][first_hits]
+        average_precision = np.zeros(len(distinct))
+        # Each blank's mean through `_mean` (an exactly rounded sum), as the per-answer function takes it.
+        ends = np.cumsum(num_hits).tolist()
+        average_precision[hit_blanks] = [_mean(precisions[start:end]) for start, end in zip([0, *ends], ends)]
+        longest = max((len(ranked) for ranked in candidates), default=0)
+        ks = [2**power for power in range(max(longest, 1).bit_length())]
+        return {
+            "correct_at_k": {str(k): np.where(first_rank < k, 100.0, 0.0).tolist() for k in ks},
+            "average_precision": average_precision.tolist(),
+        }
 
 
 def _score_example(prediction, references):

@@ -1,8 +1,10 @@
 """Correct@K and MAP of ranked candidate answers (FIRE, §2.1), worked by hand, duplicates included."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from fiberbench.metric import average_precision, correct_at_k, distinct_candidates, score_predictions
+from fiberbench.metric import CorrectAnswers, average_precision, correct_at_k, distinct_candidates, score_predictions
 
 REFERENCES = ["cliff", "hill", "mountain"]
 
@@ -69,3 +71,18 @@ def test_empty_candidates_count_as_wrong():
 )
 def test_distinct_candidates_keep_the_first_spelling_and_drop_what_names_nothing(beams, distinct):
     assert distinct_candidates(beams) == distinct
+
+
+# Few words, so that candidates repeat, hit and miss; "The!" normalizes to nothing, "ｄｏｇ" to "dog".
+CANDIDATE = st.sampled_from(["dog", "a Dog!", "cat", "the cat", "dog cat", "The!", "", "\uff44\uff4f\uff47", "x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(CANDIDATE, max_size=6), st.lists(CANDIDATE, min_size=1, max_size=4)), max_size=8))
+def test_batch_rankings_equal_the_per_example_functions(blanks):
+    # Every blank at once (numpy, in `CorrectAnswers`) gives the same bits as one blank at a time.
+    candidates, references = [ranked for ranked, _ in blanks], [answers for _, answers in blanks]
+    scores = CorrectAnswers(references).score([""] * len(blanks), candidates=candidates)
+    assert scores["average_precision"] == [average_precision(*blank) for blank in blanks]
+    for k, column in scores["correct_at_k"].items():
+        assert column == [correct_at_k(ranked, answers, int(k)) for ranked, answers in blanks]
