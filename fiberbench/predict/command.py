@@ -152,13 +152,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="Causal and video-language models: when the answer read in a reply is not a noun phrase in the blank, "
-        "answer with the first noun phrase in it that is (default: on where an English spaCy pipeline is installed).",
+        "answer with the first noun phrase in it that is (default: on; it needs an English spaCy pipeline, and "
+        "without one the run is refused).",
     )
     decoding.add_argument(
         "--no_read_noun_phrases",
         dest="read_noun_phrases",
         action="store_false",
-        help="Answer with what the reader reads in the reply, noun phrase or not.",
+        help="Answer with what the reader reads in the reply, noun phrase or not (recorded in the metadata).",
     )
     decoding.add_argument(
         "--spacy_model",
@@ -461,14 +462,14 @@ def noun_phrase_pipeline(args, num_beams: int):
 
 def reader_pipeline(args, kind: str):
     """The spaCy pipeline of the answer reader's noun-phrase step, or None: for models that answer in the paper's
-    format, with --no_read_noun_phrases, and by default where no English pipeline is installed (with a warning).
+    format, and with --no_read_noun_phrases.
 
-    With --read_noun_phrases or a --spacy_model named, a pipeline that cannot be loaded is an error.
+    Where none can be loaded, a UsageError says so (never a silent reading without the step,
+    which gives other answers): install one, or pass --no_read_noun_phrases.
     """
     if kind not in PROMPTED_KINDS or args.read_noun_phrases is False:
         return None
-    required = args.read_noun_phrases is True or args.spacy_model is not None
-    return load_reader_pipeline(args.spacy_model, required=required)
+    return load_reader_pipeline(args.spacy_model)
 
 
 def noun_phrase_settings(nlp) -> dict:
