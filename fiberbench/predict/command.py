@@ -543,13 +543,20 @@ class Run:
     dtype: "torch.dtype"
 
 
+def dataset_fingerprint(split, reads_features: bool) -> str:
+    """The fingerprint of what a model reads of each row (`split_fingerprint`): a rebuilt dataset with other captions
+    or features is other data, for a resumed run and for --reread alike."""
+    from fiberbench.data.loading import split_fingerprint
+
+    from .outputs import KEY_FIELDS
+
+    return split_fingerprint(split, [*KEY_FIELDS, "masked_caption", *(["video_features"] if reads_features else [])])
+
+
 def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
-    from fiberbench.data.loading import split_fingerprint
     from fiberbench.data.provenance import is_synthetic
-
-    from .outputs import KEY_FIELDS
 
     args = prepared.args
     return {
@@ -570,11 +577,7 @@ def describe_run(prepared: Run) -> dict:
             "split": args.split,
             "clips": len(prepared.split),
             "synthetic": is_synthetic(args.dataset_name),
-            # What the model reads of each row: a rebuilt dataset with other captions or features is other data.
-            "fingerprint": split_fingerprint(
-                prepared.split,
-                [*KEY_FIELDS, "masked_caption", *(["video_features"] if prepared.predictor.reads_features else [])],
-            ),
+            "fingerprint": dataset_fingerprint(prepared.split, prepared.predictor.reads_features),
         },
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": prepared.predictor.decoding() | noun_phrase_settings(prepared.nlp),

@@ -131,8 +131,43 @@ def causal_output(tmp_path, tiny_models, edit_row=None):
     return output_file
 
 
+def with_metadata_edited(output_file, edit):
+    """`output_file`, its metadata's settings changed by `edit` (as by hand, or damaged)."""
+    path = output_file.with_name(f"{output_file.stem}.metadata.json")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    edit(record["settings"])
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return output_file
+
+
 # id -> (the flags, made in the test's folder; the exit status; the text of the one line)
 REREAD_CASES = {
+    "a model that is a list": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            with_metadata_edited(causal_output(tmp_path, tiny_models), lambda settings: settings.update(model=[1])),
+        ],
+        DATA,
+        "causal.metadata.json: field 'settings.model' must be an object, got list",
+    ),
+    "a dataset section emptied": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            with_metadata_edited(causal_output(tmp_path, tiny_models), lambda settings: settings["dataset"].clear()),
+        ],
+        DATA,
+        "causal.metadata.json: field 'settings.dataset.name' is missing",
+    ),
+    "a number of beams that is text": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            with_metadata_edited(
+                causal_output(tmp_path, tiny_models), lambda settings: settings["decoding"].update(num_beams="2")
+            ),
+        ],
+        DATA,
+        "causal.metadata.json: field 'settings.decoding.num_beams' must be int, got str",
+    ),
     "a flag of generation": (
         lambda tmp_path, tiny_models: ["--reread", causal_output(tmp_path, tiny_models), "--num_beams", "2"],
         USAGE,
@@ -200,6 +235,23 @@ def test_reread_refuses_in_one_line(case, tiny_models, tmp_path, cli_error):
     assert exit_status == status, line
     assert line.startswith("fiberbench predict: error: ") and text in line, line
     assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
+
+
+def test_reread_refuses_a_dataset_whose_captions_changed(tiny_models, sample_with, tmp_path, cli_error):
+    """The dataset rebuilt with the same clips and other masked captions: the replies answer other blanks."""
+    dataset = sample_with("masked_caption", 0, "A man holds _____ near the door.")
+    output_file = tmp_path / "predictions.jsonl"
+    flags = ["--dataset_name", dataset, "--max_predict_samples", 2, "--no_read_noun_phrases"]
+    assert predict("--model_name_or_path", tiny_models["causal"], "--output_file", output_file, *flags) == 0
+    dataset.rename(tmp_path / "first")
+    assert sample_with("masked_caption", 0, "A woman holds _____ near the door.") == dataset
+    status, line = cli_error("predict", "--reread", str(output_file), "--output_file", str(tmp_path / "reread.jsonl"))
+    assert status == DATA
+    assert line.startswith(
+        f"fiberbench predict: error: {output_file}: the masked captions of {dataset}, split test, changed since the "
+        "predictions were made (fingerprint sha256:"
+    ), line
+    assert not (tmp_path / "reread.jsonl").exists()
 
 
 def test_candidates_are_distinct_after_the_metric_normalization():
