@@ -71,7 +71,7 @@ def process_docs(dataset):
     frame. A `DataError` (or `UsageError`) names the first that fails and counts them."""
     folder = video_dir()
     reader_pipeline()
-    described = f"the FIBER task's {dataset.split} split"
+    described = f"the FIBER task's {dataset.split} split" if dataset.split else "the FIBER task's docs"
     invalid = []
     columns = [field for field in RECORD_FIELDS if field in dataset.column_names]
     for index, doc in enumerate(dataset.select_columns(columns)):
