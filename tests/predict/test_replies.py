@@ -108,12 +108,10 @@ def seconds_to_read(reply: str, masked_caption: str, nlp=None) -> float:
 @pytest.mark.parametrize("piece", LONG_PIECES)
 @pytest.mark.parametrize("masked_caption", [RECORDS, APPEARS])
 def test_a_long_reply_is_read_in_linear_time(piece, masked_caption):
-    """Ten times the reply, about ten times the time (quadratic: a hundred times), and 100,000 characters well under
-    a second (each the best of three: the machine may be busy)."""
-    short, long = (("a" + piece * (size // len(piece)))[:size] for size in (10_000, 100_000))
-    short_seconds, long_seconds = (min(seconds_to_read(reply, masked_caption) for _ in range(3)) for reply in (short, long))
-    assert long_seconds < 1.0
-    assert long_seconds / max(short_seconds, 1e-4) < 50
+    """100,000 characters well under a second (the best of three: the machine may be busy); in quadratic time, as
+    before, minutes (20,000 spaces took 17 s). bench/replies.py prints the time per character by length."""
+    reply = ("a" + piece * (100_000 // len(piece)))[:100_000]
+    assert min(seconds_to_read(reply, masked_caption) for _ in range(3)) < 1.0
 
 
 def test_a_long_answer_is_read_with_the_noun_phrase_step_in_bounded_time(nlp):
