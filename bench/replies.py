@@ -7,6 +7,11 @@ Then each reply is read three ways: its first line without quotes or final punct
 `predict` read replies before the reader, the baseline), the reader without and with its
 noun-phrase step. The table gives, for each, the replies read as a short phrase (at most 6 words),
 the empty answers, the mean length, and the time to read one reply (generation not timed).
+
+A second table reads long replies made of one piece repeated (runs of spaces, dots and unclosed
+quotes, which patterns scanned again from each position in quadratic time: 20,000 took seconds)
+at 1,000, 10,000 and 100,000 characters: the time per character, against the shortest one's
+(linear time: about 1x).
 """
 
 import argparse
@@ -25,6 +30,9 @@ from fiberbench.predict.tiny_models import save_causal
 import quick
 
 SHORT = 6  # words
+# Pieces of long replies, and their lengths in characters.
+LONG_PIECES = (".", " ", "“a", "Answer: _____ ", "A man records ")
+LONG_SIZES = (1_000, 10_000, 100_000)
 QUOTES = "\"'`“”‘’«»"
 
 
@@ -85,6 +93,24 @@ def main() -> None:
             f"{sum(len(answer.split()) for answer in answers) / len(answers):.1f} | {1e6 * seconds:,.1f} | "
             f"{seconds / baseline_time:,.0f}x |"
         )
+    long_replies(captions, args.repeats)
+
+
+def long_replies(captions: list[str], repeats: int) -> None:
+    """The reader's time per character on long replies of one piece repeated, against the shortest reply's."""
+    caption = next(caption for caption in captions if caption.startswith("_____"))  # the blank first: most patterns
+    print(f"\nThe answer reader on long replies (one piece repeated; caption {caption!r})")
+    print("| piece | " + " | ".join(f"{size:,} chars: µs per char (vs {LONG_SIZES[0]:,})" for size in LONG_SIZES) + " |")
+    print("|---|" + "---|" * len(LONG_SIZES))
+    for piece in LONG_PIECES:
+        cells, first = [], None
+        for size in LONG_SIZES:
+            reply = (piece * (size // len(piece) + 1))[:size]
+            _, seconds = timed(lambda batch: read_answers(batch, [caption]), [reply], repeats)
+            per_char = seconds / size
+            first = first or per_char
+            cells.append(f"{1e6 * per_char:.3f} ({per_char / first:.1f}x)")
+        print(f"| {piece!r} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

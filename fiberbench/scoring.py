@@ -9,6 +9,9 @@ strict: a missing, repeated or unknown blank is an error naming the file and the
 is one system (a file given twice is refused). Every score comes from the metric's own functions, so
 it equals `evaluate.load("metric/fiber_metric").compute` on the same inputs, and so do the bootstrap
 confidence intervals and the p-values (each depends only on its own per-blank scores and the seed).
+Where a file records how its answers were read from a model's replies (`fiberbench predict`'s
+metadata beside it, or the `reader` of each lmms-eval sample), the reading is shown with the
+system's scores, and a line says so when the systems compared were read differently.
 """
 
 import argparse
@@ -84,6 +87,7 @@ class System:
     file: str
     predictions: list[str]
     candidates: list[list[str]] | None
+    reading: dict | None = None  # how the answers were read from replies, where the file records it
 
 
 def read_rows(path: Path) -> list[tuple[str, object]]:
@@ -224,6 +228,57 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
         problem = f"{with_candidates} of {len(keys)} rows have 'candidates'"
         raise DataError(f"{path}: {problem}: give them in every row or in none")
     return System(name, str(path), predictions, candidates if with_candidates else None)
+
+
+def recorded_reading(path: Path, rows: list) -> dict | None:
+    """How the answers of a predictions file were read from a model's replies (`reader_settings`), where it says:
+    `settings.reader` of `fiberbench predict`'s metadata beside it, or the `reader` that every lmms-eval sample
+    carries. None where nothing is recorded, or the model answered in the paper's format."""
+    from fiberbench.ownership import record_path
+
+    metadata_file = record_path(path, folder=False)
+    if metadata_file.is_file():
+        try:
+            metadata = json.loads(metadata_file.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise DataError(f"{metadata_file}: not valid JSON ({error})") from error
+        if isinstance(metadata, dict) and metadata.get("written_by") == "fiberbench predict":
+            reader = (metadata.get("settings") or {}).get("reader") if isinstance(metadata.get("settings"), dict) else None
+            if reader is not None and not isinstance(reader, dict):
+                raise DataError(f"{metadata_file}: field 'settings.reader' must be an object, got {type(reader).__name__}")
+            return reader
+    carried = [(where, row["reader"]) for where, row in rows if isinstance(row, dict) and "reader" in row]
+    if not carried:
+        return None
+    first_where, first = carried[0]
+    for where, reader in carried:
+        if not isinstance(reader, dict):
+            raise DataError(f"{path}: {where}: field 'reader' must be an object, got {type(reader).__name__}")
+        if reader != first:
+            raise DataError(f"{path}: {where}: field 'reader' differs from {first_where}'s: one file, one reading")
+    if len(carried) < len(rows):
+        raise DataError(f"{path}: {len(carried)} of {len(rows)} rows have 'reader': give it in every row or in none")
+    return first
+
+
+def reading_lines(results: dict) -> list[str]:
+    """results.md's lines on how each system's answers were read from replies (none when no file says), and one that
+    says so when the systems were read differently."""
+    from fiberbench.predict.replies import describe_reading
+
+    read = {name: row["reading"] for name, row in results["systems"].items() if row.get("reading") is not None}
+    if not read:
+        return []
+    lines = ["", "Answers read from the models' replies by fiberbench's answer reader:", ""]
+    lines += [f"- {markdown_text(name)}: {describe_reading(reading)}" for name, reading in read.items()]
+    if results.get("readings_differ"):
+        lines += ["", f"**{READ_DIFFERENTLY}**"]
+    return lines
+
+
+READ_DIFFERENTLY = (
+    "The systems' replies were read differently (see above): part of a difference between them may be the reading's."
+)
 
 
 def _not_utf8(text: str) -> str | None:
@@ -445,9 +500,16 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, train_
         ranked = sorted((system.name for system in systems), key=lambda name: -scored[name]["f1"])
         results = {
             "systems": {
-                system.name: {"file": system.file, "correct_at_k": None, "map": None, **scored[system.name]}
+                system.name: {
+                    "file": system.file,
+                    "reading": system.reading,
+                    "correct_at_k": None,
+                    "map": None,
+                    **scored[system.name],
+                }
                 for system in systems
             },
+            "readings_differ": len({json.dumps(s.reading, sort_keys=True) for s in systems if s.reading}) > 1,
             "comparisons": compare_pairs(rows, ranked, settings),
         }
         progress.update()
@@ -544,6 +606,7 @@ def leaderboard_markdown(results: dict) -> str:
             "annotators and the label (leave one annotator out, the human row of the paper's Table 3), on the "
             f"{results['baselines'][HUMAN_AGREEMENT]['num_blanks']} blanks with an annotator to score.",
         ]
+    lines += reading_lines(results)
     if results["comparisons"]:
         trials = settings["num_permutations"]
         lines += [
@@ -800,7 +863,11 @@ def score_and_write(args: argparse.Namespace, names: list[str], output: Output |
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", described)
     keys = split.index()
     # One file at a time: only one file's rows are held at once (100,000 rows are about 100 MB).
-    systems = [join_predictions(path, read_rows(path), name, split, keys) for path, name in zip(args.predictions, names)]
+    systems = []
+    for path, name in zip(args.predictions, names):
+        rows = read_rows(path)
+        systems.append(join_predictions(path, rows, name, split, keys))
+        systems[-1].reading = recorded_reading(path, rows)
 
     settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
     results = {
@@ -816,6 +883,8 @@ def score_and_write(args: argparse.Namespace, names: list[str], output: Output |
     }
     leaderboard = leaderboard_markdown(results)
     print(leaderboard, flush=True)
+    if results["readings_differ"]:
+        logger.warning(READ_DIFFERENTLY)
     if args.model_index is not None:
         from fiberbench.leaderboard import model_index
 

@@ -152,13 +152,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="Causal and video-language models: when the answer read in a reply is not a noun phrase in the blank, "
-        "answer with the first noun phrase in it that is (default: on where an English spaCy pipeline is installed).",
+        "answer with the first noun phrase in it that is (default: on; it needs an English spaCy pipeline, and "
+        "without one the run is refused).",
     )
     decoding.add_argument(
         "--no_read_noun_phrases",
         dest="read_noun_phrases",
         action="store_false",
-        help="Answer with what the reader reads in the reply, noun phrase or not.",
+        help="Answer with what the reader reads in the reply, noun phrase or not (recorded in the metadata).",
     )
     decoding.add_argument(
         "--spacy_model",
@@ -469,14 +470,14 @@ def noun_phrase_pipeline(args, num_beams: int):
 
 def reader_pipeline(args, kind: str):
     """The spaCy pipeline of the answer reader's noun-phrase step, or None: for models that answer in the paper's
-    format, with --no_read_noun_phrases, and by default where no English pipeline is installed (with a warning).
+    format, and with --no_read_noun_phrases.
 
-    With --read_noun_phrases or a --spacy_model named, a pipeline that cannot be loaded is an error.
+    Where none can be loaded, a UsageError says so (never a silent reading without the step,
+    which gives other answers): install one, or pass --no_read_noun_phrases.
     """
     if kind not in PROMPTED_KINDS or args.read_noun_phrases is False:
         return None
-    required = args.read_noun_phrases is True or args.spacy_model is not None
-    return load_reader_pipeline(args.spacy_model, required=required)
+    return load_reader_pipeline(args.spacy_model)
 
 
 def noun_phrase_settings(nlp) -> dict:
@@ -541,13 +542,20 @@ class Run:
     model_files: dict[str, str] | None  # a local model folder's files (`model_files`); None for a Hub model
 
 
+def dataset_fingerprint(split, reads_features: bool) -> str:
+    """The fingerprint of what a model reads of each row (`split_fingerprint`): a rebuilt dataset with other captions
+    or features is other data, for a resumed run and for --reread alike."""
+    from fiberbench.data.loading import split_fingerprint
+
+    from .outputs import KEY_FIELDS
+
+    return split_fingerprint(split, [*KEY_FIELDS, "masked_caption", *(["video_features"] if reads_features else [])])
+
+
 def describe_run(prepared: Run) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     import fiberbench
-    from fiberbench.data.loading import split_fingerprint
     from fiberbench.data.provenance import is_synthetic
-
-    from .outputs import KEY_FIELDS
 
     args = prepared.args
     return {
@@ -568,11 +576,7 @@ def describe_run(prepared: Run) -> dict:
             "split": args.split,
             "clips": len(prepared.split),
             "synthetic": is_synthetic(args.dataset_name),
-            # What the model reads of each row: a rebuilt dataset with other captions or features is other data.
-            "fingerprint": split_fingerprint(
-                prepared.split,
-                [*KEY_FIELDS, "masked_caption", *(["video_features"] if prepared.predictor.reads_features else [])],
-            ),
+            "fingerprint": dataset_fingerprint(prepared.split, prepared.predictor.reads_features),
         },
         "prompt": prepared.predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": prepared.predictor.decoding() | noun_phrase_settings(prepared.nlp),

@@ -5,7 +5,11 @@ with the blank filled, state the answer ("The missing noun phrase is ..."), quot
 explain it. FIBER scores the answer, not the reply's form, so `fiberbench predict` (causal and
 video-language models) and the FIBER lmms-eval task read every reply with `read_answer` here.
 
-A reply is read by the first of `READINGS` that finds an answer in it, in this order:
+Before it is read, a reply loses what is not its answer: a reasoning model's thoughts
+(`<think>...</think>`; text before a lone `</think>`, whose `<think>` was in the prompt; an
+unterminated `<think>` and all after it, so a reply cut inside its thought reads as no answer) and
+the fence lines of a code block ("```", "```text"). Then it is read by the first of `READINGS`
+that finds an answer in it, in this order:
 
 1. `filled_caption`: the reply holds the caption's text before and after the blank (case and
    spacing aside, any final punctuation): the answer is what stands between them. A reply cut
@@ -27,16 +31,24 @@ A reply is read by the first of `READINGS` that finds an answer in it, in this o
 
 Statements (2 and 5) and filled captions end their answer at the end of its clause (a ",", ";"
 or the end of the sentence), and an unclosed quote reads to there too. Every answer is then
-cleaned: list markers ("- ", "1. "), quotes, bold and italics markers around it and its final
-punctuation are removed, and white space is collapsed. An answer that holds the blank ("_____":
-the caption repeated unfilled) is never taken; such a first sentence reads as no answer.
+cleaned: list markers ("- ", "1. "), quotes, bold and italics markers and emoji around it and its
+final punctuation are removed, and white space is collapsed. An answer that holds the blank
+("_____": the caption repeated unfilled, "The answer is _____") is never taken; such a first
+sentence reads as no answer.
 
 7. `noun_phrase` (optional: with a spaCy pipeline `nlp`): when the answer, put into the blank, is
    not a noun phrase by the paper's rule (`fiberbench.modeling.noun_phrases`, the rule
    `fill_blanks(only_noun_phrases=True)` uses), the answer becomes the first noun phrase in it
    (by spaCy's parse of the answer alone) that is one in the blank; phrases the caption already
    holds, then personal pronouns, are tried last. So "A man recorded a firefighter" for "A man
-   records _____ with a phone." becomes "a firefighter". An answer with no such phrase stays.
+   records _____ with a phone." becomes "a firefighter". An answer with no such phrase stays. An
+   answer of more than `NOUN_PHRASE_WORDS` words is not taken whole: its phrases are looked for
+   in its first `NOUN_PHRASE_WORDS` words (each phrase is parsed in the blank: all of a long
+   answer's would take quadratic time).
+
+Reading takes time linear in the reply's length (a reply of 100,000 characters reads in
+milliseconds): no pattern here scans the same characters again from each position of a run.
+The answer of a statement is read within `STATEMENT_WINDOW` characters after its label.
 
 Only the standard library is imported here; spaCy is loaded only for the noun-phrase step (by
 `load_reader_pipeline`), so the lmms-eval task can import the reader at no cost. There, as in
@@ -44,22 +56,30 @@ Only the standard library is imported here; spaCy is loaded only for the noun-ph
 
     from fiberbench.predict.replies import load_reader_pipeline, read_answer
 
-    nlp = load_reader_pipeline()  # None, with a warning, where no English spaCy pipeline is installed
+    nlp = load_reader_pipeline(opt_out="set FIBER_READ_NOUN_PHRASES=0")  # refuses where no pipeline is installed
 
     def process_results(doc, results):
         answer = read_answer(results[0], doc["masked_caption"], nlp)
         ...
 
-`reader_settings(nlp)` describes the reading for a results file's metadata.
+`reader_settings(nlp)` describes the reading (`READER_VERSION`, the noun-phrase step, its pipeline)
+for a predictions file's metadata and each lmms-eval sample; `describe_reading` says it in words.
+The same reply reads as the same answer wherever the same reading runs (tests/predict's golden
+list, checked in every environment CI tests).
 """
 
 import logging
 import re
 import string
+import unicodedata
 from collections.abc import Sequence
 
 logger = logging.getLogger(__name__)
 
+# The version of the reading: raised whenever a reply may read as another answer (then the golden list of
+# tests/predict is written again), so that predictions read by different readers are told apart.
+# 2: thoughts, code fences and emoji removed; "The answer is _____" read as no answer; linear time.
+READER_VERSION = 2
 # The readings of a reply, in the order they are tried; the last step (`noun_phrase`) runs only with a pipeline.
 READINGS = ("filled_caption", "statement", "quoted", "refusal", "is_statement", "first_sentence")
 NOUN_PHRASE_STEP = "noun_phrase"
@@ -70,13 +90,24 @@ QUOTES = "\"'`“”‘’«»„"
 FINAL_PUNCTUATION = ".,;:!?"
 # Markdown around an answer: bold, italics, code.
 EMPHASIS = "*_`"
+# Reasoning models (Qwen3, DeepSeek-R1) think between these before they answer.
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+# Phrases of a longer answer are looked for in its first words only (see the module's docstring).
+NOUN_PHRASE_WORDS = 32
+# Characters after a statement's label within which its answer is read (see the module's docstring).
+STATEMENT_WINDOW = 1000
 
 _SPACE = r"[^\S\n]"  # white space within a line
+# Where an answer may end: not inside a run of spaces. The runs of spaces (and of dots, below) are then scanned once
+# from their start, not again from each position in them, which took quadratic time (5,000 spaces: 1 s).
+_AFTER_WORD = rf"(?<!{_SPACE})"
 # The end of a clause: a comma or semicolon, the end of a sentence (see `_SENTENCE_END`), a line's end.
-_CLAUSE_END = rf"(?={_SPACE}*(?:[,;!?]|\.+[\"'”’)*]*(?:{_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|$))"
+_CLAUSE_END = rf"{_AFTER_WORD}(?={_SPACE}*(?:[,;!?]|(?<!\.)\.+[\"'”’)*]*(?:{_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|$))"
 # The end of a sentence: "." (also "!" or "?") followed by a capital, a quote or the end of the line.
 # "the U.S. flag" stays whole; "Mr. Smith" is cut after "Mr".
-_SENTENCE_END = re.compile(rf"[.!?]+[\"'”’)*]*(?={_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|[!?]", re.MULTILINE)
+_SENTENCE_END = re.compile(
+    rf"(?<![.!?])[.!?]+[\"'”’)*]*(?={_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|[!?]", re.MULTILINE
+)
 
 _STATEMENT = re.compile(
     r"\b(?:answer|phrase|blank|word|guess)s?\b"
@@ -88,13 +119,14 @@ _STATEMENT = re.compile(
     r")",
     re.IGNORECASE,
 )
-# A quoted, bold or italic phrase: the first of these (by where it starts) in the reply.
+# A quoted, bold or italic phrase: the first of these (by where it starts) in the reply. A phrase in paired quotes
+# holds no opening quote of its kind: each unclosed “ would otherwise be read to the line's end again.
 _QUOTED = re.compile(
     r"\"(?P<double>[^\"\n]+)\""
-    r"|“(?P<curly>[^”\n]+)”"
-    r"|«(?P<guillemets>[^»\n]+)»"
+    r"|“(?P<curly>[^“”\n]+)”"
+    r"|«(?P<guillemets>[^«»\n]+)»"
     r"|(?<!\w)'(?P<single>[^'\n]+)'(?!\w)"
-    r"|‘(?P<curly_single>[^’\n]+)’"
+    r"|‘(?P<curly_single>[^‘’\n]+)’"
     r"|`(?P<code>[^`\n]+)`"
     r"|\*\*(?P<bold>[^*\n]+)\*\*"
     r"|(?<![\w_])__(?P<bold_underscores>[^_\n]+)__(?![\w_])"
@@ -121,6 +153,12 @@ _REFUSAL = re.compile(
     re.IGNORECASE,
 )
 _LIST_MARKER = re.compile(rf"^{_SPACE}*(?:[-•]|\d+[.)]){_SPACE}+")
+# The opening or closing line of a Markdown code block, with its language if any ("```", "```text", "~~~").
+_CODE_FENCE = re.compile(rf"^{_SPACE}*(?:`{{3,}}|~{{3,}})[\w+.-]*{_SPACE}*$\n?", re.MULTILINE)
+_CLAUSE = re.compile(rf"[^\n]*?{_CLAUSE_END}", re.MULTILINE)
+# Emoji and other pictographs around an answer; variation selectors and joiners hold emoji sequences together.
+_SYMBOL_CATEGORIES = ("So", "Sk", "Cf", "Me")
+_EMOJI_MODIFIERS = frozenset("\ufe0e\ufe0f\u200d")
 
 
 def read_answer(reply: str, masked_caption: str, nlp=None) -> str:
@@ -153,6 +191,7 @@ def reading(reply: str, masked_caption: str) -> tuple[str, str]:
     """Which of `READINGS` read `reply`, and the answer it read (before the noun-phrase step)."""
     if len(BLANK.findall(masked_caption)) != 1:
         raise ValueError(f"A masked caption needs exactly one blank (_____), got: {masked_caption!r}")
+    reply = _CODE_FENCE.sub("", _without_thoughts(reply))
     answer = _filled_caption(reply, masked_caption)
     if answer is not None:
         return "filled_caption", answer
@@ -172,7 +211,8 @@ def reading(reply: str, masked_caption: str) -> tuple[str, str]:
 
 
 def reader_settings(nlp=None) -> dict:
-    """How replies are read, for the predictions' metadata: the reader, its readings in order, the noun-phrase step."""
+    """How replies are read, for the predictions' metadata and each lmms-eval sample: the reader and its version, its
+    readings in order, whether the noun-phrase step ran and with which spaCy pipeline (name-version)."""
     spacy_model = None
     if nlp is not None:
         from fiberbench.modeling.noun_phrases import pipeline_name
@@ -180,27 +220,44 @@ def reader_settings(nlp=None) -> dict:
         spacy_model = pipeline_name(nlp)
     return {
         "reader": f"{__name__}.read_answer",
+        "version": READER_VERSION,
         "readings": [*READINGS, *([NOUN_PHRASE_STEP] if nlp is not None else [])],
+        "noun_phrase_step": nlp is not None,
         "spacy_model": spacy_model,
     }
 
 
-def load_reader_pipeline(spacy_model: str | None = None, required: bool = False):
+def describe_reading(settings: dict) -> str:
+    """A reading (`reader_settings`) in words, e.g. "reader 2, noun-phrase step with en_core_web_sm-3.8.0".
+
+    >>> describe_reading(reader_settings())
+    'reader 2, without the noun-phrase step'
+    """
+    version = settings.get("version")
+    reader = f"reader {version}" if version is not None else "reader 1 (before versions were recorded)"
+    if settings.get("spacy_model"):
+        return f"{reader}, noun-phrase step with {settings['spacy_model']}"
+    return f"{reader}, without the noun-phrase step"
+
+
+def load_reader_pipeline(spacy_model: str | None = None, opt_out: str = "pass --no_read_noun_phrases"):
     """The spaCy pipeline of the noun-phrase step: `spacy_model`, by default the paper's (or the largest English one
     installed, see `load_spacy_pipeline`).
 
-    When none can be loaded, None (the step is skipped, with a warning) unless `required`, where
-    the OSError or ImportError that names the install command is raised.
+    Replies are never read without the step silently (the same reply would read as another answer
+    where spaCy or its pipeline is missing): when none can be loaded, a `UsageError` says how to
+    install one, or `opt_out` (how the caller asks for the reading without the step).
     """
+    from fiberbench.errors import UsageError
     from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
     try:
         return load_spacy_pipeline(spacy_model)
     except (OSError, ImportError) as missing:
-        if required:
-            raise
-        logger.warning("Replies are read without the noun-phrase step: %s", missing)
-        return None
+        raise UsageError(
+            f"the answer reader's noun-phrase step cannot run: {missing} Or, to read the replies without it (other "
+            f"answers, recorded as such), {opt_out}"
+        ) from missing
 
 
 def _words(text: str) -> str:
@@ -215,6 +272,23 @@ def _prefixes(words: list[str], minimum: int) -> str:
         joined = re.escape(words[index]) + (rf"(?:{_SPACE}+{pattern})?" if pattern else "")
         pattern = joined if index >= minimum - 1 else re.escape(words[index]) + rf"{_SPACE}+{pattern}"
     return pattern
+
+
+def _without_thoughts(reply: str) -> str:
+    """`reply` without its thoughts: `<think>...</think>` blocks, the text before a lone `</think>` (the block was
+    opened by the prompt), and an unterminated `<think>` with all that follows it."""
+    position, kept = 0, []
+    first_close = reply.find(THINK_CLOSE)
+    if first_close != -1 and reply.find(THINK_OPEN, 0, first_close) == -1:
+        position = first_close + len(THINK_CLOSE)
+    while (start := reply.find(THINK_OPEN, position)) != -1:
+        kept.append(reply[position:start])
+        end = reply.find(THINK_CLOSE, start)
+        if end == -1:
+            return "".join(kept)
+        position = end + len(THINK_CLOSE)
+    kept.append(reply[position:])
+    return "".join(kept)
 
 
 def _filled_caption(reply: str, masked_caption: str) -> str | None:
@@ -232,11 +306,12 @@ def _filled_caption(reply: str, masked_caption: str) -> str | None:
         ends.append(cut + _CLAUSE_END)
     elif before_words:
         ends.append(_CLAUSE_END)
+    # The answer starts with a character that is not a space: after the spaces, not again at each of them.
     if before_words:
-        start, answer = rf"(?<!\w){_words(before)}{_SPACE}*", r"[^\n]+?"
+        start, answer = rf"(?<!\w){_words(before)}{_SPACE}*", r"[^\s][^\n]*?"
     else:  # the answer starts the line, or follows its last colon, quote or bold marker
-        start, answer = r"(?:^|(?<=[:\"“*]))", r"[^\n:\"“*]+?"
-    pattern = re.compile(rf"{start}(?P<answer>{answer})(?:{'|'.join(ends)})", re.IGNORECASE | re.MULTILINE)
+        start, answer = rf"(?:^|(?<=[:\"“*])){_SPACE}*", r"[^\s:\"“*][^\n:\"“*]*?"
+    pattern = re.compile(rf"{start}(?P<answer>{answer}){_AFTER_WORD}(?:{'|'.join(ends)})", re.IGNORECASE | re.MULTILINE)
     for match in pattern.finditer(reply):
         answer = _usable(match.group("answer"))
         if answer is not None:
@@ -247,7 +322,7 @@ def _filled_caption(reply: str, masked_caption: str) -> str | None:
 def _statement(reply: str) -> str | None:
     """The answer after a label ("The answer is X", "Missing noun phrase: X"): the first label followed by one."""
     for match in _STATEMENT.finditer(reply):
-        rest = reply[match.end() :]
+        rest = reply[match.end() : match.end() + STATEMENT_WINDOW]
         # The answer may stand on the next line ("Missing noun phrase:\na kite").
         rest = rest.lstrip(" \t")
         if rest.startswith("\n"):
@@ -292,22 +367,38 @@ def _up_to_clause_end(text: str) -> str:
             if closing != -1 and (line_end == -1 or closing < line_end):
                 return text[len(opening) : closing]
             break
-    match = re.match(rf"[^\n]*?{_CLAUSE_END}", text, re.MULTILINE)
+    match = _CLAUSE.match(text)
     return match.group(0) if match else text
 
 
 def _usable(answer: str) -> str | None:
-    """`answer` cleaned, or None when nothing is left or it holds the blank."""
+    """`answer` cleaned, or None when nothing is left or it holds the blank (also where the blank ends it: cleaning
+    would take its underscores for markdown)."""
     cleaned = _clean(answer)
-    return cleaned if cleaned and not BLANK.search(cleaned) else None
+    return cleaned if cleaned and not BLANK.search(cleaned) and "___" not in answer else None
+
+
+def _is_symbol(character: str) -> bool:
+    """Whether `character` is an emoji or another pictograph, or a part of an emoji sequence."""
+    return character in _EMOJI_MODIFIERS or unicodedata.category(character) in _SYMBOL_CATEGORIES
+
+
+def _without_symbols(text: str) -> str:
+    """`text` without the emoji and pictographs at its start and end ("🎸 a guitar 🎸" -> " a guitar ")."""
+    start, end = 0, len(text)
+    while start < end and _is_symbol(text[start]):
+        start += 1
+    while end > start and _is_symbol(text[end - 1]):
+        end -= 1
+    return text[start:end]
 
 
 def _clean(answer: str) -> str:
-    """`answer` without a list marker, the quotes and markdown around it and its final punctuation; one space between
-    words."""
+    """`answer` without a list marker, the quotes, markdown and emoji around it and its final punctuation; one space
+    between words."""
     answer = _LIST_MARKER.sub("", answer, count=1)
     while True:
-        stripped = answer.strip(QUOTES + EMPHASIS + string.whitespace)
+        stripped = _without_symbols(answer.strip(QUOTES + EMPHASIS + string.whitespace))
         stripped = stripped.rstrip(QUOTES + EMPHASIS + FINAL_PUNCTUATION + string.whitespace)
         if stripped == answer:
             return " ".join(answer.split())
@@ -335,10 +426,13 @@ def noun_phrases_in_blanks(masked_captions: Sequence[str], answers: Sequence[str
     """
     from fiberbench.modeling.noun_phrases import are_noun_phrases, is_noun_phrase_span, parse_texts
 
-    fits = are_noun_phrases(masked_captions, answers, nlp)
+    # An answer longer than the window is not parsed whole (an empty answer is no noun phrase): only its first words.
+    words = [answer.split() for answer in answers]
+    fits = are_noun_phrases(masked_captions, [a if len(w) <= NOUN_PHRASE_WORDS else "" for a, w in zip(answers, words)], nlp)
     rejected = [index for index, (answer, fit) in enumerate(zip(answers, fits)) if answer and not fit]
+    windows = (" ".join(words[index][:NOUN_PHRASE_WORDS]) for index in rejected)
     phrases = {}  # index of a rejected answer -> its noun phrases, in the order they are tried
-    for index, doc in zip(rejected, parse_texts(nlp, (answers[index] for index in rejected))):
+    for index, doc in zip(rejected, parse_texts(nlp, windows)):
         # The phrases of the parse (each word's subtree) and its base noun phrases ("a chef" in "a chef because ...").
         spans = {(token.left_edge.i, token.right_edge.i + 1) for token in doc}
         spans |= {(chunk.start, chunk.end) for chunk in doc.noun_chunks}

@@ -5,7 +5,9 @@ them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_
 `--spacy_model`) or another beam choice (`--only_noun_phrases`) gives, in `--output_file`, the
 rows and metadata that `fiberbench predict` with those settings writes, because it is the same
 code: the answer reader (`replies`), then `command.answer_fields`. The masked captions come from
-the dataset split named in the file's metadata, which must still hold the same clips.
+the dataset split named in the file's metadata, which must still hold the same clips and masked
+captions: its fingerprint must equal the one recorded, as for a resumed run. Metadata that is not
+in predict's shape is one line naming the field.
 """
 
 import argparse
@@ -21,6 +23,7 @@ from .command import (
     add_arguments,
     answer_fields,
     clip_keys,
+    dataset_fingerprint,
     load_split,
     noun_phrase_pipeline,
     noun_phrase_settings,
@@ -41,6 +44,16 @@ REREAD_FLAGS = (
     "only_noun_phrases",
     "spacy_model",
 )
+# The recorded settings --reread reads: (section, field) -> the JSON types it may have.
+READ_SETTINGS = {
+    ("model", "kind"): (str,),
+    ("dataset", "name"): (str, type(None)),
+    ("dataset", "config"): (str,),
+    ("dataset", "split"): (str,),
+    ("dataset", "clips"): (int,),
+    ("dataset", "fingerprint"): (str,),
+    ("decoding", "num_beams"): (int,),
+}
 
 
 def check_reread_flags(args) -> None:
@@ -69,7 +82,8 @@ def reread(args) -> int:
     inputs = [source, metadata_path(source)]
     PredictionsFile(args.output_file, {}, overwrite=args.overwrite_output_file).output.check(inputs, resume=True)
     settings, rows = PredictionsFile(source, settings={}).read_finished()
-    kind = settings.get("model", {}).get("kind")
+    check_read_settings(settings, metadata_path(source))
+    kind = settings["model"]["kind"]
     if kind not in PROMPTED_KINDS:
         made_by = KIND_NAMES.get(kind, f"a model of kind {kind!r}")
         raise UsageError(
@@ -82,7 +96,7 @@ def reread(args) -> int:
         if not row["raw"] and not row.get(SKIPPED):
             raise DataError(f"{where}: field 'raw' is empty, but the clip was not skipped for a missing video")
 
-    split = dataset_split(settings, source)
+    split = dataset_split(settings)
     keys = [tuple(row[field] for field in KEY_FIELDS) for row, _ in rows]
     expected = clip_keys(split, f"{source}'s dataset split")
     for (row, where), key, expected_key in zip(rows, keys, expected):
@@ -93,6 +107,14 @@ def reread(args) -> int:
             )
     if len(keys) != len(expected):
         raise DataError(f"{source}: {len(keys)} rows for the {len(expected)} clips its metadata names")
+    recorded, found = settings["dataset"]["fingerprint"], dataset_fingerprint(split, reads_features=False)
+    if found != recorded:
+        dataset = settings["dataset"]
+        raise DataError(
+            f"{source}: the masked captions of {dataset['name'] or 'the bundled sample'}, split {dataset['split']}, "
+            f"changed since the predictions were made (fingerprint {found[:19]}... now, {recorded[:19]}... in "
+            f"{metadata_path(source).name}): the replies answer other blanks; predict again"
+        )
 
     num_beams = settings["decoding"]["num_beams"]
     nlp = noun_phrase_pipeline(args, num_beams)
@@ -119,12 +141,24 @@ def reread(args) -> int:
     return 0
 
 
-def dataset_split(settings: dict, source: Path):
+def check_read_settings(settings: dict, path: Path) -> None:
+    """A `DataError` naming the first of the `READ_SETTINGS` that `settings` (read from `path`) lacks or holds as
+    another type: metadata edited or damaged since predict wrote it."""
+    for (section, field), kinds in READ_SETTINGS.items():
+        values = settings.get(section)
+        if not isinstance(values, dict):
+            problem = "is missing" if values is None else f"must be an object, got {type(values).__name__}"
+            raise DataError(f"{path}: field 'settings.{section}' {problem}")
+        if field not in values:
+            raise DataError(f"{path}: field 'settings.{section}.{field}' is missing")
+        if type(values[field]) not in kinds:
+            expected = " or ".join("null" if kind is type(None) else kind.__name__ for kind in kinds)
+            got = type(values[field]).__name__
+            raise DataError(f"{path}: field 'settings.{section}.{field}' must be {expected}, got {got}")
+
+
+def dataset_split(settings: dict):
     """The clips the predictions of `source` were made on: its metadata's dataset, config, split and number of clips."""
-    dataset = settings.get("dataset") or {}
-    try:
-        name, config, split, clips = (dataset[field] for field in ("name", "config", "split", "clips"))
-    except KeyError as missing:
-        raise DataError(f"{metadata_path(source)}: field 'settings.dataset.{missing.args[0]}' is missing") from None
-    where = argparse.Namespace(dataset_name=name, split=split, max_predict_samples=clips)
-    return load_split(where, config)
+    dataset = settings["dataset"]
+    where = argparse.Namespace(dataset_name=dataset["name"], split=dataset["split"], max_predict_samples=dataset["clips"])
+    return load_split(where, dataset["config"])

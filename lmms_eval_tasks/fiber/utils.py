@@ -1,25 +1,33 @@
 """FIBER's lmms-eval tasks (fiber_test.yaml, fiber_val.yaml): each clip's video, the prompt, the answer's scores.
 
 lmms-eval imports this file by its path (`--include_path`); it imports the installed `fiberbench`:
-the video file naming and checks of `fiberbench predict`, its default prompt and its answer reader
-(`fiberbench.predict.replies.read_answer`, with the noun-phrase step when an English spaCy pipeline
-is installed), and the metric's plain functions, so a score here is the score `fiberbench evaluate`
-gives the same answers.
+the record checks of the dataset builder, the video file naming and checks of `fiberbench predict`,
+its default prompt and its answer reader (`fiberbench.predict.replies.read_answer`), and the
+metric's plain functions, so a score here is the score `fiberbench evaluate` gives the same answers.
+
+The reader's noun-phrase step needs an English spaCy pipeline (the `video` extra installs one);
+without one the task refuses before any generation, unless FIBER_READ_NOUN_PHRASES=0 asks for the
+reading without the step (lmms-eval tasks take no flags). Every logged sample records the reading
+(`reader`), which `fiberbench evaluate` shows.
 """
 
 import functools
 import os
 from pathlib import Path
 
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.data.fiber.validation import clip_id, validate_record
 from fiberbench.errors import DataError, UsageError
 from fiberbench.metric import exact_match, f1, references_from_example
 from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
-from fiberbench.predict.replies import load_reader_pipeline, read_answer
+from fiberbench.predict.replies import load_reader_pipeline, read_answer, reader_settings
 from fiberbench.predict.videos import ClipVideo, FrameSampling, check_video, expected_names, find_clip_video
 
 VIDEO_DIR_ENV = "FIBER_VIDEO_DIR"
+# 0: read the replies without the noun-phrase step (predict's --no_read_noun_phrases); 1, the default: with it.
+READ_NOUN_PHRASES_ENV = "FIBER_READ_NOUN_PHRASES"
 KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
+# What `validate_record` reads of a doc (the other columns, such as `category`, are the builder's own).
+RECORD_FIELDS = (*KEY_FIELDS, "caption", "masked_caption", "label", "additional_answers")
 
 
 def video_dir() -> Path:
@@ -57,9 +65,22 @@ def clip_video(doc: dict, folder: Path) -> ClipVideo:
 
 
 def process_docs(dataset):
-    """The split as it is, once every clip's video is found and opens as a video of at least one frame: a
-    `DataError` names the first that does not, before any generation."""
+    """The split as it is, once everything that could fail after generation has been checked, before any: the answer
+    reader's pipeline loads; every doc is a FIBER record (`validate_record`, the builder's check: a plain video id,
+    whole-second times, one blank in the caption); every clip's video is found and opens as a video of at least one
+    frame. A `DataError` (or `UsageError`) names the first that fails and counts them."""
     folder = video_dir()
+    reader_pipeline()
+    described = f"the FIBER task's {dataset.split} split" if dataset.split else "the FIBER task's docs"
+    invalid = []
+    columns = [field for field in RECORD_FIELDS if field in dataset.column_names]
+    for index, doc in enumerate(dataset.select_columns(columns)):
+        try:
+            validate_record(doc, file=described, index=index)
+        except DataError as error:
+            invalid.append(error)
+    if invalid:
+        raise DataError(f"{invalid[0]}; {len(invalid)} of {len(dataset)} docs are not FIBER records")
     unusable = []
     for doc in dataset.select_columns(list(KEY_FIELDS)):
         try:
@@ -87,18 +108,29 @@ def doc_to_target(doc: dict) -> str:
 
 @functools.cache
 def reader_pipeline():
-    """The spaCy pipeline of the answer reader's noun-phrase step, loaded once (None, with a warning, without one)."""
-    return load_reader_pipeline()
+    """The spaCy pipeline of the answer reader's noun-phrase step, loaded once; None with FIBER_READ_NOUN_PHRASES=0.
+
+    Where none can be loaded, a `UsageError` says how to install one or to set FIBER_READ_NOUN_PHRASES=0.
+    """
+    asked = os.environ.get(READ_NOUN_PHRASES_ENV, "1")
+    if asked not in ("0", "1"):
+        raise UsageError(
+            f"{READ_NOUN_PHRASES_ENV}={asked}: 1 (the default) reads replies with the noun-phrase step, 0 without it"
+        )
+    if asked == "0":
+        return None
+    return load_reader_pipeline(opt_out=f"set {READ_NOUN_PHRASES_ENV}=0")
 
 
 def process_results(doc: dict, results: list[str]) -> dict:
     """The answer in the model's reply, scored against all the clip's answers and against its label alone.
 
-    The metrics (aggregated by their mean) come with the clip's key and the answer, which lmms-eval
-    logs with each sample (--log_samples): the samples file is a predictions file that `fiberbench
-    evaluate` reads.
+    The metrics (aggregated by their mean) come with the clip's key, the answer and how it was read
+    (`reader_settings`), which lmms-eval logs with each sample (--log_samples): the samples file is
+    a predictions file that `fiberbench evaluate` reads.
     """
-    answer = read_answer(results[0], doc["masked_caption"], reader_pipeline())
+    nlp = reader_pipeline()
+    answer = read_answer(results[0], doc["masked_caption"], nlp)
     all_answers, label = references_from_example(doc), references_from_example(doc, label_only=True)
     return {
         "exact_match": exact_match(answer, all_answers),
@@ -107,4 +139,5 @@ def process_results(doc: dict, results: list[str]) -> dict:
         "f1_label_only": f1(answer, label),
         **{field: doc[field] for field in KEY_FIELDS},
         "prediction": answer,
+        "reader": reader_settings(nlp),
     }

