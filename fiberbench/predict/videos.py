@@ -3,8 +3,9 @@
 A clip's video is either a file of the clip alone, named by VaTeX's clip id
 (`{video_id}_{start:06d}_{end:06d}.mp4`), or the whole YouTube video (`{video_id}.mp4`), cut to the
 clip's times. PyAV decodes both, once per clip and only within the clip's times: torchcodec's CPU
-wheels need CUDA libraries to import, so it is not relied on here. Which frames are taken is a
-`FrameSampling`; what comes back (`ClipFrames`) carries the frames' times, which video processors
+wheels need CUDA libraries to import, so it is not relied on here. A file's header is not trusted
+for its length: the clip's times must lie in the frames the file holds, and the header's duration
+must agree with them. Which frames are taken is a `FrameSampling`; what comes back (`ClipFrames`) carries the frames' times, which video processors
 read as transformers' video metadata.
 """
 
@@ -140,7 +141,8 @@ def uniform_times(start: float, end: float, num_frames: int) -> list[float]:
 
 def check_video(video: ClipVideo, sampling: FrameSampling) -> ClipSpan:
     """Check, without decoding a frame, that `sampling` can take its frames from `video`: its file opens, holds a
-    video stream of known duration and frame rate, the clip's times lie in it, and the clip has the frames asked.
+    video stream of known duration and frame rate whose last packets end where its header says, the clip's times
+    lie in it, and the clip has the frames asked.
 
     Returns:
         Where the clip lies in the file.
@@ -160,8 +162,8 @@ def sample_frames(video: ClipVideo, sampling: FrameSampling) -> ClipFrames:
     the key frame before the clip's start up to the last frame needed.
 
     Raises:
-        DataError: the file cannot be decoded, has no video stream, has no frame in the clip's times, or fewer
-            frames there than a fixed number asked.
+        DataError: the file cannot be decoded, has no video stream, has no frame in the clip's times (or not
+            until its end), a header that disagrees with its frames, or fewer frames than a fixed number asked.
     """
     with _opened(video) as container:
         stream, span = _clip_span(container, video, sampling)
