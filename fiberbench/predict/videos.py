@@ -5,8 +5,8 @@ A clip's video is either a file of the clip alone, named by VaTeX's clip id
 clip's times. PyAV decodes both, once per clip and only within the clip's times: torchcodec's CPU
 wheels need CUDA libraries to import, so it is not relied on here. A file's header is not trusted
 for its length: the clip's times must lie in the frames the file holds, and the header's duration
-must agree with them. Which frames are taken is a `FrameSampling`; what comes back (`ClipFrames`) carries the frames' times, which video processors
-read as transformers' video metadata.
+must agree with them. Which frames are taken is a `FrameSampling`; what comes back (`ClipFrames`)
+carries the frames' times, which video processors read as transformers' video metadata.
 """
 
 import math
@@ -21,7 +21,7 @@ from fiberbench.errors import DataError
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm")
 # Seconds by which a video's frames may end before (or after) its header's duration, or before a clip's end, with
-# the clip still taken from them: files cut from YouTube videos end a frame or a few short of a whole second.
+# the clip still taken from them: a clip's times are whole seconds, and a file may end a few frames short of them.
 END_TOLERANCE = 0.5
 
 
