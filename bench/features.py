@@ -206,7 +206,8 @@ def main() -> int:
     print(format_table(rows, args.device))
     for row in rows:
         ratio = row["encode"] / row["overlapped"]
-        verdict = "ok" if ratio <= GOAL else f"MISSED: the decoder holds the encoder back (> {GOAL}x)"
+        judged = "ok" if ratio <= GOAL else f"MISSED: the decoder holds the encoder back (> {GOAL}x)"
+        verdict = quick.verdict(args, judged)
         print(f"{row['encoder']}: decode+encode overlapped takes {ratio:.2f}x the time of encode alone: {verdict}")
     return 0
 

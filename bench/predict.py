@@ -14,7 +14,16 @@
    processors read larger frames, so their counts are larger, but what the video path saves
    (Qwen-style temporal merging of frame pairs, LLaVA-OneVision's pooling of video frames) is the same rule.
 
-`--quick` runs both parts at tiny sizes on a few clips, for two of the video families (the tests run it).
+3. The command's loader against the model alone: for each kind (seq2seq, causal, and the video families
+   of --loader_families on their video path), clips per second of `fiberbench predict`'s prediction loop
+   (`fiberbench.predict.loading.make_loader`: each batch's clips decoded, processed and tokenized, by
+   0 and by --dataloader_num_workers workers, then the model) against the model alone on the same
+   batches made beforehand. The goal: the loop with workers at least 0.9x of the model alone, for a
+   model that costs at least as much per clip as making its inputs does: the tiny models widened
+   (--loader_width, --loader_layers; on a GPU a 2B-sized text model by default, hidden 1536 and 28 layers).
+
+`--quick` runs every part at tiny sizes on a few clips, for two of the video families (the tests run it); its
+figures are too small to judge against the goal, and it says so instead of a verdict.
 The peak memory is what predicting adds at its peak to the memory in use before (the model loaded):
 the process's resident set on the CPU (its peak reset with Linux's clear_refs), torch's allocation on a GPU.
 """
@@ -37,12 +46,18 @@ from fiberbench.predict.tiny_models import (
     save_video_family,
     write_sample_videos,
 )
-from fiberbench.predict.videos import find_clip_video, sample_frames
+from fiberbench.predict.loading import make_loader
+from fiberbench.predict.videos import find_clip_video
 
 import quick
 
 # --quick: one family of each of the video path's savings (Qwen's temporal merging, LLaVA-OneVision's pooling).
 QUICK_FAMILIES = ["qwen2_vl", "llava_onevision"]
+PATHS = ("video", "images")  # --video_input
+# The loop with its loader against the model alone, at least.
+GOAL = 0.9
+# On a GPU the loader part's text models are of a real size by default: Qwen2-VL-2B's language model's width and depth.
+REAL_WIDTH, REAL_LAYERS = 1536, 28
 
 
 def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
@@ -70,14 +85,19 @@ def make_predictor(model: Path, kind: str, device: torch.device, dtype: torch.dt
 def clips_per_second(predictor, rows: list[dict], batch_size: int) -> tuple[float, list[list[str]]]:
     """Clips per second of `predictor` over `rows` in batches of `batch_size`, and its candidates (a causal or
     video-language model: its replies, as generated; reading them is not timed)."""
-    answer = predictor.replies if predictor.kind in command.PROMPTED_KINDS else predictor.candidates
     start = time.perf_counter()
     answers = []
     for index in range(0, len(rows), batch_size):
-        answers += answer(rows[index : index + batch_size])
+        answers += answer_of(predictor)(predictor.inputs(rows[index : index + batch_size]))
     if predictor.model.device.type == "cuda":
         torch.cuda.synchronize()
     return len(rows) / (time.perf_counter() - start), answers
+
+
+def answer_of(predictor):
+    """The predictor's answering from a batch's inputs: its replies (a causal or video-language model), else its
+    candidates."""
+    return predictor.replies if predictor.kind in command.PROMPTED_KINDS else predictor.candidates
 
 
 def reset_peak_memory(device: torch.device) -> float | None:
@@ -149,18 +169,23 @@ def video_llms(args, device, dtype) -> None:
         for family in args.families:
             model = Path(folder) / family
             save_video_family(family, model)
-            results[family] = {}
-            for video_input in ("video", "images"):
-                flags = ["--video_dir", str(video_dir), "--num_frames", str(args.num_frames)]
-                predictor = make_predictor(model, "video", device, dtype, rows, *flags, "--video_input", video_input)
+            flags = ["--video_dir", str(video_dir), "--num_frames", str(args.num_frames), "--video_input"]
+            paths = {path: make_predictor(model, "video", device, dtype, rows, *flags, path) for path in PATHS}
+            for predictor in paths.values():
                 clips_per_second(predictor, rows[:2], 2)  # warm-up
+            # The paths take turns, each keeping its best round: a change in the machine's load touches both alike.
+            speeds = dict.fromkeys(paths, 0.0)
+            for _ in range(args.repeats):
+                for path, predictor in paths.items():
+                    speeds[path] = max(speeds[path], clips_per_second(predictor, rows, args.video_batch_size)[0])
+            results[family] = {}
+            for path, predictor in paths.items():
                 in_use = reset_peak_memory(device)
-                # The best of --repeats: the least disturbed by other work on the machine.
-                speed = max(clips_per_second(predictor, rows, args.video_batch_size)[0] for _ in range(args.repeats))
+                clips_per_second(predictor, rows, args.video_batch_size)
                 peak = None if in_use is None else peak_memory_mb(device) - in_use
                 # Every synthetic clip gives the same frame sizes: the first one's tokens are each clip's.
-                inputs = predictor.model_inputs(rows[:1], [sample_frames(rows[0]["video"], predictor.sampling)])
-                results[family][video_input] = (speed, peak, predictor.num_visual_tokens(inputs))
+                (_, inputs), *_ = predictor.inputs(rows[:1])
+                results[family][path] = (speeds[path], peak, predictor.num_visual_tokens(inputs))
 
     print(
         f"\nfiberbench predict, video LLMs: the video path against the images path ({where(device, dtype)}; tiny "
@@ -179,6 +204,115 @@ def video_llms(args, device, dtype) -> None:
             f"| {family} | {video_speed:.1f} | {images_speed:.1f} | {video_speed / images_speed:.2f}x | "
             f"{megabytes(video_peak)} | {megabytes(images_peak)} | {video_tokens} | {images_tokens} | "
             f"{images_tokens / video_tokens:.2f}x |"
+        )
+
+
+def widen_video_family(folder: Path, width: int, layers: int) -> None:
+    """The model saved in `folder` with its text model `width` wide (heads of 16) and `layers` deep, random weights
+    again; its processor kept. Only the text model changes: its cost per generated token is a real model's."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    config = AutoConfig.from_pretrained(folder)
+    text = config.get_text_config()
+    text.hidden_size, text.intermediate_size, text.num_hidden_layers = width, 4 * width, layers
+    text.num_attention_heads, text.num_key_value_heads = width // 16, max(1, width // 32)
+    if getattr(text, "layer_types", None):  # one attention type per layer (the tiny models': all alike)
+        text.layer_types = [text.layer_types[0]] * layers
+    if config.model_type.startswith("qwen"):
+        config.vision_config.hidden_size = width  # Qwen's vision merger outputs the text model's width
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        AutoModelForImageTextToText.from_config(config).save_pretrained(folder)
+
+
+def loop_against_model(predictor, shard, split, videos, args, device) -> dict:
+    """Clips/s of making the inputs alone, of the model alone on inputs made beforehand, and of the prediction loop
+    (loader and model) with 0 and with N workers; the measurements take turns, each keeping its best round."""
+    answer = answer_of(predictor)
+    pin = device.type == "cuda"
+
+    def loader(num_workers: int):
+        return make_loader(
+            predictor, shard, batch_size=args.per_device_eval_batch_size, split=split, videos=videos,
+            num_workers=num_workers, pin_memory=pin,
+        )
+
+    def loop(num_workers: int) -> None:
+        for batch in loader(num_workers):
+            answer(batch.inputs)
+
+    made = list(loader(0))
+    answer(made[0].inputs)  # warm-up
+    runs = {
+        "inputs": lambda: list(loader(0)),
+        # On a GPU the batches made beforehand stay on it after the first round: the model alone copies nothing more.
+        "model": lambda: [answer(batch.inputs) for batch in made],
+        "loop_0": lambda: loop(0),
+        "loop_workers": lambda: loop(args.workers),
+    }
+    rates = dict.fromkeys(runs, 0.0)
+    for _ in range(args.repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            rates[name] = max(rates[name], len(shard) / (time.perf_counter() - start))
+    return rates
+
+
+def loader_part(args, device, dtype) -> None:
+    """Part 3: the prediction loop with its loader against the model alone, per kind, with 0 and N workers."""
+    import importlib.util
+
+    import fiberbench.data
+
+    width, layers = args.loader_width, args.loader_layers
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        text_split = fiberbench.data.load_sample("text")["train"]
+        text_shard = list(range(min(args.num_clips, len(text_split))))
+        rows = [{"masked_caption": text_split[index]["masked_caption"]} for index in text_shard]
+        for kind, path in save_models(Path(folder) / "text", width, layers // 2).items():
+            predictor = make_predictor(path, kind, device, dtype, rows)
+            results[kind] = loop_against_model(predictor, text_shard, text_split, None, args, device)
+        if importlib.util.find_spec("torchvision") is not None:
+            video_dir = Path(folder) / "videos"
+            write_sample_videos(video_dir, whole_videos=False)
+            video_split = fiberbench.data.load_sample("text")["test"]
+            video_shard = list(range(min(args.num_video_clips, len(video_split))))
+            keys = zip(video_split["video_id"], video_split["video_start_time"], video_split["video_end_time"])
+            videos = [find_clip_video(video_dir, *key) for key in keys]
+            rows = [{"masked_caption": video_split[index]["masked_caption"]} for index in video_shard]
+            for family in args.loader_families:
+                model = Path(folder) / family
+                save_video_family(family, model)
+                widen_video_family(model, width, layers)
+                flags = ["--video_dir", str(video_dir), "--num_frames", str(args.num_frames), "--video_input", "video"]
+                predictor = make_predictor(model, "video", device, dtype, rows, *flags)
+                results[family] = loop_against_model(predictor, video_shard, video_split, videos, args, device)
+
+    print(
+        f"\nfiberbench predict's loop (loader and model) against the model alone, clips/s ({where(device, dtype)}; "
+        f"random text models {width} wide, {layers} layers; batch {args.per_device_eval_batch_size}; video: "
+        f"{args.num_frames} frames of {FRAME_SIZE} px on the video path; best of {args.repeats})"
+    )
+    workers = f"{args.workers} workers"
+    print(
+        f"| model | inputs alone | model alone | inputs / model time | loop, 0 workers | loop, {workers} | "
+        f"0 workers / alone | {workers} / alone | goal >= {GOAL}x |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, rates in results.items():
+        with_workers = rates["loop_workers"] / rates["model"]
+        verdict = "ok" if with_workers >= GOAL else "MISSED"
+        if rates["inputs"] < rates["model"]:
+            verdict += " (making the inputs costs more than the model: not the goal's case)"
+        verdict = quick.verdict(args, verdict)
+        print(
+            f"| {name} | {rates['inputs']:.1f} | {rates['model']:.1f} | {rates['model'] / rates['inputs']:.2f} | "
+            f"{rates['loop_0']:.1f} | {rates['loop_workers']:.1f} | {rates['loop_0'] / rates['model']:.2f}x | "
+            f"{with_workers:.2f}x | {verdict} |"
         )
 
 
@@ -202,14 +336,31 @@ def main() -> None:
     parser.add_argument("--num_video_clips", type=int, default=32, help="test clips of the sample, synthetic videos")
     parser.add_argument("--video_batch_size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="timed passes over the video clips; the best counts")
+    parser.add_argument(
+        "--loader_families", nargs="+", choices=list(VIDEO_FAMILIES), default=QUICK_FAMILIES,
+        help="Part 3: the video families measured on their video path",
+    )
+    parser.add_argument(
+        "--loader_width", type=int, default=None,
+        help=f"Part 3: the text models' width (default 256 on the CPU, {REAL_WIDTH} on a GPU)",
+    )
+    parser.add_argument(
+        "--loader_layers", type=int, default=None,
+        help=f"Part 3: the text models' layers (the T5: half each side; default 8 on the CPU, {REAL_LAYERS} on a GPU)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="Part 3: data loader workers against 0")
     args = quick.parse_args(
         parser, d_model=32, num_layers=1, num_clips=8, num_frames=4, num_video_clips=4, video_batch_size=4, repeats=1,
-        families=QUICK_FAMILIES,
+        families=QUICK_FAMILIES, loader_width=64, loader_layers=2, per_device_eval_batch_size=4,
     )
     device = torch.device(args.device)
     dtype = torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    on_gpu = device.type == "cuda"
+    args.loader_width = args.loader_width or (REAL_WIDTH if on_gpu else 256)
+    args.loader_layers = args.loader_layers or (REAL_LAYERS if on_gpu else 8)
     language_models(args, device, dtype)
     video_llms(args, device, dtype)
+    loader_part(args, device, dtype)
 
 
 if __name__ == "__main__":

@@ -42,28 +42,25 @@ class EosAfterAnswerLogitsProcessor(LogitsProcessor):
         return torch.where(answer_closed[:, None], only_eos, scores)
 
 
-def generate_candidates(
-    model,
-    processor,
-    masked_captions: Sequence[str],
-    video_features=None,
-    num_beams: int | None = None,
-    **generate_kwargs,
-) -> list[list[str]]:
+def generate_candidates(model, processor, inputs, num_beams: int | None = None, **generate_kwargs) -> list[list[str]]:
     """One batch through `model.generate` in the paper's format: each example's ranked, deduplicated beam answers.
 
     `processor` is a `FiberProcessor` (the blank as `<extra_id_0>`, answers read between the
-    sentinels); `model` any seq2seq model that takes its inputs: a FIBER model, or a T5-family
-    model zero-shot. `num_beams` defaults to the model's generation config; `generate_kwargs` go
-    to `generate` (e.g. `max_new_tokens`).
+    sentinels) and `inputs` the batch it made (`processor(masked_captions, video_features=...)`,
+    on any device: made apart from the model, in a data loader's worker say); `model` any seq2seq
+    model that takes them: a FIBER model, or a T5-family model zero-shot. `num_beams` defaults to
+    the model's generation config; `generate_kwargs` go to `generate` (e.g. `max_new_tokens`).
     """
     num_beams = num_beams or model.generation_config.num_beams
-    inputs = processor(masked_captions, video_features=video_features).to(model.device)
     end_rule = LogitsProcessorList(
         [EosAfterAnswerLogitsProcessor(processor.answer_end_token_id, processor.tokenizer.eos_token_id)]
     )
     sequences = model.generate(
-        **inputs, num_beams=num_beams, num_return_sequences=num_beams, logits_processor=end_rule, **generate_kwargs
+        **inputs.to(model.device, non_blocking=True),  # from a pinned batch, the copy to a GPU does not block
+        num_beams=num_beams,
+        num_return_sequences=num_beams,
+        logits_processor=end_rule,
+        **generate_kwargs,
     )
     return rank_beams(processor.decode_answers(sequences), num_beams)
 

@@ -375,29 +375,35 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
         if only_noun_phrases and nlp is None:
             nlp = load_spacy_pipeline()  # before generating: a missing spaCy fails at once
+        candidates = []
+        for start in range(0, len(masked_captions), batch_size):
+            end = start + batch_size
+            features = None if video_features is None else video_features[start:end]
+            candidates += self.blank_candidates(
+                processor, processor(masked_captions[start:end], video_features=features), num_beams
+            )
+        if only_noun_phrases:
+            chosen = choose_noun_phrases(masked_captions, candidates, nlp)
+        else:
+            chosen = [ranked[0] for ranked in candidates]
+        return list(zip(chosen, candidates)) if return_candidates else chosen
+
+    def blank_candidates(self, processor: FiberProcessor, inputs, num_beams: int | None = None) -> list[list[str]]:
+        """Each example's ranked, deduplicated beam answers for a batch that `processor` made
+        (`processor(masked_captions, video_features=...)`), generated as `fill_blanks` generates them: for inputs
+        made elsewhere, such as in a data loader's worker process (`fiberbench predict`).
+
+        It runs in eval mode, put back as it was, under `torch.inference_mode`, in bfloat16 autocast on
+        GPUs that support it; the inputs go to the model's device.
+        """
         on_bf16_gpu = self.device.type == "cuda" and torch.cuda.is_bf16_supported()
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_bf16_gpu else contextlib.nullcontext()
         was_training = self.training
         self.eval()
         try:
             with torch.inference_mode(), autocast:
-                candidates = []
-                for start in range(0, len(masked_captions), batch_size):
-                    end = start + batch_size
-                    candidates += generate_candidates(
-                        self,
-                        processor,
-                        masked_captions[start:end],
-                        video_features=None if video_features is None else video_features[start:end],
-                        num_beams=num_beams,
-                    )
+                return generate_candidates(self, processor, inputs, num_beams)
         finally:
             self.train(was_training)
-
-        if only_noun_phrases:
-            chosen = choose_noun_phrases(masked_captions, candidates, nlp)
-        else:
-            chosen = [ranked[0] for ranked in candidates]
-        return list(zip(chosen, candidates)) if return_candidates else chosen
 
 __all__ = ["FiberT5Encoder", "FiberT5EncoderOutput", "FiberT5ForConditionalGeneration"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_float, positive_int
+from fiberbench.cli import non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
@@ -171,6 +171,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=16,
         help="Clips per generate call and process (default 16).",
+    )
+    decoding.add_argument(
+        "--dataloader_num_workers",
+        type=non_negative_int,
+        default=None,
+        help="Processes making the next batches' inputs (decoding clips, processing frames, tokenizing) while the "
+        "model generates, per process (default: its share of the CPU cores, less one; 0 makes them in the process "
+        "itself). The predictions are the same with any number.",
     )
     output = parser.add_argument_group("output")
     output.add_argument(
@@ -531,23 +539,13 @@ def answer_fields(
 ) -> list[dict]:
     """Each clip's `prediction` and `candidates` in a predictions file, and its replies as `raw` when they are given.
 
-    The candidates are first made distinct after the metric's normalization (case, articles,
-    punctuation: "A firefighter" repeats "a firefighter", the first is kept). With `nlp` the answer
-    is the first candidate that is a noun phrase in the blank (the paper's choice), else the first.
+    The answer and the candidates are as training records them (`fiberbench.answers`): the
+    distinct answers after the metric's normalization, and with `nlp` the first of them that is a
+    noun phrase in the blank (the paper's choice), else the first.
     """
-    from fiberbench.metric import normalize_answer
-    from fiberbench.modeling.decoding import choose_noun_phrases
+    from fiberbench.answers import answers_and_candidates
 
-    distinct = []
-    for ranked in candidates:
-        firsts = {}
-        for candidate in ranked:
-            firsts.setdefault(normalize_answer(candidate), candidate)
-        distinct.append(list(firsts.values()))
-    if nlp is None:
-        answers = [ranked[0] for ranked in distinct]
-    else:
-        answers = choose_noun_phrases(masked_captions, distinct, nlp)
+    answers, distinct = answers_and_candidates(masked_captions, candidates, nlp)
     fields = [{"prediction": answer, "candidates": ranked} for answer, ranked in zip(answers, distinct)]
     if replies is not None:
         fields = [field | {"raw": replied} for field, replied in zip(fields, replies)]
@@ -734,14 +732,38 @@ def predict_and_merge(prepared: Run, predictions, accelerator) -> None:
 
 
 def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:
-    """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file."""
+    """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file.
+
+    The batches' inputs are made ahead by data loader workers (`loading`) while the model generates.
+    """
     from tqdm.auto import tqdm
 
+    from fiberbench.training.inputs import default_num_workers
+
+    from .loading import make_loader
     from .outputs import KEY_FIELDS, SKIPPED
 
-    predictor, split, videos = prepared.predictor, prepared.split, prepared.videos
-    captions = list(split["masked_caption"])
-    batch_size = prepared.args.per_device_eval_batch_size
+    args, predictor = prepared.args, prepared.predictor
+    processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
+    workers = args.dataloader_num_workers
+    if workers is None:
+        workers = default_num_workers(processes_here)
+    loader = make_loader(
+        predictor,
+        shard,
+        batch_size=args.per_device_eval_batch_size,
+        split=prepared.split,
+        videos=prepared.videos,
+        num_workers=workers,
+        pin_memory=accelerator.device.type == "cuda",
+    )
+    logger.info(
+        "Process %d of %d: the inputs made %s",
+        accelerator.process_index + 1,
+        accelerator.num_processes,
+        f"by {loader.num_workers} data loader workers" if loader.num_workers else "in this process",
+    )
+    prompted = prepared.kind in PROMPTED_KINDS
     progress = tqdm(
         total=len(shard),
         unit="clip",
@@ -749,25 +771,18 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
         disable=not accelerator.is_local_main_process,
     )
     with progress:
-        for start in range(0, len(shard), batch_size):
-            indices = shard[start : start + batch_size]
+        for batch in loader:
+            if batch.error is not None:  # a clip that failed to decode in a worker: its one line
+                raise DataError(batch.error)
             # Clips without a video (--skip_missing_videos) are not put to the model.
-            present = [index for index in indices if videos is None or videos[index] is not None]
-            rows = [{"masked_caption": captions[index]} for index in present]
-            if predictor.reads_features and present:
-                for row, features in zip(rows, split.with_format("numpy")[present]["video_features"]):
-                    row["video_features"] = features
-            if predictor.reads_video:
-                for row, index in zip(rows, present):
-                    row["video"] = videos[index]
-            masked_captions = [row["masked_caption"] for row in rows]
-            prompted = prepared.kind in PROMPTED_KINDS
+            indices, present, masked_captions = batch.indices, batch.present, batch.masked_captions
             if prompted:  # models that reply in words: their replies are read, and kept
-                replies = predictor.replies(rows) if rows else []
+                replies = predictor.replies(batch.inputs) if present else []
                 candidates = read_replies(replies, masked_captions, prepared.reader_nlp)
                 answered = answer_fields(masked_captions, candidates, prepared.nlp, replies)
             else:
-                answered = answer_fields(masked_captions, predictor.candidates(rows) if rows else [], prepared.nlp)
+                candidates = predictor.candidates(batch.inputs) if present else []
+                answered = answer_fields(masked_captions, candidates, prepared.nlp)
             predicted = dict(zip(present, answered))
             skipped = {"prediction": "", "candidates": [], SKIPPED: True} | ({"raw": []} if prompted else {})
             records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]

@@ -11,16 +11,23 @@
   processor (`videos=`, the chat template's video part, the frames' times as video metadata), else
   as images through its image processor (`--video_input`).
 
-The paper-format predictors give, for each clip of a batch, its ranked, distinct candidate answers
-(one per beam, `candidates`); the prompted ones give each clip's replies (one per beam, `replies`),
-which `fiberbench predict` reads with the answer reader (`replies.read_answers`). Then it picks the
-answer.
+A batch is answered in two steps: `inputs` makes what the model reads from the batch's rows on the
+CPU, without the model (the captions tokenized, a clip's frames decoded and processed), which
+`fiberbench predict` does in its data loader's worker processes (`loading`); then the paper-format
+predictors give, for each clip, its ranked, distinct candidate answers (one per beam,
+`candidates`), the prompted ones each clip's replies (one per beam, `replies`), which `fiberbench
+predict` reads with the answer reader (`replies.read_answers`). Then it picks the answer.
 """
+
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .videos import ClipFrames, FrameSampling, sample_frames
+
+if TYPE_CHECKING:
+    from transformers import BatchFeature
 
 # The Auto class of each kind other than FIBER, in the order a config is matched against them: some
 # configs (Gemma 3, Mllama, ...) are both image-text-to-text and causal LM; the richer kind wins.
@@ -82,6 +89,10 @@ class Predictor:
         self.num_beams = args.num_beams or 1
         self.model = None
 
+    def __getstate__(self) -> dict:
+        # A predictor is copied to data loader workers (pickled where they are spawned) to make inputs: not its model.
+        return self.__dict__ | {"model": None}
+
     def decoding(self) -> dict:
         """The generation settings, exactly as `generate` gets them."""
         return {"num_beams": self.num_beams, "max_new_tokens": self.args.max_new_tokens, "do_sample": False}
@@ -93,8 +104,13 @@ class Predictor:
     def load_model(self, device: torch.device, dtype: torch.dtype) -> None:
         raise NotImplementedError
 
-    def candidates(self, rows: list[dict]) -> list[list[str]]:
-        """Each row's ranked, distinct answers; a row has `masked_caption` (and what the kind reads).
+    def inputs(self, rows: list[dict]):
+        """What the model reads for a batch of rows, each with `masked_caption` (and what the kind reads), made on the
+        CPU without the model: `fiberbench predict` makes them in data loader workers (`loading`)."""
+        raise NotImplementedError
+
+    def candidates(self, inputs) -> list[list[str]]:
+        """Each row's ranked, distinct answers, from the batch's `inputs`.
 
         Paper-format kinds only; models that reply in words (`PromptedPredictor`) give `replies`.
         """
@@ -181,17 +197,12 @@ class FiberPredictor(PaperFormatPredictor):
         # fill_blanks decodes with the generation config: the paper's settings, as recorded by `decoding`.
         self.model.generation_config.update(**{k: v for k, v in self.decoding().items() if k != "num_beams"})
 
-    def candidates(self, rows):
-        filled = self.model.fill_blanks(
-            self.processor,
-            [row["masked_caption"] for row in rows],
-            video_features=[row["video_features"] for row in rows] if self.reads_features else None,
-            num_beams=self.num_beams,
-            only_noun_phrases=False,
-            return_candidates=True,
-            batch_size=len(rows),
-        )
-        return [ranked for _, ranked in filled]
+    def inputs(self, rows):
+        features = [row["video_features"] for row in rows] if self.reads_features else None
+        return self.processor([row["masked_caption"] for row in rows], video_features=features)
+
+    def candidates(self, inputs):
+        return self.model.blank_candidates(self.processor, inputs, self.num_beams)
 
 
 class Seq2SeqPredictor(PaperFormatPredictor):
@@ -222,13 +233,14 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 
         self.model = self._from_pretrained(AutoModelForSeq2SeqLM, device, dtype)
 
-    def candidates(self, rows):
+    def inputs(self, rows):
+        return self.processor([row["masked_caption"] for row in rows])
+
+    def candidates(self, inputs):
         from fiberbench.modeling.decoding import generate_candidates
 
         with torch.inference_mode():
-            return generate_candidates(
-                self.model, self.processor, [row["masked_caption"] for row in rows], **self.decoding()
-            )
+            return generate_candidates(self.model, self.processor, inputs, **self.decoding())
 
 
 class PromptedPredictor(Predictor):
@@ -286,13 +298,13 @@ class PromptedPredictor(Predictor):
             "example": self.rendered(masked_caption),
         }
 
-    def replies(self, rows: list[dict]) -> list[list[str]]:
-        """Each row's replies as generated, one per beam, best first; a row has `masked_caption` (and what the kind
-        reads)."""
+    def replies(self, inputs) -> list[list[str]]:
+        """Each row's replies as generated, one per beam, best first, from the batch's `inputs`."""
         raise NotImplementedError
 
     def _generate(self, inputs, decoder) -> list[list[str]]:
-        """Generate from a batch of `inputs`: each clip's replies (one per beam, best first), decoded by `decoder`."""
+        """Generate from a batch of `inputs` on the model's device: each clip's replies (one per beam, best first),
+        decoded by `decoder`."""
         with torch.inference_mode():
             sequences = self.model.generate(
                 **inputs,
@@ -329,15 +341,18 @@ class CausalPredictor(PromptedPredictor):
 
         self.model = self._from_pretrained(AutoModelForCausalLM, device, dtype)
 
-    def replies(self, rows):
+    def inputs(self, rows):
         # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
-        inputs = self.tokenizer(
+        return self.tokenizer(
             [self.rendered(row["masked_caption"]) for row in rows],
             padding=True,
             add_special_tokens=self.chat_template is None,
             return_tensors="pt",
-        ).to(self.model.device)
-        return self._generate(inputs, self.tokenizer)
+        )
+
+    def replies(self, inputs):
+        # non_blocking: from a loader's pinned batch the copy to a GPU does not hold up this process.
+        return self._generate(inputs.to(self.model.device, non_blocking=True), self.tokenizer)
 
 
 # Where a video processor keeps its own frame sampling (`BaseVideoProcessor` and its subclasses).
@@ -512,8 +527,8 @@ class VideoPredictor(PromptedPredictor):
 
         self.model = self._from_pretrained(AutoModelForImageTextToText, device, dtype)
 
-    def model_inputs(self, rows: list[dict], clips: "list[ClipFrames]"):
-        """What `generate` gets for a batch of rows (each with its `masked_caption`) and their clips' frames."""
+    def _processed(self, rows: list[dict], clips: "list[ClipFrames]"):
+        """The processor's output for rows (each with its `masked_caption`) and their clips' frames."""
         texts = [self.rendered(row["masked_caption"], len(clip.frames)) for row, clip in zip(rows, clips)]
         if self.video_input == "video":
             media = {
@@ -524,28 +539,37 @@ class VideoPredictor(PromptedPredictor):
         else:
             media = {"images": [clip.frames for clip in clips]}
         # A chat template writes its own special tokens; a plain prompt gets the tokenizer's.
-        inputs = self.processor(
+        return self.processor(
             text=texts, padding=True, return_tensors="pt", add_special_tokens=self.chat_template is None, **media
         )
-        return inputs.to(self.model.device, dtype=self.model.dtype)
 
     def num_visual_tokens(self, inputs) -> int:
         """The image and video placeholder tokens in a batch's `input_ids` (the frames' cost in the context)."""
         ids = {getattr(self.processor, name, None) for name in ("image_token_id", "video_token_id")} - {None}
         return int(sum((inputs["input_ids"] == token_id).sum() for token_id in ids))
 
-    def replies(self, rows):
-        # Each clip is decoded once. With --fps clips may give different numbers of frames, and the
-        # processors that stack a batch's videos (LLaVA-OneVision, InternVL, ...) need them equal:
-        # clips are put to the model in groups of equal frame counts.
+    def inputs(self, rows) -> "list[tuple[list[int], BatchFeature]]":
+        """The batch as groups of rows, each its rows' positions in the batch and the processor's output for them.
+
+        Each clip is decoded once. With --fps clips may give different numbers of frames, and the
+        processors that stack a batch's videos (LLaVA-OneVision, InternVL, ...) need them equal:
+        clips are put to the model in groups of equal frame counts.
+        """
         clips = [sample_frames(row["video"], self.sampling) for row in rows]
         groups: dict[int, list[int]] = {}
         for index, clip in enumerate(clips):
             groups.setdefault(len(clip.frames), []).append(index)
-        replies = [None] * len(rows)
-        for indices in groups.values():
-            inputs = self.model_inputs([rows[i] for i in indices], [clips[i] for i in indices])
-            for index, generated in zip(indices, self._generate(inputs, self.processor)):
+        return [
+            (indices, self._processed([rows[i] for i in indices], [clips[i] for i in indices]))
+            for indices in groups.values()
+        ]
+
+    def replies(self, inputs):
+        replies = [None] * sum(len(indices) for indices, _ in inputs)
+        for indices, processed in inputs:
+            # Pixel values in the model's dtype (bf16 on GPUs that support it): the processor makes float32.
+            processed = processed.to(self.model.device, dtype=self.model.dtype, non_blocking=True)
+            for index, generated in zip(indices, self._generate(processed, self.processor)):
                 replies[index] = generated
         return replies
 

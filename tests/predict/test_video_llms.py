@@ -90,7 +90,7 @@ def first_forward(predictor, rows) -> dict:
     calls = []
     hook = predictor.model.register_forward_pre_hook(lambda _, args, kwargs: calls.append(kwargs), with_kwargs=True)
     try:
-        replies = predictor.replies(rows)
+        replies = predictor.replies(predictor.inputs(rows))
     finally:
         hook.remove()
     assert len(replies) == len(rows) and all(isinstance(generated, list) for generated in replies)
