@@ -12,10 +12,10 @@ transformers) are imported where they are used, so that `fiberbench blank --help
 """
 
 import argparse
+import contextlib
 import errno
 import itertools
 import logging
-import multiprocessing
 import os
 import random
 from collections import Counter, deque
@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from fiberbench.cli import positive_int
 from fiberbench.errors import DataError, UsageError
+from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
 
 from .fiber.validation import check_plain_video_id
@@ -174,8 +175,10 @@ def _candidates_per_batch(
     """Each batch of clips with its candidates, in input order, parsed here or in `num_proc` workers.
 
     Only a few batches per worker are in flight, so the input is read no faster than it is
-    parsed (`Pool.imap` would read all of it ahead). Workers are spawned, not forked, so that
-    pipelines running on torch are safe, and load the parent's pipeline from its folder.
+    parsed. Workers are fresh interpreters (`fiberbench.helper_processes`), not forks, so that
+    pipelines running on torch are safe, and they need nothing of the caller's `__main__` (a script
+    without a main guard works); each loads the parent's pipeline from its folder. Batches go to the
+    workers in turn, and each answers in order.
     """
     if num_proc == 1:
         for batch in batches:
@@ -183,16 +186,25 @@ def _candidates_per_batch(
         return
     if nlp.path is None:
         raise UsageError("--num_proc > 1 needs a spaCy pipeline loaded from disk (a package or a folder)")
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(num_proc, initializer=_start_worker, initargs=(str(nlp.path), batch_size)) as pool:
+    with contextlib.ExitStack() as stack:
+        workers = [
+            stack.enter_context(HelperProcess(f"the spaCy parser process {number} of {num_proc}"))
+            for number in range(1, num_proc + 1)
+        ]
+        for worker in workers:
+            worker.send(_start_worker, str(nlp.path), batch_size)
+        for worker in workers:
+            worker.receive()
         in_flight = deque()
-        for batch in batches:
-            in_flight.append((batch, pool.apply_async(_find_in_worker, ([clip.captions for clip in batch],))))
+        for index, batch in enumerate(batches):
+            worker = workers[index % num_proc]
+            worker.send(_find_in_worker, [clip.captions for clip in batch])
+            in_flight.append((batch, worker))
             if len(in_flight) >= num_proc * TASKS_IN_FLIGHT_PER_WORKER:
-                batch, result = in_flight.popleft()
-                yield batch, result.get()
-        for batch, result in in_flight:
-            yield batch, result.get()
+                batch, worker = in_flight.popleft()
+                yield batch, worker.receive()
+        for batch, worker in in_flight:
+            yield batch, worker.receive()
 
 
 def blank_clips(

@@ -33,18 +33,22 @@ def sample_fingerprint() -> str:
 
 
 def built_sample_dir() -> Path:
-    """The sample built into a Hub-native folder (both configs), building it on first use."""
+    """The sample built into a Hub-native folder (both configs), building it on first use (once, when runs start
+    together: the others wait for that build)."""
     import datasets
+
+    from fiberbench.ownership import shared_build
 
     from .build import Sources, build_dataset
 
     folder = Path(datasets.config.HF_DATASETS_CACHE) / "fiberbench" / f"sample-{sample_fingerprint()}"
-    if not (folder / "README.md").is_file():
-        logger.info("Building the bundled sample into %s", folder)
-        try:
+    if (folder / "README.md").is_file():
+        return folder
+    # Runs started together on a fresh cache (two commands, an `accelerate launch`): one builds, the others wait.
+    with shared_build(folder, "the bundled sample"):
+        if not (folder / "README.md").is_file():
+            logger.info("Building the bundled sample into %s", folder)
             build_dataset(Sources.sample(), folder)
-        except FileExistsError:
-            logger.info("Another process built the sample into %s first", folder)
     return folder
 
 

@@ -755,3 +755,95 @@ def arguments_of(args) -> dict:
             value = [os.fspath(item) if isinstance(item, os.PathLike) else item for item in value]
         kept[name] = value
     return {"arguments": kept}
+
+
+# A shared cache entry (the bundled sample built into the Hugging Face cache) is built by the first run that needs
+# it; runs started at the same time wait for that build instead of failing, at most this long. Building the
+# sample takes seconds; the bound only ends a wait on a build that hangs.
+SHARED_BUILD_WAIT_SECONDS = 600
+_SHARED_BUILD_POLL_SECONDS = 0.2
+
+
+@contextlib.contextmanager
+def shared_build(entry: Path, what: str, timeout: float = SHARED_BUILD_WAIT_SECONDS) -> Iterator[None]:
+    """Hold the build lock of `entry`, an entry of a cache that every run shares, while checking and building it.
+
+    Inside the block the caller checks whether `entry` is built and builds it if not: of runs
+    started together (two commands, or the processes of an `accelerate launch`), one builds and the
+    others wait here, saying so in one log line, then find it built. The lock is `.NAME.building`
+    beside the entry, an advisory `flock` that the kernel releases when its holder ends however it
+    ends; it is opened without following links, and anything but a regular file there is refused.
+
+    Raises:
+        DataError: another run held the lock for more than `timeout` seconds (its build hangs), naming it.
+        UsageError: something that is not a lock file of ours is at the lock's path.
+    """
+    import logging
+    import stat
+    import time
+
+    lock_path = entry.with_name(f".{entry.name}.building")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + timeout
+    waiting = False
+    while True:
+        try:
+            descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                raise
+            raise UsageError(f"{lock_path} is a symbolic link, not the build lock of {what}: remove it") from None
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
+            os.close(descriptor)
+            raise UsageError(f"{lock_path} is not the build lock of {what} (not a file of its own): remove it")
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            holder = _shared_build_holder(lock_path)
+            if time.monotonic() > deadline:
+                raise DataError(
+                    f"{entry}: another run ({holder}) has been building {what} there for more than {timeout:g} s; "
+                    "end it if it hangs, then run again"
+                ) from None
+            if not waiting:
+                logging.getLogger(__name__).warning(
+                    "Waiting for another run (%s) to finish building %s into %s (at most %g s)",
+                    holder,
+                    what,
+                    entry,
+                    timeout,
+                )
+                waiting = True
+            time.sleep(_SHARED_BUILD_POLL_SECONDS)
+            continue
+        # The holder before us removes the file as it leaves: hold the file at the path now, not an unlinked one.
+        try:
+            current = os.stat(lock_path, follow_symlinks=False)
+        except FileNotFoundError:
+            current = None
+        if current is not None and (current.st_dev, current.st_ino) == (status.st_dev, status.st_ino):
+            break
+        os.close(descriptor)
+    try:
+        holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": _now()}
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, (json.dumps(holder) + "\n").encode())
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        os.close(descriptor)
+
+
+def _shared_build_holder(lock_path: Path) -> str:
+    """The run holding a shared build lock, in words."""
+    try:
+        descriptor = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            holder = json.loads(os.read(descriptor, 4096))
+        finally:
+            os.close(descriptor)
+        return f"PID {holder['pid']} on {holder['host']}, since {holder['started']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not said which yet"

@@ -740,11 +740,12 @@ def category_figure(results: dict):
 def plot_by_category(results: dict, path: Path) -> bool:
     """by_category.png (`category_figure`), written atomically; False without matplotlib."""
     try:
-        import matplotlib  # noqa: F401
+        import matplotlib
     except ImportError:
         logger.warning("matplotlib is not installed: no %s (`pip install fiber-benchmark[plots]`)", path.name)
         return False
-    with atomic_path(path) as temporary:
+    # Names, categories and the dataset's name are text: a '$' in them is a dollar, not the start of mathtext.
+    with matplotlib.rc_context({"text.parse_math": False}), atomic_path(path) as temporary:
         category_figure(results).savefig(temporary, dpi=100)
     return True
 

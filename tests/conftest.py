@@ -158,3 +158,22 @@ def make_small_disk(tmp_path):
     for mount_point in mount_points:
         if subprocess.run(["umount", str(mount_point)]).returncode:
             subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
+
+
+@pytest.fixture(params=["a script without a main guard", "a script on standard input"])
+def run_unguarded_script(request, tmp_path):
+    """`run_unguarded_script(code)`: run Python `code` as a script in a fresh interpreter in `tmp_path`, as a file
+    `run.py` or read on standard input (both params), with no `if __name__ == "__main__":` guard; returns the
+    finished process. A helper process that re-imports the caller's `__main__` (multiprocessing's spawn) fails
+    there: it would run the script again, or look for a file named `<stdin>`."""
+    import sys
+
+    def run(code: str) -> subprocess.CompletedProcess:
+        if request.param == "a script on standard input":
+            command, stdin = [sys.executable, "-"], code
+        else:
+            (tmp_path / "run.py").write_text(code, encoding="utf-8")
+            command, stdin = [sys.executable, "run.py"], None
+        return subprocess.run(command, cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=600)
+
+    return run

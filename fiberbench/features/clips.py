@@ -8,7 +8,8 @@
 
 Every clip's video is opened before any work (`check_videos`): a missing one is an error naming it
 (or, with --skip_missing_videos, skipped and counted), and so is one that cannot be decoded, has no
-frame in the clip's times, is shorter than one frame, or has fewer frames than a fixed number asked.
+frame in the clip's times (or ends before the clip does), has a header whose duration disagrees with
+its frames, is shorter than one frame, or has fewer frames than a fixed number asked.
 """
 
 import logging

@@ -6,20 +6,20 @@ strings of any size (`'y' * 300000000`, then more: 22 GB before the kernel kille
 template fails in many ways of its own: a syntax error, `raise_exception(...)`, a message that is
 not there, an `include` (the sandbox has no loader), an attribute the sandbox refuses.
 
-So every prompt of a run is rendered up front, once, in a spawned process whose memory may grow by
+So every prompt of a run is rendered up front, once, in a child process (`python -m
+fiberbench.helper_processes`, whatever called the command) whose memory may grow by
 `MEMORY_LIMIT` at most (`RLIMIT_AS`, Linux), each render stopped after `SECONDS_PER_PROMPT` (a
 timer signal), each prompt at most `MAX_PROMPT_CHARS` long. Whatever goes wrong is one `DataError`
 naming the model folder, never a traceback, a hang or a run killed for its memory.
 """
 
-import multiprocessing
 import os
-import pickle
 import resource
 import signal
 from collections.abc import Callable
 
 from fiberbench.errors import DataError
+from fiberbench.helper_processes import HelperProcess, HelperTimeout
 
 # A chat template renders a prompt in microseconds to milliseconds: these bounds leave a thousandfold margin.
 SECONDS_PER_PROMPT = 2
@@ -35,33 +35,20 @@ class RenderingError(Exception):
 
 def render_bounded(render: Callable[..., str], prompts: list[tuple], model: str) -> dict[tuple, str]:
     """Each distinct prompt of `prompts` (the arguments of `render`: a caption, ...) -> `render(*prompt)`, computed
-    in a bounded child process.
+    in a bounded child process (`fiberbench.helper_processes`: it needs nothing of the caller's `__main__`).
 
     `render` (a predictor's bound method) is pickled to the child. `model` names the model in the
     `DataError` raised when the template fails, takes too long, takes too much memory or renders
-    too long a prompt.
+    too long a prompt; a child that fails for another reason is a `HelperError` saying how.
     """
     prompts = list(dict.fromkeys(prompts))
-    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no copy of the parent's threads or CUDA
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_render_in_child, args=(pickle.dumps(render), prompts, sender), daemon=True)
-    child.start()
-    sender.close()  # the child holds the only sending end: its death is an end of file here
-    try:
-        deadline = SECONDS_TO_START + SECONDS_PER_PROMPT * len(prompts)
-        if not receiver.poll(deadline):
-            raise RenderingError(f"took more than {deadline} s to render {len(prompts)} prompts")
-        status, result = receiver.recv()
-    except EOFError:
-        child.join()
-        status, result = "error", f"could not be rendered: the process rendering it ended (exit code {child.exitcode})"
-    except RenderingError as error:
-        status, result = "error", str(error)
-    finally:
-        if child.is_alive():
-            child.kill()
-        child.join()
-        receiver.close()
+    deadline = SECONDS_TO_START + SECONDS_PER_PROMPT * len(prompts)
+    with HelperProcess("the process rendering the chat template") as child:
+        child.send(_render_in_child, render, prompts)
+        try:
+            status, result = child.receive(timeout=deadline)
+        except HelperTimeout:
+            status, result = "error", f"took more than {deadline} s to render {len(prompts)} prompts"
     if status == "error":
         raise DataError(f"--model_name_or_path {model}: its chat template {result}")
     return dict(zip(prompts, result))
@@ -89,12 +76,10 @@ def _limit_memory(extra: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (used + extra, resource.getrlimit(resource.RLIMIT_AS)[1]))
 
 
-def _render_in_child(pickled_render: bytes, prompts: list[tuple], connection) -> None:
-    """The child: every prompt (the arguments of a render: a caption, ...) rendered under the bounds; sends
+def _render_in_child(render: Callable[..., str], prompts: list[tuple]) -> tuple[str, list[str] | str]:
+    """The child: every prompt (the arguments of a render: a caption, ...) rendered under the bounds; returns
     ("texts", [...]) or ("error", the reason)."""
     try:
-        render = pickle.loads(pickled_render)
-        del pickled_render
         _limit_memory(MEMORY_LIMIT)
         signal.signal(signal.SIGALRM, _out_of_time)
         texts = []
@@ -120,5 +105,4 @@ def _render_in_child(pickled_render: bytes, prompts: list[tuple], connection) ->
     except Exception as error:  # noqa: BLE001 - whatever the author's code raises is the author's to fix
         message = " ".join(str(error).split())
         reply = ("error", f"cannot be rendered ({type(error).__name__}: {message[:300]})")
-    connection.send(reply)
-    connection.close()
+    return reply

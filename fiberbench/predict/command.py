@@ -223,6 +223,8 @@ def check_flags(args) -> None:
             "--device_map spreads one model over the GPUs in one process; under accelerate launch each process holds "
             "a copy of the model: use one or the other"
         )
+    if args.device_map is not None:
+        check_device_map(args.device_map)
     if args.num_frames is not None and args.fps is not None:
         raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
     if args.max_frames is not None and args.fps is None:
@@ -231,6 +233,40 @@ def check_flags(args) -> None:
         raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the clips' videos")
     if args.video_dir is not None and not args.video_dir.is_dir():
         raise DataError(f"--video_dir {args.video_dir}: no such folder")
+
+
+# --device_map's ways to spread a model (Accelerate's); any other value names one device.
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def check_device_map(device_map: str) -> None:
+    """--device_map: a way to spread the model, or a device this torch can put it on (a GPU of a CPU-only build, or
+    one past the last, is refused here rather than failing as the weights load)."""
+    if device_map in DEVICE_MAP_STRATEGIES:
+        return
+    import torch
+
+    try:
+        device = torch.device(device_map)
+    except (RuntimeError, ValueError):
+        raise UsageError(
+            f"--device_map {device_map}: neither a way to spread the model ({', '.join(DEVICE_MAP_STRATEGIES)}) nor a "
+            "device (cpu, cuda:0, ...)"
+        ) from None
+    if device.type == "cpu":
+        return
+    accelerator = torch.accelerator.current_accelerator()
+    if accelerator is None or accelerator.type != device.type:
+        raise UsageError(
+            f"--device_map {device_map}: this torch ({torch.__version__}) has no {device.type} device here (a build "
+            "without it, or none visible); leave --device_map out, or give cpu or auto"
+        )
+    count = torch.accelerator.device_count()
+    if device.index is not None and device.index >= count:
+        raise UsageError(
+            f"--device_map {device_map}: this machine has {count} {device.type} device{'s' * (count != 1)} "
+            f"({device.type}:0 to {device.type}:{count - 1})"
+        )
 
 
 def load_config(args):

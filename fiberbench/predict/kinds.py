@@ -21,6 +21,7 @@ predict` reads with the answer reader (`replies.read_answers`). Then it picks th
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from .videos import ClipFrames, FrameSampling, sample_frames
@@ -436,6 +437,7 @@ class VideoPredictor(PromptedPredictor):
         part is refused (the clip would not reach the model), naming the other --video_input."""
         from fiberbench.errors import UsageError
 
+        self._check_fewest_frames(frame_counts)
         super().render_texts(masked_captions, frame_counts)
         placeholder = {"video": "video_token", "images": "image_token"}[self.video_input]
         token = getattr(self.processor, placeholder, None)
@@ -447,6 +449,34 @@ class VideoPredictor(PromptedPredictor):
                     f"({type(self.processor).__name__}): its chat template writes no {token} for {part}, so the clip "
                     f"cannot be put in the prompt that way; try --video_input {other}"
                 )
+
+    def _check_fewest_frames(self, frame_counts: list[int | None] | None) -> None:
+        """Put a blank clip of the fewest frames any clip gives through the video processor, before any work: a
+        family that needs more (Qwen3-VL: its temporal patch, 2 frames) is refused here, not in the middle of the run.
+        """
+        from fiberbench.errors import UsageError
+
+        counts = [count for count in frame_counts or [] if count is not None]
+        if self.video_input != "video" or not counts:
+            return
+        fewest = min(counts)
+        # 224 pixels a side: larger than every family's patch grid, so only the number of frames can be refused.
+        blank = [np.zeros((224, 224, 3), dtype=np.uint8)] * fewest
+        metadata = {"total_num_frames": fewest, "fps": 1.0, "duration": float(fewest), "width": 224, "height": 224}
+        try:
+            self.processor.video_processor(
+                videos=[blank],
+                video_metadata=[{**metadata, "frames_indices": list(range(fewest))}],
+                do_sample_frames=False,
+                return_tensors="pt",
+            )
+        except ValueError as error:
+            processor = type(self.processor.video_processor).__name__
+            raise UsageError(
+                f"--model_name_or_path {self.args.model_name_or_path}: its video processor ({processor}) cannot read a "
+                f"clip of {fewest} frame{'s' * (fewest != 1)} ({' '.join(str(error).split())}), and the frames chosen "
+                f"by {self.sampling_chosen_by} give some clips that few: ask for more frames (--num_frames)"
+            ) from error
 
     def video_settings(self) -> dict:
         """How the clips reach the model, as the predictions' metadata records it."""

@@ -3,9 +3,10 @@
 A clip's video is either a file of the clip alone, named by VaTeX's clip id
 (`{video_id}_{start:06d}_{end:06d}.mp4`), or the whole YouTube video (`{video_id}.mp4`), cut to the
 clip's times. PyAV decodes both, once per clip and only within the clip's times: torchcodec's CPU
-wheels need CUDA libraries to import, so it is not relied on here. Which frames are taken is a
-`FrameSampling`; what comes back (`ClipFrames`) carries the frames' times, which video processors
-read as transformers' video metadata.
+wheels need CUDA libraries to import, so it is not relied on here. A file's header is not trusted
+for its length: the clip's times must lie in the frames the file holds, and the header's duration
+must agree with them. Which frames are taken is a `FrameSampling`; what comes back (`ClipFrames`)
+carries the frames' times, which video processors read as transformers' video metadata.
 """
 
 import math
@@ -19,6 +20,9 @@ from fiberbench.data.fiber.validation import clip_id
 from fiberbench.errors import DataError
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm")
+# Seconds by which a video's frames may end before (or after) its header's duration, or before a clip's end, with
+# the clip still taken from them: a clip's times are whole seconds, and a file may end a few frames short of them.
+END_TOLERANCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,8 @@ def uniform_times(start: float, end: float, num_frames: int) -> list[float]:
 
 def check_video(video: ClipVideo, sampling: FrameSampling) -> ClipSpan:
     """Check, without decoding a frame, that `sampling` can take its frames from `video`: its file opens, holds a
-    video stream of known duration and frame rate, the clip's times lie in it, and the clip has the frames asked.
+    video stream of known duration and frame rate whose last packets end where its header says, the clip's times
+    lie in it, and the clip has the frames asked.
 
     Returns:
         Where the clip lies in the file.
@@ -157,15 +162,16 @@ def sample_frames(video: ClipVideo, sampling: FrameSampling) -> ClipFrames:
     the key frame before the clip's start up to the last frame needed.
 
     Raises:
-        DataError: the file cannot be decoded, has no video stream, has no frame in the clip's times, or fewer
-            frames there than a fixed number asked.
+        DataError: the file cannot be decoded, has no video stream, has no frame in the clip's times (or not
+            until its end), a header that disagrees with its frames, or fewer frames than a fixed number asked.
     """
     with _opened(video) as container:
         stream, span = _clip_span(container, video, sampling)
-        if span.start > _first_time(stream):
-            container.seek(int(span.start / stream.time_base), stream=stream, backward=True, any_frame=False)
+        # From the key frame before the clip's start (`_clip_span` read the end of the file).
+        start = max(span.start, _first_time(stream))
+        container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
         times = uniform_times(span.start, span.end, sampling.count(span))
-        frames, frame_times = _frames_at(container.decode(stream), times, video.path)
+        frames, frame_times = _frames_at(container.decode(stream), times, video.path, span)
     return ClipFrames(frames, [max(0.0, time - span.start) for time in frame_times], span)
 
 
@@ -182,7 +188,12 @@ def _opened(video: ClipVideo):
 
 
 def _clip_span(container, video: ClipVideo, sampling: FrameSampling) -> tuple:
-    """The file's first video stream and the clip's `ClipSpan` in it, [start, end) cut at the end of the video."""
+    """The file's first video stream and the clip's `ClipSpan` in it.
+
+    The header's duration is checked against the times of the frames the file holds (`_frames_end`):
+    a header that claims more (or less) than there is, and a clip that runs past the last frame of
+    its whole video, are refused rather than filled with copies of a last frame.
+    """
     if not container.streams.video:
         raise DataError(f"{video.path}: holds no video stream")
     stream = container.streams.video[0]
@@ -199,13 +210,35 @@ def _clip_span(container, video: ClipVideo, sampling: FrameSampling) -> tuple:
     rate = stream.average_rate or stream.guessed_rate
     if not rate:
         raise DataError(f"{video.path}: its frame rate is unknown, so its frames cannot be placed in time")
-    span = ClipSpan(start, end, float(rate))
+    frames_end = _frames_end(container, stream, first + length, float(rate))
+    if abs(frames_end - (first + length)) > END_TOLERANCE:
+        raise DataError(
+            f"{video.path}: its header says the video lasts {length:g} s, but its frames end at {frames_end - first:g} "
+            "s: the file is damaged or its header is wrong"
+        )
+    if video.end is not None and video.end > frames_end + END_TOLERANCE:
+        raise DataError(
+            f"{video.path}: the clip runs from {video.start:g} s to {video.end:g} s, but the video ends at "
+            f"{frames_end:g} s: its last {video.end - frames_end:g} s are not in the file"
+        )
+    span = ClipSpan(start, min(end, frames_end), float(rate))
     if sampling.num_frames is not None and sampling.num_frames > span.num_frames:
         raise DataError(
-            f"{video.path}: the clip ({start:g}-{end:g} s at {span.fps:g} fps) has {span.num_frames} "
+            f"{video.path}: the clip ({span.start:g}-{span.end:g} s at {span.fps:g} fps) has {span.num_frames} "
             f"frame{'s' * (span.num_frames != 1)}, fewer than the {sampling.num_frames} asked (--num_frames)"
         )
     return stream, span
+
+
+def _frames_end(container, stream, header_end: float, fps: float) -> float:
+    """Seconds at which the stream's last frame leaves the screen (a frame interval after it comes on), read from the
+    times of its last packets: from the key frame before `header_end`, where the header says the video ends, to the
+    end of the file. Nothing is decoded; a header claiming years reads the same last few packets."""
+    container.seek(int(header_end / stream.time_base), stream=stream, backward=True, any_frame=False)
+    times = [packet.pts for packet in container.demux(stream) if packet.pts is not None]
+    if not times:
+        raise DataError(f"{container.name}: no frame could be read before the end its header gives ({header_end:g} s)")
+    return float(max(times) * stream.time_base) + 1 / fps
 
 
 def _first_time(stream) -> float:
@@ -222,8 +255,12 @@ def _duration(container, stream) -> float:
     raise DataError(f"{container.name}: its duration is unknown, so its frames cannot be spread over it")
 
 
-def _frames_at(frames, times: list[float], path: Path) -> tuple[list[np.ndarray], list[float]]:
-    """From decoded `frames` in time order, the one on screen at each of `times` (sorted), and when each came on."""
+def _frames_at(frames, times: list[float], path: Path, span: ClipSpan) -> tuple[list[np.ndarray], list[float]]:
+    """From decoded `frames` in time order, the one on screen at each of `times` (sorted), and when each came on.
+
+    The last frame decoded stays on screen for a frame interval (`span.fps`), no longer: times past
+    it (frames that would not decode) are an error, never copies of it.
+    """
     chosen = []
     previous = None
     for frame in frames:
@@ -237,7 +274,14 @@ def _frames_at(frames, times: list[float], path: Path) -> tuple[list[np.ndarray]
         previous = frame
     if previous is None and not chosen:
         raise DataError(f"{path}: no frame could be decoded in the clip's times")
-    # The last frames needed lie after the last decoded frame: it stays on screen until the end.
-    chosen += [previous] * (len(times) - len(chosen))
+    if len(chosen) < len(times):
+        shown_until = previous.time + 1 / span.fps
+        if times[-1] > shown_until + END_TOLERANCE:
+            raise DataError(
+                f"{path}: no frame decodes after {previous.time:g} s, but the clip runs to {span.end:g} s "
+                "(the file is damaged)"
+            )
+        # The last frames needed lie after the last decoded frame: it stays on screen until the end.
+        chosen += [previous] * (len(times) - len(chosen))
     images = {id(frame): frame.to_ndarray(format="rgb24") for frame in chosen}
     return [images[id(frame)] for frame in chosen], [float(frame.time) for frame in chosen]

@@ -197,3 +197,17 @@ def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kil
         "blanked.metadata.json",
     }
     assert json.loads((tmp_path / "blanked.metadata.json").read_text())["state"] == "running"
+
+
+@pytest.mark.slow
+def test_parser_processes_need_nothing_of_the_callers_main(run_unguarded_script, tmp_path):
+    output = tmp_path / "blanked.json"
+    script = (
+        "import sys\n"
+        "from fiberbench.cli import main\n"
+        f"sys.exit(main(['blank', {str(VATEX_SAMPLE)!r}, '--output_file', {str(output)!r}, '--num_proc', '2', "
+        f"'--spacy_model', {PIPELINE!r}]))\n"
+    )
+    finished = run_unguarded_script(script)
+    assert finished.returncode == 0, finished.stderr
+    assert json.loads(output.read_text()) == json.loads(EXPECTED_SEED_2.read_text())

@@ -126,3 +126,28 @@ def test_load_sample(config_name, tmp_path, monkeypatch, caplog):
     assert len(list((tmp_path / "fiberbench").iterdir())) == 1
     load_sample(config_name)
     assert len(list((tmp_path / "fiberbench").iterdir())) == 1
+
+
+@pytest.mark.slow
+def test_two_first_runs_at_once_build_the_sample_once(tmp_path):
+    """Two `fiberbench evaluate` runs started together on an empty cache: one builds the sample, the other waits for
+    that build and uses it (it used to fail, naming the cache folder as an --output_dir it was never given)."""
+    import os
+
+    from fiberbench.files import write_jsonl
+    from fiberbench.scoring import KEY_FIELDS
+
+    rows = [{field: record[field] for field in KEY_FIELDS} | {"prediction": "a man"} for record in read_split("test.json")]
+    write_jsonl(tmp_path / "predictions.jsonl", rows)
+    environment = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "fiberbench.cli", "evaluate", "predictions.jsonl", "--num_bootstrap", "10"]
+    runs = [
+        subprocess.Popen(
+            [*command, "--output_dir", f"run{number}"], cwd=tmp_path, env=environment, stderr=subprocess.PIPE, text=True
+        )
+        for number in (1, 2)
+    ]
+    outputs = [run.communicate(timeout=600)[1] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert all((tmp_path / f"run{number}" / "results.json").is_file() for number in (1, 2))
+    assert sum(output.count("Building the bundled sample into") for output in outputs) == 1, outputs

@@ -29,7 +29,7 @@ from fiberbench.data.fiber.validation import clip_id
 from fiberbench.features.encoders import EncoderSpec
 from fiberbench.predict.videos import ClipVideo, FrameSampling, sample_frames
 
-from ..predict.conftest import write_video
+from ..predict.conftest import write_video, write_video_claiming
 from .conftest import clip_level, sample_records
 
 USAGE, DATA = 2, 1
@@ -242,6 +242,17 @@ def a_t5(folder: Path) -> Path:
         ("undecodable video", DATA, r"garbage.mp4: cannot be decoded .* \(the video of clip garbage\); 1 of 4"),
         ("shorter than one frame", DATA, r"slow.mp4: the clip lasts 10 s \(20-30 s\), less than one frame at 0.05 fps"),
         ("fewer frames than asked", DATA, r"three.mp4: the clip .* has 6 frames, fewer than the 12 asked"),
+        (
+            "a header claiming more",
+            DATA,
+            r"lies.mkv: its header says the video lasts 100 s, but its frames end at 3 s: the file is damaged or its "
+            r"header is wrong \(the video of clip lies\); 1 of 4",
+        ),
+        (
+            "a whole video ending in its clip",
+            DATA,
+            r"early.mp4: the clip runs from 20 s to 30 s, but the video ends at 22 s: its last 8 s are not in the file",
+        ),
         ("output inside the videos", USAGE, r"--output_dir .* lies inside the input folder"),
         ("not its folder", USAGE, r"--output_dir: .* is not empty and was not written by fiberbench extract-features"),
         ("no videos", DATA, r"--video_dir .*: holds no video \(.mp4, .mkv, .webm\)"),
@@ -264,19 +275,28 @@ def test_bad_inputs_are_one_line_before_any_work(case, status, message, encoders
         extra = ["--features_name", "i3d" if case == "a reserved name" else "My CLIP"]
     elif case == "an unknown split":
         extra = ["--data_dir", SAMPLE_DIR, "--split", "dev"]
-    elif case in ("undecodable video", "shorter than one frame"):
+    elif case in ("undecodable video", "a header claiming more"):
         videos = tmp_path / "videos"
         shutil.copytree(video_dir, videos)
         if case == "undecodable video":
             write_garbage(videos / "garbage.mp4")
-        else:
+        else:  # sampled as 100 s before, at 1 frame a second: 97 copies of its last frame
+            write_video_claiming(videos / "lies.mkv", seconds=3, fps=2, claimed_seconds=100)
+    elif case in ("shorter than one frame", "a whole video ending in its clip"):
+        videos = tmp_path / "videos"
+        shutil.copytree(video_dir, videos)
+        if case == "shorter than one frame":
+            video_id = "slow"
             write_slow_video(videos / "slow.mp4")
-            release = tmp_path / "release"
-            release.mkdir()
-            record = {**sample_records("test")[0], "video_id": "slow", "video_start_time": 20, "video_end_time": 30}
-            for name in ("train.json", "val.json", "test.json"):
-                (release / name).write_text(json.dumps([record]))
-            extra = ["--data_dir", release, "--split", "test"]
+        else:  # sampled from its 2 s in the clip before
+            video_id = "early"
+            write_video(videos / "early.mp4", seconds=22, fps=2)
+        release = tmp_path / "release"
+        release.mkdir()
+        record = {**sample_records("test")[0], "video_id": video_id, "video_start_time": 20, "video_end_time": 30}
+        for name in ("train.json", "val.json", "test.json"):
+            (release / name).write_text(json.dumps([record]))
+        extra = ["--data_dir", release, "--split", "test"]
     elif case == "fewer frames than asked":
         extra = ["--num_frames", 12]
     elif case == "output inside the videos":

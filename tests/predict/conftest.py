@@ -3,6 +3,7 @@ and the predictions format `fiberbench evaluate` reads.
 """
 
 import json
+import struct
 
 import pytest
 
@@ -29,6 +30,17 @@ def write_zero_duration_video(path):
     for box, offset in ((b"mvhd", 20), (b"tkhd", 24), (b"mdhd", 20)):
         at = data.index(box) + offset
         data[at : at + 4] = bytes(4)
+    path.write_bytes(data)
+
+
+def write_video_claiming(path, seconds: float, fps: int, claimed_seconds: float):
+    """A Matroska video (`path` ends in .mkv) of `seconds` whose header claims `claimed_seconds`: its Segment's
+    Duration, the one length a Matroska file states (FFmpeg reads an MP4's from its index of packets)."""
+    write_video(path, seconds=seconds, fps=fps)
+    data = bytearray(path.read_bytes())
+    info = data.index(b"\x15\x49\xa9\x66")  # the Segment's Info element
+    at = data.index(b"\x44\x89\x88", info) + 3  # its Duration: an 8-byte float, in milliseconds (the muxer's scale)
+    data[at : at + 8] = struct.pack(">d", claimed_seconds * 1000)
     path.write_bytes(data)
 
 

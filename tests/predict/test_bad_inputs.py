@@ -24,7 +24,7 @@ from fiberbench.data.fiber.validation import clip_id
 from fiberbench.predict.command import clip_keys
 from fiberbench.predict.tiny_models import save_fiber
 
-from .conftest import sample_test_records, write_video, write_zero_duration_video
+from .conftest import sample_test_records, write_video, write_video_claiming, write_zero_duration_video
 
 USAGE, DATA = 2, 1
 
@@ -218,6 +218,15 @@ def damaged_part(tmp_path, tiny_models):
 
 FIRST = sample_test_records()[0]
 LAST = len(sample_test_records()) - 1
+LAST_RECORD = sample_test_records()[LAST]
+
+
+def write_whole_video_ending_early(path: Path) -> None:
+    """Instead of the clip's own file `path`, the clip's whole video, which ends 2 s into the (10 s) clip."""
+    video_id, start, _ = path.stem.rsplit("_", 2)
+    write_video(path.with_name(f"{video_id}.mp4"), seconds=int(start) + 2, fps=2)
+
+
 LAST_CLIP = "{video_id}, {video_start_time}-{video_end_time} s".format(**sample_test_records()[LAST])
 # id -> (the flags, made in the test's folder; the exit status; the pattern of the one line)
 CASES = {
@@ -422,6 +431,21 @@ CASES = {
         r"\.mp4: the clip \(0-1 s at 1 fps\) has 1 frame, fewer than the 2 asked \(--num_frames\) \(the video of clip "
         rf"{LAST_CLIP}\); 1 of 60 clips' videos cannot be used$",
     ),
+    # Sent as 200 copies of its last frame with exit 0, before: its header was trusted.
+    "a video whose header claims more than its frames": (
+        a_bad_video(lambda path: write_video_claiming(path.with_suffix(".mkv"), seconds=1, fps=2, claimed_seconds=100)),
+        DATA,
+        r"\.mkv: its header says the video lasts 100 s, but its frames end at 1 s: the file is damaged or its header "
+        rf"is wrong \(the video of clip {LAST_CLIP}\); 1 of 60 clips' videos cannot be used$",
+    ),
+    # Sampled from the 2 s there are, before.
+    "a whole video that ends 2 s into its clip": (
+        a_bad_video(write_whole_video_ending_early),
+        DATA,
+        rf"{LAST_RECORD['video_id']}\.mp4: the clip runs from {LAST_RECORD['video_start_time']} s to "
+        rf"{LAST_RECORD['video_end_time']} s, but the video ends at {LAST_RECORD['video_start_time'] + 2} s: its last "
+        rf"8 s are not in the file \(the video of clip {LAST_CLIP}\)",
+    ),
     "--video_input video for a processor without a video processor": (
         before_the_data(video_model("--video_input", "video")),
         USAGE,
@@ -561,3 +585,14 @@ def test_a_video_id_leading_out_of_the_video_dir_is_refused_before_any_video_is_
         "(only A-Z, a-z, 0-9, '_' and '-')"
     ), line
     assert not output.exists()
+
+
+def test_a_device_this_torch_cannot_use_is_one_line(tiny_models, tmp_path, cli_error):
+    """A GPU on a CPU-only torch (or one past the last GPU) failed as the weights loaded, with a traceback."""
+    device = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda:0"
+    status, line = cli_error(
+        "predict", "--model_name_or_path", tiny_models["causal"], "--device_map", device, "--max_predict_samples", "2",
+        "--output_file", tmp_path / "predictions.jsonl",
+    )
+    assert status == USAGE and re.search(rf"--device_map {device}: this (torch .* has no cuda device|machine has)", line)
+    assert not (tmp_path / "predictions.jsonl").exists()

@@ -96,3 +96,40 @@ def test_a_template_that_depends_on_the_caption_is_bounded_on_every_prompt(tiny_
         tmp_path / "predictions.jsonl",
     )
     assert status == DATA and "its chat template took more than 2 s to render one prompt" in line, line
+
+
+def test_the_renderer_needs_nothing_of_the_callers_main(run_unguarded_script, tiny_models, tmp_path):
+    """The renderer used to be a spawned process, which runs the caller's script again (or looks for `<stdin>`)."""
+    output = tmp_path / "predictions.jsonl"
+    script = (
+        "import sys\n"
+        "from fiberbench.cli import main\n"
+        f"sys.exit(main(['predict', '--model_name_or_path', {str(tiny_models['causal'])!r}, '--max_predict_samples', "
+        f"'2', '--output_file', {str(output)!r}]))\n"
+    )
+    finished = run_unguarded_script(script)
+    assert finished.returncode == 0, finished.stderr
+    assert len(output.read_text().splitlines()) == 2
+
+
+def test_a_renderer_that_fails_to_start_says_what_failed(tiny_models, tmp_path, cli_error, monkeypatch):
+    """A child that ends before it answers is named with how it ended and its last words, not blamed on the template:
+    here `sys.executable` is the Python this environment was made from, which has no fiberbench (as where an
+    application embeds Python)."""
+    import sys
+    from pathlib import Path
+
+    base_python = Path(sys.base_prefix) / "bin" / "python3"
+    if sys.prefix == sys.base_prefix or not base_python.is_file():
+        pytest.skip("not in a virtual environment: no Python without fiberbench at hand")
+    monkeypatch.setattr(sys, "executable", str(base_python))
+    monkeypatch.chdir(tmp_path)  # not the source tree, where `python -m` would find the package's folder
+    status, line = cli_error(
+        "predict", "--model_name_or_path", tiny_models["causal"], "--max_predict_samples", "2", "--output_file",
+        tmp_path / "predictions.jsonl",
+    )
+    assert re.search(
+        r"error: the process rendering the chat template \(python -m fiberbench.helper_processes, PID \d+\) ended with "
+        r"exit status 1 before it answered; its last line: .*No module named 'fiberbench'",
+        line,
+    ), line

@@ -10,6 +10,7 @@ video environment (torchvision; README, "Tests"): they run with `pytest -m video
 
 import argparse
 import json
+import re
 import shutil
 
 import pytest
@@ -215,3 +216,18 @@ def test_frames_at_a_rate_in_a_batch_of_clips_of_different_lengths(family_models
     assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 4
     video = json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["video"]
     assert (video["input"], video["fps"], video["max_frames"], video["chosen_by"]) == ("video", 1, 8, "--fps")
+
+
+def test_fewer_frames_than_the_family_reads_is_one_line_before_any_work(family_models, video_dir, tmp_path, cli_error):
+    """Qwen3-VL's video processor needs 2 frames (its temporal patch): --num_frames 1 used to fail in the middle of
+    the run; Qwen2-VL's repeats a lone frame, and takes it."""
+    output_file = tmp_path / "predictions.jsonl"
+    flags = ["--video_dir", video_dir, "--output_file", output_file, "--num_frames", 1, "--max_predict_samples", 2]
+    status, line = cli_error("predict", "--model_name_or_path", family_models("qwen3_vl"), *flags)
+    assert status == 2 and re.search(
+        r"its video processor \(Qwen3VLVideoProcessor\) cannot read a clip of 1 frame \(.*temporal_factor.*\), and "
+        r"the frames chosen by --num_frames give some clips that few",
+        line,
+    ), line
+    assert not output_file.exists()
+    assert main(["predict", "--model_name_or_path", str(family_models("qwen2_vl")), *map(str, flags)]) == 0

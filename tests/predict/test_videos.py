@@ -8,13 +8,14 @@ from fiberbench.predict.videos import (
     ClipSpan,
     ClipVideo,
     FrameSampling,
+    _frames_at,
     check_video,
     find_clip_video,
     sample_frames,
     uniform_times,
 )
 
-from .conftest import write_video, write_zero_duration_video
+from .conftest import write_video, write_video_claiming, write_zero_duration_video
 
 FPS = 10
 
@@ -99,11 +100,50 @@ def test_frames_of_a_whole_video_cut_to_the_clip(videos):
     assert clip.video_metadata()["total_num_frames"] == 40
 
 
-def test_a_clip_that_runs_past_the_end_of_its_video_is_cut_there(videos):
-    # 3 to 13 s of a 5 s video: 3 to 5 s, frames 32, 37, 42, 47.
-    clip = sample_frames(ClipVideo(videos / "short.mp4", 3.0, 13.0), FOUR)
+@pytest.mark.parametrize("check", [check_video, sample_frames], ids=["checked", "sampled"])
+def test_a_clip_that_runs_past_the_end_of_its_video_is_one_line(videos, check):
+    """3 to 13 s of a 5 s video: its last 8 s are not there (they used to be sampled from the 2 s that are)."""
+    with pytest.raises(DataError, match=r"short.mp4: the clip runs from 3 s to 13 s, but the video ends at 5 s: its "
+                       r"last 8 s are not in the file$"):
+        check(ClipVideo(videos / "short.mp4", 3.0, 13.0), FOUR)
+
+
+def test_a_clip_that_ends_a_moment_after_its_video_is_cut_there(videos):
+    # 3 to 5.3 s of a 5 s video (within END_TOLERANCE): 3 to 5 s, frames 32, 37, 42, 47.
+    clip = sample_frames(ClipVideo(videos / "short.mp4", 3.0, 5.3), FOUR)
     assert frame_indices(clip.frames) == [7, 12, 17, 22]
     assert clip.span == ClipSpan(3.0, 5.0, FPS)
+
+
+@pytest.mark.parametrize("check", [check_video, sample_frames], ids=["checked", "sampled"])
+@pytest.mark.parametrize(
+    "claimed, message",
+    [
+        (1e7, r"lies.mkv: its header says the video lasts 1e\+07 s, but its frames end at 3 s: the file is damaged"),
+        (1, r"lies.mkv: its header says the video lasts 1 s, but its frames end at 3 s: the file is damaged"),
+    ],
+    ids=["claiming years", "claiming less"],
+)
+def test_a_header_that_disagrees_with_the_frames_is_one_line(tmp_path, claimed, message, check):
+    """A 3 s video whose header claims 10^7 s used to be sampled as that long: at 1 frame a second, 10^7 copies of
+    its last frame."""
+    write_video_claiming(tmp_path / "lies.mkv", seconds=3, fps=FPS, claimed_seconds=claimed)
+    with pytest.raises(DataError, match=message):
+        check(ClipVideo(tmp_path / "lies.mkv"), FrameSampling(fps=1))
+
+
+def test_frames_are_bounded_by_what_decodes(videos):
+    """Times past the last frame that decoded (its frame interval, and END_TOLERANCE) are an error, never copies of
+    it: here the frames of the first second of a 2 s clip."""
+    import av
+
+    span = ClipSpan(0.0, 2.0, FPS)
+    with av.open(str(videos / "abc_000003_000007.mp4")) as container:
+        decoded = [frame for frame, _ in zip(container.decode(video=0), range(10))]
+    frames, _ = _frames_at(iter(decoded), uniform_times(0.0, 1.4, 4), videos / "abc.mp4", span)
+    assert frame_indices(frames) == [1, 5, 8, 9]  # 1.225 s: the last frame decoded (0.9 s) is still on screen
+    with pytest.raises(DataError, match=r"abc.mp4: no frame decodes after 0.9 s, but the clip runs to 2 s"):
+        _frames_at(iter(decoded), uniform_times(0.0, 2.0, 4), videos / "abc.mp4", span)
 
 
 @pytest.mark.parametrize(
@@ -158,4 +198,4 @@ def test_unusable_videos_are_one_line_errors(videos, video, message, check):
 
 def test_usable_videos_pass_the_check(videos):
     assert check_video(ClipVideo(videos / "abc_000003_000007.mp4"), FOUR) == ClipSpan(0.0, 2.0, FPS)
-    assert check_video(ClipVideo(videos / "short.mp4", 3.0, 13.0), FOUR) == ClipSpan(3.0, 5.0, FPS)
+    assert check_video(ClipVideo(videos / "short.mp4", 3.0, 5.3), FOUR) == ClipSpan(3.0, 5.0, FPS)

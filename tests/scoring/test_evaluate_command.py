@@ -325,3 +325,12 @@ def test_every_bar_has_its_whisker_even_at_zero_and_one_resample_plots(test_spli
         _, caps, _ = whiskers.lines
         assert len(caps) == 2 and all(list(cap.get_ydata()) == [0.0] * 3 for cap in caps)  # low and high, at 0
         assert ax.get_ylim()[0] < 0  # the caps at 0 stand clear of the axis
+
+
+def test_names_are_text_in_the_plot(predictions_dir, tmp_path):
+    """A '$' in a name is a dollar: matplotlib's mathtext used to parse '$\\alpha^$', fail, and nothing was written."""
+    output_dir = tmp_path / "out"
+    files = [str(predictions_dir / f"{name}.jsonl") for name in ("half", "annotator")]
+    assert main(["evaluate", *files, "--names", "$\\alpha^$", "US$ 5", "--output_dir", str(output_dir), *FLAGS]) == 0
+    assert (output_dir / "by_category.png").stat().st_size > 0
+    assert set(json.loads((output_dir / "results.json").read_text())["systems"]) == {"$\\alpha^$", "US$ 5"}
