@@ -14,8 +14,12 @@ as a `pycon` block first.
 import atexit
 import shutil
 import tempfile
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, as the `docs` extra installs it there
+    import tomli as tomllib
 
 from markdown import Extension
 from markdown.preprocessors import Preprocessor

@@ -17,10 +17,8 @@ import argparse
 import os
 import re
 import resource
-import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
@@ -125,13 +123,12 @@ def write_atomically(path: Path, content: bytes) -> None:
 def fresh_copy(destination: Path) -> Path:
     """The committed tree, as a fresh clone has it (no outputs, no caches), unpacked into `destination`."""
     archive = destination / "HEAD.tar"
-    with archive.open("wb") as file:
-        status = subprocess.run(["git", "archive", "HEAD"], cwd=REPOSITORY, stdout=file).returncode
+    root = destination / "fiber"
+    root.mkdir()
+    status = subprocess.run(["git", "archive", "--output", str(archive), "HEAD"], cwd=REPOSITORY).returncode
     if status != 0:
         raise MeasureError(f"`git archive HEAD` failed in {REPOSITORY}: the copy is made from a git checkout")
-    root = destination / "fiber"
-    with tarfile.open(archive) as tar:
-        tar.extractall(root, filter="data")
+    subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(root)], check=True)
     archive.unlink()
     return root
 
