@@ -243,7 +243,8 @@ def main() -> None:
     )
     for name, model, encoder_input in rows:
         print(f"| {model} | {encoder_input} | {training[name]:.2f} | {training[name] / training['t5']:.2f} |")
-    print(f"early fusion runs at {training['early'] / training['t5']:.0%} of T5's speed (target: at least 90%)")
+    target = quick.verdict(args, "target: at least 90%")
+    print(f"early fusion runs at {training['early'] / training['t5']:.0%} of T5's speed ({target})")
 
     decoding = bench_decoding(args, tokenizer, device)
     examples, generation = decoding["examples"], decoding["generation"]

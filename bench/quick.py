@@ -2,12 +2,15 @@
 
 Each script names its tiny sizes; they replace the script's defaults, so a flag given beside
 --quick still wins. The figures of a quick run say nothing: it only shows that the benchmark runs
-and prints its table. Scripts import this module as `quick` (Python puts the script's folder,
-bench/, first on sys.path).
+and prints its table, so where a full run judges its figures against the benchmark's goal, a quick
+run says it cannot (`verdict`). Scripts import this module as `quick` (Python puts the script's
+folder, bench/, first on sys.path).
 """
 
 import argparse
 
+# What a quick run prints where a full run gives its verdict (or its target) against the goal.
+TOO_SMALL_TO_JUDGE = "quick run: sizes too small to judge against the goal"
 HELP = "Tiny sizes and few rounds, the same code: seconds, to check that the benchmark runs (the tests run it)."
 
 
@@ -22,3 +25,8 @@ def parse_args(parser: argparse.ArgumentParser, **quick_defaults) -> argparse.Na
         return args
     parser.set_defaults(**quick_defaults)
     return parser.parse_args()
+
+
+def verdict(args: argparse.Namespace, judged: str) -> str:
+    """`judged`, a full run's verdict against the goal; with --quick, TOO_SMALL_TO_JUDGE (tiny sizes tell nothing)."""
+    return TOO_SMALL_TO_JUDGE if args.quick else judged

@@ -391,7 +391,9 @@ def main() -> int:
         print(format_hub_push_table(runs, strategies))
         for strategy in strategies[1:]:
             ratio = statistics.median(paired_ratios(runs, strategy))
-            verdict = "ok" if ratio <= HUB_PUSH_GOAL else f"SLOWER than the goal ({HUB_PUSH_GOAL:.2f})"
+            verdict = quick.verdict(
+                args, "ok" if ratio <= HUB_PUSH_GOAL else f"SLOWER than the goal ({HUB_PUSH_GOAL:.2f})"
+            )
             print(f"{strategy}: steps {ratio:.3f}x those of end (pushes in the background): {verdict}")
         return 0
 
@@ -411,11 +413,8 @@ def main() -> int:
     print(format_table(rows))
     for row in rows:
         speedup = row["step_ms"] / row["loader_workers_ms"]
-        verdict = (
-            "ok"
-            if speedup >= MIN_LOADER_SPEEDUP
-            else f"TOO SLOW: the loader would starve the step (< {MIN_LOADER_SPEEDUP}x)"
-        )
+        starves = f"TOO SLOW: the loader would starve the step (< {MIN_LOADER_SPEEDUP}x)"
+        verdict = quick.verdict(args, "ok" if speedup >= MIN_LOADER_SPEEDUP else starves)
         print(f"{row['setup']}: loader with {row['workers']} workers {speedup:.1f}x faster than the step: {verdict}")
         if row["setup"] == "t5_base":
             print(paper_run_projection(row))

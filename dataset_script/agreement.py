@@ -14,7 +14,7 @@ from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_input_files, write_json
 from fiberbench.ownership import Output, arguments_of, check_all, writing
 
-from .provenance import sample_file_name
+from .provenance import sample_file_name, synthetic_file_notice
 
 logger = logging.getLogger(__name__)
 
@@ -116,11 +116,7 @@ def agreement_table(results: dict, sample_file: str | None = None) -> str:
         )
     notes = f"Leave one annotator out, the label counting as one more annotator; {counts}; {deviation}."
     if sample_file is not None:
-        lines = [
-            f"**SYNTHETIC data** (the bundled sample's {sample_file}, or a copy): the numbers say nothing about FIBER.",
-            "",
-            *lines,
-        ]
+        lines = [synthetic_file_notice(sample_file), "", *lines]
     return "\n".join(lines) + f"\n\n{notes}\n"
 
 

@@ -46,3 +46,8 @@ def sample_file_name(path: str | Path) -> str | None:
         if sample.stat().st_size == size and sample.read_bytes() == Path(path).read_bytes():
             return name
     return None
+
+
+def synthetic_file_notice(sample_file: str) -> str:
+    """The line that heads a report of the bundled sample's `sample_file` (or a copy): `agreement`'s and `stats`'."""
+    return f"**SYNTHETIC data** (the bundled sample's {sample_file}, or a copy): the numbers say nothing about FIBER."

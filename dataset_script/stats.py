@@ -23,6 +23,8 @@ from fiberbench.errors import DataError
 from fiberbench.files import write_json, write_text
 from fiberbench.ownership import Output, arguments_of
 
+from .provenance import sample_file_name, synthetic_file_notice
+
 if TYPE_CHECKING:
     from spacy.language import Language
 
@@ -146,8 +148,9 @@ TABLE_1_ROWS = (
 )
 
 
-def stats_markdown(stats: dict, source: str) -> str:
-    """The statistics as a Markdown report: Table 1, gender words, top answers, POS sequences."""
+def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> str:
+    """The statistics as a Markdown report: Table 1, gender words, top answers, POS sequences; headed SYNTHETIC when
+    the file is the bundled sample's `sample_file`."""
     labels, annotations = stats["labels"], stats["annotations"]
     rows = [(title, *(cell(group.get(key)) for group in (labels, annotations))) for title, key, cell in TABLE_1_ROWS]
     rows += [
@@ -160,6 +163,7 @@ def stats_markdown(stats: dict, source: str) -> str:
     lines = [
         f"# FIBER answer statistics of {source}",
         "",
+        *([synthetic_file_notice(sample_file), ""] if sample_file is not None else []),
         f"{stats['num_captions']} captions; {labels['num_answers']} original phrases, {annotations['num_answers']} "
         f"annotated answers. spaCy pipeline: {stats['spacy_pipeline']}. Tokens are counted after normalization; "
         "the noun-phrase share is of the answers as given (use `fiberbench answers --keep_non_noun_phrases` "
@@ -273,15 +277,21 @@ def run(args: argparse.Namespace) -> int:
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")
+        sample_file = sample_file_name(args.file)
+        if sample_file is not None:
+            logger.warning(
+                "Statistics of SYNTHETIC data (the bundled sample's %s): the numbers say nothing about FIBER",
+                sample_file,
+            )
         # Imported once the input is read: the modeling package loads torch and transformers.
         from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
         nlp = load_spacy_pipeline(args.spacy_model)
         check_lengths(records, nlp, str(args.file))
-        stats = compute_stats(records, nlp, args.batch_size)
+        stats = compute_stats(records, nlp, args.batch_size) | {"synthetic": sample_file is not None}
         with output.atomic_folder(**arguments_of(args)) as staging:
             write_json(staging / REPORT_FILES[0], stats)
-            write_text(staging / REPORT_FILES[1], stats_markdown(stats, args.file.name))
+            write_text(staging / REPORT_FILES[1], stats_markdown(stats, args.file.name, sample_file))
             charts = write_charts(stats, staging, args.file.name)
     written = [*REPORT_FILES, *(chart.name for chart in charts)]
     logger.info("Wrote %s to %s", ", ".join(written), args.output_dir)

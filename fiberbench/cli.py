@@ -40,6 +40,10 @@ COMMANDS = {
         "fiberbench.scoring",
         "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
     ),
+    "leaderboard": (
+        "fiberbench.leaderboard.command",
+        "Build (and push) the FIBER leaderboard Space from a store of results: intervals, rank intervals, Submit tab.",
+    ),
     "predict": (
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",

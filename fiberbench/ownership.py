@@ -206,8 +206,8 @@ class Output:
         folder: the output is a folder (else a file).
         entry_names: a folder's entries this command writes (a pattern of names): an entry of
             another name is never replaced, and a record listing one was edited or damaged.
-        resume_hint: how to continue an earlier output instead of replacing it, for the refusal
-            ("--resume_from_checkpoint DIR/step_N to continue it").
+        resume_hint: how to continue the earlier output found there instead of replacing it, for the
+            refusal ("--resume_from_checkpoint DIR/step_40 to continue it"); None when it cannot be.
         leaves_others: the command writes a folder entry by entry and never replaces it whole, so
             a user's entries of names it never writes may stay beside its own (training's run
             folder); otherwise a folder holding anything unlisted is refused.
@@ -258,10 +258,11 @@ class Output:
         if previous is None:
             return None
         if not (self.overwrite or resume):
-            resume_hint = f", {self.resume_hint}" if self.resume_hint else ""
+            resume_hint = f" (or {self.resume_hint})" if self.resume_hint else ""
             raise UsageError(
                 f"{self.flag} {self.path} holds the output of an earlier run of {self.command} "
-                f"({previous.state}); pass {self.overwrite_flag} to replace it{resume_hint}, or choose another"
+                f"({previous.state}); to run it again, pass {self.overwrite_flag} to replace it or choose another "
+                f"{self.flag}{resume_hint}"
             )
         return previous
 

@@ -262,10 +262,20 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     for index, path in enumerate(paths):
         earlier = first.setdefault(path.resolve(), index)
         if earlier != index:
-            raise UsageError(
-                f"{path} ({names[index]}) is {paths[earlier]} ({names[earlier]}) again: give each predictions file once"
+            # The same file under another spelling (a link, another folder's path) is named both ways.
+            places = (
+                f"the {ordinal(earlier + 1)} and {ordinal(index + 1)} file"
+                if path == paths[earlier]
+                else f"the {ordinal(earlier + 1)} file, and as {path} the {ordinal(index + 1)}"
             )
+            raise UsageError(f"{paths[earlier]} is given twice (as {places}): give each predictions file once")
     return names
+
+
+def ordinal(number: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
 
 
 def load_split(splits, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
@@ -698,6 +708,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=seed, default=0, help="Seed of the resamples and of the randomization trials."
     )
     parser.add_argument(
+        "--model_index",
+        type=Path,
+        metavar="README.md",
+        help="Write the system's scores into this model card's `model-index` metadata, which the Hub shows on the "
+        "model's page (one predictions file; an existing card keeps its text and other metadata).",
+    )
+    parser.add_argument(
         "--with_baselines",
         action="store_true",
         help="Add reference rows: the most frequent training answer, and human agreement (leave one annotator out).",
@@ -709,7 +726,10 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None]:
 
     Returns the systems' names and the output folder to write (None without --output_dir).
     """
+    from fiberbench.leaderboard import model_index
+
     names = system_names(args.predictions, args.names)
+    model_index.check_flag(args.model_index, names)
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
     if args.output_dir is None:
@@ -796,6 +816,11 @@ def score_and_write(args: argparse.Namespace, names: list[str], output: Output |
     }
     leaderboard = leaderboard_markdown(results)
     print(leaderboard, flush=True)
+    if args.model_index is not None:
+        from fiberbench.leaderboard import model_index
+
+        model_index.write(args.model_index, results)
+        logger.info("Wrote the model-index of %s into %s", names[0], args.model_index)
     if output is None:
         logger.info("No --output_dir: nothing written")
         return 0

@@ -199,6 +199,11 @@ class Chromium:
         for event in ("mousePressed", "mouseReleased"):
             self.send("Input.dispatchMouseEvent", {"type": event, "x": x, "y": y, "button": "left", "clickCount": 1})
 
+    def choose_file(self, selector: str, path: Path) -> None:
+        """Choose `path` in the file input that `selector` finds, as a person picking it in the file dialog."""
+        found = self.send("Runtime.evaluate", {"expression": f"document.querySelector({json.dumps(selector)})"})
+        self.send("DOM.setFileInputFiles", {"files": [str(path)], "objectId": found["result"]["objectId"]})
+
     def type(self, text: str) -> None:
         """Type `text` into the focused element."""
         self.send("Input.insertText", {"text": text})

@@ -16,6 +16,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # A ratio cell: "1.00x", "0.25", "1.000 (1.00-1.00)", "9.2 ".
 RATIO = re.compile(r"-?\d[\d,]*(\.\d+)?x?( |$)")
+# What a full run says against its goal (a verdict or a target), and what a quick run says instead.
+VERDICT = re.compile(r": ok$|target:|TOO SLOW|MISSED|SLOWER", re.MULTILINE)
+NOT_JUDGED = "quick run: sizes too small to judge against the goal"
 
 
 def run_quick(script: str, *flags: str) -> str:
@@ -58,6 +61,12 @@ def check_tables(output: str, ratio_columns: list[str]) -> None:
         check_ratios(table(output, column), column)
 
 
+def check_not_judged(output: str) -> None:
+    """Tiny sizes say nothing about the goal: a quick run gives no verdict or target, it says it cannot judge."""
+    assert NOT_JUDGED in output, output
+    assert not VERDICT.search(output), VERDICT.search(output)
+
+
 # Each script and the ratio columns of its tables.
 RATIO_COLUMNS = {
     "blank.py": ["vs 1 process"],
@@ -72,6 +81,8 @@ RATIO_COLUMNS = {
 }
 # These need the video environment (torchvision for the video LLMs, PyAV to write and decode clips).
 VIDEO_BENCHES = ("predict.py", "features.py")
+# Those whose full run judges its figures against a goal.
+JUDGED_BENCHES = ("metric.py", "model.py")
 MARKS = {script: pytest.mark.video if script in VIDEO_BENCHES else pytest.mark.slow for script in RATIO_COLUMNS}
 
 
@@ -79,21 +90,28 @@ MARKS = {script: pytest.mark.video if script in VIDEO_BENCHES else pytest.mark.s
 def test_bench_runs_quick(script, tmp_path):
     # features.py writes its synthetic clips once to a cache folder: a fresh one here, not the user's.
     flags = ["--cache_dir", str(tmp_path)] if script == "features.py" else []
-    check_tables(run_quick(script, *flags), RATIO_COLUMNS[script])
+    output = run_quick(script, *flags)
+    check_tables(output, RATIO_COLUMNS[script])
+    if script in JUDGED_BENCHES:
+        check_not_judged(output)
 
 
 @pytest.mark.slow
 def test_train_bench_runs_quick_on_the_default_setups():
-    rows = table(run_quick("train.py"), "loader speed-up")
+    output = run_quick("train.py")
+    rows = table(output, "loader speed-up")
     assert [row["setup"] for row in rows] == ["sample_demo", "t5_small"]
     check_ratios(rows, "loader speed-up")
+    check_not_judged(output)
 
 
 @pytest.mark.slow
 def test_train_bench_pushes_to_the_local_hub_quick():
     """--hub_push runs train.py against tests/hub/hub_server.py: `end` pushes once, `every_save` more often."""
     ratio = "steps vs end (paired: median, range)"
-    rows = {row["--hub_strategy"]: row for row in table(run_quick("train.py", "--hub_push"), ratio)}
+    output = run_quick("train.py", "--hub_push")
+    rows = {row["--hub_strategy"]: row for row in table(output, ratio)}
     assert list(rows) == ["end", "every_save"]
     check_ratios(list(rows.values()), ratio)
     assert 1 <= float(rows["end"]["commits per run"]) < float(rows["every_save"]["commits per run"])
+    check_not_judged(output)

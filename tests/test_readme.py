@@ -25,9 +25,9 @@ NOT_RUN = "# not run by the README test: "
 MAIN_JOB = "accelerate launch training/train.py"
 # Every fenced block of the README and the pages, by language: a new block changes these counts, and the table
 # that test_readme_blocks_run_as_written prints says what became of each (run, checked to fail offline, or not run).
-EXPECTED_BLOCKS = {"bash": 29, "python": 7, "json": 2, "bibtex": 1}
+EXPECTED_BLOCKS = {"bash": 33, "python": 7, "json": 2, "bibtex": 1}
 RUN_LANGUAGES = {"bash", "python"}
-EXPECTED_FATES = {"run": 13, "needs the Hub": 10, "not run": 13}
+EXPECTED_FATES = {"run": 15, "needs the Hub": 11, "not run": 14}
 
 # One line of ours, as the CLI and train.py print a user error (tests/conftest.py's `user_error`).
 OUR_ERROR = re.compile(r"^(fiberbench [\w-]+|train\.py): error: ", re.MULTILINE)

@@ -5,15 +5,13 @@ The argparse defaults are the one source of truth and reproduce the paper's setu
 With neither a model nor a dataset given, `configs/sample_demo.yaml` is layered under the user's
 config: the main job, which trains a tiny model on the bundled sample in a few minutes on a CPU.
 
-This module loads neither torch nor transformers (the choices they define are read when a value
-is checked, `LazyChoices`): the script refuses a mistyped flag or path at once.
+This module loads neither torch nor transformers (the model's fusions are read when a value is
+checked, `fusion`): the script answers --help and refuses a mistyped flag or path at once.
 """
 
 import argparse
 import dataclasses
-import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
@@ -26,6 +24,12 @@ SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
 BASELINES = ("most_frequent_answer",)
 MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
+# transformers' schedulers (`SchedulerType`) that `get_scheduler` builds from the warm-up and the length alone, as
+# this script calls it (the others need scheduler kwargs or a metric at each step); written out, as in the HF
+# example scripts, so that --help needs no transformers (tests/training/test_arguments.py builds each one).
+LR_SCHEDULER_TYPES = (
+    "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup", "inverse_sqrt"
+)
 # What --push_to_hub pushes, and when, as the Trainer's `hub_strategy` (see `fiberbench.training.hub_checkpoints`).
 HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
 # The repo folder of the latest checkpoint with --hub_strategy checkpoint (the Trainer's name), which
@@ -44,37 +48,17 @@ NOT_TRAINING_SETTINGS = frozenset(
 )
 
 
-class LazyChoices(Sequence):
-    """argparse `choices` read from a library the first time they are needed (a value to check, the help).
+def fusion(text: str) -> str:
+    """argparse type: one of the model's fusions (`FUSIONS`), read from the model's package when a value is given.
 
-    Building the parser then loads no torch or transformers, which take seconds. Give the flag a
-    `metavar`: argparse reads the choices of a flag without one as the parser is built.
+    Not argparse `choices`: argparse reads every flag's choices to format --help, and the model's
+    package loads torch and transformers (seconds).
     """
-
-    def __init__(self, load: Callable[[], Iterable[str]]):
-        self._load = load
-
-    @functools.cached_property
-    def _choices(self) -> tuple[str, ...]:
-        return tuple(self._load())
-
-    def __getitem__(self, index):
-        return self._choices[index]
-
-    def __len__(self) -> int:
-        return len(self._choices)
-
-
-def _fusions() -> tuple[str, ...]:
     from fiberbench.modeling import FUSIONS
 
-    return FUSIONS
-
-
-def _scheduler_types() -> list[str]:
-    from transformers import SchedulerType
-
-    return [kind.value for kind in SchedulerType]
+    if text not in FUSIONS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, FUSIONS))})")
+    return text
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -165,11 +149,10 @@ def build_parser() -> ArgumentParser:
     )
     model.add_argument(
         "--fusion",
-        choices=LazyChoices(_fusions),
-        metavar="FUSION",
+        type=fusion,
         default=None,
-        help='Video fusion, one of %(choices)s; default: the checkpoint\'s own for a FIBER checkpoint, else "early" '
-        "(T5 + I3D).",
+        help='Video fusion: "none" (text only), "early" (T5 + I3D) or "late" (two-stream); default: the '
+        'checkpoint\'s own for a FIBER checkpoint, else "early".',
     )
     model.add_argument(
         "--baseline",
@@ -195,10 +178,10 @@ def build_parser() -> ArgumentParser:
     training.add_argument("--gradient_accumulation_steps", type=positive_int, default=1)
     training.add_argument(
         "--lr_scheduler_type",
-        choices=LazyChoices(_scheduler_types),
+        choices=LR_SCHEDULER_TYPES,
         metavar="TYPE",
         default="linear",
-        help="One of transformers' schedulers: %(choices)s.",
+        help="transformers' learning-rate schedule: %(choices)s.",
     )
     training.add_argument(
         "--num_warmup_steps",

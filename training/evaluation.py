@@ -9,6 +9,7 @@ import torch
 from tqdm.auto import tqdm
 
 import fiberbench.metric
+from fiberbench.answers import answers_and_candidates
 from fiberbench.metric import references_from_example
 from fiberbench.modeling import FiberT5ForConditionalGeneration
 from fiberbench.training.inputs import VIDEO_COLUMN, FiberExamples, make_dataloader
@@ -95,7 +96,8 @@ class Evaluator:
         """Every example's answer, ranked candidates and label probability, gathered from all processes.
 
         The loader yields raw rows (`FiberDataCollator` without a processor), and each process
-        fills the blanks of its shard with the model's own `fill_blanks`, the API users call.
+        fills the blanks of its shard with the model's own `fill_blanks`, the API users call; the
+        answers and candidates recorded are `fiberbench.answers`', as `predict` records them.
         `gather_for_metrics` drops the examples repeated to even out the last batch, so every
         example comes back exactly once; the result is in split order.
         """
@@ -111,20 +113,23 @@ class Evaluator:
             )
             with accelerator.autocast():
                 logits = decoder(**inputs).logits
+            # The model's own beams, the API users call; the answer is chosen among their distinct answers.
             filled = decoder.fill_blanks(
                 self.processor,
                 captions,
                 video_features=video_features,
                 num_beams=self.num_beams,
-                only_noun_phrases=self.only_noun_phrases,
-                nlp=self.nlp,
+                only_noun_phrases=False,
                 return_candidates=True,
                 batch_size=len(captions),
             )
+            answers, candidates = answers_and_candidates(
+                captions, [beams for _, beams in filled], self.nlp if self.only_noun_phrases else None
+            )
             local = [
-                {"index": index, "prediction": answer, "candidates": candidates, "label_probability": probability}
-                for index, (answer, candidates), probability in zip(
-                    batch["index"].tolist(), filled, label_probabilities(logits, inputs["labels"])
+                {"index": index, "prediction": answer, "candidates": ranked, "label_probability": probability}
+                for index, answer, ranked, probability in zip(
+                    batch["index"].tolist(), answers, candidates, label_probabilities(logits, inputs["labels"])
                 )
             ]
             gathered += accelerator.gather_for_metrics(local, use_gather_object=True)

@@ -25,10 +25,22 @@ PREDICTIONS_FILE = "predictions.jsonl"
 MODEL_FOLDER = "model"
 LOGS_FOLDER = "logs"
 WRITTEN_BY = "training/train.py"
+CHECKPOINT_NAMES = re.compile(r"(step|epoch)_\d+")
 # The entries a run may write: a user's entry of another name is never touched.
 RUN_ENTRY_NAMES = re.compile(
-    rf"{re.escape(RESULTS_FILE)}|{re.escape(PREDICTIONS_FILE)}|{MODEL_FOLDER}|{LOGS_FOLDER}|(step|epoch)_\d+"
+    rf"{re.escape(RESULTS_FILE)}|{re.escape(PREDICTIONS_FILE)}|{MODEL_FOLDER}|{LOGS_FOLDER}|{CHECKPOINT_NAMES.pattern}"
 )
+
+
+def last_checkpoint(output_dir: str) -> Path | None:
+    """The checkpoint folder (`step_N/`, `epoch_N/`) saved last in a run's `output_dir`, which
+    --resume_from_checkpoint continues; None when the run saved none (the main job saves none)."""
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        return None
+    checkpoints = [entry for entry in folder.iterdir() if CHECKPOINT_NAMES.fullmatch(entry.name) and entry.is_dir()]
+    # The newest, its number breaking a tie of times (a run resumed with other --checkpointing_steps holds both kinds).
+    return max(checkpoints, key=lambda entry: (entry.stat().st_mtime, int(entry.name.split("_")[1])), default=None)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -74,6 +86,7 @@ class RunFolder:
         Refused: a folder holding anything this script did not write, and an output folder that
         is, holds or lies inside one of `inputs` (the dataset folder, the model folder, ...).
         """
+        checkpoint = last_checkpoint(output_dir)
         output = Output(
             output_dir,
             command=WRITTEN_BY,
@@ -82,7 +95,7 @@ class RunFolder:
             overwrite_flag="--overwrite_output_dir",
             folder=True,
             entry_names=RUN_ENTRY_NAMES,
-            resume_hint=f"--resume_from_checkpoint {output_dir}/step_N to continue it",
+            resume_hint=f"--resume_from_checkpoint {checkpoint} to continue it" if checkpoint else None,
             leaves_others=True,
         )
         resuming = (

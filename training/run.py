@@ -10,6 +10,7 @@ name a checkpoint on the Hub (`download_checkpoint`).
 
 import argparse
 import dataclasses
+import logging
 import math
 import os
 import time
@@ -306,6 +307,8 @@ def setup_logging(accelerator: Accelerator) -> None:
     else:
         datasets.utils.logging.set_verbosity_error()
         transformers.utils.logging.set_verbosity_error()
+        # fiberbench's own warnings too (the SYNTHETIC sample's, each process loading it): said once, not per process.
+        logging.getLogger("fiberbench").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
 

@@ -28,9 +28,10 @@ import torch
 from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer
 from transformers.trainer_utils import HubStrategy
 
+from fiberbench.answers import answers_and_candidates
 from fiberbench.files import write_text
 from fiberbench.metric import references_from_example
-from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases
+from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.training.evaluation import load_metric
 from fiberbench.training.model_card import SavedAt, make_model_card
@@ -185,11 +186,10 @@ class FiberMetrics:
             raise ValueError(f"Got predictions for {len(sequences)} examples, the split has {len(self.references)}.")
         # Predictions gathered from batches of different lengths are padded with -100.
         sequences = sequences.masked_fill(sequences < 0, self.processor.tokenizer.pad_token_id)
-        candidates = [list(dict.fromkeys(self.processor.decode_answers(beams))) for beams in sequences]
-        if self.only_noun_phrases:
-            answers = choose_noun_phrases(self.masked_captions, candidates, self.nlp)
-        else:
-            answers = [ranked[0] for ranked in candidates]
+        beams = [self.processor.decode_answers(row) for row in sequences]
+        answers, candidates = answers_and_candidates(
+            self.masked_captions, beams, self.nlp if self.only_noun_phrases else None
+        )
         scores = self.metric.compute(predictions=answers, references=self.references, candidates=candidates)
         return {
             "exact_match": scores["exact_match"],

@@ -5,8 +5,12 @@ does with an encoder does not depend on its weights. `save_clip` and `save_video
 CLIP-like image encoder (vision tower only, or with its text tower and projections) and a
 VideoMAE-like video encoder with their PIL/NumPy processors (no torchvision needed), tiny by
 default (`TINY_*`) or of real size (`BASE_*`, ViT-B/16 and VideoMAE-base) for the benchmark.
+
+    python -m fiberbench.features.tiny_encoders clip tiny-clip          # a tiny encoder, offline, in seconds
+    python -m fiberbench.predict.tiny_models videos sample_videos       # and videos of every clip of the sample
 """
 
+import argparse
 from pathlib import Path
 
 import torch
@@ -85,3 +89,28 @@ def save_videomae(folder: Path, config: dict = TINY_VIDEOMAE) -> None:
         model = VideoMAEModel(videomae_config)
     model.save_pretrained(folder)
     VideoMAEImageProcessorPil(**_processor_sizes(videomae_config.image_size)).save_pretrained(folder)
+
+
+# The encoders the command saves, each tiny.
+SAVERS = {
+    "clip": save_clip,
+    "clip_dual": lambda folder: save_clip(folder, with_text=True),
+    "videomae": save_videomae,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Save a tiny random encoder for extract-features, offline, in seconds.")
+    parser.add_argument(
+        "encoder",
+        choices=list(SAVERS),
+        help="clip: a CLIP vision tower (D 48); clip_dual: a whole CLIP model (D 24); videomae: VideoMAE (D 40).",
+    )
+    parser.add_argument("output_dir", type=Path)
+    args = parser.parse_args(argv)
+    SAVERS[args.encoder](args.output_dir)
+    print(f"Saved a tiny random {args.encoder} encoder in {args.output_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -495,23 +495,13 @@ def answer_fields(
 ) -> list[dict]:
     """Each clip's `prediction` and `candidates` in a predictions file, and its replies as `raw` when they are given.
 
-    The candidates are first made distinct after the metric's normalization (case, articles,
-    punctuation: "A firefighter" repeats "a firefighter", the first is kept). With `nlp` the answer
-    is the first candidate that is a noun phrase in the blank (the paper's choice), else the first.
+    The answer and the candidates are as training records them (`fiberbench.answers`): the
+    distinct answers after the metric's normalization, and with `nlp` the first of them that is a
+    noun phrase in the blank (the paper's choice), else the first.
     """
-    from fiberbench.metric import normalize_answer
-    from fiberbench.modeling.decoding import choose_noun_phrases
+    from fiberbench.answers import answers_and_candidates
 
-    distinct = []
-    for ranked in candidates:
-        firsts = {}
-        for candidate in ranked:
-            firsts.setdefault(normalize_answer(candidate), candidate)
-        distinct.append(list(firsts.values()))
-    if nlp is None:
-        answers = [ranked[0] for ranked in distinct]
-    else:
-        answers = choose_noun_phrases(masked_captions, distinct, nlp)
+    answers, distinct = answers_and_candidates(masked_captions, candidates, nlp)
     fields = [{"prediction": answer, "candidates": ranked} for answer, ranked in zip(answers, distinct)]
     if replies is not None:
         fields = [field | {"raw": replied} for field, replied in zip(fields, replies)]

@@ -9,14 +9,16 @@ torchvision). Each family's processor gets the family's special tokens added to 
 family's own image and video processors at tiny sizes, and a minimal chat template that writes the
 family's image and video placeholders. Their answers are random words; what they show is that every
 kind and family runs end to end, and how fast. The synthetic videos (`write_sample_videos`) give
-every test clip of the bundled sample a video, each frame a flat grey.
+every clip of the bundled sample a video (the test clips' by default, as `predict` reads them), each
+frame a flat grey.
 
     python -m fiberbench.predict.tiny_models model qwen2_5_vl tiny-qwen2.5-vl   # a tiny model (offline)
-    python -m fiberbench.predict.tiny_models videos sample_videos              # the sample's test clips' videos
+    python -m fiberbench.predict.tiny_models videos sample_videos              # every split's clips' videos
 """
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +36,7 @@ from transformers import (
 )
 
 from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.release import SPLIT_FILES
 from fiberbench.data.fiber.validation import clip_id
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
@@ -458,25 +461,35 @@ def write_video(path: Path, seconds: float, fps: int, size: int = FRAME_SIZE, le
             container.mux(packet)
 
 
+def sample_records(split: str) -> list[dict]:
+    """A split of the bundled sample, as its release-format file holds it."""
+    return json.loads((SAMPLE_DIR / SPLIT_FILES[split]).read_text(encoding="utf-8"))
+
+
 def sample_test_records() -> list[dict]:
     """The test split of the bundled sample, as its release-format file holds it."""
-    return json.loads((SAMPLE_DIR / "test.json").read_text(encoding="utf-8"))
+    return sample_records("test")
 
 
-def write_sample_videos(folder: Path, whole_videos: bool = True) -> None:
-    """A synthetic video for every test clip of the bundled sample, named as `fiberbench predict` looks for them.
+def write_sample_videos(folder: Path, whole_videos: bool = True, splits: Sequence[str] = ("test",)) -> int:
+    """A synthetic video for every clip of the bundled sample's `splits`, named as `fiberbench predict` and
+    `extract-features` look for them; returns how many clips have one.
 
-    With `whole_videos`, every other clip gets a whole video (`VIDEO_ID.mp4`, 1 fps, a second past the
-    clip's end) to be cut to the clip; the others, and all without it, a file of the clip alone
-    (`VIDEO_ID_START_END.mp4`, 2 fps), the only kind lmms-eval's models can read.
+    With `whole_videos`, every other test clip gets a whole video (`VIDEO_ID.mp4`, 1 fps, a second
+    past the clip's end) to be cut to the clip; the others, and all without it, a file of the clip
+    alone (`VIDEO_ID_START_END.mp4`, 2 fps), the only kind lmms-eval's models can read.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    for index, record in enumerate(sample_test_records()):
-        video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
-        if whole_videos and index % 2 == 1:
-            write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1)
-        else:
-            write_video(folder / f"{clip_id(video_id, start, end)}.mp4", seconds=end - start, fps=2)
+    written = 0
+    for split in splits:
+        for index, record in enumerate(sample_records(split)):
+            video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
+            if whole_videos and split == "test" and index % 2 == 1:
+                write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1)
+            else:
+                write_video(folder / f"{clip_id(video_id, start, end)}.mp4", seconds=end - start, fps=2)
+            written += 1
+    return written
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -485,17 +498,20 @@ def main(argv: list[str] | None = None) -> None:
     model = subparsers.add_parser("model", help="Save a tiny random model of a video-LLM family.")
     model.add_argument("family", choices=list(VIDEO_FAMILIES))
     model.add_argument("output_dir", type=Path)
-    videos = subparsers.add_parser("videos", help="Write a synthetic video for every test clip of the bundled sample.")
+    videos = subparsers.add_parser("videos", help="Write a synthetic video for every clip of the bundled sample.")
     videos.add_argument("output_dir", type=Path)
     videos.add_argument("--clip_files_only", action="store_true", help="No whole videos: a file of each clip alone.")
+    videos.add_argument(
+        "--split", nargs="+", choices=list(SPLIT_FILES), default=list(SPLIT_FILES), help="Only these splits."
+    )
     args = parser.parse_args(argv)
     if args.what == "model":
         save_video_family(args.family, args.output_dir)
         print(f"Saved a tiny random {args.family} model in {args.output_dir}")
     else:
-        write_sample_videos(args.output_dir, whole_videos=not args.clip_files_only)
-        clips = len(sample_test_records())
-        print(f"Wrote synthetic videos for the bundled sample's {clips} test clips to {args.output_dir}")
+        clips = write_sample_videos(args.output_dir, whole_videos=not args.clip_files_only, splits=args.split)
+        splits = ", ".join(args.split)
+        print(f"Wrote synthetic videos for the bundled sample's {clips} clips ({splits}) to {args.output_dir}")
 
 
 if __name__ == "__main__":

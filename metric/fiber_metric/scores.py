@@ -296,6 +296,20 @@ def average_precision(candidates, references):
     return _average_precision(_ranking_hits(candidates, references))
 
 
+def distinct_candidates(candidates):
+    """A model's ranked answers (its beams) as predictions files keep them: the first spelling of each answer after
+    normalization, in rank order, and none that normalizes to nothing ("a", "the!"), which names nothing.
+
+    >>> distinct_candidates(["a police officer", "A police officer", "a", "the officer"])
+    ['a police officer', 'the officer']
+    """
+    firsts = {}
+    for candidate in _strings(candidates, "candidates"):
+        firsts.setdefault(normalize_answer(candidate), candidate)
+    firsts.pop("", None)
+    return list(firsts.values())
+
+
 def references_from_example(example, label_only=False):
     """The correct answers of one FIBER row: its label, then every annotator's answers, without repeats.
 
@@ -505,6 +519,22 @@ def bootstrap_means(scores, num_bootstrap=10_000, seed=0):
     if by_index:
         means[:, by_index] = _index_resample_means(columns[:, by_index], num_bootstrap, seed)
     return means.reshape(num_bootstrap, *scores.shape[1:])
+
+
+def paired_bootstrap_means(scores, num_bootstrap=10_000, seed=0):
+    """Means of `num_bootstrap` resamples of the blanks, every column resampled with the same draws of blanks.
+
+    Shapes as in `bootstrap_means`; there each column is resampled alone (the same numbers for a
+    system alone or beside others), here all columns are resampled together (always blank by
+    blank), so a resample holds the same blanks for every system: what ranking the systems within
+    each resample needs (the leaderboard's rank intervals).
+    """
+    _check_settings(num_bootstrap=num_bootstrap)
+    scores = np.asarray(scores, dtype=float)
+    if not len(scores):
+        return np.zeros((num_bootstrap, *scores.shape[1:]))
+    columns = scores.reshape(len(scores), -1)
+    return _index_resample_means(columns, num_bootstrap, seed).reshape(num_bootstrap, *scores.shape[1:])
 
 
 def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, seed=0):

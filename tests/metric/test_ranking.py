@@ -2,7 +2,7 @@
 
 import pytest
 
-from fiberbench.metric import average_precision, correct_at_k, score_predictions
+from fiberbench.metric import average_precision, correct_at_k, distinct_candidates, score_predictions
 
 REFERENCES = ["cliff", "hill", "mountain"]
 
@@ -56,3 +56,16 @@ def test_empty_candidates_count_as_wrong():
     results = score_predictions(["a", "b"], [["a"], ["b"]], candidates=[[], ["b"]])
     assert results["correct_at_k"] == {"1": 50.0}
     assert results["map"] == 50.0
+
+
+@pytest.mark.parametrize(
+    ("beams", "distinct"),
+    [
+        (["a police officer", "A police officer", "the officer"], ["a police officer", "the officer"]),
+        (["a", "a man", "The!", "A man."], ["a man"]),
+        (["a", "the"], []),
+        ([], []),
+    ],
+)
+def test_distinct_candidates_keep_the_first_spelling_and_drop_what_names_nothing(beams, distinct):
+    assert distinct_candidates(beams) == distinct

@@ -219,6 +219,17 @@ def test_candidates_are_distinct_after_the_metric_normalization():
     assert len({normalize_answer(candidate) for candidate in fields[0]["candidates"]}) == 2
 
 
+def test_a_beam_that_normalizes_to_nothing_is_no_candidate():
+    """A beam "a" names nothing: it is dropped, and the answer is the first that names something; only when every
+    beam is such is the answer the first beam (the paper's fallback), with no candidates."""
+    beams = [["a", "A police officer", "a police officer"], ["a", "The"]]
+    fields = answer_fields(["_____ is directing traffic."] * 2, beams, None)
+    assert fields == [
+        {"prediction": "A police officer", "candidates": ["A police officer"]},
+        {"prediction": "a", "candidates": []},
+    ]
+
+
 def test_the_noun_phrase_step_is_on_where_spacy_is_installed_and_off_without_it():
     """Without spaCy (its import blocked, as when it is not installed) the step is skipped with a warning by default,
     and an error naming the install command when asked for."""

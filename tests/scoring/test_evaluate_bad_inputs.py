@@ -385,8 +385,15 @@ def test_a_one_megabyte_answer_and_a_bom_are_fine(rows, tmp_path):
     assert json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["a"]["exact_match"] >= 0
 
 
-@pytest.mark.parametrize("second", ["a.jsonl", "./a.jsonl", "link.jsonl"])
-def test_a_file_given_twice_is_refused_naming_both(second, rows, tmp_path, monkeypatch, cli_error):
+@pytest.mark.parametrize(
+    "second, places",
+    [
+        ("a.jsonl", "the 1st and 2nd file"),
+        ("./a.jsonl", "the 1st and 2nd file"),
+        ("link.jsonl", "the 1st file, and as link.jsonl the 2nd"),
+    ],
+)
+def test_a_file_given_twice_is_refused_naming_both(second, places, rows, tmp_path, monkeypatch, cli_error):
     # Scored twice it would be a system compared with itself (and the files were once keyed by path,
     # so the third file's scores went out under the second name).
     monkeypatch.chdir(tmp_path)
@@ -394,8 +401,18 @@ def test_a_file_given_twice_is_refused_naming_both(second, rows, tmp_path, monke
     (tmp_path / "empty.jsonl").write_bytes(b"")
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "a.jsonl")
     status, line = cli_error("evaluate", "a.jsonl", second, "empty.jsonl", "--names", "A", "B", "C", "--output_dir", "out")
-    assert status == 2 and f"{Path(second)} (B) is a.jsonl (A) again: give each predictions file once" in line, line
+    assert status == 2 and line.endswith(f"a.jsonl is given twice (as {places}): give each predictions file once")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_file_given_twice_among_many_is_named_by_its_places(rows, tmp_path, monkeypatch, cli_error):
+    monkeypatch.chdir(tmp_path)
+    files = [f"{name}.jsonl" for name in "abcdefghijk"]
+    (tmp_path / "outputs").mkdir()
+    for name in files:
+        (tmp_path / name).write_bytes(jsonl(rows))
+    status, line = cli_error("evaluate", *files, "outputs/../c.jsonl", "--output_dir", "out")
+    assert status == 2 and "c.jsonl is given twice (as the 3rd file, and as outputs/../c.jsonl the 12th)" in line
 
 
 @pytest.mark.parametrize("where", ["file name", "--names"])

@@ -1,13 +1,17 @@
 """Flags, YAML configs and the checks that fail before any work."""
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
 from fiberbench.errors import DataError, UsageError
 from fiberbench.training.arguments import (
     CONFIGS_DIR,
+    LR_SCHEDULER_TYPES,
     SAMPLE_DEMO_CONFIG,
+    build_parser,
     HubCheckpoint,
     hub_checkpoint,
     parse_args,
@@ -112,7 +116,8 @@ def test_a_billion_laughs_config_is_quoted_in_a_few_characters(tmp_path, depth):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--fusion", "middle"], "invalid choice: 'middle'"),
+        (["--fusion", "middle"], "argument --fusion: invalid choice: 'middle' (choose from 'none', 'early', 'late')"),
+        (["--lr_scheduler_type", "cosine_with_min_lr"], "argument --lr_scheduler_type: invalid choice"),
         (["--learning_rate", "inf"], "--learning_rate: must be a finite number greater than 0, got inf"),
         (["--learning_rate", "nan"], "--learning_rate: must be a finite number greater than 0, got nan"),
         (["--learning_rate=-1e-4"], "--learning_rate: must be a finite number greater than 0"),
@@ -200,3 +205,37 @@ def test_fusion_comes_from_the_flag_else_the_paper_main_model():
 
 def test_the_tracker_project_is_fiber_by_default():
     assert parse_args([]).tracker_project_name == "fiber"
+
+
+def test_help_imports_no_heavy_library():
+    """`train.py --help` answers at once: torch, transformers, datasets, accelerate and spaCy load only for a run."""
+    code = (
+        "import sys, contextlib, io\n"
+        "from fiberbench.training.train import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as help, contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "assert '--lr_scheduler_type' in help.getvalue()\n"
+        "print(sorted({'spacy', 'torch', 'transformers', 'datasets', 'evaluate', 'accelerate'} & set(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_help_names_every_fusion_of_the_model():
+    from fiberbench.modeling import FUSIONS
+
+    help = build_parser().format_help()
+    assert all(f'"{name}"' in help for name in FUSIONS)
+
+
+def test_every_lr_scheduler_type_is_one_transformers_builds_from_the_warm_up_and_the_length():
+    """The schedulers --lr_scheduler_type offers, written out for --help, are transformers' and build as run.py builds
+    them (those needing scheduler kwargs or a metric, like cosine_with_min_lr, are refused while parsing)."""
+    import torch
+    from transformers import SchedulerType, get_scheduler
+
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1e-3)
+    for name in LR_SCHEDULER_TYPES:
+        scheduler = get_scheduler(SchedulerType(name), optimizer=optimizer, num_warmup_steps=2, num_training_steps=10)
+        optimizer.step()
+        scheduler.step()

@@ -43,6 +43,7 @@ def test_two_processes_checkpoint_and_resume_bit_identically(launch, tmp_path):
     output_dir, first = tmp_path / "run", tmp_path / "first_step_8"
     result = launch([*settings, "--output_dir", output_dir], launch_args=TWO_PROCESSES)
     assert "8 steps of 32 examples (2 processes)" in result.stderr
+    assert result.stderr.count("Loading the bundled SYNTHETIC sample") == 1, "said by the main process alone"
     shutil.copytree(output_dir / "step_8", first)
     assert sorted(path.name for path in (output_dir / "step_4").iterdir()) == [
         "model.safetensors",

@@ -40,10 +40,33 @@ def test_a_folder_of_someone_else_is_refused_even_with_overwrite(tmp_path):
 
 def test_a_previous_run_needs_overwrite_or_resume(tmp_path):
     finished_run(tmp_path)
-    with pytest.raises(UsageError, match="holds the output of an earlier run of training/train.py.*--overwrite_output_dir.*--resume_from_checkpoint"):
+    with pytest.raises(UsageError) as refusal:
         check(tmp_path)
+    assert str(refusal.value) == (
+        f"--output_dir {tmp_path} holds the output of an earlier run of training/train.py (running); to run it "
+        f"again, pass --overwrite_output_dir to replace it or choose another --output_dir (or --resume_from_checkpoint "
+        f"{tmp_path / 'step_2'} to continue it)"
+    )
     assert check(tmp_path, resume=str(tmp_path / "step_2")).previous_entries == []
     assert check(tmp_path, overwrite=True).previous_entries == ["model", "results.json", "step_2"]
+
+
+def test_the_refusal_names_resuming_only_with_a_checkpoint_and_then_the_last_one(tmp_path):
+    """The main job saves no checkpoint: a second run is told how to run again, not to resume from a step_N."""
+    run = check(tmp_path)
+    run.claim()
+    run.entry("results.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(UsageError) as refusal:
+        check(tmp_path)
+    again = "to run it again, pass --overwrite_output_dir to replace it or choose another --output_dir"
+    assert str(refusal.value).endswith(again)
+    run = check(tmp_path, overwrite=True)
+    run.claim()
+    for name in ("step_2", "step_10"):  # step_10 saved last, within the same second or not
+        with run.atomic_entry(name) as staging:
+            (staging / "model.safetensors").write_bytes(b"weights")
+    with pytest.raises(UsageError, match=f"--resume_from_checkpoint {tmp_path / 'step_10'} to continue it"):
+        check(tmp_path)
 
 
 @pytest.mark.parametrize("state", ["running", "complete"])

@@ -12,6 +12,7 @@ from huggingface_hub import ModelCard
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
+from fiberbench.metric import normalize_answer
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
 from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RunFolder
@@ -93,6 +94,9 @@ def test_main_job_trains_saves_and_writes_consistent_outputs(main_job):
             metrics["label_probability"]
         )
         assert all(record["prediction"] in record["candidates"] for record in split_records)
+        for record in split_records:  # distinct answers, as the metric normalizes them, and none that names nothing
+            normalized = [normalize_answer(candidate) for candidate in record["candidates"]]
+            assert len(set(normalized)) == len(normalized) and "" not in normalized, record["candidates"]
         assert {"Person", "Location", "Passive entity"} == set(metrics["f1_by_category"])
         assert set(metrics["correct_at_k"]) >= {"1", "2", "4"}
 
@@ -124,7 +128,11 @@ def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs
     (output_dir / "notes.txt").write_text("mine", encoding="utf-8")
     baseline = ["--baseline", "most_frequent_answer", "--output_dir", output_dir]
     refused = launch(baseline, check=False)
-    assert "holds the output of an earlier run" in one_line(failure_lines, refused) and (output_dir / "model").is_dir()
+    line = one_line(failure_lines, refused)
+    assert "holds the output of an earlier run" in line and (output_dir / "model").is_dir()
+    # The main job saves no checkpoint: how to run again, and no resuming from a step_N that is not there.
+    assert "pass --overwrite_output_dir to replace it or choose another --output_dir" in line
+    assert "--resume_from_checkpoint" not in line
     launch([*baseline, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == sorted(
         ["notes.txt", RUN_MARKER, RESULTS_FILE, PREDICTIONS_FILE]

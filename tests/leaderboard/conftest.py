@@ -1,0 +1,82 @@
+"""Fixtures of the leaderboard tests: predictions files of three systems on the bundled sample's test split.
+
+"best" answers every blank's label; "tied A" and "tied B" answer the label on as many blanks each,
+on different blanks, and "a thing" elsewhere: one clearly better system and two tied ones.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fiberbench.data import load_sample
+from fiberbench.files import write_jsonl
+from fiberbench.scoring import KEY_FIELDS
+
+# Few resamples: the sample has 60 blanks, and each board is computed in seconds on a busy machine.
+SETTINGS = {"confidence_level": 0.95, "num_bootstrap": 1000, "seed": 0}
+FLAGS = ["--confidence_level", "0.95", "--num_bootstrap", "1000", "--seed", "0"]
+
+
+def tied_a(index: int) -> bool:
+    return index % 8 in (0, 1, 4)
+
+
+def tied_b(index: int) -> bool:
+    return index % 8 in (2, 3, 5)
+
+
+SYSTEMS = {
+    "best": lambda index: True,
+    "tied A": tied_a,
+    "tied B": tied_b,
+}
+
+
+@pytest.fixture(scope="session")
+def sample_splits() -> dict[str, list[dict]]:
+    sample = load_sample("text")
+    return {name: sample[name].to_list() for name in ("test", "validation")}
+
+
+def prediction_rows(blanks: list[dict], right) -> list[dict]:
+    """One row per blank: its label where `right(index)`, else "a thing"."""
+    return [
+        {field: blank[field] for field in KEY_FIELDS} | {"prediction": blank["label"] if right(index) else "a thing"}
+        for index, blank in enumerate(blanks)
+    ]
+
+
+@pytest.fixture(scope="session")
+def predictions_files(tmp_path_factory, sample_splits) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("predictions")
+    files = {}
+    for name, right in SYSTEMS.items():
+        files[name] = folder / f"{name.replace(' ', '_')}.jsonl"
+        write_jsonl(files[name], prediction_rows(sample_splits["test"], right))
+    return files
+
+
+@pytest.fixture(scope="session")
+def worst_file(tmp_path_factory, sample_splits) -> Path:
+    """"a thing" for every blank: last on the board, whatever else is on it, so adding it moves no other rank."""
+    path = tmp_path_factory.mktemp("worst") / "worst.jsonl"
+    write_jsonl(path, prediction_rows(sample_splits["test"], lambda index: False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def bad_files(tmp_path_factory, sample_splits) -> dict[str, Path]:
+    """Submissions the board refuses, by what is wrong with them."""
+    folder = tmp_path_factory.mktemp("bad")
+    test = prediction_rows(sample_splits["test"], tied_a)
+    files = {name: folder / f"{name.replace(' ', '_')}.jsonl" for name in ("other split", "missing", "extra")}
+    write_jsonl(files["other split"], prediction_rows(sample_splits["validation"], tied_a))
+    write_jsonl(files["missing"], test[1:])
+    write_jsonl(files["extra"], [*test, {**test[0], "video_id": "zzzzzzzzzzz", "prediction": "a dog"}])
+    files["not json"] = folder / "not_json.jsonl"
+    files["not json"].write_text("this is not JSON\n")
+    files["too large"] = folder / "too_large.json"
+    with files["too large"].open("w") as file:  # 50 MB of one JSON array
+        file.write(json.dumps(test) + " " * (50 * 2**20))
+    return files

@@ -1,0 +1,277 @@
+"""The leaderboard Space for real: built by `fiberbench leaderboard` from a results repo on the local Hub, pushed,
+pulled back, started with the real Gradio, and used in headless Chromium.
+
+The tests share one Space (per test process) and may run in any order: what they submit scores below
+every system of the store (`worst_file`), so the three systems' ranks are the same before and after.
+"""
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from .conftest import FLAGS
+
+pytestmark = pytest.mark.slow  # a Space process, Chromium and the local Hub: minutes
+
+pytest.importorskip("gradio", reason="the Space needs the `test` extra's gradio")
+from gradio_client import Client, handle_file  # noqa: E402
+from huggingface_hub import snapshot_download  # noqa: E402
+
+# chromium.py and hub_server.py are helper modules of the tests folder; pytest's importlib mode does not put test
+# folders on sys.path.
+sys.path.insert(0, str(Path(__file__).parents[1]))
+sys.path.insert(0, str(Path(__file__).parents[1] / "hub"))
+from chromium import CHROMIUM, SKIP_REASON, Chromium  # noqa: E402
+from hub_server import LocalHub  # noqa: E402
+
+from ..metric.test_space import free_port  # noqa: E402
+
+RESULTS_REPO, SPACE_REPO = "fiber-org/fiber-results", "fiber-org/fiber-leaderboard"
+BUILT_FILES = ["README.md", "app.py", "leaderboard.json", "requirements.txt"]
+DOCS_PICTURE = Path(__file__).parents[2] / "docs" / "leaderboard.png"
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    with LocalHub(storage=tmp_path_factory.mktemp("hub_storage")) as hub:
+        env = {**os.environ, **hub.client_env(tmp_path_factory.mktemp("hf_home"))}
+        env.pop("HF_HUB_OFFLINE", None)
+        yield hub, env
+    assert not hub.unhandled, f"Clients needed routes the local Hub does not serve: {hub.unhandled}"
+
+
+def fiberbench(env: dict, *args) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, "-m", "fiberbench.cli", *map(str, args)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-5000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def pulled_space(hub, predictions_files, tmp_path_factory):
+    """The three systems added to the results repo one by one, the Space pushed after the last, and pulled back."""
+    local_hub, env = hub
+    built = tmp_path_factory.mktemp("built") / "space"
+    for name, path in predictions_files.items():
+        push = ["--push_to_hub", SPACE_REPO] if name == list(predictions_files)[-1] else []
+        fiberbench(env, "leaderboard", "--results_repo", RESULTS_REPO, "--add", path, "--name", name, "--kind", "video",
+                   "--link", "https://example.org/fiber", "--frames", "8", "--output_dir", built,
+                   "--overwrite_output_dir", *FLAGS, *push)
+    pulled = Path(snapshot_download(SPACE_REPO, repo_type="space", endpoint=local_hub.url, token=env["HF_TOKEN"],
+                                    local_dir=tmp_path_factory.mktemp("pulled") / "space"))
+    pushed = sorted(path.name for path in pulled.iterdir() if path.is_file() and not path.name.startswith("."))
+    assert pushed == BUILT_FILES
+    for name in BUILT_FILES:
+        assert (pulled / name).read_bytes() == (built / name).read_bytes()
+    return pulled
+
+
+@pytest.fixture(scope="module")
+def space_url(hub, pulled_space, tmp_path_factory):
+    """`python app.py` in the pulled Space folder, as the Hub runs it, on a free local port."""
+    _, env = hub
+    port = free_port()
+    env = {**env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
+    log = tmp_path_factory.mktemp("space") / "app.log"
+    with open(log, "w") as output:
+        app = subprocess.Popen([sys.executable, "app.py"], cwd=pulled_space, env=env, stdout=output,
+                               stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 180
+        while "Running on local URL" not in log.read_text():
+            if app.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"app.py did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        app.terminate()
+        app.wait(timeout=30)
+
+
+def board_rows(space_url, sort_by: str = "F1") -> list[list]:
+    table = Client(space_url, verbose=False).predict(sort_by, "F1", [], api_name="/board")[0]
+    return table["data"]
+
+
+def test_the_pulled_space_serves_the_board_of_the_results_repo(space_url):
+    rows = board_rows(space_url)
+    assert [row[:3] for row in rows if row[0] != "baseline"][:3] == [["1", "1", "best"], ["2", "2-3", "tied A"],
+                                                                       ["3", "2-3", "tied B"]]
+    assert {row[2] for row in rows if row[0] == "baseline"} == {
+        "human agreement (baseline)", 'most frequent answer "a guitar" (baseline)'
+    }
+
+
+def test_the_board_sorts_by_any_column(space_url):
+    by_system = [row[2] for row in board_rows(space_url, "system")]
+    assert by_system == sorted(by_system, key=str.casefold)
+    by_em = [row[5] for row in board_rows(space_url, "EM")]
+    assert by_em == sorted(by_em, reverse=True)
+
+
+def test_the_answers_never_reach_the_browser(space_url, sample_splits):
+    import httpx
+
+    config = httpx.get(f"{space_url}config", timeout=60).text
+    board = str(board_rows(space_url))
+    for blank in sample_splits["test"]:
+        assert blank["caption"] not in config and blank["caption"] not in board
+        for annotator in blank["additional_answers"]:
+            for answer in annotator:
+                assert f'"{answer}"' not in config
+
+
+def page_text(browser) -> str:
+    return browser.evaluate("document.body.innerText")
+
+
+def open_board(browser, space_url) -> None:
+    browser.open(space_url)
+    browser.wait_for("document.querySelector('#board') && document.querySelector('#board').innerText.includes('tied B')",
+                     120)
+
+
+def fill(browser, elem_id: str, text: str) -> None:
+    browser.click(f"#{elem_id} textarea, #{elem_id} input")
+    browser.evaluate(f"document.querySelector('#{elem_id} textarea, #{elem_id} input').select()")
+    browser.type(text)
+
+
+def submit_on_page(browser, path: Path, name: str) -> tuple[str, str]:
+    """Send `path` as system `name` through the Submit tab: the one line the page answers, and Gradio's own
+    messages (an upload it refuses)."""
+    browser.evaluate("[...document.querySelectorAll('button[role=tab]')].find(b => b.innerText.includes('Submit'))"
+                     ".click()")
+    browser.wait_for("document.querySelector('#upload input[type=file]') !== null")
+    browser.choose_file("#upload input[type=file]", path)
+    toasts = "[...document.querySelectorAll('.toast-body')].map(t => t.innerText).join(' ')"
+    # The file's name shows once it is uploaded (broken over lines: white space left out).
+    browser.wait_for(f"document.querySelector('#upload').innerText.replace(/\\s/g, '').includes({path.name!r}) || "
+                     f"{toasts}.includes('exceed')", 120)
+    fill(browser, "system", name)
+    browser.click("#submit")
+    line = browser.wait_for("document.querySelector('#status textarea').value", 300)
+    return line, " ".join(browser.evaluate(toasts).split())
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_the_page_shows_the_board_with_rank_intervals_and_the_paper(space_url, tmp_path):
+    from PIL import Image
+
+    with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
+        open_board(browser, space_url)
+        browser.wait_for("document.querySelector('#pairwise table') !== null")
+        text = page_text(browser)
+        assert "SYNTHETIC" in text and "Holm" in text
+        board = browser.evaluate("document.querySelector('#board').innerText")
+        assert board.count("2-3") == 2 and "[100.0, 100.0]" in board
+        paper = browser.evaluate("document.querySelector('#paper').innerText")
+        assert "T5 + I3D" in paper and "71.4" in paper and "reported in the paper" in paper
+        matrix = browser.evaluate("document.querySelector('#pairwise').innerHTML")
+        # Bold where Holm's p is below 0.05: best against each tied system, not the tied pair.
+        assert matrix.count("<td><b>+61.7 (p 0.001, Holm") == 2 and matrix.count("<td>+0.0 (p 1, Holm 1)</td>") == 2
+        browser.wait_for("document.querySelector('#chart img, #chart svg, #chart canvas') !== null", 120)
+        browser.screenshot(tmp_path / "leaderboard.png")
+        assert not browser.exceptions
+    image = Image.open(tmp_path / "leaderboard.png").convert("L")
+    assert image.size[0] > 1000 and sum(1 for count in image.histogram() if count) > 20
+    if os.environ.get("FIBERBENCH_UPDATE_DOCS"):  # the README's picture: FIBERBENCH_UPDATE_DOCS=1 pytest -k page_shows
+        DOCS_PICTURE.write_bytes((tmp_path / "leaderboard.png").read_bytes())
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_a_file_submitted_through_the_page_is_scored_stored_and_ranked(hub, space_url, worst_file, tmp_path):
+    local_hub, _ = hub
+    commits = len(local_hub.history(RESULTS_REPO, "dataset"))
+    with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
+        open_board(browser, space_url)
+        line, _ = submit_on_page(browser, worst_file, "through the page")
+        assert line == "Stored: through the page is on the board."
+        browser.evaluate("[...document.querySelectorAll('button[role=tab]')].find(b => b.innerText.includes("
+                         "'Leaderboard')).click()")
+        browser.wait_for("document.querySelector('#board').innerText.includes('through the page')")
+    assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits + 1
+    rows = {row[2]: row for row in board_rows(space_url)}
+    # Below the three in every resample; other tests' submissions have the same answers, and ties share a rank.
+    assert rows["through the page"][1] == "4" and rows["through the page"][3] == 0.0
+    assert [rows[name][1] for name in ("best", "tied A", "tied B")] == ["1", "2-3", "2-3"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+@pytest.mark.parametrize(
+    ("bad", "name", "line"),
+    [
+        ("other split", "fine", "Refused: other_split.jsonl: line 1: blank ("),
+        ("missing", "fine", "Refused: missing.jsonl: no prediction for 1 of the 60 blanks"),
+        ("extra", "fine", "Refused: extra.jsonl: line 61: blank ('zzzzzzzzzzz', "),
+        ("not json", "fine", "Refused: not_json.jsonl: line 1: invalid JSON"),
+        # Gradio refuses it in the browser, before it is sent (the Space's max_file_size): there is no file to score.
+        ("too large", "fine", "Refused: predictions file: choose one"),
+        (None, "<img src=x onerror=alert(1)>", "Refused: system name: '<' is not allowed"),
+    ],
+)
+def test_a_bad_submission_is_refused_on_the_page_in_one_line(hub, space_url, bad_files, predictions_files, tmp_path,
+                                                            bad, name, line):
+    local_hub, _ = hub
+    commits = len(local_hub.history(RESULTS_REPO, "dataset"))
+    with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
+        open_board(browser, space_url)
+        answer, toasts = submit_on_page(browser, bad_files[bad] if bad else predictions_files["tied A"], name)
+        assert answer.startswith(line) and "\n" not in answer
+        if bad == "too large":
+            assert 'Error × File(s) exceed the maximum allowed size of 20.0 Mb: "too_large.json"' in toasts
+        assert not browser.evaluate("document.querySelector('img[src=x]')")
+    assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits
+
+
+def test_two_submissions_at_once_are_both_kept(hub, space_url, worst_file):
+    local_hub, _ = hub
+    commits = len(local_hub.history(RESULTS_REPO, "dataset"))
+    names = ["at once 1", "at once 2"]
+
+    def send(name):
+        client = Client(space_url, verbose=False)
+        return client.predict(handle_file(str(worst_file)), name, "", "other", "", None, "", "F1", "F1", [],
+                              api_name="/submit")[0]
+
+    with ThreadPoolExecutor(2) as pool:
+        lines = list(pool.map(send, names))
+    assert lines == [f"Stored: {name} is on the board." for name in names]
+    assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits + 2
+    assert set(names) <= {row[2] for row in board_rows(space_url)}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_a_submission_whose_parent_moved_is_committed_on_the_new_head(hub, space_url, worst_file, tmp_path):
+    """The page was loaded at one head; another submission lands before this one is sent: both are kept."""
+    local_hub, env = hub
+    with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
+        open_board(browser, space_url)
+        seen = local_hub.history(RESULTS_REPO, "dataset")[-1].oid
+        # Another replica of the Space (or a maintainer) adds a submission meanwhile.
+        fiberbench(env, "leaderboard", "--results_repo", RESULTS_REPO, "--add", worst_file, "--name", "meanwhile",
+                   "--output_dir", tmp_path / "elsewhere", *FLAGS)
+        assert local_hub.history(RESULTS_REPO, "dataset")[-1].parent == seen
+        line, _ = submit_on_page(browser, worst_file, "after the move")
+        assert line == "Stored: after the move is on the board."
+    history = local_hub.history(RESULTS_REPO, "dataset")
+    assert [commit.title for commit in history[-2:]] == ["Add meanwhile (test)", "Add after the move (test)"]
+    assert {"meanwhile", "after the move"} <= {row[2] for row in board_rows(space_url)}
+
+
+def test_a_results_repo_that_refuses_the_commit_is_one_line_and_nothing_is_stored(hub, space_url, worst_file):
+    local_hub, _ = hub
+    commits = len(local_hub.history(RESULTS_REPO, "dataset"))
+    local_hub.fail("/commit/", 403, times=1)
+    line = Client(space_url, verbose=False).predict(handle_file(str(worst_file)), "refused commit", "", "other", "",
+                                                    None, "", "F1", "F1", [], api_name="/submit")[0]
+    assert line.startswith(f"Not stored: the results repo {RESULTS_REPO} could not be written (")
+    assert line.endswith("; submit again later") and "\n" not in line
+    assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits
+    assert "refused commit" not in {row[2] for row in board_rows(space_url)}
