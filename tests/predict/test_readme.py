@@ -1,5 +1,5 @@
-"""The README's `fiberbench predict` examples for causal LMs and `--reread`, run by bash as a reader would, on the tiny
-model."""
+"""The documentation's `fiberbench predict` examples (docs/video-llm.md) for causal LMs, `--reread` and video LLMs, run by
+bash as a reader would, on tiny models."""
 
 import json
 import os
@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "video-llm.md"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def readme_command(comment: str) -> str:
     """The command under the comment line starting with `comment` in the section "Run a Hub model on FIBER"."""
-    section = README.read_text(encoding="utf-8").split("## Run a Hub model on FIBER", 1)[1].split("\n## ", 1)[0]
+    section = PAGE.read_text(encoding="utf-8").split("## Run a Hub model on FIBER", 1)[1].split("\n## ", 1)[0]
     lines = section.splitlines()
     start = next(index for index, line in enumerate(lines) if line.startswith(comment))
     command = next(index for index in range(start, len(lines)) if lines[index].startswith("fiberbench predict"))
@@ -54,12 +54,12 @@ def test_the_causal_example_prompt_has_a_real_line_break_and_its_replies_read_ag
 
 
 def section_blocks(title: str) -> list[str]:
-    """The bash blocks of a README section, in order."""
-    section = README.read_text(encoding="utf-8").split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    """The bash blocks of a section of the page, in order."""
+    section = PAGE.read_text(encoding="utf-8").split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
 
 
-# The first line that marks the video section's blocks this environment runs (README.md's "The examples"): the
+# The first line that marks the video section's blocks this environment runs (docs/index.md's "The examples"): the
 # README test of the main environment leaves them to this one.
 VIDEO_ENVIRONMENT = "# not run by the README test: needs the video environment"
 
