@@ -39,11 +39,13 @@ import errno
 import fcntl
 import functools
 import json
+import logging
 import os
 import re
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -778,10 +780,6 @@ def shared_build(entry: Path, what: str, timeout: float = SHARED_BUILD_WAIT_SECO
         DataError: another run held the lock for more than `timeout` seconds (its build hangs), naming it.
         UsageError: something that is not a lock file of ours is at the lock's path.
     """
-    import logging
-    import stat
-    import time
-
     lock_path = entry.with_name(f".{entry.name}.building")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout
