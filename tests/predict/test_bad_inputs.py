@@ -291,7 +291,7 @@ CASES = {
     ),
     "a --spacy_model that is not installed": (
         model("causal", "--spacy_model", "en_no_such_pipeline"),
-        DATA,
+        USAGE,
         "spaCy pipeline 'en_no_such_pipeline' cannot be loaded",
     ),
     "--video_dir for a causal model": (

@@ -81,6 +81,7 @@ def scores_of(folder: Path) -> dict:
     results = json.loads((output_dir / "results.json").read_text())
     for row in results["systems"].values():
         del row["file"]  # a path in the temporary folder
+        del row["reading"]  # how the replies were read (none here): a record, not a score
     return {part: results[part] for part in ("systems", "baselines", "comparisons")}
 
 
