@@ -303,8 +303,9 @@ def setup_logging(accelerator: Accelerator) -> None:
     else:
         datasets.utils.logging.set_verbosity_error()
         transformers.utils.logging.set_verbosity_error()
-        # fiberbench's own warnings too (the SYNTHETIC sample's, each process loading it): said once, not per process.
-        logging.getLogger("fiberbench").setLevel(logging.ERROR)
+        # The data's warnings too (the SYNTHETIC sample's, each process loading it): said once, not per process. The
+        # run's own lines stay: each process says which it is.
+        logging.getLogger("fiberbench.data").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
 
