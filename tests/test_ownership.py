@@ -212,6 +212,8 @@ COMMANDS = [
                                                   "--output_dir", out],
             "features", True, "--overwrite_output_dir", "fiberbench extract-features", ("--fps", "2")),
 ]
+# The commands whose output is a folder: a folder can be spelt through its own subfolder, or as the root.
+FOLDER_COMMANDS = [command for command in COMMANDS if command.folder]
 
 
 def snapshot(folder: Path) -> dict:
@@ -346,8 +348,13 @@ def test_what_stands_at_the_lock_path_is_never_written_through(command, plant, t
     assert os.path.lexists(lock) and not out.exists()
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
-@pytest.mark.parametrize("spelling", ["OUT/SUB/..", "a link to the parent"])
+def spellings() -> list:
+    """(command, spelling) pairs: `OUT/SUB/..` spells folders only; a link to the parent spells every output."""
+    pairs = [(command, "OUT/SUB/..") for command in FOLDER_COMMANDS]
+    return pairs + [(command, "a link to the parent") for command in COMMANDS]
+
+
+@pytest.mark.parametrize(("command", "spelling"), spellings(), ids=lambda value: getattr(value, "name", value))
 def test_another_spelling_of_an_output_is_the_same_output_with_the_same_lock(
     command, spelling, tmp_path, refused, lock_held_elsewhere
 ):
@@ -357,8 +364,6 @@ def test_another_spelling_of_an_output_is_the_same_output_with_the_same_lock(
     """
     out = tmp_path / command.output
     if spelling == "OUT/SUB/..":
-        if not command.folder:
-            pytest.skip("a file is not spelt as a folder's parent")
         spelled = out / "sub" / ".."
     else:
         (tmp_path / "link").symlink_to(tmp_path)
@@ -386,11 +391,10 @@ def test_a_live_training_run_is_not_replaced_through_its_subfolder(tmp_path, ref
     assert snapshot(run) == before and (run / "step_4").is_dir()
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=[command.name for command in COMMANDS])
+@pytest.mark.parametrize("command", FOLDER_COMMANDS, ids=[command.name for command in FOLDER_COMMANDS])
 def test_the_root_folder_is_one_line(command, tmp_path, refused):
-    """The reproduction: `--output_dir /` was `ValueError: PosixPath('/') has an empty name`."""
-    if not command.folder:
-        pytest.skip("a file output cannot be spelt as the root folder")
+    """The reproduction: `--output_dir /` was `ValueError: PosixPath('/') has an empty name` (a file output is
+    never spelt as the root folder)."""
     root = Command(command.name, lambda tmp, out: command.arguments(tmp, Path("/")), command.output, True,
                    command.overwrite_flag, command.written_by)
     assert "the root folder" in refused(root, tmp_path)
