@@ -13,6 +13,8 @@ import random
 import sys
 from pathlib import Path
 
+import pytest
+
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 
@@ -86,7 +88,13 @@ def scores_of(folder: Path) -> dict:
 
 
 def test_scores_equal_those_of_the_straightforward_code(tmp_path):
-    assert scores_of(tmp_path) == json.loads(GOLDEN.read_text())
+    scores, golden = scores_of(tmp_path), json.loads(GOLDEN.read_text())
+    # McNemar's exact p-value sums a binomial tail in numpy, whose float sums round differently in numpy 1.26 (the
+    # lower bounds) than in 2.x, where the golden file was written: equal to the last few bits, not to every bit.
+    for ours, theirs in zip(scores["comparisons"], golden["comparisons"], strict=True):
+        if "mcnemar_p_value" in theirs:  # exact match's comparisons
+            assert ours.pop("mcnemar_p_value") == pytest.approx(theirs.pop("mcnemar_p_value"), rel=1e-12, abs=0)
+    assert scores == golden
 
 
 if __name__ == "__main__":
