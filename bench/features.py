@@ -39,7 +39,7 @@ from fiberbench.features.tiny_encoders import (
     save_videomae,
 )
 from fiberbench.predict.videos import ClipVideo
-from fiberbench.training.inputs import default_num_workers
+from fiberbench.cli import default_num_workers
 
 import quick
 

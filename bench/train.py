@@ -56,7 +56,8 @@ from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5Fo
 from fiberbench.modeling import build_tiny_config
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.evaluation import label_probabilities
-from fiberbench.training.inputs import FiberExamples, default_num_workers, make_dataloader
+from fiberbench.cli import default_num_workers
+from fiberbench.training.inputs import FiberExamples, make_dataloader
 
 import quick
 

@@ -3,6 +3,7 @@
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 from . import __version__
@@ -80,13 +81,13 @@ def positive_int(text: str) -> int:
 
 
 def positive_float(text: str) -> float:
-    """argparse type of rates: a finite number above 0 (a bad value is argparse's one-line error)."""
+    """argparse type of rates: a finite number above 0 (an infinite or NaN learning rate trains to NaN weights)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text}")
     return value
 
 
@@ -175,3 +176,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_num_workers(processes_per_machine: int = 1) -> int:
+    """The default of every `--dataloader_num_workers` (training, predict, extract-features): a process's share of
+    this machine's CPU cores, less one for the model's own work, and at most `MAX_DEFAULT_WORKERS`."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(0, min(MAX_DEFAULT_WORKERS, cores // max(processes_per_machine, 1) - 1))

@@ -374,6 +374,20 @@ class Output:
         self._sections: dict = {}  # `open`'s, for the default claim
         self._claim_with: Callable[[], None] | None = None  # `open`'s claim, until it is made
 
+    @classmethod
+    def output_dir(cls, args, *, command: str, entry_names: re.Pattern) -> "Output":
+        """The output folder of a command that takes `--output_dir` and `--overwrite_output_dir` (evaluate, stats,
+        leaderboard), writing the entries `entry_names` matches."""
+        return cls(
+            args.output_dir,
+            command=command,
+            flag="--output_dir",
+            overwrite=args.overwrite_output_dir,
+            overwrite_flag="--overwrite_output_dir",
+            folder=True,
+            entry_names=entry_names,
+        )
+
     @contextlib.contextmanager
     def open(
         self,

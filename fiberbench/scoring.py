@@ -32,10 +32,10 @@ from fiberbench.cli import positive_int, seed
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_path, file_identity, write_json, write_text
 from fiberbench.ownership import Output
+from fiberbench.predictions import KEY_FIELDS
 
 logger = logging.getLogger(__name__)
 
-KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE = "results.json", "results.md", "by_category.png"
 OUTPUT_ENTRIES = re.compile("|".join(re.escape(name) for name in (RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)))
 MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT = "most frequent answer", "human agreement"
@@ -804,15 +804,7 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None, lis
     from fiberbench.data import SAMPLE_DIR
 
     dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name)
-    output = Output(
-        args.output_dir,
-        command="fiberbench evaluate",
-        flag="--output_dir",
-        overwrite=args.overwrite_output_dir,
-        overwrite_flag="--overwrite_output_dir",
-        folder=True,
-        entry_names=OUTPUT_ENTRIES,
-    )
+    output = Output.output_dir(args, command="fiberbench evaluate", entry_names=OUTPUT_ENTRIES)
     return names, output, [*args.predictions, dataset if dataset.is_dir() else None]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fiberbench.cli import COMMANDS, main
+from fiberbench.cli import COMMANDS, MAX_DEFAULT_WORKERS, default_num_workers, main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,3 +125,8 @@ def test_version_is_the_installed_packages(capsys):
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"fiberbench {version('fiber-benchmark')}\n"
+
+
+def test_default_workers_leave_a_core_for_the_model():
+    assert 0 <= default_num_workers(1) <= MAX_DEFAULT_WORKERS
+    assert default_num_workers(10_000) == 0

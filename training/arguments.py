@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from fiberbench.cli import non_negative_int, positive_int, seed
+from fiberbench.cli import non_negative_int, positive_float, positive_int, seed
 from fiberbench.errors import DataError, UsageError, quoted
 
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
@@ -66,14 +66,6 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         raise UsageError(message)
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (an infinite or NaN learning rate trains to NaN weights)."""
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number greater than 0, got {text}")
-    return value
 
 
 def non_negative_float(text: str) -> float:

@@ -7,7 +7,6 @@ features in one Arrow slice) and `FiberDataCollator` (examples to model inputs w
 while the training process runs the step.
 """
 
-import os
 from collections.abc import Iterator, Sequence
 
 import datasets
@@ -24,7 +23,6 @@ TEXT_COLUMNS = ("masked_caption", "label")
 # Length-grouped batches (--group_by_length) are sorted within windows of this many batches, so
 # that batches still come in random order and hold different examples every epoch.
 BATCHES_PER_LENGTH_GROUP = 50
-MAX_DEFAULT_WORKERS = 8
 
 
 def default_config_name(fusion: str, video_features_name: str | None = None) -> str:
@@ -171,12 +169,6 @@ class LengthGroupedSampler(Sampler[int]):
         order = torch.randperm(len(self.lengths), generator=torch.Generator().manual_seed(self.seed + self.epoch))
         for window in order.split(self.window):
             yield from window[torch.argsort(self.lengths[window], descending=True, stable=True)].tolist()
-
-
-def default_num_workers(processes_per_machine: int = 1) -> int:
-    """Data loader workers per training process: its share of this machine's CPU cores, less one for the step."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(0, min(MAX_DEFAULT_WORKERS, cores // max(processes_per_machine, 1) - 1))
 
 
 def make_dataloader(

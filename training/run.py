@@ -27,7 +27,7 @@ from safetensors import SafetensorError
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from fiberbench.cli import configure_logging
+from fiberbench.cli import configure_logging, default_num_workers
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
@@ -49,7 +49,6 @@ from fiberbench.training.evaluation import Evaluator, load_metric, score
 from fiberbench.training.inputs import (
     FiberExamples,
     default_config_name,
-    default_num_workers,
     load_splits,
     make_dataloader,
     video_feature_size,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import non_negative_int, positive_int
+from fiberbench.cli import default_num_workers, non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, UsageError
 
 if TYPE_CHECKING:
@@ -35,17 +35,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_FPS = 1.0
 DEFAULT_BATCH_SIZE = 8
-
-
-def positive_float(text: str) -> float:
-    """argparse type of rates: a number above 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -301,7 +290,6 @@ def extract(args, accelerator, folder, plan: Plan) -> None:
     from accelerate.utils import gather_object
     from tqdm.auto import tqdm
 
-    from fiberbench.training.inputs import default_num_workers
 
     from .extraction import encode_clips, make_loader
 

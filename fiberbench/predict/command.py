@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import non_negative_int, positive_float, positive_int
+from fiberbench.cli import default_num_workers, non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
 from .prompts import DEFAULT_PROMPT, check_template
@@ -583,7 +583,7 @@ def dataset_fingerprint(split, reads_features: bool) -> str:
     or features is other data, for a resumed run and for --reread alike."""
     from fiberbench.data.loading import split_fingerprint
 
-    from .outputs import KEY_FIELDS
+    from fiberbench.predictions import KEY_FIELDS
 
     return split_fingerprint(split, [*KEY_FIELDS, "masked_caption", *(["video_features"] if reads_features else [])])
 
@@ -804,10 +804,11 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
     """
     from tqdm.auto import tqdm
 
-    from fiberbench.training.inputs import default_num_workers
 
     from .loading import make_loader
-    from .outputs import KEY_FIELDS, SKIPPED
+    from fiberbench.predictions import KEY_FIELDS
+
+    from .outputs import SKIPPED
 
     args, predictor = prepared.args, prepared.predictor
     processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))

@@ -37,7 +37,6 @@ from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, differ
 
 logger = logging.getLogger(__name__)
 
-KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 # The fields of every row and their JSON types (bool is not an int here: `type` is compared, not isinstance).
 ROW_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
 SKIPPED = "skipped"  # field of a part-file row whose clip had no video; the output row has an empty prediction

@@ -30,7 +30,9 @@ from .command import (
     read_replies,
     reader_pipeline,
 )
-from .outputs import KEY_FIELDS, SKIPPED, PredictionsFile, metadata_path
+from fiberbench.predictions import KEY_FIELDS
+
+from .outputs import SKIPPED, PredictionsFile, metadata_path
 from .replies import reader_settings
 
 logger = logging.getLogger(__name__)

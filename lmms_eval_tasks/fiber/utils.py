@@ -18,6 +18,7 @@ from pathlib import Path
 from fiberbench.data.fiber.validation import clip_id, validate_record
 from fiberbench.errors import DataError, UsageError
 from fiberbench.metric import exact_match, f1, references_from_example
+from fiberbench.predictions import KEY_FIELDS
 from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 from fiberbench.predict.replies import load_reader_pipeline, read_answer, reader_settings
 from fiberbench.predict.videos import ClipVideo, FrameSampling, check_video, expected_names, find_clip_video
@@ -25,7 +26,6 @@ from fiberbench.predict.videos import ClipVideo, FrameSampling, check_video, exp
 VIDEO_DIR_ENV = "FIBER_VIDEO_DIR"
 # 0: read the replies without the noun-phrase step (predict's --no_read_noun_phrases); 1, the default: with it.
 READ_NOUN_PHRASES_ENV = "FIBER_READ_NOUN_PHRASES"
-KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 # What `validate_record` reads of a doc (the other columns, such as `category`, are the builder's own).
 RECORD_FIELDS = (*KEY_FIELDS, "caption", "masked_caption", "label", "additional_answers")
 

@@ -467,8 +467,8 @@ CASES = {
         USAGE,
         r"--max_frames applies to --fps \(with --num_frames, the number of frames is fixed\)$",
     ),
-    "--fps 0": (video_model("--fps", "0"), USAGE, "--fps: must be a number above 0, got 0"),
-    "--fps nan": (video_model("--fps", "nan"), USAGE, "--fps: must be a number above 0, got nan"),
+    "--fps 0": (video_model("--fps", "0"), USAGE, "--fps: must be a finite number greater than 0, got 0"),
+    "--fps nan": (video_model("--fps", "nan"), USAGE, "--fps: must be a finite number greater than 0, got nan"),
     "an output's metadata that is a list": (
         damaged(edit_metadata=lambda metadata: [metadata]),
         USAGE,

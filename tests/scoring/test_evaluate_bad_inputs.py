@@ -6,13 +6,12 @@ prediction) are in test_evaluate_command.py.
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
 from fiberbench.cli import main
 from fiberbench.data import load_sample
-from fiberbench.scoring import KEY_FIELDS
+from fiberbench.predictions import KEY_FIELDS
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ from fiberbench.files import write_jsonl
 from fiberbench.metric import human_agreement, references_from_example
 from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.scoring import BASELINE_STYLES, KEY_FIELDS, category_figure, plot_layout, system_colours
+from fiberbench.predictions import KEY_FIELDS
+from fiberbench.scoring import BASELINE_STYLES, category_figure, plot_layout, system_colours
 
 SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
 FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]

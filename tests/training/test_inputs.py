@@ -12,7 +12,6 @@ from fiberbench.training.inputs import (
     FiberDataCollator,
     FiberExamples,
     LengthGroupedSampler,
-    default_num_workers,
     load_splits,
     make_dataloader,
 )
@@ -125,8 +124,3 @@ def test_grouped_loaders_with_and_without_workers_agree(splits, processor):
         "lengths": examples.lengths(processor),
     }
     assert_same_batches(make_dataloader(examples, **settings), make_dataloader(examples, **settings, num_workers=1))
-
-
-def test_default_workers_leave_a_core_for_the_step():
-    assert 0 <= default_num_workers(1) <= 8
-    assert default_num_workers(10_000) == 0
