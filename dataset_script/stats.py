@@ -244,7 +244,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _output(args: argparse.Namespace) -> Output:
     """The output folder (`Output.open` checks it: never the input, never what stats did not write)."""
-    return Output.output_dir(args, command="fiberbench stats", entry_names=OUTPUT_ENTRIES)
+    return Output.output_dir(
+        args.output_dir, overwrite=args.overwrite_output_dir, command="fiberbench stats", entry_names=OUTPUT_ENTRIES
+    )
 
 
 def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:

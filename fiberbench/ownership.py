@@ -375,17 +375,21 @@ class Output:
         self._claim_with: Callable[[], None] | None = None  # `open`'s claim, until it is made
 
     @classmethod
-    def output_dir(cls, args, *, command: str, entry_names: re.Pattern) -> "Output":
+    def output_dir(
+        cls, path: str | os.PathLike, *, overwrite: bool, command: str, entry_names: re.Pattern, **options
+    ) -> "Output":
         """The output folder of a command that takes `--output_dir` and `--overwrite_output_dir` (evaluate, stats,
-        leaderboard), writing the entries `entry_names` matches."""
+        leaderboard, extract-features, training), writing the entries `entry_names` matches; `options` are the
+        other arguments of `Output`."""
         return cls(
-            args.output_dir,
+            path,
             command=command,
             flag="--output_dir",
-            overwrite=args.overwrite_output_dir,
+            overwrite=overwrite,
             overwrite_flag="--overwrite_output_dir",
             folder=True,
             entry_names=entry_names,
+            **options,
         )
 
     @contextlib.contextmanager

@@ -804,7 +804,9 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None, lis
     from fiberbench.data import SAMPLE_DIR
 
     dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name)
-    output = Output.output_dir(args, command="fiberbench evaluate", entry_names=OUTPUT_ENTRIES)
+    output = Output.output_dir(
+        args.output_dir, overwrite=args.overwrite_output_dir, command="fiberbench evaluate", entry_names=OUTPUT_ENTRIES
+    )
     return names, output, [*args.predictions, dataset if dataset.is_dir() else None]
 
 

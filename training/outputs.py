@@ -97,13 +97,10 @@ class RunFolder:
         is, holds or lies inside one of `inputs` (the dataset folder, the model folder, ...).
         """
         checkpoint = last_checkpoint(output_dir)
-        output = Output(
+        output = Output.output_dir(
             output_dir,
-            command=WRITTEN_BY,
-            flag="--output_dir",
             overwrite=overwrite,
-            overwrite_flag="--overwrite_output_dir",
-            folder=True,
+            command=WRITTEN_BY,
             entry_names=RUN_ENTRY_NAMES,
             resume_hint=f"--resume_from_checkpoint {checkpoint} to continue it" if checkpoint else None,
             leaves_others=True,

@@ -42,13 +42,10 @@ class FeaturesFolder:
     """--output_dir of one run: checked before any work, then claimed, filled clip by clip, and finished."""
 
     def __init__(self, path: Path, overwrite: bool):
-        self.output = Output(
+        self.output = Output.output_dir(
             path,
-            command=COMMAND,
-            flag="--output_dir",
             overwrite=overwrite,
-            overwrite_flag="--overwrite_output_dir",
-            folder=True,
+            command=COMMAND,
             entry_names=ENTRY_NAMES,
             leaves_others=True,
         )

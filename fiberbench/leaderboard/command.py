@@ -80,7 +80,9 @@ def check_flags(args: argparse.Namespace):
                 f"--push_to_hub: the Space on the Hub cannot read the local folder {args.dataset_name}; push the "
                 "dataset (build-dataset --push_to_hub) and give its Hub id as --dataset_name"
             )
-    output = Output.output_dir(args, command="fiberbench leaderboard", entry_names=OUTPUT_ENTRIES)
+    output = Output.output_dir(
+        args.output_dir, overwrite=args.overwrite_output_dir, command="fiberbench leaderboard", entry_names=OUTPUT_ENTRIES
+    )
     dataset = SAMPLE_DIR if args.dataset_name is None else Path(args.dataset_name)
     output.check([args.results_dir, args.add, dataset if dataset.is_dir() else None])
     return output
