@@ -6,7 +6,7 @@
 
 Synthetic clips like VaTeX's (10 s at 25 fps, 640 x 360, H.264 of moving texture) are written once to
 --cache_dir. Per encoder, of real size with random weights (speed does not depend on the weights;
-`fiberbench.features.tiny_encoders`; `--encoder_size tiny` for the tests' tiny ones), with the
+`fiberbench.testing.tiny_encoders`; `--encoder_size tiny` for the tests' tiny ones), with the
 command's default sampling: CLIP ViT-B/16 on 1 frame a second, VideoMAE-base on one window of 16 frames.
 With the code the command runs (`make_loader`, `ClipPreparer`, `Encoder`, `encode_clips`), each in clips/s:
 - decode: the loader alone (PyAV decoding and the processor), in this process and in N workers;
@@ -30,7 +30,7 @@ from fiberbench.features.clips import Clip
 from fiberbench.features.command import frame_sampling
 from fiberbench.features.encoders import ClipPreparer, Encoder, encoder_spec
 from fiberbench.features.extraction import encode_clips, make_loader
-from fiberbench.features.tiny_encoders import (
+from fiberbench.testing.tiny_encoders import (
     BASE_CLIP,
     BASE_VIDEOMAE,
     TINY_CLIP,
@@ -38,7 +38,7 @@ from fiberbench.features.tiny_encoders import (
     save_clip,
     save_videomae,
 )
-from fiberbench.predict.videos import ClipVideo
+from fiberbench.videos import ClipVideo
 from fiberbench.cli import default_num_workers
 
 import quick

@@ -2,7 +2,7 @@
 
 1. Language models: for a seq2seq LM (T5, the paper's zero-shot format and decoding: 8 beams) and
    a causal LM (Llama, the default prompt through a chat template, greedy), both random and of the
-   same small size (`fiberbench.predict.tiny_models`, widened), clips per second of the predictors
+   same small size (`fiberbench.testing.tiny_models`, widened), clips per second of the predictors
    `fiberbench predict` uses on the bundled sample's train captions, in batches of
    --per_device_eval_batch_size and then one at a time. Model loading is not timed; the
    noun-phrase choice is left out (it does not depend on batching).
@@ -37,7 +37,7 @@ import torch
 
 import fiberbench.data
 from fiberbench.predict import command
-from fiberbench.predict.tiny_models import (
+from fiberbench.testing.tiny_models import (
     FRAME_SIZE,
     VIDEO_FAMILIES,
     sample_test_records,
@@ -47,7 +47,7 @@ from fiberbench.predict.tiny_models import (
     write_sample_videos,
 )
 from fiberbench.predict.loading import make_loader
-from fiberbench.predict.videos import find_clip_video
+from fiberbench.videos import find_clip_video
 
 import quick
 

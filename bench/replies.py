@@ -1,7 +1,7 @@
 """Benchmark of the answer reader: how many replies it reads as a short phrase, against the reply's first line.
 
 `fiberbench predict` runs a causal LM (by default the tiny random one of
-`fiberbench.predict.tiny_models`; any local model folder with --model_name_or_path, e.g. a real small
+`fiberbench.testing.tiny_models`; any local model folder with --model_name_or_path, e.g. a real small
 instruct model) with the default prompt on the bundled sample's test blanks, keeping its replies.
 Then each reply is read three ways: its first line without quotes or final punctuation (how
 `predict` read replies before the reader, the baseline), the reader without and with its
@@ -24,8 +24,8 @@ from pathlib import Path
 from fiberbench.cli import main as fiberbench
 from fiberbench.data import load_sample
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-from fiberbench.predict.replies import read_answers
-from fiberbench.predict.tiny_models import save_causal
+from fiberbench.replies import read_answers
+from fiberbench.testing.tiny_models import save_causal
 
 import quick
 

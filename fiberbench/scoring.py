@@ -264,7 +264,7 @@ def recorded_reading(path: Path, rows: list) -> dict | None:
 def reading_lines(results: dict) -> list[str]:
     """results.md's lines on how each system's answers were read from replies (none when no file says), and one that
     says so when the systems were read differently."""
-    from fiberbench.predict.replies import describe_reading
+    from fiberbench.replies import describe_reading
 
     read = {name: row["reading"] for name, row in results["systems"].items() if row.get("reading") is not None}
     if not read:

@@ -165,7 +165,7 @@ def write_answers(tmp: Path) -> Path:
 
 
 def save_tiny_seq2seq(tmp: Path) -> Path:
-    from fiberbench.predict.tiny_models import save_seq2seq
+    from fiberbench.testing.tiny_models import save_seq2seq
 
     if not (tmp / "model").exists():
         save_seq2seq(tmp / "model")
@@ -174,7 +174,7 @@ def save_tiny_seq2seq(tmp: Path) -> Path:
 
 def extract_features_inputs(tmp: Path) -> list:
     """A tiny random CLIP image encoder and a folder of one synthetic video."""
-    from fiberbench.features.tiny_encoders import save_clip
+    from fiberbench.testing.tiny_encoders import save_clip
 
     from .predict.conftest import write_video
 

@@ -3,7 +3,7 @@
 - With --dataset_name (a built FIBER folder or Hub id) or --data_dir (release-format JSON files),
   each distinct clip of the chosen splits, in order; its features file is named by its clip id
   (`{video_id}_{start:06d}_{end:06d}`), its video found in --video_dir as `fiberbench predict` finds
-  it (`fiberbench.predict.videos.find_clip_video`): the clip's own file, or the whole video cut.
+  it (`fiberbench.videos.find_clip_video`): the clip's own file, or the whole video cut.
 - Otherwise every video file of --video_dir, whole, named by its file name without extension.
 
 Every clip's video is opened before any work (`check_videos`): a missing one is an error naming it
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fiberbench.data.fiber.validation import VIDEO_ID_PATTERN, ClipKey, clip_id
 from fiberbench.errors import DataError, UsageError
-from fiberbench.predict.videos import VIDEO_EXTENSIONS, ClipVideo, FrameSampling, expected_names, find_clip_video
+from fiberbench.videos import VIDEO_EXTENSIONS, ClipVideo, FrameSampling, expected_names, find_clip_video
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def check_videos(clips: list[Clip], sampling: FrameSampling, skip_missing: bool,
     """
     from tqdm.auto import tqdm
 
-    from fiberbench.predict.videos import check_video
+    from fiberbench.videos import check_video
 
     missing = [clip for clip in clips if clip.video is None]
     if missing and not skip_missing:

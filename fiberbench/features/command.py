@@ -5,7 +5,7 @@
     fiberbench build-dataset --data_dir release --features_dir features/clip-vit-large-patch14 --output_dir my_fiber
 
 For each clip (of a dataset's splits, or each video of the folder) the frames of its window are
-decoded with PyAV as `fiberbench predict` decodes them (`fiberbench.predict.videos`), encoded
+decoded with PyAV as `fiberbench predict` decodes them (`fiberbench.videos`), encoded
 (`encoders`), and written as `{clip_id}.npy`, float32 of shape (1, T, D): VaTeX's I3D layout, which
 `build-dataset --features_dir` reads, with `features.json` naming the encoder, its output, the
 sampling and D (`fiberbench.data.fiber.features_info`). Everything that can refuse the run is
@@ -26,7 +26,7 @@ from fiberbench.errors import DataError, UsageError
 
 if TYPE_CHECKING:
     from fiberbench.data.fiber.features_info import FeaturesInfo
-    from fiberbench.predict.videos import FrameSampling
+    from fiberbench.videos import FrameSampling
 
     from .clips import Clip
     from .encoders import ClipPreparer, Encoder
@@ -162,7 +162,7 @@ def default_features_name(model_name_or_path: str) -> str:
 def frame_sampling(args, spec):
     """--fps (with --max_frames) or --num_frames, else the encoder's default: 1 frame a second for image encoders,
     one window for video encoders."""
-    from fiberbench.predict.videos import FrameSampling
+    from fiberbench.videos import FrameSampling
 
     from .encoders import IMAGE
 

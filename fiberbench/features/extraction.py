@@ -1,7 +1,7 @@
 """Decoding and encoding overlapped: data loader workers decode clips and run the processor while the model encodes.
 
 `DecodedClips` is a PyTorch dataset of clips whose items are their model inputs (the frames
-sampled with PyAV by `fiberbench.predict.videos.sample_frames`, then `ClipPreparer`); a
+sampled with PyAV by `fiberbench.videos.sample_frames`, then `ClipPreparer`); a
 `DataLoader` over it with workers keeps batches of clips coming while `encode_clips` runs the
 encoder on the previous one and splits its output back into each clip's (T, D) features.
 A video that fails while decoding is an item carrying its error, raised in the main process as one
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from fiberbench.errors import DataError
-from fiberbench.predict.videos import FrameSampling, sample_frames
+from fiberbench.videos import FrameSampling, sample_frames
 
 from .clips import Clip
 from .encoders import ClipPreparer, Encoder

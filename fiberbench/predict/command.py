@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from fiberbench.cli import default_num_workers, non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
-from .prompts import DEFAULT_PROMPT, check_template
-from .replies import load_reader_pipeline, read_answers, reader_settings
+from fiberbench.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.replies import load_reader_pipeline, read_answers, reader_settings
 
 if TYPE_CHECKING:
     import datasets
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from fiberbench.data.fiber.validation import ClipKey
 
     from .kinds import Predictor
-    from .videos import ClipVideo, FrameSampling
+    from fiberbench.videos import ClipVideo, FrameSampling
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "video-language models (AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a video "
         "when the processor has a video processor, else as images; then --prompt). The answer in a causal or "
         "video-language model's reply is read as a person would: the filled-in caption, 'the answer is X', a quoted "
-        "or bold phrase, else the first sentence (fiberbench.predict.replies); the replies are kept, and --reread "
+        "or bold phrase, else the first sentence (fiberbench.replies); the replies are kept, and --reread "
         "reads them again. "
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict ... "
         f"The default --prompt: {DEFAULT_PROMPT!r}"
@@ -464,7 +464,7 @@ def find_videos(
     """
     from tqdm.auto import tqdm
 
-    from .videos import check_video, expected_names, find_clip_video
+    from fiberbench.videos import check_video, expected_names, find_clip_video
 
     videos = [find_clip_video(args.video_dir, *key) for key in keys]
     missing = [key for key, video in zip(keys, videos) if video is None]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .videos import ClipFrames, FrameSampling, sample_frames
+from fiberbench.videos import ClipFrames, FrameSampling, sample_frames
 
 if TYPE_CHECKING:
     from transformers import BatchFeature

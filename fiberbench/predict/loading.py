@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import datasets
 
     from .kinds import Predictor
-    from .videos import ClipVideo
+    from fiberbench.videos import ClipVideo
 
 # Batches each worker makes ahead of the model.
 PREFETCH_BATCHES = 4

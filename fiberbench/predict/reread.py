@@ -33,7 +33,7 @@ from .command import (
 from fiberbench.predictions import KEY_FIELDS
 
 from .outputs import SKIPPED, PredictionsFile, metadata_path
-from .replies import reader_settings
+from fiberbench.replies import reader_settings
 
 logger = logging.getLogger(__name__)
 

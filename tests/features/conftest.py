@@ -1,4 +1,4 @@
-"""Tiny random encoders built from configs (`fiberbench.features.tiny_encoders`); synthetic videos of the sample."""
+"""Tiny random encoders built from configs (`fiberbench.testing.tiny_encoders`); synthetic videos of the sample."""
 
 import json
 
@@ -7,7 +7,7 @@ import pytest
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.release import SPLIT_FILES
 from fiberbench.data.fiber.validation import clip_id
-from fiberbench.features.tiny_encoders import save_clip, save_videomae
+from fiberbench.testing.tiny_encoders import save_clip, save_videomae
 
 from ..predict.conftest import write_video
 

@@ -27,7 +27,7 @@ from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.validation import clip_id
 from fiberbench.features.encoders import EncoderSpec
-from fiberbench.predict.videos import ClipVideo, FrameSampling, sample_frames
+from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
 from ..predict.conftest import write_video, write_video_claiming
 from .conftest import clip_level, sample_records

@@ -1,4 +1,4 @@
-"""Tiny random models of every kind `fiberbench predict` runs (`fiberbench.predict.tiny_models`), synthetic videos,
+"""Tiny random models of every kind `fiberbench predict` runs (`fiberbench.testing.tiny_models`), synthetic videos,
 and the predictions format `fiberbench evaluate` reads.
 """
 
@@ -8,7 +8,7 @@ import struct
 import pytest
 
 from fiberbench.data.fiber.validation import clip_key
-from fiberbench.predict.tiny_models import SAVERS, sample_test_records, write_sample_videos, write_video
+from fiberbench.testing.tiny_models import SAVERS, sample_test_records, write_sample_videos, write_video
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ from transformers import (
 
 from fiberbench.data.fiber.validation import clip_id
 from fiberbench.predict.command import clip_keys
-from fiberbench.predict.tiny_models import save_fiber
+from fiberbench.testing.tiny_models import save_fiber
 
 from .conftest import sample_test_records, write_video, write_video_claiming, write_zero_duration_video
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fiberbench.predict.replies import READER_VERSION, read_answers, reader_settings, reading
+from fiberbench.replies import READER_VERSION, read_answers, reader_settings, reading
 
 HERE = Path(__file__).parent
 TABLE_FILE, GOLDEN_FILE = HERE / "replies_table.json", HERE / "replies_golden.json"
@@ -74,7 +74,7 @@ def test_the_replies_read_as_the_golden_list_says(nlp, golden):
 
 
 def test_the_table_covers_every_reading_and_the_hardened_cases(golden):
-    from fiberbench.predict.replies import READINGS
+    from fiberbench.replies import READINGS
 
     assert {row["reading"] for row in golden["answers"]} == set(READINGS)
     cases = {row["case"] for row in table()}
@@ -94,7 +94,7 @@ def write_golden() -> None:
         if changed and written["reader_version"] == READER_VERSION:
             sys.exit(
                 f"{len(changed)} replies read otherwise (the first: {changed[0]['reply'][:60]!r}) under reader version "
-                f"{READER_VERSION}: raise READER_VERSION in fiberbench/predict/replies.py first"
+                f"{READER_VERSION}: raise READER_VERSION in fiberbench/replies.py first"
             )
     GOLDEN_FILE.write_text(json.dumps(read, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"wrote {GOLDEN_FILE} ({len(read['answers'])} replies)")

@@ -10,10 +10,10 @@ from fiberbench.files import file_digest, folder_fingerprint
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.predict.command import KIND_NAMES, PROMPTED_KINDS
 from fiberbench.predict.kinds import PREDICTORS, detect_kind
-from fiberbench.predict.prompts import DEFAULT_PROMPT
-from fiberbench.predict.replies import read_answers
+from fiberbench.prompts import DEFAULT_PROMPT
+from fiberbench.replies import read_answers
 
-from fiberbench.predict.tiny_models import save_causal, save_video
+from fiberbench.testing.tiny_models import save_causal, save_video
 
 from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate
 

@@ -11,8 +11,8 @@ import torch
 from fiberbench.cli import main
 from fiberbench.predict import command
 from fiberbench.predict.loading import make_loader
-from fiberbench.predict.tiny_models import save_video_family
-from fiberbench.predict.videos import ClipVideo
+from fiberbench.testing.tiny_models import save_video_family
+from fiberbench.videos import ClipVideo
 
 from .conftest import clip_keys, sample_test_records
 

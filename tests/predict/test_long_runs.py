@@ -226,7 +226,7 @@ def test_a_rerun_after_its_inputs_changed_is_refused_naming_what_changed(change,
     new ones, exit 0."""
     import shutil
 
-    from fiberbench.predict.tiny_models import save_seq2seq
+    from fiberbench.testing.tiny_models import save_seq2seq
 
     model, dataset = tmp_path / "model", tmp_path / "fiber"
     shutil.copytree(tiny_models["seq2seq"], model)

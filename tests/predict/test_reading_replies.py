@@ -9,7 +9,7 @@ from fiberbench.cli import main
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.predict.command import answer_fields
-from fiberbench.predict.replies import READER_VERSION, READINGS, read_answers
+from fiberbench.replies import READER_VERSION, READINGS, read_answers
 
 from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
 
@@ -42,7 +42,7 @@ def test_the_replies_are_kept_and_read_by_the_reader(tiny_models, tmp_path, nlp)
     captions = [record["masked_caption"] for record in sample_test_records()[:8]]
     assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], captions, nlp)
     assert metadata(output_file)["settings"]["reader"] == {
-        "reader": "fiberbench.predict.replies.read_answer",
+        "reader": "fiberbench.replies.read_answer",
         "version": READER_VERSION,
         "readings": [*READINGS, "noun_phrase"],
         "noun_phrase_step": True,

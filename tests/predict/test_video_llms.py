@@ -1,6 +1,6 @@
 """Nine video-LLM families through `fiberbench predict`'s video path, and their images path, on synthetic videos.
 
-Each family is a tiny random model built from its config offline (`fiberbench.predict.tiny_models`),
+Each family is a tiny random model built from its config offline (`fiberbench.testing.tiny_models`),
 saved and loaded back as a Hub model folder would be. What the model receives is read at its
 forward (a pre-hook on the loaded model): on the video path, the family's own video placeholders
 and video tensors, not images; on the images path, images. Then `fiberbench predict` answers every
@@ -17,8 +17,8 @@ import pytest
 
 from fiberbench.cli import main
 from fiberbench.predict import command
-from fiberbench.predict.tiny_models import VIDEO_FAMILIES, save_video_family
-from fiberbench.predict.videos import find_clip_video
+from fiberbench.testing.tiny_models import VIDEO_FAMILIES, save_video_family
+from fiberbench.videos import find_clip_video
 
 from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate
 
@@ -82,7 +82,7 @@ def predictor(model, video_dir, *flags):
 
 def first_forward(predictor, rows) -> dict:
     """The keyword arguments given (not None) to the model's first forward (the prompt's) while it replies to `rows`."""
-    from fiberbench.predict.videos import check_video
+    from fiberbench.videos import check_video
 
     # As the command does before the run: each caption's text rendered, for its clip's frame count.
     counts = [predictor.sampling.count(check_video(row["video"], predictor.sampling)) for row in rows]
@@ -185,7 +185,7 @@ def test_the_processor_defaults_choose_the_frames(family_models, video_dir, tmp_
 
 def test_a_chat_template_without_a_video_part_is_one_line(family_models, video_dir, tmp_path, cli_error):
     """A Qwen2-VL whose chat template writes images only: the clip cannot go in as a video, before any work."""
-    from fiberbench.predict.tiny_models import CHAT_TEMPLATE
+    from fiberbench.testing.tiny_models import CHAT_TEMPLATE
 
     model = tmp_path / "images_only_template"
     shutil.copytree(family_models("qwen2_vl"), model)
@@ -203,7 +203,7 @@ def test_a_chat_template_without_a_video_part_is_one_line(family_models, video_d
 def test_frames_at_a_rate_in_a_batch_of_clips_of_different_lengths(family_models, video_dir, tmp_path):
     """--fps gives a 4 s clip 4 frames and 10 s clips 8 (--max_frames) in one batch: LLaVA-OneVision's processor
     stacks a batch's videos, so the clips go to the model in groups of equal frame counts."""
-    from fiberbench.predict.tiny_models import write_video
+    from fiberbench.testing.tiny_models import write_video
 
     videos = tmp_path / "videos"
     shutil.copytree(video_dir, videos)

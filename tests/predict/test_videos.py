@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fiberbench.errors import DataError
-from fiberbench.predict.videos import (
+from fiberbench.videos import (
     ClipSpan,
     ClipVideo,
     FrameSampling,

@@ -1,6 +1,6 @@
 """The prompt of language models that were not trained on FIBER (causal and video-language), and its check.
 
-Their replies are read by `fiberbench.predict.replies`; the FIBER lmms-eval task imports both.
+Their replies are read by `fiberbench.replies`; the FIBER lmms-eval task imports both.
 """
 
 import string

@@ -12,8 +12,8 @@ kind and family runs end to end, and how fast. The synthetic videos (`write_samp
 every clip of the bundled sample a video (the test clips' by default, as `predict` reads them), each
 frame a flat grey.
 
-    python -m fiberbench.predict.tiny_models model qwen2_5_vl tiny-qwen2.5-vl   # a tiny model (offline)
-    python -m fiberbench.predict.tiny_models videos sample_videos              # every split's clips' videos
+    python -m fiberbench.testing.tiny_models model qwen2_5_vl tiny-qwen2.5-vl   # a tiny model (offline)
+    python -m fiberbench.testing.tiny_models videos sample_videos              # every split's clips' videos
 """
 
 import argparse

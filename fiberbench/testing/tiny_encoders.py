@@ -6,8 +6,8 @@ CLIP-like image encoder (vision tower only, or with its text tower and projectio
 VideoMAE-like video encoder with their PIL/NumPy processors (no torchvision needed), tiny by
 default (`TINY_*`) or of real size (`BASE_*`, ViT-B/16 and VideoMAE-base) for the benchmark.
 
-    python -m fiberbench.features.tiny_encoders clip tiny-clip          # a tiny encoder, offline, in seconds
-    python -m fiberbench.predict.tiny_models videos sample_videos       # and videos of every clip of the sample
+    python -m fiberbench.testing.tiny_encoders clip tiny-clip          # a tiny encoder, offline, in seconds
+    python -m fiberbench.testing.tiny_models videos sample_videos       # and videos of every clip of the sample
 """
 
 import argparse

@@ -54,7 +54,7 @@ Only the standard library is imported here; spaCy is loaded only for the noun-ph
 `load_reader_pipeline`), so the lmms-eval task can import the reader at no cost. There, as in
 `fiberbench predict`, with the same prompt (`prompts.DEFAULT_PROMPT`):
 
-    from fiberbench.predict.replies import load_reader_pipeline, read_answer
+    from fiberbench.replies import load_reader_pipeline, read_answer
 
     nlp = load_reader_pipeline(opt_out="set FIBER_READ_NOUN_PHRASES=0")  # refuses where no pipeline is installed
 
