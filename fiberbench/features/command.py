@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from fiberbench.cli import default_num_workers, non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, UsageError
+from fiberbench.models import add_model_arguments
 
 if TYPE_CHECKING:
     from fiberbench.data.fiber.features_info import FeaturesInfo
@@ -45,13 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli extract-features ..."
     )
     model = parser.add_argument_group("encoder")
-    model.add_argument("--model_name_or_path", required=True, help="A Hub model id or a local model folder.")
-    model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
-    model.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="Run the model's own code from its repo (not needed for the encoders transformers has).",
-    )
+    add_model_arguments(model, required=True, remote_code_needed_by="the encoders transformers has")
     model.add_argument(
         "--pooling",
         choices=["pooler_output", "cls", "mean"],
@@ -160,17 +155,15 @@ def default_features_name(model_name_or_path: str) -> str:
 
 
 def frame_sampling(args, spec):
-    """--fps (with --max_frames) or --num_frames, else the encoder's default: 1 frame a second for image encoders,
-    one window for video encoders."""
-    from fiberbench.videos import FrameSampling
+    """The frames of each clip, by the one rule (`fiberbench.videos.choose_sampling`): --num_frames, else --fps (with
+    --max_frames), else the encoder's default: `DEFAULT_FPS` frames a second for image encoders, one window for video
+    encoders."""
+    from fiberbench.videos import FrameSampling, choose_sampling
 
     from .encoders import IMAGE
 
-    if args.num_frames is not None:
-        return FrameSampling(num_frames=args.num_frames)
-    if args.fps is not None or spec.kind == IMAGE:
-        return FrameSampling(fps=args.fps or DEFAULT_FPS, max_frames=args.max_frames)
-    return FrameSampling(num_frames=spec.window_frames)
+    default = FrameSampling(fps=DEFAULT_FPS) if spec.kind == IMAGE else FrameSampling(num_frames=spec.window_frames)
+    return choose_sampling(args.num_frames, args.fps, args.max_frames, default)
 
 
 def sampling_record(sampling) -> dict:
@@ -205,20 +198,20 @@ class Plan:
 def run(args) -> int:
     import dataclasses
 
-    import torch
     from accelerate import Accelerator
 
     import fiberbench
     from fiberbench.data.fiber.features_info import FeaturesInfo
+    from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model, model_commit, model_files
     from fiberbench.ownership import arguments_of
-    from fiberbench.predict.command import load_config, local_or_hub, model_commit, model_files
 
     from .clips import check_videos, dataset_clips, dataset_keys, folder_clips
     from .encoders import ClipPreparer, Encoder, encoder_spec
     from .folder import FeaturesFolder
 
     check_flags(args)
-    config = load_config(args)  # sets args.hub_options for a Hub id
+    source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+    config = load_config(source)
     spec = encoder_spec(config, args.pooling, args.model_name_or_path)
     sampling = frame_sampling(args, spec)
     name = args.features_name or default_features_name(args.model_name_or_path)
@@ -230,17 +223,16 @@ def run(args) -> int:
         raise DataError("No clips to encode: the splits chosen are empty")
 
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
-    on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
-    dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
+    dtype = inference_dtype(accelerator.device)
     info = FeaturesInfo(
         name=name,
         feature_size=0,  # D, known once the model has run (`Encoder.probe`): not one of the settings compared
         encoder={
             "name_or_path": local_or_hub(args.model_name_or_path),
             "revision": args.revision,
-            "commit": model_commit(args),
+            "commit": model_commit(source),
             # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
-            "files": model_files(args),
+            "files": model_files(args.model_name_or_path),
             "model_type": config.model_type,
             "architectures": config.architectures,
             "kind": spec.kind,
@@ -252,7 +244,7 @@ def run(args) -> int:
     )
     folder = FeaturesFolder(args.output_dir, args.overwrite_output_dir)
     folder.check(local_inputs(args), info.settings())
-    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code, **args.hub_options}
+    loading = source.loading()
     preparer = ClipPreparer.load(spec, args.model_name_or_path, loading)
     done = folder.done([clip.name for clip in clips])
     pending = check_videos(
@@ -289,7 +281,6 @@ def extract(args, accelerator, folder, plan: Plan) -> None:
 
     from accelerate.utils import gather_object
     from tqdm.auto import tqdm
-
 
     from .extraction import encode_clips, make_loader
 

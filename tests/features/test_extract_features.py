@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import clip_id
 from transformers import (
     CLIPImageProcessorPil,
     CLIPModel,
@@ -24,8 +26,6 @@ from transformers import (
 )
 
 from fiberbench.cli import main
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id
 from fiberbench.features.encoders import EncoderSpec
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
