@@ -35,6 +35,7 @@ __all__ = ["add_arguments", "run"]
 
 logger = logging.getLogger(__name__)
 
+
 def sampling_record(sampling) -> dict:
     """The `sampling` section of `features.json`."""
     return {
