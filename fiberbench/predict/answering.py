@@ -1,57 +1,68 @@
 """How `fiberbench predict` picks each clip's answer: from a model's beams, or from the answers read in its replies.
 
-The same code for a run and for --reread (which reads kept replies again): the spaCy pipelines
-(`noun_phrase_pipeline` for the paper's first noun-phrase beam, `reader_pipeline` for the answer
-reader's noun-phrase step), the answer reader over every reply (`read_replies`), and a clip's
-fields in the predictions file (`answer_fields`).
+The same code for a run and for --reread (which reads kept replies again): an `Answerer`, loaded
+once per run with its spaCy pipelines (the paper's first noun-phrase beam; the answer reader's
+noun-phrase step) and the settings they are recorded as, gives each clip's fields in the
+predictions file (`Answerer.fields`, through `answer_fields`).
 """
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
-from fiberbench.replies import load_reader_pipeline, read_answers
-
-if TYPE_CHECKING:
-    from .settings import PredictSettings
+from fiberbench.replies import load_reader_pipeline, read_answers, reader_settings
 
 
-def noun_phrase_pipeline(settings: "PredictSettings", num_beams: int):
-    """The spaCy pipeline that picks the first noun-phrase beam, or None when there is no choice to make."""
-    if not (settings.only_noun_phrases and num_beams > 1):
-        return None
-    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+@dataclass(frozen=True)
+class Answerer:
+    """What picks the answers of one run, and how it is recorded in the predictions' settings."""
 
-    return load_spacy_pipeline(settings.spacy_model)
+    nlp: object = None  # the spaCy pipeline that picks the first noun-phrase beam; None: the first beam
+    reader_nlp: object = None  # the pipeline of the answer reader's noun-phrase step; None: no such step
+    prompted: bool = False  # the beams are replies in words, read by the answer reader
+    decoding: dict = field(default_factory=dict)  # the noun-phrase beam choice, as the `decoding` settings record it
+    reader: dict | None = None  # the answer reader's settings (None: the model answers in the paper's format)
 
+    @classmethod
+    def load(
+        cls,
+        num_beams: int,
+        prompted: bool,
+        *,
+        only_noun_phrases: bool,
+        read_noun_phrases: bool | None,
+        spacy_model: str | None,
+    ) -> "Answerer":
+        """The answerer of a run with `num_beams` beams (replies in words when `prompted`) and these flags.
 
-def reader_pipeline(settings: "PredictSettings", prompted: bool):
-    """The spaCy pipeline of the answer reader's noun-phrase step, or None: for models that answer in the paper's
-    format, and with --no_read_noun_phrases.
+        The first noun-phrase beam needs a pipeline only when there is a choice to make (several
+        beams). The reader's noun-phrase step is for models that reply in words, unless
+        --no_read_noun_phrases; where no pipeline can be loaded for it, a UsageError says so (never
+        a silent reading without the step, which gives other answers).
+        """
+        from fiberbench.modeling.noun_phrases import load_spacy_pipeline, pipeline_name
 
-    Where none can be loaded, a UsageError says so (never a silent reading without the step,
-    which gives other answers): install one, or pass --no_read_noun_phrases.
-    """
-    if not prompted or settings.read_noun_phrases is False:
-        return None
-    return load_reader_pipeline(settings.spacy_model)
+        nlp = load_spacy_pipeline(spacy_model) if only_noun_phrases and num_beams > 1 else None
+        decoding = {"only_noun_phrases": nlp is not None, "spacy_model": None if nlp is None else pipeline_name(nlp)}
+        reader_nlp, reader = None, None
+        if prompted:
+            reader_nlp = None if read_noun_phrases is False else load_reader_pipeline(spacy_model)
+            reader = reader_settings(reader_nlp)
+        return cls(nlp=nlp, reader_nlp=reader_nlp, prompted=prompted, decoding=decoding, reader=reader)
 
-
-def noun_phrase_settings(nlp) -> dict:
-    """The decoding settings of the noun-phrase beam choice (`nlp` None: the first beam)."""
-    from fiberbench.modeling.noun_phrases import pipeline_name
-
-    return {"only_noun_phrases": nlp is not None, "spacy_model": None if nlp is None else pipeline_name(nlp)}
-
-
-def read_replies(replies: "list[list[str]]", masked_captions: list[str], nlp) -> list[list[str]]:
-    """Each clip's answers read from its replies (one per beam, in beam order) by the answer reader."""
-    answers = iter(
-        read_answers(
-            [reply for replied in replies for reply in replied],
-            [caption for caption, replied in zip(masked_captions, replies) for _ in replied],
-            nlp,
+    def fields(self, masked_captions: list[str], beams: "list[list[str]]") -> list[dict]:
+        """Each clip's fields in the predictions file, from its beams: its replies (kept as `raw`) when `prompted`,
+        else its answers."""
+        if not self.prompted:
+            return answer_fields(masked_captions, beams, self.nlp)
+        # The answer reader reads every reply (one per beam, in beam order) at once.
+        answers = iter(
+            read_answers(
+                [reply for replied in beams for reply in replied],
+                [caption for caption, replied in zip(masked_captions, beams) for _ in replied],
+                self.reader_nlp,
+            )
         )
-    )
-    return [[next(answers) for _ in replied] for replied in replies]
+        candidates = [[next(answers) for _ in replied] for replied in beams]
+        return answer_fields(masked_captions, candidates, self.nlp, beams)
 
 
 def answer_fields(

@@ -182,11 +182,6 @@ def check_flags(settings: PredictSettings) -> None:
     """The flag values on their own (UsageError), before anything is loaded."""
     if settings.model_name_or_path is None:
         raise UsageError("--model_name_or_path is required (or --reread, to read a predictions file's replies again)")
-    if settings.prompt is not None:
-        try:
-            check_template(settings.prompt)
-        except ValueError as error:
-            raise UsageError(str(error)) from error
     if settings.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UsageError(
             "--device_map spreads one model over the GPUs in one process; under accelerate launch each process holds "
@@ -194,6 +189,11 @@ def check_flags(settings: PredictSettings) -> None:
         )
     if settings.device_map is not None:
         check_device_map(settings.device_map)
+    if settings.prompt is not None:
+        try:
+            check_template(settings.prompt)
+        except ValueError as error:
+            raise UsageError(str(error)) from error
     if settings.num_frames is not None and settings.fps is not None:
         raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
     if settings.max_frames is not None and settings.fps is None:

@@ -16,15 +16,15 @@ import os
 
 from fiberbench.cli import default_num_workers
 from fiberbench.errors import DataError, alike_on_every_process
-from fiberbench.models import inference_dtype, load_config, locate_model, model_files
+from fiberbench.models import inference_dtype, load_config, locate_model
 from fiberbench.predictions import KEY_FIELDS
 
-from .answering import answer_fields, noun_phrase_pipeline, read_replies, reader_pipeline
+from .answering import Answerer
 from .arguments import add_arguments, check_flags
 from .clips import clip_keys, find_videos, load_split
 from .kinds import PREDICTORS, check_max_new_tokens, choose_kind, make_predictor
 from .outputs import SKIPPED, PredictionsFile
-from .record import Run, answered_by_the_record, describe_run, request_of, run_inputs
+from .record import Request, Run, describe_run, request_of
 from .settings import PredictSettings
 
 __all__ = ["add_arguments", "run"]
@@ -42,35 +42,36 @@ def run(args: argparse.Namespace) -> int:
     # Every process makes these checks alike: a refusal is said once, by the main process.
     with alike_on_every_process():
         check_flags(settings)
-        files = model_files(settings.model_name_or_path)  # hashed once: a large model's files take a while
-        request = request_of(settings, files)
-        if answered_by_the_record(settings, files, request):
+        request = request_of(settings)
+        # Before anything is loaded: an earlier output of other settings is refused, a complete one of this request
+        # is done. The output is this file throughout; its settings are known in full once the model is read.
+        predictions = PredictionsFile(
+            settings.output_file, request.known, overwrite=settings.overwrite_output_file, request=request.asked
+        )
+        if predictions.answered_by_the_record(request.inputs):
+            logger.info("%s is complete, made with these settings: nothing to do", settings.output_file)
             return 0
-        prepared, predictions, inputs, accelerator = prepare_run(settings, files, request)
+        prepared, predictions, accelerator = prepare_run(settings, request, predictions)
 
     def load_model() -> None:
         # Loaded before anything is written: weights that do not match the config are refused with nothing written.
         prepared.predictor.load_model(accelerator.device, prepared.dtype)
 
     # Locked by the main process until the rows are merged.
-    with predictions.open(inputs, accelerator, under_the_lock=load_model):
+    with predictions.open(request.inputs, accelerator, under_the_lock=load_model):
         predict_and_merge(prepared, predictions, accelerator)
     return 0
 
 
-def prepare_run(settings: PredictSettings, files: dict[str, str] | None, request: dict | None) -> tuple:
-    """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile`, its inputs and
-    the Accelerator."""
+def prepare_run(settings: PredictSettings, request: Request, predictions: PredictionsFile) -> tuple:
+    """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile` (`predictions`
+    with the run's settings) and the Accelerator."""
     source = locate_model(settings.model_name_or_path, settings.revision, settings.trust_remote_code)
     config = load_config(source)
     kind = choose_kind(settings, config)
     check_max_new_tokens(settings, config)
     settings = settings.for_kind(PREDICTORS[kind].prompted)
-    inputs = run_inputs(settings)
-    # Before anything is loaded: an output that is not this command's to write (its settings are compared later).
-    PredictionsFile(settings.output_file, {}, overwrite=settings.overwrite_output_file).output.check(
-        inputs, resume=True
-    )
+    predictions.check_ours(request.inputs)
     predictor = make_predictor(settings, kind, config, source)
     split = load_split(settings.dataset_name, settings.split, settings.max_predict_samples, predictor.dataset_config)
     keys = clip_keys(split, described_split(settings))
@@ -81,14 +82,17 @@ def prepare_run(settings: PredictSettings, files: dict[str, str] | None, request
         videos, frame_counts = find_videos(settings.video_dir, keys, predictor.sampling, settings.skip_missing_videos)
     if predictor.prompted:
         predictor.render_texts(list(split["masked_caption"]), frame_counts)
-
-    nlp = noun_phrase_pipeline(settings, predictor.num_beams)
-    reader_nlp = reader_pipeline(settings, predictor.prompted)
+    answerer = Answerer.load(
+        predictor.num_beams,
+        predictor.prompted,
+        only_noun_phrases=settings.only_noun_phrases,
+        read_noun_phrases=settings.read_noun_phrases,
+        spacy_model=settings.spacy_model,
+    )
     # Imported here, not first: a mistyped path or flag above is answered before it takes seconds to load.
     from accelerate import Accelerator
 
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
-    dtype = inference_dtype(accelerator.device)
     prepared = Run(
         settings=settings,
         source=source,
@@ -97,15 +101,11 @@ def prepare_run(settings: PredictSettings, files: dict[str, str] | None, request
         split=split,
         keys=keys,
         videos=videos,
-        nlp=nlp,
-        reader_nlp=reader_nlp,
-        dtype=dtype,
-        model_files=files,
+        answerer=answerer,
+        dtype=inference_dtype(accelerator.device),
+        request=request,
     )
-    predictions = PredictionsFile(
-        settings.output_file, describe_run(prepared), overwrite=settings.overwrite_output_file, request=request
-    )
-    return prepared, predictions, inputs, accelerator
+    return prepared, predictions.with_settings(describe_run(prepared)), accelerator
 
 
 def described_split(settings: PredictSettings) -> str:
@@ -192,12 +192,10 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
             # Clips without a video (--skip_missing_videos) are not put to the model.
             indices, present, masked_captions = batch.indices, batch.present, batch.masked_captions
             if prompted:  # models that reply in words: their replies are read, and kept
-                replies = predictor.replies(batch.inputs) if present else []
-                candidates = read_replies(replies, masked_captions, prepared.reader_nlp)
-                answered = answer_fields(masked_captions, candidates, prepared.nlp, replies)
+                beams = predictor.replies(batch.inputs) if present else []
             else:
-                candidates = predictor.candidates(batch.inputs) if present else []
-                answered = answer_fields(masked_captions, candidates, prepared.nlp)
+                beams = predictor.candidates(batch.inputs) if present else []
+            answered = prepared.answerer.fields(masked_captions, beams)
             predicted = dict(zip(present, answered))
             skipped = {"prediction": "", "candidates": [], SKIPPED: True} | ({"raw": []} if prompted else {})
             records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]

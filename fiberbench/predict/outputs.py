@@ -82,7 +82,7 @@ class PredictionsFile:
 
     def __init__(self, path: Path, settings: dict, overwrite: bool = False, request: dict | None = None):
         self.output = Output(path, command="fiberbench predict", flag="--output_file", overwrite=overwrite)
-        self.request = request  # what the run asked for (see `command.request_of`), recorded beside the settings
+        self.request = request  # what the run asked for (`record.Request.asked`), recorded beside the settings
         self.path = self.output.path
         self.metadata_path = self.output.record_path
         self.parts = self.path.with_name(f".{self.path.name}.parts")
@@ -91,6 +91,10 @@ class PredictionsFile:
         # With `overwrite`, the rows of an earlier output are neither resumed nor kept.
         self.overwrite = overwrite
         self._next_batch: dict[int, int] = {}  # rank -> the number of its next part file
+
+    def with_settings(self, settings: dict) -> "PredictionsFile":
+        """The same output, for a run of these `settings` (known in full only once the model and dataset are read)."""
+        return PredictionsFile(self.output.given, settings, overwrite=self.overwrite, request=self.request)
 
     def part_paths(self) -> list[Path]:
         """The part files of every process, in the order they were written by each."""
@@ -106,6 +110,11 @@ class PredictionsFile:
                 under_the_lock()
 
         return self.output.open(inputs, resume=True, accelerator=accelerator, recheck=recheck, claim=self.prepare)
+
+    def check_ours(self, inputs=()) -> None:
+        """Before anything is loaded: refuse an output that is not this command's to write (`Output.check`); its
+        settings are compared once they are known (`check_content`)."""
+        self.output.check(inputs, resume=True)
 
     def check(self, inputs=()) -> None:
         """Refuse, before any work, an output that is not this command's to write (`Output.check`), or what
@@ -131,9 +140,9 @@ class PredictionsFile:
             raise DataError(f"{self.parts}: holds part files but no settings.json; remove the folder or {hint}")
         self._rows()  # every row is read once here, so that a damaged one is named before anything is written
 
-    def answered_by_the_record(self, inputs, request: dict | None) -> bool:
+    def answered_by_the_record(self, inputs) -> bool:
         """Before any model or pipeline is loaded: refuse (`UsageError`) an output whose recorded settings differ from
-        `self.settings`, the part of them known from the arguments alone (`command.known_settings`); True when the
+        `self.settings`, the part of them known from the arguments alone (`record.Request.known`); True when the
         output is complete and was asked for with this `request` (the same arguments, model files and dataset
         files): then a rerun has nothing left to do."""
         if self.overwrite or not (self.path.is_file() and self.metadata_path.is_file()):
@@ -145,8 +154,10 @@ class PredictionsFile:
             return False  # said in its turn, after the model's own checks
         metadata = self._read_metadata()
         recorded = _same_shape(metadata["settings"], self.settings)
-        self._check_settings(recorded, self.metadata_path, "pass --overwrite_output_file to replace it, or another --output_file")
-        if request is None or metadata.get("state") != COMPLETE or metadata.get("request") != request:
+        self._check_settings(
+            recorded, self.metadata_path, "pass --overwrite_output_file to replace it, or another --output_file"
+        )
+        if self.request is None or metadata.get("state") != COMPLETE or metadata.get("request") != self.request:
             return False
         if os.path.lexists(self.parts) or metadata["output"]["skipped_missing_videos"]:
             return False  # a run to finish, or clips whose video may be there now
@@ -211,7 +222,9 @@ class PredictionsFile:
         for a missing video is marked `SKIPPED`, as in the part files."""
         metadata = self._read_metadata()
         if "output" not in metadata:
-            raise DataError(f"{self.metadata_path}: the run that writes {self.path.name} did not finish ({metadata['state']})")
+            raise DataError(
+                f"{self.metadata_path}: the run that writes {self.path.name} did not finish ({metadata['state']})"
+            )
         skipped = set(metadata["output"]["skipped_missing_videos"])
         rows = [
             (row | ({SKIPPED: True} if clip_key(row) in skipped else {}), where)

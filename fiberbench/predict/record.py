@@ -2,38 +2,33 @@
 
 A run's settings (`describe_run`: the model and its fingerprint, the dataset split and its
 fingerprint, the prompt, decoding, reader and video settings) go to the predictions' metadata; a
-rerun resumes only with the same. Before anything is loaded, the settings that the flags decide
-alone (`known_settings`) are compared with an earlier output's, and a complete output asked for
-with the same `request_of` (flags, and the local model's and dataset's files) is said to be done.
+rerun resumes only with the same. Before anything is loaded, the flags are read once into a
+`Request`: the settings that they decide alone (`Request.known`), compared with an earlier
+output's, and what was asked for (`Request.asked`: flags, and the local model's and dataset's
+files), with which a complete output is said to be done.
 """
 
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.models import local_or_hub, model_commit
-from fiberbench.replies import reader_settings
+from fiberbench.models import local_or_hub, model_commit, model_files
 
-from .answering import noun_phrase_settings
 from .clips import dataset_fingerprint
-from .outputs import PredictionsFile
 
 if TYPE_CHECKING:
     import datasets
     import torch
-    from spacy.language import Language
     from transformers import PretrainedConfig
 
     from fiberbench.data.fiber.validation import ClipKey
     from fiberbench.models import ModelSource
     from fiberbench.videos import ClipVideo
 
+    from .answering import Answerer
     from .predictors import Predictor
     from .settings import PredictSettings
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,10 +43,9 @@ class Run:
     split: "datasets.Dataset"
     keys: "list[ClipKey]"  # each row's clip, in dataset order
     videos: "list[ClipVideo | None] | None"  # video-language models: each row's video (None: missing, skipped)
-    nlp: "Language | None"  # the pipeline that picks the first noun-phrase beam, if any
-    reader_nlp: "Language | None"  # the pipeline of the answer reader's noun-phrase step, if any
+    answerer: "Answerer"  # what picks each clip's answer
     dtype: "torch.dtype"
-    model_files: dict[str, str] | None  # a local model folder's files (`model_files`); None for a Hub model
+    request: "Request"  # what the flags asked for
 
 
 def describe_run(prepared: Run) -> dict:
@@ -59,21 +53,21 @@ def describe_run(prepared: Run) -> dict:
     import fiberbench
     from fiberbench.data.provenance import is_synthetic
 
-    settings, predictor = prepared.settings, prepared.predictor
+    settings, predictor, request = (prepared.settings, prepared.predictor, prepared.request)
     return {
         "fiberbench_version": fiberbench.__version__,
         "model": {
-            "name_or_path": local_or_hub(settings.model_name_or_path),
+            "name_or_path": request.model_name,
             "revision": settings.revision,
             "commit": model_commit(prepared.source),
             "kind": predictor.kind,
             "architectures": prepared.config.architectures,
             "dtype": str(prepared.dtype).removeprefix("torch."),
             # A local folder's files (a Hub model's are its commit's): re-saved weights are other settings.
-            "files": prepared.model_files,
+            "files": request.model_files,
         },
         "dataset": {
-            "name": local_or_hub(settings.dataset_name),
+            "name": request.dataset_name,
             "config": predictor.dataset_config,
             "split": settings.split,
             "clips": len(prepared.split),
@@ -81,70 +75,61 @@ def describe_run(prepared: Run) -> dict:
             "fingerprint": dataset_fingerprint(prepared.split, predictor.reads_features),
         },
         "prompt": predictor.prompt(prepared.split[0]["masked_caption"]),
-        "decoding": predictor.decoding() | noun_phrase_settings(prepared.nlp),
-        "reader": reader_settings(prepared.reader_nlp) if predictor.prompted else None,
+        "decoding": predictor.decoding() | prepared.answerer.decoding,
+        "reader": prepared.answerer.reader,
         "video": predictor.video_settings() if predictor.reads_video else None,
     }
-
-
-def run_inputs(settings: "PredictSettings") -> list:
-    """What the output is kept apart from: the local model and dataset folders, and the videos' folder."""
-    names = (settings.model_name_or_path, settings.dataset_name)
-    return [*(path for path in names if path and Path(path).exists()), settings.video_dir]
 
 
 # Arguments that change how a run goes, not what it predicts.
 NOT_IN_REQUEST = ("output_file", "overwrite_output_file", "per_device_eval_batch_size", "reread")
 
 
-def request_of(settings: "PredictSettings", files: dict[str, str] | None) -> dict | None:
-    """What a run asks for, as the record keeps it beside the settings: the arguments that decide the predictions
-    and the files of the local model (`files`, `model_files`) and dataset folders (read, not loaded). None for a Hub
-    model or dataset, whose files are known only once they are resolved."""
+@dataclass(frozen=True)
+class Request:
+    """What a run's flags ask for, read once before anything is loaded: what the record compares with an earlier
+    output's, and what `describe_run` names the model and the dataset by."""
+
+    model_name: str | None  # --model_name_or_path, as the record names it (`local_or_hub`)
+    dataset_name: str | None  # --dataset_name, likewise
+    model_files: dict[str, str] | None  # a local model folder's files (`model_files`); None for a Hub model
+    inputs: list  # what the output is kept apart from: the local model and dataset folders, and the videos' folder
+    known: dict  # the settings (`describe_run`) that the flags decide alone
+    # The flags that decide the predictions and the files of the local model and dataset folders (read, not
+    # loaded), kept beside the settings; None for a Hub model or dataset, whose files are known only once resolved.
+    asked: dict | None
+
+
+def request_of(settings: "PredictSettings") -> Request:
+    """The `Request` of a run's `settings`: its local model folder's files are hashed once here (a large model's take
+    a while)."""
+    import fiberbench
     from fiberbench.data import SAMPLE_DIR
     from fiberbench.files import folder_fingerprint
     from fiberbench.ownership import arguments_of
 
+    names = (settings.model_name_or_path, settings.dataset_name)
+    inputs = [*(path for path in names if path and Path(path).exists()), settings.video_dir]
     dataset = SAMPLE_DIR if settings.dataset_name is None else Path(settings.dataset_name).expanduser()
-    if files is None or not dataset.is_dir():
-        return None
-    asked = arguments_of(settings)["arguments"]
-    arguments = {name: value for name, value in asked.items() if name not in NOT_IN_REQUEST}
-    arguments |= {name: local_or_hub(getattr(settings, name)) for name in ("model_name_or_path", "dataset_name")}
-    # The pipeline chosen by default is named by the environment (see --spacy_model).
-    environment = {"FIBERBENCH_SPACY_MODEL": os.environ.get("FIBERBENCH_SPACY_MODEL")}
-    return {
-        "arguments": arguments,
-        "environment": environment,
-        "model_files": files,
-        "dataset_files": folder_fingerprint(dataset),
+    arguments = {
+        name: value for name, value in arguments_of(settings)["arguments"].items() if name not in NOT_IN_REQUEST
     }
-
-
-def known_settings(settings: "PredictSettings", files: dict[str, str] | None) -> dict:
-    """The settings (`describe_run`) that the arguments decide alone, known before any model or pipeline is read."""
-    import fiberbench
-
-    return {
+    files = model_files(settings.model_name_or_path)
+    model_name, dataset_name = (local_or_hub(settings.model_name_or_path), local_or_hub(settings.dataset_name))
+    known = {
         "fiberbench_version": fiberbench.__version__,
-        "model": {
-            "name_or_path": local_or_hub(settings.model_name_or_path),
-            "revision": settings.revision,
-            "files": files,
-        },
-        "dataset": {"name": local_or_hub(settings.dataset_name), "split": settings.split},
+        "model": {"name_or_path": model_name, "revision": settings.revision, "files": files},
+        "dataset": {"name": dataset_name, "split": settings.split},
         "decoding": {"max_new_tokens": settings.max_new_tokens}
         | ({"num_beams": settings.num_beams} if settings.num_beams is not None else {}),
     }
-
-
-def answered_by_the_record(settings: "PredictSettings", files: dict[str, str] | None, request: dict | None) -> bool:
-    """Before anything is loaded: an earlier output's recorded settings that differ from what the arguments decide
-    are refused, and a complete output asked for with this `request` is said to be done (True: nothing to do)."""
-    predictions = PredictionsFile(
-        settings.output_file, known_settings(settings, files), overwrite=settings.overwrite_output_file
-    )
-    if not predictions.answered_by_the_record(run_inputs(settings), request):
-        return False
-    logger.info("%s is complete, made with these settings: nothing to do", settings.output_file)
-    return True
+    asked = None
+    if files is not None and dataset.is_dir():
+        asked = {
+            "arguments": arguments | {"model_name_or_path": model_name, "dataset_name": dataset_name},
+            # The pipeline chosen by default is named by the environment (see --spacy_model).
+            "environment": {"FIBERBENCH_SPACY_MODEL": os.environ.get("FIBERBENCH_SPACY_MODEL")},
+            "model_files": files,
+            "dataset_files": folder_fingerprint(dataset),
+        }
+    return Request(model_name, dataset_name, files, inputs, known, asked)

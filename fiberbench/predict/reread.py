@@ -4,7 +4,7 @@ A causal or video-language model's predictions keep its replies (`raw`, one per 
 them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_phrases`,
 `--spacy_model`) or another beam choice (`--only_noun_phrases`) gives, in `--output_file`, the
 rows and metadata that `fiberbench predict` with those settings writes, because it is the same
-code: the answer reader (`fiberbench.replies`), then `answering.answer_fields`. The masked captions come from
+code: `answering.Answerer`. The masked captions come from
 the dataset split named in the file's metadata, which must still hold the same clips and masked
 captions: its fingerprint must equal the one recorded, as for a resumed run. Metadata that is not
 in predict's shape is one line naming the field.
@@ -17,9 +17,8 @@ from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
 from fiberbench.predictions import KEY_FIELDS
-from fiberbench.replies import reader_settings
 
-from .answering import answer_fields, noun_phrase_pipeline, noun_phrase_settings, read_replies, reader_pipeline
+from .answering import Answerer
 from .arguments import parse_settings
 from .clips import clip_keys, dataset_fingerprint, load_split
 from .kinds import KIND_NAMES, PROMPTED_KINDS
@@ -72,8 +71,8 @@ def reread(settings: PredictSettings) -> int:
             f"--reread {source}: no {metadata_path(source).name} beside it: not a finished fiberbench predict output"
         )
     inputs = [source, metadata_path(source)]
-    output_file, overwrite = settings.output_file, settings.overwrite_output_file
-    PredictionsFile(output_file, {}, overwrite=overwrite).output.check(inputs, resume=True)
+    output = PredictionsFile(settings.output_file, {}, overwrite=settings.overwrite_output_file)
+    output.check_ours(inputs)
     recorded, rows = PredictionsFile(source, settings={}).read_finished()
     check_read_settings(recorded, metadata_path(source))
     kind = recorded["model"]["kind"]
@@ -110,26 +109,34 @@ def reread(settings: PredictSettings) -> int:
         )
 
     num_beams = recorded["decoding"]["num_beams"]
-    nlp = noun_phrase_pipeline(settings, num_beams)
-    reader_nlp = reader_pipeline(settings, prompted=True)
+    answerer = Answerer.load(
+        num_beams,
+        prompted=True,
+        only_noun_phrases=settings.only_noun_phrases,
+        read_noun_phrases=settings.read_noun_phrases,
+        spacy_model=settings.spacy_model,
+    )
     # Clips skipped for a missing video have no reply: they keep their empty answer.
     present = [index for index, (row, _) in enumerate(rows) if not row.get(SKIPPED)]
     all_captions = split["masked_caption"]
     masked_captions = [all_captions[index] for index in present]
     replies = [rows[index][0]["raw"] for index in present]
-    candidates = read_replies(replies, masked_captions, reader_nlp)
-    answered = dict(zip(present, answer_fields(masked_captions, candidates, nlp, replies)))
+    answered = dict(zip(present, answerer.fields(masked_captions, replies)))
     records = [row | answered.get(index, {}) for index, (row, _) in enumerate(rows)]
     recorded = copy.deepcopy(recorded)
-    recorded["decoding"] |= noun_phrase_settings(nlp)
-    recorded["reader"] = reader_settings(reader_nlp)
-    predictions = PredictionsFile(output_file, recorded, overwrite=overwrite)
+    recorded["decoding"] |= answerer.decoding
+    recorded["reader"] = answerer.reader
+    predictions = output.with_settings(recorded)
     with predictions.open(inputs):
         predictions.append(0, records)
         predictions.merge(keys, num_beams)
     changed = sum(record["prediction"] != row["prediction"] for record, (row, _) in zip(records, rows))
     logger.info(
-        "Read the replies of %s again into %s: %d of %d answers changed", source, output_file, changed, len(rows)
+        "Read the replies of %s again into %s: %d of %d answers changed",
+        source,
+        settings.output_file,
+        changed,
+        len(rows),
     )
     return 0
 
