@@ -7,16 +7,20 @@ predictions file (`Answerer.fields`, through `answer_fields`).
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fiberbench.replies import load_reader_pipeline, read_answers, reader_settings
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 
 @dataclass(frozen=True)
 class Answerer:
     """What picks the answers of one run, and how it is recorded in the predictions' settings."""
 
-    nlp: object = None  # the spaCy pipeline that picks the first noun-phrase beam; None: the first beam
-    reader_nlp: object = None  # the pipeline of the answer reader's noun-phrase step; None: no such step
+    nlp: "Language | None" = None  # the spaCy pipeline that picks the first noun-phrase beam; None: the first beam
+    reader_nlp: "Language | None" = None  # the pipeline of the answer reader's noun-phrase step; None: no such step
     prompted: bool = False  # the beams are replies in words, read by the answer reader
     decoding: dict = field(default_factory=dict)  # the noun-phrase beam choice, as the `decoding` settings record it
     reader: dict | None = None  # the answer reader's settings (None: the model answers in the paper's format)

@@ -115,7 +115,7 @@ def request_of(settings: "PredictSettings") -> Request:
         name: value for name, value in arguments_of(settings)["arguments"].items() if name not in NOT_IN_REQUEST
     }
     files = model_files(settings.model_name_or_path)
-    model_name, dataset_name = (local_or_hub(settings.model_name_or_path), local_or_hub(settings.dataset_name))
+    model_name, dataset_name = local_or_hub(settings.model_name_or_path), local_or_hub(settings.dataset_name)
     known = {
         "fiberbench_version": fiberbench.__version__,
         "model": {"name_or_path": model_name, "revision": settings.revision, "files": files},
