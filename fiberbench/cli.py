@@ -38,7 +38,7 @@ COMMANDS = {
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
     "evaluate": (
-        "fiberbench.scoring",
+        "fiberbench.evaluate.command",
         "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
     ),
     "leaderboard": (
