@@ -1,10 +1,11 @@
 """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it."""
 
-from collections import Counter
 from itertools import chain
 
+import numpy as np
+
 from .inputs import check_annotations
-from .scores import Scores, _Normalized, _TokenSets
+from .scores import Scores, _found, _runs, _segments, _Vocabulary
 from .statistics import _mean, mean_std
 
 
@@ -12,50 +13,108 @@ from .statistics import _mean, mean_std
 _LABEL = None
 
 
-def _kept_answers(answers, counts, normalized_answers):
-    """An annotator's normalized answers in their order, without empty answers and repeats (counted).
+class _RepeatKeys(dict):
+    """Answer -> the id of its text up to case and spacing, made on first use: as in the release, an annotator's
+    answer that has the text of an earlier one up to case and spacing ("DOG" after "dog") is a repeat, while
+    "Dog!" after "dog" is another answer, though both are scored as "dog"."""
 
-    As in the release, a repeat is the same text up to case and spacing ("DOG" after "dog"); "Dog!"
-    after "dog" is another answer, though both are scored as "dog".
+    def __init__(self):
+        super().__init__()
+        self.key_ids = {}
+
+    def __missing__(self, text):
+        key_ids = self.key_ids
+        answer_key = self[text] = key_ids.setdefault(" ".join(text.lower().split()), len(key_ids))
+        return answer_key
+
+
+def _lengths(lists):
+    return np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+
+
+def _counts_of(sorted_keys, counts, keys):
+    """How many times each of `keys` was counted (`counts` of the ascending `sorted_keys`), 0 for a key not there."""
+    if not len(sorted_keys):
+        return np.zeros(len(keys), dtype=np.int64)
+    found = _found(sorted_keys, keys)
+    return np.where(found, counts[np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)], 0)
+
+
+def _kept(flat_answers, answer_annotator, num_answers, vocabulary):
+    """Which answers are kept: those that keep a token after normalization and repeat no earlier answer of their
+    annotator (`_RepeatKeys`); with the ids of their normalized forms, and the numbers of the empty and repeated
+    answers dropped."""
+    ids = np.fromiter(map(vocabulary.ids.__getitem__, flat_answers), dtype=np.int64, count=len(flat_answers))
+    empty = vocabulary.normalized_ids.get("")
+    non_empty = ids != empty if empty is not None else np.ones(len(ids), dtype=bool)
+    kept = non_empty.copy()
+    # Only an annotator's second or later answer can repeat: look among the non-empty answers of annotators who gave
+    # several, and keep each text's first.
+    several = np.flatnonzero(non_empty & (num_answers[answer_annotator] > 1))
+    if len(several):
+        repeat_keys = _RepeatKeys()
+        keys = np.fromiter(map(repeat_keys.__getitem__, [flat_answers[index] for index in several.tolist()]), np.int64)
+        _, firsts = np.unique(answer_annotator[several] * len(repeat_keys.key_ids) + keys, return_index=True)
+        kept[several] = False
+        kept[several[firsts]] = True
+    num_empty = int(len(ids) - non_empty.sum())
+    return kept, ids, num_empty, int(non_empty.sum() - kept.sum())
+
+
+def _best_matches_of_others(scored, kept_ids, kept_annotators, kept_blanks, vocabulary):
+    """EM and best token-set F1 of each `scored` kept answer against the kept answers of the other annotators of its
+    blank (the label counting as one), in percent, as arrays.
+
+    An answer matches exactly when its blank holds it more often than its own annotator does. Otherwise
+    its F1 is the best over the blank's distinct answers that the other annotators give (held more often
+    than by its annotator) and that share a token with it (0 when none does); each pair is found through
+    the (blank, token) they share, never by comparing every pair.
     """
-    if len(answers) == 1:  # most annotators: nothing to repeat
-        normalized = normalized_answers[answers[0]]
-        counts["num_empty_answers_dropped"] += not normalized
-        return [normalized] if normalized else []
-    kept, seen = [], set()
-    for answer in answers:
-        normalized, text = normalized_answers[answer], " ".join(answer.lower().split())
-        if not normalized:
-            counts["num_empty_answers_dropped"] += 1
-        elif text in seen:
-            counts["num_repeated_answers_dropped"] += 1
-        else:
-            seen.add(text)
-            kept.append(normalized)
-    return kept
+    num_ids = len(vocabulary.normalized_ids)
+    tokens, starts, sizes = vocabulary.token_table()
+    num_tokens = len(vocabulary.token_ids)
+    # The blanks' distinct answers and how many annotators give each; and each annotator's own counts.
+    blank_answers, blank_counts = np.unique(kept_blanks * num_ids + kept_ids, return_counts=True)
+    own_answers, own_counts = np.unique(kept_annotators * num_ids + kept_ids, return_counts=True)
+    answer_ids, annotators, blanks = kept_ids[scored], kept_annotators[scored], kept_blanks[scored]
+    exact = _counts_of(blank_answers, blank_counts, blanks * num_ids + answer_ids) > _counts_of(
+        own_answers, own_counts, annotators * num_ids + answer_ids
+    )
+    # Every (blank, token) of the blanks' distinct answers, sorted, and of the scored answers that do not match.
+    distinct_ids, distinct_blanks = blank_answers % num_ids, blank_answers // num_ids
+    entries, position = _segments(sizes[distinct_ids])
+    entry_keys = distinct_blanks[entries] * num_tokens + tokens[starts[distinct_ids][entries] + position]
+    order = np.argsort(entry_keys, kind="stable")
+    entry_keys, entries = entry_keys[order], entries[order]
+    unmatched = np.flatnonzero(~exact)
+    own, position = _segments(sizes[answer_ids[unmatched]])
+    own_keys = blanks[unmatched][own] * num_tokens + tokens[starts[answer_ids[unmatched]][own] + position]
+    # Each shared (blank, token) gives one (scored answer, distinct answer) pair: a pair's count is their shared tokens.
+    low = np.searchsorted(entry_keys, own_keys, side="left")
+    shared = np.searchsorted(entry_keys, own_keys, side="right") - low
+    first, offset = _segments(shared)
+    pairs_scored = unmatched[own][first]
+    pairs = pairs_scored * len(blank_answers) + entries[low[first] + offset]
+    pairs, true_positives = np.unique(pairs, return_counts=True)
+    pairs_scored, others = pairs // len(blank_answers), pairs % len(blank_answers)
+    by_others = blank_counts[others] > _counts_of(
+        own_answers, own_counts, annotators[pairs_scored] * num_ids + distinct_ids[others]
+    )
+    pairs_scored, others, true_positives = pairs_scored[by_others], others[by_others], true_positives[by_others]
+    pair_f1 = 200 * true_positives / (sizes[answer_ids[pairs_scored]] + sizes[distinct_ids[others]])
+    f1 = np.zeros(len(scored))
+    if len(pairs_scored):
+        runs, firsts, _ = _runs(pairs_scored)
+        f1[runs] = np.maximum.reduceat(pair_f1, firsts)
+    return np.where(exact, 100.0, 0.0), np.where(exact, 100.0, f1)
 
 
-def _best_match_of_others(answer, given, own, holders, token_sets):
-    """The `Scores` of an annotator's normalized answer against the other annotators' answers of its caption.
-
-    `given` counts the caption's answers, `own` is the annotator's (a short list); `holders` maps a
-    token to the caption's answers holding it. The same as `_best_match` against the others'
-    answers, but an answer sharing no token with the answer (F1 0) is never compared with it.
-    """
-    if given[answer] > own.count(answer):
-        return Scores(100.0, 100.0)
-    tokens = token_sets[answer]
-    size, best = len(tokens), 0.0
-    for token in tokens:
-        for other in holders[token]:
-            if given[other] > own.count(other):
-                other_tokens = token_sets[other]
-                best = max(best, 200 * len(tokens & other_tokens) / (size + len(other_tokens)))
-    return Scores(0.0, best)
-
-
-def _mean_scores(scores):
-    return Scores(*map(_mean, zip(*scores)))
+def _group_means(values, groups, num_groups):
+    """The mean of `values` within each of `num_groups` groups (`groups`: ascending), as `_mean` takes it; None for an
+    empty group."""
+    ends = np.cumsum(np.bincount(groups, minlength=num_groups)).tolist()
+    values = values.tolist()
+    return [_mean(values[start:end]) if end > start else None for start, end in zip([0, *ends], ends)]
 
 
 def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False, first_answers_only=False):
@@ -91,62 +150,67 @@ def human_agreement(labels, additional_answers, annotator_ids=None, per_example=
     (66.66666666666667, 80.0)
     """
     labels, additional_answers, annotator_ids = check_annotations(labels, additional_answers, annotator_ids)
-    counts = dict.fromkeys(("num_annotators_left_out", "num_empty_answers_dropped", "num_repeated_answers_dropped"), 0)
-    per_caption = []  # the mean first-answer `Scores` of each caption, None where no annotator was scored
-    num_first_answers = 0
-    per_annotator = {}  # with annotator ids: id (the label's: _LABEL) -> the `Scores` of all their scored answers
-    scored_answers = []  # without: the `Scores` of every scored answer
-    token_sets, normalized_answers = _TokenSets(), _Normalized()
-    for index, (label, annotators) in enumerate(zip(labels, additional_answers)):
-        # The label first, as one more annotator, then the annotators in their order.
-        kept_answers = [_kept_answers(texts, counts, normalized_answers) for texts in ([label], *annotators)]
-        counts["num_annotators_left_out"] += kept_answers.count([])
-        given = Counter(chain.from_iterable(kept_answers))
-        num_given = given.total()
-        holders = {}  # token -> the caption's distinct answers that hold it
-        for answer in given:
-            for token in token_sets[answer]:
-                holders.setdefault(token, []).append(answer)
-        first_answers = []
-        for position, kept in enumerate(kept_answers):
-            if not kept or len(kept) == num_given or (first_answers_only and position == 0):
-                continue  # no answer, or no one else answered (or the label, whose answer is no first answer)
-            scores = [_best_match_of_others(answer, given, kept, holders, token_sets) for answer in kept[:1]]
-            if not first_answers_only:
-                scores += [_best_match_of_others(answer, given, kept, holders, token_sets) for answer in kept[1:]]
-                if annotator_ids is None:
-                    scored_answers += scores
-                else:
-                    annotator = annotator_ids[index][position - 1] if position else _LABEL
-                    per_annotator.setdefault(annotator, []).extend(scores)
-            if position:
-                first_answers.append(scores[0])
-        num_first_answers += len(first_answers)
-        per_caption.append(_mean_scores(first_answers) if first_answers else None)
-
-    captions = [scores for scores in per_caption if scores]
-    answers = [score for scores in per_annotator.values() for score in scores] if annotator_ids else scored_answers
+    # Every blank's annotators, the label first as one more annotator (position 0), and their answers, flattened.
+    annotators = [[[label], *answers] for label, answers in zip(labels, additional_answers)]
+    num_annotators = _lengths(annotators)
+    flat_annotators = list(chain.from_iterable(annotators))
+    num_answers = _lengths(flat_annotators)
+    flat_answers = list(chain.from_iterable(flat_annotators))
+    annotator_blanks = np.repeat(np.arange(len(labels)), num_annotators)
+    positions = _segments(num_annotators)[1]
+    answer_annotators = np.repeat(np.arange(len(flat_annotators)), num_answers)
+    vocabulary = _Vocabulary()
+    kept, ids, num_empty, num_repeated = _kept(flat_answers, answer_annotators, num_answers, vocabulary)
+    kept_annotators, kept_ids = answer_annotators[kept], ids[kept]
+    kept_blanks = annotator_blanks[kept_annotators]
+    num_kept = np.bincount(kept_annotators, minlength=len(flat_annotators))
+    # An annotator is scored unless they kept no answer or no one else answered (and, for first answers only, the
+    # label, whose answer is no first answer); each kept answer is scored, or its annotator's first only.
+    num_given = np.bincount(kept_blanks, minlength=len(labels))
+    scored_annotators = (num_kept > 0) & (num_kept != num_given[annotator_blanks])
+    if first_answers_only:
+        scored_annotators &= positions > 0
+    ranks = _segments(num_kept)[1]
+    scored = np.flatnonzero(scored_annotators[kept_annotators] & ((ranks == 0) | (not first_answers_only)))
+    exact_match, f1 = _best_matches_of_others(scored, kept_ids, kept_annotators, kept_blanks, vocabulary)
+    # First answers, per caption: the annotators' (not the label's) first answers, averaged within each caption.
+    first = (ranks[scored] == 0) & (positions[kept_annotators[scored]] > 0)
+    caption_of_first = kept_blanks[scored[first]]
+    per_caption = {
+        metric: _group_means(column[first], caption_of_first, len(labels))
+        for metric, column in (("exact_match", exact_match), ("f1", f1))
+    }
+    if not first_answers_only:
+        answers = {"exact_match": exact_match.tolist(), "f1": f1.tolist()}
+        if annotator_ids is not None:  # id (the label's: _LABEL) -> the indices of their scored answers
+            annotator_names = list(chain.from_iterable([_LABEL, *names] for names in annotator_ids))
+            per_annotator = {}
+            for index, annotator in enumerate(kept_annotators[scored].tolist()):
+                per_annotator.setdefault(annotator_names[annotator], []).append(index)
     results = {}
     for metric in Scores._fields:
-        mean, std = mean_std([getattr(scores, metric) for scores in captions])
+        mean, std = mean_std([score for score in per_caption[metric] if score is not None])
         results[f"first_answers_per_caption_{metric}"] = mean
         results[f"first_answers_per_caption_{metric}_std"] = std
         if first_answers_only:
             continue
-        mean, std = mean_std([getattr(score, metric) for score in answers])
+        mean, std = mean_std(answers[metric])
         results[f"all_answers_per_answer_{metric}"] = mean
         results[f"all_answers_per_answer_{metric}_std_across_answers"] = std
         if annotator_ids is not None:
-            means = [mean_std([getattr(score, metric) for score in scores]).mean for scores in per_annotator.values()]
+            column = answers[metric]
+            means = [_mean([column[index] for index in indices]) for indices in per_annotator.values()]
             results[f"all_answers_per_answer_{metric}_std_across_annotators"] = mean_std(means).std
-    results["num_captions"] = len(captions)
-    results["num_first_answers"] = num_first_answers
+    results["num_captions"] = sum(score is not None for score in per_caption["f1"])
+    results["num_first_answers"] = int(first.sum())
     if not first_answers_only:
-        results["num_answers"] = len(answers)
-    if annotator_ids is not None and not first_answers_only:
-        results["num_annotators"] = len(per_annotator)  # scored ones, the labels counting as one
-    results.update(counts)
+        results["num_answers"] = len(scored)
+        if annotator_ids is not None:
+            results["num_annotators"] = len(per_annotator)  # scored ones, the labels counting as one
+    results["num_annotators_left_out"] = int((num_kept == 0).sum())
+    results["num_empty_answers_dropped"] = num_empty
+    results["num_repeated_answers_dropped"] = num_repeated
     if per_example:
         for metric in Scores._fields:
-            results[f"first_answers_{metric}_per_caption"] = [getattr(s, metric) if s else None for s in per_caption]
+            results[f"first_answers_{metric}_per_caption"] = per_caption[metric]
     return results
