@@ -24,6 +24,7 @@ _FUNCTIONS = {
     "exact_match": "scores",
     "f1": "scores",
     "normalize_answer": "scores",
+    "references_from_columns": "scores",
     "references_from_example": "scores",
     "score_predictions": "scores",
     "bootstrap_means": "statistics",

@@ -144,13 +144,10 @@ def load_split(splits, split_name: str, described: str, with_human_agreement: bo
 
 def correct_answers(labels: list[str], additional_answers: list) -> tuple:
     """Blanks' correct answers as the metric takes them (`CorrectAnswers`, normalized once for every system): the
-    label and every annotator's answers, and the label alone."""
-    from fiberbench.metric import CorrectAnswers, references_from_example
+    label and every annotator's answers (`references_from_columns`), and the label alone."""
+    from fiberbench.metric import CorrectAnswers, references_from_columns
 
-    examples = [{"label": label, "additional_answers": answers} for label, answers in zip(labels, additional_answers)]
-    all_answers = CorrectAnswers([references_from_example(example) for example in examples])
-    return all_answers, CorrectAnswers([references_from_example(example, label_only=True) for example in examples])
-
+    return CorrectAnswers(references_from_columns(labels, additional_answers)), CorrectAnswers([[label] for label in labels])
 
 
 def human_agreement_columns(labels: list[str], additional_answers: list) -> tuple[dict, list[int]]:

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .inputs import _answers, _check_same_length, _list, _strings, check_predictions
+from .inputs import _answers, _check_same_length, _list, _plain_strings, _strings, check_predictions
 from .statistics import _mean, confidence_interval, mean_std
 
 _ARTICLE_OR_PUNCTUATION = re.compile(r"\b(?:a|an|the)\b|[" + re.escape(string.punctuation) + "]")
@@ -168,14 +168,20 @@ class CorrectAnswers:
     """
 
     def __init__(self, references):
-        references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
+        references = _list(references, "references")
+        if not (_plain_strings(references, 2) and all(references)):  # checked at once; blank by blank for the error
+            references = [_answers(answers, "references", i) for i, answers in enumerate(references)]
         self._vocabulary = _Vocabulary()
+        num_answers = np.fromiter(map(len, references), dtype=np.int64, count=len(references))
         ids = self._vocabulary.ids.__getitem__
-        # Every blank's distinct correct answers (their ids), blank after blank: (blank, answer) pairs.
-        correct = [list(dict.fromkeys(map(ids, answers))) for answers in references]
-        self._num_correct = np.fromiter(map(len, correct), dtype=np.int64, count=len(correct))
-        self._correct_ids = np.fromiter(chain.from_iterable(correct), dtype=np.int64, count=self._num_correct.sum())
-        self._pair_blanks = np.repeat(np.arange(len(correct)), self._num_correct)
+        answer_ids = np.fromiter(map(ids, chain.from_iterable(references)), dtype=np.int64, count=num_answers.sum())
+        # Every blank's distinct correct answers (their ids) as sorted (blank, answer) keys: the pairs, blank after
+        # blank, and, to look ranked candidates up, their keys.
+        self._num_ids = len(self._vocabulary.normalized_ids)
+        # (Sorted and cut into runs: numpy 2's `np.unique` hashes integer keys, ten times slower here.)
+        self._correct_keys = _runs(np.sort(np.repeat(np.arange(len(references)), num_answers) * self._num_ids + answer_ids))[0]
+        self._pair_blanks, self._correct_ids = np.divmod(self._correct_keys, max(self._num_ids, 1))
+        self._num_correct = np.bincount(self._pair_blanks, minlength=len(references))
         self._first_pairs = np.cumsum(self._num_correct) - self._num_correct
         # Each pair's tokens, as (blank, token) keys: a prediction shares a token with a correct answer where
         # its own (blank, token) key is the same.
@@ -185,9 +191,6 @@ class CorrectAnswers:
         entry_tokens = tokens[starts[self._correct_ids][self._entry_pairs] + position]
         self._num_tokens = len(self._vocabulary.token_ids)  # tokens no correct answer holds count only in sizes
         self._entry_keys = self._pair_blanks[self._entry_pairs] * self._num_tokens + entry_tokens
-        # And the pairs themselves as sorted (blank, answer) keys, to look ranked candidates up.
-        self._num_ids = len(self._vocabulary.normalized_ids)
-        self._correct_keys = np.sort(self._pair_blanks * self._num_ids + self._correct_ids)
 
     def __len__(self):
         return len(self._num_correct)
@@ -228,23 +231,28 @@ class CorrectAnswers:
     def _ranking_scores(self, candidates):
         """Correct@K and average precision of every blank's ranked candidates (see `score`)."""
         ids = self._vocabulary.ids.__getitem__
-        distinct = [list(dict.fromkeys(map(ids, ranked))) for ranked in candidates]  # keeps first ranks
-        lengths = np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct))
+        num_given = np.fromiter(map(len, candidates), dtype=np.int64, count=len(candidates))
+        given_ids = np.fromiter(map(ids, chain.from_iterable(candidates)), dtype=np.int64, count=num_given.sum())
+        given_blanks = np.repeat(np.arange(len(candidates)), num_given)
+        # Each blank's distinct candidates at their first ranks: the first of each (blank, answer) key, in rank order.
+        _, firsts = np.unique(given_blanks * len(self._vocabulary.normalized_ids) + given_ids, return_index=True)
+        firsts.sort()
+        candidate_ids = given_ids[firsts]
+        lengths = np.bincount(given_blanks[firsts], minlength=len(candidates))
         blanks, ranks = _segments(lengths)
-        candidate_ids = np.fromiter(chain.from_iterable(distinct), dtype=np.int64, count=lengths.sum())
         hits = _found(self._correct_keys, blanks * self._num_ids + candidate_ids, candidate_ids < self._num_ids)
         # Precision@rank at each rank holding a correct candidate, (hits up to it) / rank, as `_average_precision`.
         hits_before = np.concatenate([[0], np.cumsum(hits)])
         hits_up_to = (hits_before[1:] - hits_before[np.cumsum(lengths) - lengths][blanks])[hits]
         precisions = (100 * hits_up_to / (ranks[hits] + 1)).tolist()
         hit_blanks, first_hits, num_hits = _runs(blanks[hits])
-        first_rank = np.full(len(distinct), np.iinfo(np.int64).max)
+        first_rank = np.full(len(candidates), np.iinfo(np.int64).max)
         first_rank[hit_blanks] = ranks[hits][first_hits]
-        average_precision = np.zeros(len(distinct))
+        average_precision = np.zeros(len(candidates))
         # Each blank's mean through `_mean` (an exactly rounded sum), as the per-answer function takes it.
         ends = np.cumsum(num_hits).tolist()
         average_precision[hit_blanks] = [_mean(precisions[start:end]) for start, end in zip([0, *ends], ends)]
-        longest = max((len(ranked) for ranked in candidates), default=0)
+        longest = int(num_given.max(initial=0))
         ks = [2**power for power in range(max(longest, 1).bit_length())]
         return {
             "correct_at_k": {str(k): np.where(first_rank < k, 100.0, 0.0).tolist() for k in ks},
@@ -340,7 +348,25 @@ def references_from_example(example, label_only=False):
     if label_only:
         return [label]
     answers = _strings(example.get("additional_answers") or [], "additional_answers", depth=2)
-    return list(dict.fromkeys(chain([label], *answers)))
+    return list(dict.fromkeys(_label_then_answers(label, answers)))
+
+
+def references_from_columns(labels, additional_answers):
+    """`references_from_example` of every row of a split given as two columns, repeats kept (`CorrectAnswers` finds
+    them after normalization): each column is checked at once, with no Python check per row.
+
+    >>> references_from_columns(["a dog"], [[["dog", "a dog"], ["puppy"]]])
+    [['a dog', 'dog', 'a dog', 'puppy']]
+    """
+    labels = _strings(labels, "labels")
+    additional_answers = _strings(additional_answers, "additional_answers", depth=3)
+    _check_same_length("labels", labels, "additional_answers", additional_answers)
+    return [_label_then_answers(label, answers) for label, answers in zip(labels, additional_answers)]
+
+
+def _label_then_answers(label, answers):
+    """A row's correct answers in order: its label, then every annotator's answers."""
+    return [label, *chain.from_iterable(answers)]
 
 
 
