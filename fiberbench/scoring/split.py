@@ -8,6 +8,8 @@ and the line. `fiberbench evaluate` and the leaderboard both score what these gi
 
 import logging
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter, methodcaller
 from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
@@ -69,16 +71,61 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
 
     Rows whose `split` field names another split (train.py writes validation and test rows into
     one predictions.jsonl) are skipped and counted. An empty string is a valid (wrong) answer.
+    A file in which nothing is wrong is joined in bulk (`_joined_at_once`); any other is joined row
+    by row, which names the first row that is wrong and what is wrong with it.
     """
+    records = [row for _, row in rows]
+    if set(map(type, records)) <= {dict}:
+        splits = list(map(methodcaller("get", "split"), records))
+        if not set(splits) <= {None, "", split.name}:
+            records = [row for row, name_of_split in zip(records, splits) if name_of_split in (None, "", split.name)]
+        if len(records) < len(rows):
+            logger.info("%s: skipped %d rows of other splits than %s", path, len(rows) - len(records), split.name)
+        joined = None if path.suffix.lower() == ".csv" else _joined_at_once(records, keys)  # CSV times are text
+        if joined is not None:
+            return System(name, str(path), *joined)
+    return System(name, str(path), *_joined_row_by_row(path, rows, split, keys))
+
+
+def _joined_at_once(records: list[dict], keys: dict[BlankKey, int]) -> tuple[list[str], list | None] | None:
+    """(predictions, candidates or None) in split order, with every check of `_joined_row_by_row` made column by
+    column; None where any fails (a missing field, a value of another type, a time out of range, a blank unknown,
+    repeated or missing, candidates in some rows only)."""
+    from fiberbench.data.fiber.validation import MAX_TIME
+
+    try:
+        fields = list(map(itemgetter(*KEY_FIELDS, "prediction"), records))
+    except KeyError:
+        return None
+    video_ids, starts, ends, predictions = zip(*fields) if fields else ((), (), (), ())
+    if not (set(map(type, video_ids)) <= {str} and set(map(type, predictions)) <= {str}):
+        return None
+    if not set(map(type, starts)) | set(map(type, ends)) <= {int}:  # a bool is no int here
+        return None
+    if fields and not (0 <= min(min(starts), min(ends)) and max(max(starts), max(ends)) <= MAX_TIME):
+        return None
+    indices = list(map(keys.get, zip(video_ids, starts, ends)))
+    if len(indices) != len(keys) or None in indices or len(set(indices)) != len(keys):
+        return None
+    order = sorted(range(len(indices)), key=indices.__getitem__)  # the rows in split order
+    candidates = list(map(methodcaller("get", "candidates"), records))
+    if all(ranked in (None, "") for ranked in candidates):
+        return [predictions[row] for row in order], None
+    if not (set(map(type, candidates)) <= {list} and set(map(type, chain.from_iterable(candidates))) <= {str}):
+        return None
+    return [predictions[row] for row in order], [candidates[row] for row in order]
+
+
+def _joined_row_by_row(path: Path, rows: list, split: Split, keys: dict[BlankKey, int]) -> tuple[list, list | None]:
+    """(predictions, candidates or None) in split order, each row checked in turn: a `DataError` names the first wrong
+    row (or the blanks left without a prediction)."""
     is_csv = path.suffix.lower() == ".csv"
     predictions, candidates = [None] * len(keys), [None] * len(keys)
     first_seen: dict[BlankKey, str] = {}
-    other_splits = 0
     for where, row in rows:
         if not isinstance(row, dict):
             raise DataError(f"{path}: {where}: expected an object, got {type(row).__name__}")
         if row.get("split") not in (None, "", split.name):
-            other_splits += 1
             continue
         key = blank_key(row, path, where)
         if key in first_seen:
@@ -93,8 +140,6 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
         predictions[index] = row["prediction"]
         if row.get("candidates") not in (None, ""):
             candidates[index] = ranked_candidates(row["candidates"], path, where, is_csv)
-    if other_splits:
-        logger.info("%s: skipped %d rows of other splits than %s", path, other_splits, split.name)
     missing = [key for key, index in keys.items() if predictions[index] is None]
     if missing:
         shown = ", ".join(map(str, missing[:MISSING_SHOWN])) + (", ..." if len(missing) > MISSING_SHOWN else "")
@@ -104,8 +149,7 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
     if 0 < with_candidates < len(keys):
         problem = f"{with_candidates} of {len(keys)} rows have 'candidates'"
         raise DataError(f"{path}: {problem}: give them in every row or in none")
-    return System(name, str(path), predictions, candidates if with_candidates else None)
-
+    return predictions, candidates if with_candidates else None
 
 
 def load_split(splits, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
