@@ -7,7 +7,7 @@ import numpy as np
 
 from .inputs import check_annotations
 from .scores import Scores, _found, _runs, _segments, _Vocabulary
-from .statistics import _mean, mean_std
+from .statistics import _mean, _segment_means, mean_std
 
 
 # The label's key among annotator ids: it counts as one annotator across all blanks.
@@ -117,9 +117,8 @@ def _best_matches_of_others(scored, kept_ids, kept_annotators, kept_blanks, voca
 def _group_means(values, groups, num_groups):
     """The mean of `values` within each of `num_groups` groups (`groups`: ascending), as `_mean` takes it; None for an
     empty group."""
-    ends = np.cumsum(np.bincount(groups, minlength=num_groups)).tolist()
-    values = values.tolist()
-    return [_mean(values[start:end]) if end > start else None for start, end in zip([0, *ends], ends)]
+    sizes = np.bincount(groups, minlength=num_groups)
+    return [mean if size else None for mean, size in zip(_segment_means(values, sizes).tolist(), sizes.tolist())]
 
 
 def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False, first_answers_only=False):

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .inputs import _answers, _check_same_length, _list, _plain_strings, _strings, check_predictions
-from .statistics import _mean, confidence_interval, mean_std
+from .statistics import _mean, _segment_means, confidence_interval, mean_std
 
 _ARTICLE_OR_PUNCTUATION = re.compile(r"\b(?:a|an|the)\b|[" + re.escape(string.punctuation) + "]")
 
@@ -244,14 +244,13 @@ class CorrectAnswers:
         # Precision@rank at each rank holding a correct candidate, (hits up to it) / rank, as `_average_precision`.
         hits_before = np.concatenate([[0], np.cumsum(hits)])
         hits_up_to = (hits_before[1:] - hits_before[np.cumsum(lengths) - lengths][blanks])[hits]
-        precisions = (100 * hits_up_to / (ranks[hits] + 1)).tolist()
+        precisions = 100 * hits_up_to / (ranks[hits] + 1)
         hit_blanks, first_hits, num_hits = _runs(blanks[hits])
         first_rank = np.full(len(candidates), np.iinfo(np.int64).max)
         first_rank[hit_blanks] = ranks[hits][first_hits]
         average_precision = np.zeros(len(candidates))
         # Each blank's mean through `_mean` (an exactly rounded sum), as the per-answer function takes it.
-        ends = np.cumsum(num_hits).tolist()
-        average_precision[hit_blanks] = [_mean(precisions[start:end]) for start, end in zip([0, *ends], ends)]
+        average_precision[hit_blanks] = _segment_means(precisions, num_hits)
         longest = int(num_given.max(initial=0))
         ks = [2**power for power in range(max(longest, 1).bit_length())]
         return {

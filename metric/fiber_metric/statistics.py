@@ -21,6 +21,25 @@ def _mean(values):
     return math.fsum(values) / len(values) if len(values) else 0.0
 
 
+def _segment_means(values, lengths):
+    """`_mean` of each segment of `values` (an array; segments of `lengths` laid end to end), 0.0 for an empty one.
+
+    In numpy where a plain sum is already exact: a segment of one value, or of whole numbers (such as exact
+    matches) whose sum stays below 2**53; through `math.fsum` for the others.
+    """
+    segments = np.repeat(np.arange(len(lengths)), lengths)
+    means = np.bincount(segments, weights=values, minlength=len(lengths)) / np.maximum(lengths, 1)
+    fractional = np.bincount(segments, weights=values != np.floor(values), minlength=len(lengths)) > 0
+    if np.abs(values).sum() >= 2**53:
+        fractional[:] = True
+    ends = np.cumsum(lengths)
+    inexact = np.flatnonzero(fractional & (lengths > 1))
+    if len(inexact):
+        listed = values.tolist()
+        means[inexact] = [_mean(listed[start:end]) for start, end in zip((ends - lengths)[inexact].tolist(), ends[inexact].tolist())]
+    return means
+
+
 def mean_std(values):
     """Mean and population standard deviation of `values`, (0.0, 0.0) when there are none.
 
