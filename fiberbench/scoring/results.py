@@ -55,7 +55,7 @@ def _means_and_intervals(rows: dict[str, dict], blanks, settings: dict) -> dict[
     results = {row: ({}, {}) for row in rows}
     for (row, name), scores, (low, high) in zip(names, matrix.T, bounds):
         means, intervals = results[row]
-        means[name], intervals[name] = mean_std(scores.tolist()).mean, [float(low), float(high)]
+        means[name], intervals[name] = mean_std(scores).mean, [float(low), float(high)]
     return {
         row: {**_nest(means), "confidence_intervals": _nest(intervals)} for row, (means, intervals) in results.items()
     }
