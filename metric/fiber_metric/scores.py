@@ -191,6 +191,9 @@ class CorrectAnswers:
         entry_tokens = tokens[starts[self._correct_ids][self._entry_pairs] + position]
         self._num_tokens = len(self._vocabulary.token_ids)  # tokens no correct answer holds count only in sizes
         self._entry_keys = self._pair_blanks[self._entry_pairs] * self._num_tokens + entry_tokens
+        # Sorted (with their pairs), they are looked up in order, which numpy's binary search does several times faster.
+        order = np.argsort(self._entry_keys, kind="stable")
+        self._entry_keys, self._entry_pairs = self._entry_keys[order], self._entry_pairs[order]
 
     def __len__(self):
         return len(self._num_correct)
