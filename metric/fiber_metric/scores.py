@@ -80,14 +80,6 @@ def _best_match(normalized, correct_normalized, token_sets):
     return Scores(0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets))
 
 
-class _Normalized(dict):
-    """Answer -> `normalize_answer(answer)`, made on first use: each distinct text is normalized once."""
-
-    def __missing__(self, text):
-        normalized = self[text] = normalize_answer(text)
-        return normalized
-
-
 class _Vocabulary:
     """Every distinct normalized answer seen, as an id, with its distinct tokens as token ids (made on first use).
 
