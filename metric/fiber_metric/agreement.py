@@ -49,7 +49,7 @@ def _kept(flat_answers, answer_annotator, num_answers, vocabulary):
     """Which answers are kept: those that keep a token after normalization and repeat no earlier answer of their
     annotator (`_RepeatKeys`); with the ids of their normalized forms, and the numbers of the empty and repeated
     answers dropped."""
-    ids = np.fromiter(map(vocabulary.ids.__getitem__, flat_answers), dtype=np.int64, count=len(flat_answers))
+    ids = np.fromiter(map(vocabulary.__getitem__, flat_answers), dtype=np.int64, count=len(flat_answers))
     empty = vocabulary.normalized_ids.get("")
     non_empty = ids != empty if empty is not None else np.ones(len(ids), dtype=bool)
     kept = non_empty.copy()
