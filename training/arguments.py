@@ -16,9 +16,11 @@ from pathlib import Path
 
 import yaml
 
-from fiberbench.cli import non_negative_int, positive_float, positive_int, seed
+from fiberbench.cli import OneLineErrorParser, non_negative_int, positive_float, positive_int, seed
 from fiberbench.errors import DataError, UsageError, quoted
 
+# The script's name in its messages ("train.py: error: ..."), however it is started.
+PROG = "train.py"
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
@@ -61,13 +63,6 @@ def fusion(text: str) -> str:
     return text
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are `UsageError`s: one line and exit status 2, from the command line and YAML alike."""
-
-    def error(self, message: str):
-        raise UsageError(message)
-
-
 def non_negative_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
     value = float(text)
@@ -81,9 +76,13 @@ def checkpointing_steps(text: str) -> str | int:
     return text if text == "epoch" else positive_int(text)
 
 
-def build_parser() -> ArgumentParser:
-    """The flags, spelled as in the HF example scripts; every true/false flag also has a --no- form."""
-    parser = ArgumentParser(
+def build_parser() -> OneLineErrorParser:
+    """The flags, spelled as in the HF example scripts; every true/false flag also has a --no- form.
+
+    Its errors are `UsageError`s, from the command line and a YAML config file alike (`read_config`).
+    """
+    parser = OneLineErrorParser(
+        prog=PROG,
         description="Train and evaluate a FIBER model (T5 with optional I3D fusion) with Accelerate.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         # A misspelt flag is an error, not silently read as the flag it abbreviates.

@@ -23,9 +23,7 @@ datasets load (seconds): the run itself is `fiberbench.training.run`.
 import sys
 
 from fiberbench.errors import alike_on_every_process, run_reporting_errors
-from fiberbench.training.arguments import parse_args
-
-PROG = "train.py"
+from fiberbench.training.arguments import PROG, parse_args
 
 
 def main(argv: list[str] | None = None) -> int:
