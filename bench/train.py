@@ -58,6 +58,7 @@ from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.evaluation import label_probabilities
 from fiberbench.cli import default_num_workers
 from fiberbench.training.inputs import FiberExamples, make_dataloader
+from fiberbench.training.launch import ACCELERATE_CONFIG
 
 import quick
 
@@ -80,7 +81,7 @@ SETUPS = {
 FUSION = "early"
 EVAL_BATCH = 64
 MIN_LOADER_SPEEDUP = 5
-ONE_PROCESS = ["--num_processes", "1", "--num_machines", "1", "--dynamo_backend", "no"]
+ONE_PROCESS = ["--config_file", str(ACCELERATE_CONFIG)]
 # FIBER's size (paper §3.1): about 26,000 training clips; validation and test 1,000 each; T about 32.
 FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 1_000, 1_000, 32, 1024
 PAPER_EPOCHS = 10

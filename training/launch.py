@@ -20,8 +20,13 @@ from fiberbench.cli import configure_logging
 from fiberbench.errors import UsageError
 from fiberbench.training.outputs import LOGS_FOLDER
 
+# The launcher's settings for one process on this machine, which the README's and the docs' `accelerate launch`
+# lines name with --config_file: without them, and with no `accelerate config` of the user's, the launcher guesses
+# each setting and warns about it ("`--num_processes` was set to a value of `0`" on a machine without GPUs).
+ACCELERATE_CONFIG = Path(__file__).resolve().parent / "accelerate.yaml"
 HOW_TO_LAUNCH = (
-    "start several processes with `accelerate launch --multi_gpu --num_processes N training/train.py ...` "
+    "start several processes with `accelerate launch --config_file training/accelerate.yaml --multi_gpu "
+    "--num_processes N training/train.py ...` "
     "(on a machine without GPUs too: the processes then run on its CPUs and talk over gloo), or set it up "
     "once with `accelerate config`; `accelerate launch --num_processes N` without --multi_gpu, or with --cpu, "
     "starts a single process."
