@@ -83,10 +83,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def positive_int(text: str) -> int:
     """argparse type of counts and sizes: an integer of at least 1 (a bad value is argparse's one-line error)."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    return _integer(text, minimum=1, rule="must be at least 1")
 
 
 def positive_float(text: str) -> float:
@@ -102,10 +99,7 @@ def positive_float(text: str) -> float:
 
 def non_negative_int(text: str) -> int:
     """argparse type of worker counts and warm-up steps: an integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _integer(text, minimum=0, rule="must be 0 or more")
 
 
 def seed(text: str) -> int:
@@ -116,11 +110,15 @@ def seed(text: str) -> int:
     return value
 
 
-def _integer(text: str) -> int:
+def _integer(text: str, minimum: int, rule: str) -> int:
+    """`text` as an integer of at least `minimum`; else argparse's one-line error, saying `rule`."""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{rule}, got {value}")
+    return value
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:

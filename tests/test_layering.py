@@ -12,6 +12,7 @@ no module imports itself back through others.
 """
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,22 +48,29 @@ def module_name(path: Path, root: Path = REPO_ROOT) -> str:
     return ".".join([package, *parts[1:]])
 
 
-def project_imports(path: Path, root: Path = REPO_ROOT) -> set[str]:
-    """The absolute names of the project modules (fiberbench.*, bench.*) that `path` imports anywhere.
+def imports(path: Path, root: Path = REPO_ROOT) -> Iterator[tuple[str, str | None]]:
+    """Every import statement of `path` (functions' own included) as (module, name imported from it or None).
 
     Relative imports are resolved against the module's own package, as Python does.
     """
     package = module_name(path, root).split(".")
     if path.name != "__init__.py":
         package.pop()
-    names = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
+            yield from ((alias.name, None) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])])
-            module = node.module if node.level == 0 else base
-            names.update([module, *(f"{module}.{alias.name}" for alias in node.names)])
+            yield from ((node.module if node.level == 0 else base, alias.name) for alias in node.names)
+
+
+def project_imports(path: Path, root: Path = REPO_ROOT) -> set[str]:
+    """The absolute names of the project modules (fiberbench.*, bench.*) that `path` imports anywhere, with the
+    names it imports from them (`from fiberbench.data import load_fiber` gives both `fiberbench.data` and
+    `fiberbench.data.load_fiber`)."""
+    names = set()
+    for module, name in imports(path, root):
+        names.update([module] if name is None else [module, f"{module}.{name}"])
     return {name for name in names if name.split(".")[0] in ("fiberbench", "bench")}
 
 
@@ -73,17 +81,7 @@ def imported_modules(path: Path, known: set[str], root: Path = REPO_ROOT) -> set
     (its `__init__`); a package's own `__init__` is not counted for a module imported from inside
     it, as Python finds it half-initialized there without running it again.
     """
-    package = module_name(path, root).split(".")
-    if path.name != "__init__.py":
-        package.pop()
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = ".".join([*package[: len(package) - node.level + 1], *([node.module] if node.module else [])])
-            module = node.module if node.level == 0 else base
-            found.update(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module for alias in node.names)
+    found = {f"{module}.{name}" if f"{module}.{name}" in known else module for module, name in imports(path, root)}
     return found & known
 
 
