@@ -17,6 +17,7 @@ divided by zero in the first case.)
 
 import re
 import string
+import threading
 import unicodedata
 from itertools import chain
 from typing import NamedTuple
@@ -96,6 +97,9 @@ class _Vocabulary(dict):
         self.normalized_ids = {}
         self.token_ids = {}
         self.tokens, self.starts = [], [0]
+        # The leaderboard scores submissions in threads against one split's answers: an id and its tokens are added
+        # together, or `starts` would point at another answer's tokens.
+        self._adding = threading.Lock()
 
     def __missing__(self, text):
         answer_id = self[text] = self.id(normalize_answer(text))
@@ -105,10 +109,13 @@ class _Vocabulary(dict):
         """The id of a normalized answer, given one (with its tokens) on first sight."""
         answer_id = self.normalized_ids.get(normalized)
         if answer_id is None:
-            answer_id = self.normalized_ids[normalized] = len(self.normalized_ids)
-            token_ids = self.token_ids
-            self.tokens += sorted({token_ids.setdefault(token, len(token_ids)) for token in normalized.split()})
-            self.starts.append(len(self.tokens))
+            with self._adding:
+                answer_id = self.normalized_ids.get(normalized)
+                if answer_id is None:
+                    token_ids = self.token_ids
+                    self.tokens += sorted({token_ids.setdefault(token, len(token_ids)) for token in normalized.split()})
+                    self.starts.append(len(self.tokens))
+                    answer_id = self.normalized_ids[normalized] = len(self.normalized_ids)
         return answer_id
 
     def token_table(self):
