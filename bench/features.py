@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from fiberbench.features.clips import Clip
-from fiberbench.features.command import frame_sampling
+from fiberbench.features.arguments import frame_sampling
 from fiberbench.features.encoders import ClipPreparer, Encoder, encoder_spec
 from fiberbench.features.extraction import encode_clips, make_loader
 from fiberbench.testing.tiny_encoders import (

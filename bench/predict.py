@@ -6,7 +6,7 @@
    `fiberbench predict` uses on the bundled sample's train captions, in batches of
    --per_device_eval_batch_size and then one at a time. Model loading is not timed; the
    noun-phrase choice is left out (it does not depend on batching).
-2. Video LLMs (needs torchvision): for each family of `tiny_models.VIDEO_FAMILIES` (tiny random
+2. Video LLMs (needs torchvision): for each family of `video_families.VIDEO_FAMILIES` (tiny random
    models), the same --num_frames frames of synthetic clips put to the model as a video (the video
    path) and as images (the images path): clips per second (decoding the frames included), the
    peak memory while predicting, and the visual tokens a clip costs on each path, with their ratio.
@@ -33,23 +33,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import fiberbench.data
+import quick
 import torch
 
-import fiberbench.data
-from fiberbench.predict import command
-from fiberbench.testing.tiny_models import (
-    FRAME_SIZE,
-    VIDEO_FAMILIES,
-    sample_test_records,
-    save_causal,
-    save_seq2seq,
-    save_video_family,
-    write_sample_videos,
-)
+from fiberbench.predict.arguments import parse_settings
+from fiberbench.predict.kinds import predictor_of
 from fiberbench.predict.loading import make_loader
+from fiberbench.testing.tiny_models import FRAME_SIZE, save_causal, save_seq2seq
+from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos
+from fiberbench.testing.video_families import VIDEO_FAMILIES, save_video_family
 from fiberbench.videos import find_clip_video
-
-import quick
 
 # --quick: one family of each of the video path's savings (Qwen's temporal merging, LLaVA-OneVision's pooling).
 QUICK_FAMILIES = ["qwen2_vl", "llava_onevision"]
@@ -67,16 +61,11 @@ def save_models(folder: Path, d_model: int, num_layers: int) -> dict[str, Path]:
     return {"seq2seq": folder / "seq2seq", "causal": folder / "causal"}
 
 
-def make_predictor(model: Path, kind: str, device: torch.device, dtype: torch.dtype, rows: list[dict], *flags: str):
+def make_predictor(model: Path, device: torch.device, dtype: torch.dtype, rows: list[dict], *flags: str):
     """The predictor `fiberbench predict` makes for `model` with `flags`, the texts of `rows` rendered (a model that
     reads a prompt), its weights loaded on `device`."""
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
-    args = parser.parse_args(["--model_name_or_path", str(model), *flags])
-    args.prompt = command.DEFAULT_PROMPT if kind in command.PROMPTED_KINDS else None
-    # load_config also sets what make_predictor reads (from_pretrained's Hub options).
-    predictor = command.make_predictor(args, kind, command.load_config(args))
-    if kind in command.PROMPTED_KINDS:
+    predictor = predictor_of(parse_settings(["--model_name_or_path", model, *flags]))
+    if predictor.prompted:
         predictor.render_texts([row["masked_caption"] for row in rows])
     predictor.load_model(device, dtype)
     return predictor
@@ -97,7 +86,7 @@ def clips_per_second(predictor, rows: list[dict], batch_size: int) -> tuple[floa
 def answer_of(predictor):
     """The predictor's answering from a batch's inputs: its replies (a causal or video-language model), else its
     candidates."""
-    return predictor.replies if predictor.kind in command.PROMPTED_KINDS else predictor.candidates
+    return predictor.replies if predictor.prompted else predictor.candidates
 
 
 def reset_peak_memory(device: torch.device) -> float | None:
@@ -130,7 +119,7 @@ def language_models(args, device, dtype) -> None:
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for kind, path in save_models(Path(folder), args.d_model, args.num_layers).items():
-            predictor = make_predictor(path, kind, device, dtype, rows)
+            predictor = make_predictor(path, device, dtype, rows)
             clips_per_second(predictor, rows[:4], 4)  # warm-up
             batched, batched_answers = clips_per_second(predictor, rows, args.per_device_eval_batch_size)
             alone, alone_answers = clips_per_second(predictor, rows, 1)
@@ -170,7 +159,7 @@ def video_llms(args, device, dtype) -> None:
             model = Path(folder) / family
             save_video_family(family, model)
             flags = ["--video_dir", str(video_dir), "--num_frames", str(args.num_frames), "--video_input"]
-            paths = {path: make_predictor(model, "video", device, dtype, rows, *flags, path) for path in PATHS}
+            paths = {path: make_predictor(model, device, dtype, rows, *flags, path) for path in PATHS}
             for predictor in paths.values():
                 clips_per_second(predictor, rows[:2], 2)  # warm-up
             # The paths take turns, each keeping its best round: a change in the machine's load touches both alike.
@@ -274,7 +263,7 @@ def loader_part(args, device, dtype) -> None:
         text_shard = list(range(min(args.num_clips, len(text_split))))
         rows = [{"masked_caption": text_split[index]["masked_caption"]} for index in text_shard]
         for kind, path in save_models(Path(folder) / "text", width, layers // 2).items():
-            predictor = make_predictor(path, kind, device, dtype, rows)
+            predictor = make_predictor(path, device, dtype, rows)
             results[kind] = loop_against_model(predictor, text_shard, text_split, None, args, device)
         if importlib.util.find_spec("torchvision") is not None:
             video_dir = Path(folder) / "videos"
@@ -289,7 +278,7 @@ def loader_part(args, device, dtype) -> None:
                 save_video_family(family, model)
                 widen_video_family(model, width, layers)
                 flags = ["--video_dir", str(video_dir), "--num_frames", str(args.num_frames), "--video_input", "video"]
-                predictor = make_predictor(model, "video", device, dtype, rows, *flags)
+                predictor = make_predictor(model, device, dtype, rows, *flags)
                 results[family] = loop_against_model(predictor, video_shard, video_split, videos, args, device)
 
     print(

@@ -21,13 +21,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from fiberbench.cli import main as fiberbench
+import quick
 from fiberbench.data import load_sample
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
+from fiberbench.cli import main as fiberbench
 from fiberbench.replies import read_answers
 from fiberbench.testing.tiny_models import save_causal
-
-import quick
 
 SHORT = 6  # words
 # Pieces of long replies, and their lengths in characters.

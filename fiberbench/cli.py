@@ -7,7 +7,7 @@ import os
 import sys
 
 from . import __version__
-from .errors import run_reporting_errors
+from .errors import UsageError, describe, run_reporting_errors
 
 # Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`, and
 # imports its heavy libraries (torch, transformers, datasets, spaCy) inside functions, so that
@@ -66,18 +66,24 @@ COMMANDS = {
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors (a bad flag value, a missing argument) are one line, like every user error."""
+    """The ArgumentParser of every command line (`fiberbench` and its subcommands, `training/train.py`): its errors (a
+    bad flag value, a missing or unknown argument) are `UsageError`s, reported like every user error in one line with
+    exit status 2, pointing at --help.
+
+    Raising rather than exiting lets a caller say where the arguments came from (train.py prefixes a
+    YAML config file's name). The error's `prog` is the parser that refused them ("fiberbench evaluate"),
+    which `main` names.
+    """
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        error = UsageError(f"{message} (see {self.prog} --help)")
+        error.prog = self.prog
+        raise error
 
 
 def positive_int(text: str) -> int:
     """argparse type of counts and sizes: an integer of at least 1 (a bad value is argparse's one-line error)."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    return _integer(text, minimum=1, rule="must be at least 1")
 
 
 def positive_float(text: str) -> float:
@@ -93,10 +99,7 @@ def positive_float(text: str) -> float:
 
 def non_negative_int(text: str) -> int:
     """argparse type of worker counts and warm-up steps: an integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
+    return _integer(text, minimum=0, rule="must be 0 or more")
 
 
 def seed(text: str) -> int:
@@ -107,11 +110,15 @@ def seed(text: str) -> int:
     return value
 
 
-def _integer(text: str) -> int:
+def _integer(text: str, minimum: int, rule: str) -> int:
+    """`text` as an integer of at least `minimum`; else argparse's one-line error, saying `rule`."""
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"{rule}, got {value}")
+    return value
 
 
 def build_parser(argv: list[str]) -> argparse.ArgumentParser:
@@ -169,7 +176,11 @@ def configure_logging() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run `fiberbench ARGV`; returns the exit status (0, 1 for a data error, 2 for a usage error)."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:  # OneLineErrorParser's: exits as argparse does, naming the (sub)command refused
+        parser.exit(error.exit_status, f"{getattr(error, 'prog', parser.prog)}: error: {describe(error)}\n")
     configure_logging()
     return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
 

@@ -5,7 +5,8 @@ A clip's video is either a file of the clip alone, named by VaTeX's clip id
 clip's times. PyAV decodes both, once per clip and only within the clip's times: torchcodec's CPU
 wheels need CUDA libraries to import, so it is not relied on here. A file's header is not trusted
 for its length: the clip's times must lie in the frames the file holds, and the header's duration
-must agree with them. Which frames are taken is a `FrameSampling`; what comes back (`ClipFrames`)
+must agree with them, and a clip must last at least one frame. Which frames are taken is a `FrameSampling`, chosen
+by one rule (`choose_sampling`) for every command; what comes back (`ClipFrames`)
 carries the frames' times, which video processors read as transformers' video metadata.
 """
 
@@ -68,8 +69,7 @@ class FrameSampling:
         """How many frames the clip of `span` gives."""
         if self.num_frames is not None:
             return self.num_frames
-        # The epsilon keeps 10 s at 2 fps at 20 frames despite floating-point error.
-        wanted = max(1, math.floor(span.duration * self.fps + 1e-6))
+        wanted = max(1, math.floor(span.duration * self.fps + 1e-6))  # as `ClipSpan.num_frames` counts
         return min(wanted, span.num_frames, self.max_frames or wanted)
 
     def rule(self) -> str:
@@ -96,8 +96,9 @@ class ClipSpan:
 
     @property
     def num_frames(self) -> int:
-        """Frames of the clip (at least the one on screen at its start)."""
-        return max(1, math.floor(self.duration * self.fps + 1e-6))
+        """Frames of the clip: a frame interval of it a frame (`check_video` refuses a clip of none)."""
+        # The epsilon keeps 10 s at 2 fps at 20 frames despite floating-point error.
+        return math.floor(self.duration * self.fps + 1e-6)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,18 @@ class ClipFrames:
             "height": height,
             "frames_indices": [min(last, round(time * fps)) for time in self.times],
         }
+
+
+def choose_sampling(
+    num_frames: int | None, fps: float | None, max_frames: int | None, default: FrameSampling
+) -> FrameSampling:
+    """The one rule of every command that samples frames: --num_frames, else --fps (up to --max_frames), else
+    `default`, the model's own (a video processor's or an encoder's sampling, or the command's default)."""
+    if num_frames is not None:
+        return FrameSampling(num_frames=num_frames)
+    if fps is not None:
+        return FrameSampling(fps=fps, max_frames=max_frames)
+    return default
 
 
 def expected_names(video_id: str, start: int, end: int) -> str:
@@ -222,6 +235,11 @@ def _clip_span(container, video: ClipVideo, sampling: FrameSampling) -> tuple:
             f"{frames_end:g} s: its last {video.end - frames_end:g} s are not in the file"
         )
     span = ClipSpan(start, min(end, frames_end), float(rate))
+    if span.num_frames < 1:
+        raise DataError(
+            f"{video.path}: the clip lasts {span.duration:.3g} s ({span.start:g}-{span.end:g} s), less than one frame "
+            f"at {span.fps:g} fps: no frame to sample"
+        )
     if sampling.num_frames is not None and sampling.num_frames > span.num_frames:
         raise DataError(
             f"{video.path}: the clip ({span.start:g}-{span.end:g} s at {span.fps:g} fps) has {span.num_frames} "

@@ -117,12 +117,7 @@ def check_videos(clips: list[Clip], sampling: FrameSampling, skip_missing: bool,
     present = [clip for clip in clips if clip.video is not None]
     for clip in tqdm(present, desc="Checking the clips' videos", unit="video", disable=quiet):
         try:
-            span = check_video(clip.video, sampling)
-            if span.duration * span.fps < 1:
-                raise DataError(
-                    f"{clip.video.path}: the clip lasts {span.duration:.3g} s ({span.start:g}-{span.end:g} s), less "
-                    f"than one frame at {span.fps:g} fps: no frame to encode"
-                )
+            check_video(clip.video, sampling)
         except DataError as error:
             unusable.append((clip, error))
     if unusable:

@@ -9,20 +9,20 @@ decoded with PyAV as `fiberbench predict` decodes them (`fiberbench.videos`), en
 (`encoders`), and written as `{clip_id}.npy`, float32 of shape (1, T, D): VaTeX's I3D layout, which
 `build-dataset --features_dir` reads, with `features.json` naming the encoder, its output, the
 sampling and D (`fiberbench.data.fiber.features_info`). Everything that can refuse the run is
-checked first: the flags, the model's config (a vision tower), the output folder (`folder`), every
+checked first: the flags (`arguments`), the model's config (a vision tower), the output folder (`folder`), every
 clip's video (`clips`); then the weights are loaded and each process (several under `accelerate
 launch`) encodes its share of the clips not done yet, with data loader workers decoding ahead.
 """
 
-import argparse
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import default_num_workers, non_negative_int, positive_float, positive_int
-from fiberbench.errors import DataError, UsageError
+from fiberbench.cli import default_num_workers
+from fiberbench.errors import DataError
+
+from .arguments import add_arguments, check_flags, default_features_name, frame_sampling
 
 if TYPE_CHECKING:
     from fiberbench.data.fiber.features_info import FeaturesInfo
@@ -31,146 +31,9 @@ if TYPE_CHECKING:
     from .clips import Clip
     from .encoders import ClipPreparer, Encoder
 
+__all__ = ["add_arguments", "run"]
+
 logger = logging.getLogger(__name__)
-
-DEFAULT_FPS = 1.0
-DEFAULT_BATCH_SIZE = 8
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "Image encoders (CLIP, SigLIP, SigLIP 2 vision towers or whole models, DINOv2, ...: AutoModel + "
-        "AutoImageProcessor) give one feature per sampled frame; video encoders (VideoMAE, V-JEPA 2) one per temporal "
-        "patch of windows of their own number of frames. Rerun to resume: clips already written are skipped. "
-        "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli extract-features ..."
-    )
-    model = parser.add_argument_group("encoder")
-    model.add_argument("--model_name_or_path", required=True, help="A Hub model id or a local model folder.")
-    model.add_argument("--revision", default=None, help="The model's branch, tag or commit on the Hub.")
-    model.add_argument(
-        "--trust_remote_code",
-        action="store_true",
-        help="Run the model's own code from its repo (not needed for the encoders transformers has).",
-    )
-    model.add_argument(
-        "--pooling",
-        choices=["pooler_output", "cls", "mean"],
-        default=None,
-        help="Which output is a feature: pooler_output (image encoders' default: the pooled output, a dual encoder's "
-        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video encoders' only "
-        "one, per temporal patch).",
-    )
-    data = parser.add_argument_group("clips")
-    data.add_argument(
-        "--video_dir",
-        type=Path,
-        required=True,
-        help="The videos: VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4 (or .mkv, .webm).",
-    )
-    source = data.add_mutually_exclusive_group()
-    source.add_argument("--dataset_name", default=None, help="A FIBER dataset folder or Hub id: encode its clips.")
-    source.add_argument(
-        "--data_dir",
-        type=Path,
-        default=None,
-        help="A folder of release-format train.json, val.json "
-        "and test.json (as build-dataset reads): encode their clips.",
-    )
-    data.add_argument("--split", nargs="+", default=None, help="Only these splits (default: all).")
-    data.add_argument(
-        "--skip_missing_videos",
-        action="store_true",
-        help="Skip clips without a video (counted in the log and the folder's record) instead of stopping.",
-    )
-    sampling = data.add_mutually_exclusive_group()
-    sampling.add_argument(
-        "--fps",
-        type=positive_float,
-        default=None,
-        help=f"Frames per second of clip, spread uniformly (image encoders' default: {DEFAULT_FPS:g}).",
-    )
-    sampling.add_argument(
-        "--num_frames",
-        type=positive_int,
-        default=None,
-        help="Frames per clip, spread uniformly (video encoders' "
-        "default: one window, the model's own number of frames).",
-    )
-    data.add_argument("--max_frames", type=positive_int, default=None, help="With --fps: at most this many frames.")
-    output = parser.add_argument_group("output")
-    output.add_argument("--output_dir", type=Path, required=True, help="The features folder to write (or resume).")
-    output.add_argument(
-        "--overwrite_output_dir",
-        action="store_true",
-        help="Replace a features folder of other settings (its files are removed first) instead of resuming.",
-    )
-    output.add_argument(
-        "--features_name",
-        default=None,
-        help="The dataset config the features become in build-dataset (default: the "
-        "model's name, e.g. clip-vit-large-patch14).",
-    )
-    run_group = parser.add_argument_group("speed")
-    run_group.add_argument(
-        "--per_device_batch_size",
-        type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"Clips per encoder call and process (default {DEFAULT_BATCH_SIZE}).",
-    )
-    run_group.add_argument(
-        "--dataloader_num_workers",
-        type=non_negative_int,
-        default=None,
-        help="Processes decoding clips ahead of the encoder, per process (default: its share of the CPU cores, less "
-        "one; 0 decodes in the process itself).",
-    )
-
-
-def check_flags(args) -> None:
-    """The flag values on their own, before anything is loaded."""
-    if args.max_frames is not None and args.fps is None:
-        raise UsageError("--max_frames caps --fps sampling; with --num_frames the number is fixed")
-    if args.split is not None and args.dataset_name is None and args.data_dir is None:
-        raise UsageError("--split chooses splits of --dataset_name or --data_dir; without them every video is encoded")
-    if args.video_dir.exists() and not args.video_dir.is_dir():
-        raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the videos")
-    if not args.video_dir.is_dir():
-        raise DataError(f"--video_dir {args.video_dir}: no such folder")
-    if args.data_dir is not None and not args.data_dir.is_dir():
-        raise DataError(f"--data_dir {args.data_dir}: no such folder")
-    if args.features_name is not None:
-        check_features_name(args.features_name, "--features_name")
-
-
-def check_features_name(name: str, where: str) -> None:
-    from fiberbench.data.fiber.features_info import check_config_name
-
-    problem = check_config_name(name)
-    if problem is not None:
-        raise UsageError(f"{where}: {problem}")
-
-
-def default_features_name(model_name_or_path: str) -> str:
-    """The config name of the features: the model's name (a Hub id's or folder's last part), lower-cased, with any
-    other character than letters, digits, '_' and '-' as '-'."""
-    last = Path(model_name_or_path.rstrip("/")).name.lower()
-    name = re.sub(r"[^a-z0-9_-]+", "-", last).strip("-_")
-    check_features_name(name, f"--model_name_or_path {model_name_or_path} (give --features_name)")
-    return name
-
-
-def frame_sampling(args, spec):
-    """--fps (with --max_frames) or --num_frames, else the encoder's default: 1 frame a second for image encoders,
-    one window for video encoders."""
-    from fiberbench.videos import FrameSampling
-
-    from .encoders import IMAGE
-
-    if args.num_frames is not None:
-        return FrameSampling(num_frames=args.num_frames)
-    if args.fps is not None or spec.kind == IMAGE:
-        return FrameSampling(fps=args.fps or DEFAULT_FPS, max_frames=args.max_frames)
-    return FrameSampling(num_frames=spec.window_frames)
 
 
 def sampling_record(sampling) -> dict:
@@ -205,20 +68,20 @@ class Plan:
 def run(args) -> int:
     import dataclasses
 
-    import torch
     from accelerate import Accelerator
 
     import fiberbench
     from fiberbench.data.fiber.features_info import FeaturesInfo
+    from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model, model_commit, model_files
     from fiberbench.ownership import arguments_of
-    from fiberbench.predict.command import load_config, local_or_hub, model_commit, model_files
 
     from .clips import check_videos, dataset_clips, dataset_keys, folder_clips
     from .encoders import ClipPreparer, Encoder, encoder_spec
     from .folder import FeaturesFolder
 
     check_flags(args)
-    config = load_config(args)  # sets args.hub_options for a Hub id
+    source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+    config = load_config(source)
     spec = encoder_spec(config, args.pooling, args.model_name_or_path)
     sampling = frame_sampling(args, spec)
     name = args.features_name or default_features_name(args.model_name_or_path)
@@ -230,17 +93,16 @@ def run(args) -> int:
         raise DataError("No clips to encode: the splits chosen are empty")
 
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
-    on_bf16_gpu = accelerator.device.type == "cuda" and torch.cuda.is_bf16_supported()
-    dtype = torch.bfloat16 if on_bf16_gpu else torch.float32
+    dtype = inference_dtype(accelerator.device)
     info = FeaturesInfo(
         name=name,
         feature_size=0,  # D, known once the model has run (`Encoder.probe`): not one of the settings compared
         encoder={
             "name_or_path": local_or_hub(args.model_name_or_path),
             "revision": args.revision,
-            "commit": model_commit(args),
+            "commit": model_commit(source),
             # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
-            "files": model_files(args),
+            "files": model_files(args.model_name_or_path),
             "model_type": config.model_type,
             "architectures": config.architectures,
             "kind": spec.kind,
@@ -252,7 +114,7 @@ def run(args) -> int:
     )
     folder = FeaturesFolder(args.output_dir, args.overwrite_output_dir)
     folder.check(local_inputs(args), info.settings())
-    loading = {"revision": args.revision, "trust_remote_code": args.trust_remote_code, **args.hub_options}
+    loading = source.loading()
     preparer = ClipPreparer.load(spec, args.model_name_or_path, loading)
     done = folder.done([clip.name for clip in clips])
     pending = check_videos(
@@ -289,7 +151,6 @@ def extract(args, accelerator, folder, plan: Plan) -> None:
 
     from accelerate.utils import gather_object
     from tqdm.auto import tqdm
-
 
     from .extraction import encode_clips, make_loader
 

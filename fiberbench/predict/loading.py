@@ -27,8 +27,9 @@ from fiberbench.errors import DataError
 if TYPE_CHECKING:
     import datasets
 
-    from .kinds import Predictor
     from fiberbench.videos import ClipVideo
+
+    from .predictors import Predictor
 
 # Batches each worker makes ahead of the model.
 PREFETCH_BATCHES = 4

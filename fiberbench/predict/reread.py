@@ -4,36 +4,27 @@ A causal or video-language model's predictions keep its replies (`raw`, one per 
 them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_phrases`,
 `--spacy_model`) or another beam choice (`--only_noun_phrases`) gives, in `--output_file`, the
 rows and metadata that `fiberbench predict` with those settings writes, because it is the same
-code: the answer reader (`replies`), then `command.answer_fields`. The masked captions come from
+code: the answer reader (`fiberbench.replies`), then `answering.answer_fields`. The masked captions come from
 the dataset split named in the file's metadata, which must still hold the same clips and masked
 captions: its fingerprint must equal the one recorded, as for a resumed run. Metadata that is not
 in predict's shape is one line naming the field.
 """
 
-import argparse
 import copy
 import logging
+from dataclasses import fields
 from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
-
-from .command import (
-    KIND_NAMES,
-    PROMPTED_KINDS,
-    add_arguments,
-    answer_fields,
-    clip_keys,
-    dataset_fingerprint,
-    load_split,
-    noun_phrase_pipeline,
-    noun_phrase_settings,
-    read_replies,
-    reader_pipeline,
-)
 from fiberbench.predictions import KEY_FIELDS
-
-from .outputs import SKIPPED, PredictionsFile, metadata_path
 from fiberbench.replies import reader_settings
+
+from .answering import answer_fields, noun_phrase_pipeline, noun_phrase_settings, read_replies, reader_pipeline
+from .arguments import parse_settings
+from .clips import clip_keys, dataset_fingerprint, load_split
+from .kinds import KIND_NAMES, PROMPTED_KINDS
+from .outputs import SKIPPED, PredictionsFile, metadata_path
+from .settings import PredictSettings
 
 logger = logging.getLogger(__name__)
 
@@ -58,23 +49,22 @@ READ_SETTINGS = {
 }
 
 
-def check_reread_flags(args) -> None:
+def check_reread_flags(settings: PredictSettings) -> None:
     """Refuse a flag that --reread would ignore (model, data, prompt, generation): a UsageError naming it."""
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    defaults = vars(parser.parse_args([]))
-    given = [name for name, default in defaults.items() if name not in REREAD_FLAGS and getattr(args, name) != default]
+    defaults = parse_settings([])
+    names = [field.name for field in fields(PredictSettings) if field.name not in REREAD_FLAGS]
+    given = [name for name in names if getattr(settings, name) != getattr(defaults, name)]
     if given:
         raise UsageError(
-            f"--{given[0]} does not apply to --reread, which reads the replies kept in {args.reread} again with the "
-            "model, data and prompt recorded in its metadata"
+            f"--{given[0]} does not apply to --reread, which reads the replies kept in {settings.reread} again with "
+            "the model, data and prompt recorded in its metadata"
         )
 
 
-def reread(args) -> int:
-    """Read the replies of `args.reread` again into `args.output_file` (see the module's docstring)."""
-    check_reread_flags(args)
-    source = args.reread
+def reread(settings: PredictSettings) -> int:
+    """Read the replies of `settings.reread` again into `settings.output_file` (see the module's docstring)."""
+    check_reread_flags(settings)
+    source = settings.reread
     if not source.is_file():
         raise DataError(f"--reread {source}: no such file")
     if not metadata_path(source).is_file():
@@ -82,10 +72,11 @@ def reread(args) -> int:
             f"--reread {source}: no {metadata_path(source).name} beside it: not a finished fiberbench predict output"
         )
     inputs = [source, metadata_path(source)]
-    PredictionsFile(args.output_file, {}, overwrite=args.overwrite_output_file).output.check(inputs, resume=True)
-    settings, rows = PredictionsFile(source, settings={}).read_finished()
-    check_read_settings(settings, metadata_path(source))
-    kind = settings["model"]["kind"]
+    output_file, overwrite = settings.output_file, settings.overwrite_output_file
+    PredictionsFile(output_file, {}, overwrite=overwrite).output.check(inputs, resume=True)
+    recorded, rows = PredictionsFile(source, settings={}).read_finished()
+    check_read_settings(recorded, metadata_path(source))
+    kind = recorded["model"]["kind"]
     if kind not in PROMPTED_KINDS:
         made_by = KIND_NAMES.get(kind, f"a model of kind {kind!r}")
         raise UsageError(
@@ -98,7 +89,8 @@ def reread(args) -> int:
         if not row["raw"] and not row.get(SKIPPED):
             raise DataError(f"{where}: field 'raw' is empty, but the clip was not skipped for a missing video")
 
-    split = dataset_split(settings)
+    dataset = recorded["dataset"]
+    split = load_split(dataset["name"], dataset["split"], dataset["clips"], dataset["config"])
     keys = [tuple(row[field] for field in KEY_FIELDS) for row, _ in rows]
     expected = clip_keys(split, f"{source}'s dataset split")
     for (row, where), key, expected_key in zip(rows, keys, expected):
@@ -109,18 +101,17 @@ def reread(args) -> int:
             )
     if len(keys) != len(expected):
         raise DataError(f"{source}: {len(keys)} rows for the {len(expected)} clips its metadata names")
-    recorded, found = settings["dataset"]["fingerprint"], dataset_fingerprint(split, reads_features=False)
-    if found != recorded:
-        dataset = settings["dataset"]
+    fingerprint, found = dataset["fingerprint"], dataset_fingerprint(split, reads_features=False)
+    if found != fingerprint:
         raise DataError(
             f"{source}: the masked captions of {dataset['name'] or 'the bundled sample'}, split {dataset['split']}, "
-            f"changed since the predictions were made (fingerprint {found[:19]}... now, {recorded[:19]}... in "
+            f"changed since the predictions were made (fingerprint {found[:19]}... now, {fingerprint[:19]}... in "
             f"{metadata_path(source).name}): the replies answer other blanks; predict again"
         )
 
-    num_beams = settings["decoding"]["num_beams"]
-    nlp = noun_phrase_pipeline(args, num_beams)
-    reader_nlp = reader_pipeline(args, kind)
+    num_beams = recorded["decoding"]["num_beams"]
+    nlp = noun_phrase_pipeline(settings, num_beams)
+    reader_nlp = reader_pipeline(settings, prompted=True)
     # Clips skipped for a missing video have no reply: they keep their empty answer.
     present = [index for index, (row, _) in enumerate(rows) if not row.get(SKIPPED)]
     all_captions = split["masked_caption"]
@@ -129,16 +120,16 @@ def reread(args) -> int:
     candidates = read_replies(replies, masked_captions, reader_nlp)
     answered = dict(zip(present, answer_fields(masked_captions, candidates, nlp, replies)))
     records = [row | answered.get(index, {}) for index, (row, _) in enumerate(rows)]
-    settings = copy.deepcopy(settings)
-    settings["decoding"] |= noun_phrase_settings(nlp)
-    settings["reader"] = reader_settings(reader_nlp)
-    predictions = PredictionsFile(args.output_file, settings, overwrite=args.overwrite_output_file)
+    recorded = copy.deepcopy(recorded)
+    recorded["decoding"] |= noun_phrase_settings(nlp)
+    recorded["reader"] = reader_settings(reader_nlp)
+    predictions = PredictionsFile(output_file, recorded, overwrite=overwrite)
     with predictions.open(inputs):
         predictions.append(0, records)
         predictions.merge(keys, num_beams)
     changed = sum(record["prediction"] != row["prediction"] for record, (row, _) in zip(records, rows))
     logger.info(
-        "Read the replies of %s again into %s: %d of %d answers changed", source, args.output_file, changed, len(rows)
+        "Read the replies of %s again into %s: %d of %d answers changed", source, output_file, changed, len(rows)
     )
     return 0
 
@@ -157,10 +148,3 @@ def check_read_settings(settings: dict, path: Path) -> None:
             expected = " or ".join("null" if kind is type(None) else kind.__name__ for kind in kinds)
             got = type(values[field]).__name__
             raise DataError(f"{path}: field 'settings.{section}.{field}' must be {expected}, got {got}")
-
-
-def dataset_split(settings: dict):
-    """The clips the predictions of `source` were made on: its metadata's dataset, config, split and number of clips."""
-    dataset = settings["dataset"]
-    where = argparse.Namespace(dataset_name=dataset["name"], split=dataset["split"], max_predict_samples=dataset["clips"])
-    return load_split(where, dataset["config"])

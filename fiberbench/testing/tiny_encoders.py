@@ -7,7 +7,7 @@ VideoMAE-like video encoder with their PIL/NumPy processors (no torchvision need
 default (`TINY_*`) or of real size (`BASE_*`, ViT-B/16 and VideoMAE-base) for the benchmark.
 
     python -m fiberbench.testing.tiny_encoders clip tiny-clip          # a tiny encoder, offline, in seconds
-    python -m fiberbench.testing.tiny_models videos sample_videos       # and videos of every clip of the sample
+    python -m fiberbench.testing videos sample_videos                  # and videos of every clip of the sample
 """
 
 import argparse

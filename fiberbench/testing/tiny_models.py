@@ -1,27 +1,15 @@
-"""Tiny random models of every kind `fiberbench predict` runs, and synthetic videos: for its tests, bench and README.
+"""Tiny random models of every kind `fiberbench predict` runs: for its tests, benchmarks and the docs' examples.
 
 Built offline in seconds from the tokenizer shipped with the package (`SAMPLE_TOKENIZER_PATH`), with
 a fixed seed: a T5 seq2seq LM, a Llama causal LM with a chat template, this project's early-fusion
-model, a LLaVA video-language model (CLIP vision tower, Llama text model) whose processor reads a
-clip's frames as images, and one model of each video-LLM family in `VIDEO_FAMILIES` (two text
-layers of 64, two vision layers of 32; their processors have video processors, which need
-torchvision). Each family's processor gets the family's special tokens added to the tokenizer, the
-family's own image and video processors at tiny sizes, and a minimal chat template that writes the
-family's image and video placeholders. Their answers are random words; what they show is that every
-kind and family runs end to end, and how fast. The synthetic videos (`write_sample_videos`) give
-every clip of the bundled sample a video (the test clips' by default, as `predict` reads them), each
-frame a flat grey.
-
-    python -m fiberbench.testing.tiny_models model qwen2_5_vl tiny-qwen2.5-vl   # a tiny model (offline)
-    python -m fiberbench.testing.tiny_models videos sample_videos              # every split's clips' videos
+model, and a LLaVA video-language model (CLIP vision tower, Llama text model) whose processor reads
+a clip's frames as images (`SAVERS`). Their answers are random words; what they show is that every
+kind runs end to end, and how fast. The video-LLM families are in `video_families`, the synthetic
+videos in `tiny_videos`.
 """
 
-import argparse
-import json
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 from transformers import (
     AutoTokenizer,
@@ -35,9 +23,6 @@ from transformers import (
     T5ForConditionalGeneration,
 )
 
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.release import SPLIT_FILES
-from fiberbench.data.fiber.validation import clip_id
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,
@@ -63,11 +48,12 @@ FRAME_SIZE = 32  # pixels; the CLIP tower reads 32x32 images in 8x8 patches: 16 
 SEED = 0
 
 
-def _sample_tokenizer():
+def sample_tokenizer():
+    """The tokenizer shipped with the package (`SAMPLE_TOKENIZER_PATH`), trained on the sample's captions."""
     return AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
 
 
-def _llama_fields(tokenizer, hidden_size: int, num_layers: int) -> dict:
+def llama_fields(tokenizer, hidden_size: int, num_layers: int) -> dict:
     """A Llama text model of `hidden_size` and `num_layers` for `tokenizer` (4 heads, 2 key-value heads)."""
     return {
         "vocab_size": len(tokenizer),
@@ -84,7 +70,7 @@ def _llama_fields(tokenizer, hidden_size: int, num_layers: int) -> dict:
 
 def save_seq2seq(folder: Path, d_model: int = 32, num_layers: int = 1) -> None:
     """A T5 of `d_model` with `num_layers` layers each side (4 heads), and the sample tokenizer."""
-    tokenizer = _sample_tokenizer()
+    tokenizer = sample_tokenizer()
     config = T5Config(
         vocab_size=len(tokenizer),
         d_model=d_model,
@@ -104,17 +90,17 @@ def save_causal(
     folder: Path, hidden_size: int = 32, num_layers: int = 1, chat_template: str | None = CHAT_TEMPLATE
 ) -> None:
     """A Llama of `hidden_size` with `num_layers` layers, and the sample tokenizer with `chat_template` (None: none)."""
-    tokenizer = _sample_tokenizer()
+    tokenizer = sample_tokenizer()
     tokenizer.chat_template = chat_template
     with torch.random.fork_rng():
         torch.manual_seed(SEED)
-        LlamaForCausalLM(LlamaConfig(**_llama_fields(tokenizer, hidden_size, num_layers))).save_pretrained(folder)
+        LlamaForCausalLM(LlamaConfig(**llama_fields(tokenizer, hidden_size, num_layers))).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
 
 
 def save_fiber(folder: Path) -> None:
     """This project's early-fusion model (`build_tiny_config`) and its processor."""
-    tokenizer = _sample_tokenizer()
+    tokenizer = sample_tokenizer()
     with torch.random.fork_rng():
         torch.manual_seed(SEED)
         FiberT5ForConditionalGeneration(build_tiny_config(tokenizer, "early")).save_pretrained(folder)
@@ -123,13 +109,13 @@ def save_fiber(folder: Path) -> None:
 
 def save_video(folder: Path) -> None:
     """A LLaVA (CLIP vision tower for FRAME_SIZE images, one-layer Llama) and a processor taking frames as images."""
-    tokenizer = _sample_tokenizer()
+    tokenizer = sample_tokenizer()
     tokenizer.add_tokens(["<image>"], special_tokens=True)
     vision = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1}
     vision |= {"num_attention_heads": 4, "image_size": FRAME_SIZE, "patch_size": 8, "projection_dim": 32}
     config = LlavaConfig(
         vision_config=vision,
-        text_config={"model_type": "llama", **_llama_fields(tokenizer, hidden_size=32, num_layers=1)},
+        text_config={"model_type": "llama", **llama_fields(tokenizer, hidden_size=32, num_layers=1)},
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
     )
@@ -153,366 +139,3 @@ def save_video(folder: Path) -> None:
 
 # Kind -> the function that saves a tiny model of that kind into a folder.
 SAVERS = {"seq2seq": save_seq2seq, "causal": save_causal, "fiber": save_fiber, "video": save_video}
-
-# The video-LLM families below. Each builds from its config and the sample tokenizer with the
-# family's special tokens; frames are read at FRAME_SIZE (or the smallest size the family's
-# vision tower takes).
-TEXT_SIZE, VISION_SIZE, NUM_LAYERS = 64, 32, 2
-
-
-def _family_tokenizer(tokens: list[str], named: dict[str, str] | None = None):
-    """The sample tokenizer with the family's special `tokens`, and `named` ones (InternVL finds its tokens by name)."""
-    tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH, extra_special_tokens=named or {})
-    tokenizer.add_tokens([*tokens, *(named or {}).values()], special_tokens=True)
-    return tokenizer
-
-
-def _text_config(tokenizer, **fields) -> dict:
-    return _llama_fields(tokenizer, TEXT_SIZE, NUM_LAYERS) | fields
-
-
-def _vision_tower(model_type: str) -> dict:
-    """A CLIP or SigLIP vision tower reading FRAME_SIZE frames in 8x8 patches."""
-    return {
-        "model_type": model_type,
-        "hidden_size": VISION_SIZE,
-        "intermediate_size": 2 * VISION_SIZE,
-        "num_hidden_layers": NUM_LAYERS,
-        "num_attention_heads": 4,
-        "image_size": FRAME_SIZE,
-        "patch_size": 8,
-    }
-
-
-QWEN_TOKENS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-QWEN_TEMPLATE = chat_template(
-    "<|vision_start|><|image_pad|><|vision_end|>", "<|vision_start|><|video_pad|><|vision_end|>"
-)
-# Qwen's text rotary embedding is split over time, height and width (M-RoPE): 8 = half a head of 16.
-QWEN_ROPE = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]}
-
-
-def _qwen_token_ids(tokenizer) -> dict:
-    ids = dict(zip(QWEN_TOKENS, tokenizer.convert_tokens_to_ids(QWEN_TOKENS)))
-    return {
-        "vision_start_token_id": ids["<|vision_start|>"],
-        "vision_end_token_id": ids["<|vision_end|>"],
-        "image_token_id": ids["<|image_pad|>"],
-        "video_token_id": ids["<|video_pad|>"],
-    }
-
-
-def _qwen_processors(image_class, video_class, patch_size: int = 14):
-    """Qwen-style image and video processors that keep FRAME_SIZE frames at their size (rounded to whole 2x2 patches,
-    which one token covers): neither path upscales, so both read the same pixels. Qwen3-VL's and GLM-4.1V's video
-    processors budget the pixels of a whole video, hence room for 768 frames."""
-    size = {"shortest_edge": (2 * patch_size) ** 2, "longest_edge": 768 * FRAME_SIZE**2}
-    return image_class(size=size, patch_size=patch_size), video_class(size=size, patch_size=patch_size)
-
-
-def _build_qwen(tokenizer, classes: tuple, vision: dict, text: dict, patch_size: int = 14):
-    """A Qwen-style model (M-RoPE text model, merged vision tokens) and its processor, from its family's `classes`:
-    config, model, processor, image processor and video processor."""
-    config_class, model_class, processor_class, image_class, video_class = classes
-    config = config_class(text_config=text, vision_config=vision, **_qwen_token_ids(tokenizer))
-    image, video = _qwen_processors(image_class, video_class, patch_size)
-    return model_class(config), processor_class(image, tokenizer, video, chat_template=QWEN_TEMPLATE)
-
-
-def build_qwen2_vl(tokenizer):
-    import transformers as t
-
-    classes = (t.Qwen2VLConfig, t.Qwen2VLForConditionalGeneration, t.Qwen2VLProcessor, t.Qwen2VLImageProcessor)
-    vision = {"depth": NUM_LAYERS, "embed_dim": VISION_SIZE, "hidden_size": TEXT_SIZE, "num_heads": 4}
-    text = _text_config(tokenizer, rope_parameters=QWEN_ROPE)
-    return _build_qwen(tokenizer, (*classes, t.Qwen2VLVideoProcessor), vision, text)
-
-
-def build_qwen2_5_vl(tokenizer):
-    import transformers as t
-
-    classes = (t.Qwen2_5_VLConfig, t.Qwen2_5_VLForConditionalGeneration, t.Qwen2_5_VLProcessor)
-    vision = {"depth": NUM_LAYERS, "hidden_size": VISION_SIZE, "intermediate_size": 2 * VISION_SIZE, "num_heads": 4}
-    vision |= {"out_hidden_size": TEXT_SIZE, "fullatt_block_indexes": [NUM_LAYERS - 1], "window_size": 56}
-    text = _text_config(tokenizer, rope_parameters=QWEN_ROPE)
-    return _build_qwen(tokenizer, (*classes, t.Qwen2VLImageProcessor, t.Qwen2VLVideoProcessor), vision, text)
-
-
-def build_qwen3_vl(tokenizer):
-    import transformers as t
-
-    classes = (t.Qwen3VLConfig, t.Qwen3VLForConditionalGeneration, t.Qwen3VLProcessor)
-    vision = {"depth": NUM_LAYERS, "hidden_size": VISION_SIZE, "intermediate_size": 2 * VISION_SIZE, "num_heads": 4}
-    vision |= {"out_hidden_size": TEXT_SIZE, "patch_size": 16, "num_position_embeddings": 16}
-    vision |= {"deepstack_visual_indexes": [NUM_LAYERS - 1]}
-    text = _text_config(tokenizer, head_dim=16, rope_parameters=QWEN_ROPE | {"mrope_interleaved": True})
-    classes = (*classes, t.Qwen2VLImageProcessor, t.Qwen3VLVideoProcessor)
-    return _build_qwen(tokenizer, classes, vision, text, patch_size=16)
-
-
-LLAVA_TOKENS = ["<image>", "<video>"]
-LLAVA_TEMPLATE = chat_template("<image>", "<video>")
-FRAME = {"height": FRAME_SIZE, "width": FRAME_SIZE}
-
-
-def _llava_token_ids(tokenizer) -> dict:
-    image, video = tokenizer.convert_tokens_to_ids(LLAVA_TOKENS)
-    return {"image_token_index": image, "video_token_index": video}
-
-
-def build_llava_onevision(tokenizer):
-    from transformers import LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
-    from transformers import LlavaOnevisionImageProcessor, LlavaOnevisionVideoProcessor
-
-    # One grid (the frame itself): no high-resolution tiles.
-    grid = [[FRAME_SIZE, FRAME_SIZE]]
-    config = LlavaOnevisionConfig(
-        vision_config=_vision_tower("siglip_vision_model"),
-        text_config={"model_type": "qwen2", **_text_config(tokenizer)},
-        image_grid_pinpoints=grid,
-        vision_feature_layer=-1,
-        **_llava_token_ids(tokenizer),
-    )
-    processor = LlavaOnevisionProcessor(
-        image_processor=LlavaOnevisionImageProcessor(size=FRAME, image_grid_pinpoints=grid),
-        video_processor=LlavaOnevisionVideoProcessor(size=FRAME),
-        tokenizer=tokenizer,
-        num_image_tokens=(FRAME_SIZE // 8) ** 2,
-        vision_feature_select_strategy="full",
-        chat_template=LLAVA_TEMPLATE,
-    )
-    return LlavaOnevisionForConditionalGeneration(config), processor
-
-
-def build_llava_next_video(tokenizer):
-    from transformers import LlavaNextImageProcessor, LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration
-    from transformers import LlavaNextVideoProcessor, LlavaNextVideoVideoProcessor
-
-    grid = [[FRAME_SIZE, FRAME_SIZE]]
-    config = LlavaNextVideoConfig(
-        vision_config=_vision_tower("clip_vision_model"),
-        text_config={"model_type": "llama", **_text_config(tokenizer)},
-        image_grid_pinpoints=grid,
-        vision_feature_layer=-1,
-        **_llava_token_ids(tokenizer),
-    )
-    frame = {"size": {"shortest_edge": FRAME_SIZE}, "crop_size": FRAME}
-    processor = LlavaNextVideoProcessor(
-        video_processor=LlavaNextVideoVideoProcessor(**frame),
-        image_processor=LlavaNextImageProcessor(**frame, image_grid_pinpoints=grid),
-        tokenizer=tokenizer,
-        chat_template=LLAVA_TEMPLATE,
-        patch_size=8,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,  # CLIP's class token
-    )
-    return LlavaNextVideoForConditionalGeneration(config), processor
-
-
-def build_video_llava(tokenizer):
-    from transformers import VideoLlavaConfig, VideoLlavaForConditionalGeneration, VideoLlavaImageProcessor
-    from transformers import VideoLlavaProcessor, VideoLlavaVideoProcessor
-
-    config = VideoLlavaConfig(
-        vision_config=_vision_tower("clip_vision_model"),
-        text_config={"model_type": "llama", **_text_config(tokenizer)},
-        vision_feature_layer=-1,
-        **_llava_token_ids(tokenizer),
-    )
-    frame = {"size": {"shortest_edge": FRAME_SIZE}, "crop_size": FRAME}
-    processor = VideoLlavaProcessor(
-        image_processor=VideoLlavaImageProcessor(**frame),
-        video_processor=VideoLlavaVideoProcessor(**frame),
-        tokenizer=tokenizer,
-        patch_size=8,
-        vision_feature_select_strategy="default",
-        num_additional_image_tokens=1,
-        chat_template=LLAVA_TEMPLATE,
-    )
-    return VideoLlavaForConditionalGeneration(config), processor
-
-
-SMOLVLM_TOKENS = ["<image>", "<video>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>"]
-
-
-def build_smolvlm(tokenizer):
-    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration, SmolVLMImageProcessor, SmolVLMProcessor
-    from transformers import SmolVLMVideoProcessor
-
-    vision = _vision_tower("smolvlm_vision")
-    config = SmolVLMConfig(
-        vision_config={key: value for key, value in vision.items() if key != "model_type"},
-        text_config={"model_type": "llama", **_text_config(tokenizer)},
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        scale_factor=2,
-    )
-    # Frames stay at FRAME_SIZE: SmolVLM's defaults upscale each to 1456 px and tile it (seconds a clip on CPU).
-    size = {"longest_edge": FRAME_SIZE}
-    processor = SmolVLMProcessor(
-        image_processor=SmolVLMImageProcessor(size=size, max_image_size=size, do_image_splitting=False),
-        video_processor=SmolVLMVideoProcessor(size=size, max_image_size=size),
-        tokenizer=tokenizer,
-        image_seq_len=(FRAME_SIZE // 8 // 2) ** 2,  # patches per side, merged 2 by 2 (scale_factor)
-        chat_template=chat_template("<image>", "<video>"),
-    )
-    return SmolVLMForConditionalGeneration(config), processor
-
-
-# InternVL's processor finds its tokens by these names on the tokenizer.
-INTERNVL_TOKENS = {
-    "start_image_token": "<img>",
-    "end_image_token": "</img>",
-    "context_image_token": "<IMG_CONTEXT>",
-    "video_token": "<video>",
-}
-
-
-def build_internvl(tokenizer):
-    from transformers import GotOcr2ImageProcessor, InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor
-    from transformers import InternVLVideoProcessor
-
-    vision = _vision_tower("internvl_vision")
-    image_seq_length = (FRAME_SIZE // 8 // 2) ** 2  # patches per side, halved (downsample_ratio 0.5)
-    config = InternVLConfig(
-        vision_config={key: value for key, value in vision.items() if key != "model_type"},
-        text_config={"model_type": "qwen2", **_text_config(tokenizer)},
-        image_token_id=tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>"),
-        image_seq_length=image_seq_length,
-        downsample_ratio=0.5,
-    )
-    processor = InternVLProcessor(
-        image_processor=GotOcr2ImageProcessor(size=FRAME, crop_to_patches=False),
-        video_processor=InternVLVideoProcessor(size=FRAME),
-        tokenizer=tokenizer,
-        image_seq_length=image_seq_length,
-        chat_template=chat_template("<IMG_CONTEXT>", "<video>"),
-    )
-    return InternVLForConditionalGeneration(config), processor
-
-
-GLM4V_TOKENS = [
-    "<|image|>", "<|video|>", "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>"
-]
-
-
-def build_glm4v(tokenizer):
-    from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vImageProcessor, Glm4vProcessor
-    from transformers import Glm4vVideoProcessor
-
-    ids = dict(zip(GLM4V_TOKENS, tokenizer.convert_tokens_to_ids(GLM4V_TOKENS)))
-    # GLM rotates half of each head of 16 (partial_rotary_factor), split over time, height and width.
-    rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5, "mrope_section": [1, 1, 2]}
-    vision = {"depth": NUM_LAYERS, "hidden_size": VISION_SIZE, "intermediate_size": 2 * VISION_SIZE, "num_heads": 4}
-    vision |= {"out_hidden_size": TEXT_SIZE, "image_size": 28, "patch_size": 14}
-    config = Glm4vConfig(
-        text_config=_text_config(tokenizer, rope_parameters=rope),
-        vision_config=vision,
-        image_token_id=ids["<|image|>"],
-        video_token_id=ids["<|video|>"],
-        image_start_token_id=ids["<|begin_of_image|>"],
-        image_end_token_id=ids["<|end_of_image|>"],
-        video_start_token_id=ids["<|begin_of_video|>"],
-        video_end_token_id=ids["<|end_of_video|>"],
-    )
-    image, video = _qwen_processors(Glm4vImageProcessor, Glm4vVideoProcessor)
-    template = chat_template(
-        "<|begin_of_image|><|image|><|end_of_image|>", "<|begin_of_video|><|video|><|end_of_video|>"
-    )
-    return Glm4vForConditionalGeneration(config), Glm4vProcessor(image, tokenizer, video, chat_template=template)
-
-
-# Family (the model type of its config) -> (builder, its special tokens, tokens InternVL finds by name).
-VIDEO_FAMILIES = {
-    "qwen2_vl": (build_qwen2_vl, QWEN_TOKENS, None),
-    "qwen2_5_vl": (build_qwen2_5_vl, QWEN_TOKENS, None),
-    "qwen3_vl": (build_qwen3_vl, QWEN_TOKENS, None),
-    "llava_onevision": (build_llava_onevision, LLAVA_TOKENS, None),
-    "llava_next_video": (build_llava_next_video, LLAVA_TOKENS, None),
-    "video_llava": (build_video_llava, LLAVA_TOKENS, None),
-    "smolvlm": (build_smolvlm, SMOLVLM_TOKENS, None),
-    "internvl": (build_internvl, [], INTERNVL_TOKENS),
-    "glm4v": (build_glm4v, GLM4V_TOKENS, None),
-}
-
-
-def save_video_family(family: str, folder: Path) -> None:
-    """A tiny random model of a video-LLM `family` (a key of `VIDEO_FAMILIES`) and its processor, saved in `folder`."""
-    build, tokens, named = VIDEO_FAMILIES[family]
-    with torch.random.fork_rng():
-        torch.manual_seed(SEED)
-        model, processor = build(_family_tokenizer(tokens, named))
-    model.save_pretrained(folder)
-    processor.save_pretrained(folder)
-
-
-def write_video(path: Path, seconds: float, fps: int, size: int = FRAME_SIZE, level=lambda index: 10 * index % 250):
-    """A silent H.264 video whose frame `index` is a flat grey of `level(index)`, losslessly encoded."""
-    import av
-
-    with av.open(str(path), "w") as container:
-        stream = container.add_stream("libx264", rate=fps, options={"qp": "0"})
-        stream.width = stream.height = size
-        stream.pix_fmt = "yuv420p"
-        for index in range(round(seconds * fps)):
-            image = np.full((size, size, 3), level(index), dtype=np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-
-
-def sample_records(split: str) -> list[dict]:
-    """A split of the bundled sample, as its release-format file holds it."""
-    return json.loads((SAMPLE_DIR / SPLIT_FILES[split]).read_text(encoding="utf-8"))
-
-
-def sample_test_records() -> list[dict]:
-    """The test split of the bundled sample, as its release-format file holds it."""
-    return sample_records("test")
-
-
-def write_sample_videos(folder: Path, whole_videos: bool = True, splits: Sequence[str] = ("test",)) -> int:
-    """A synthetic video for every clip of the bundled sample's `splits`, named as `fiberbench predict` and
-    `extract-features` look for them; returns how many clips have one.
-
-    With `whole_videos`, every other test clip gets a whole video (`VIDEO_ID.mp4`, 1 fps, a second
-    past the clip's end) to be cut to the clip; the others, and all without it, a file of the clip
-    alone (`VIDEO_ID_START_END.mp4`, 2 fps), the only kind lmms-eval's models can read.
-    """
-    folder.mkdir(parents=True, exist_ok=True)
-    written = 0
-    for split in splits:
-        for index, record in enumerate(sample_records(split)):
-            video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
-            if whole_videos and split == "test" and index % 2 == 1:
-                write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1)
-            else:
-                write_video(folder / f"{clip_id(video_id, start, end)}.mp4", seconds=end - start, fps=2)
-            written += 1
-    return written
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Tiny random video-LLMs and synthetic videos, offline, in seconds.")
-    subparsers = parser.add_subparsers(dest="what", required=True)
-    model = subparsers.add_parser("model", help="Save a tiny random model of a video-LLM family.")
-    model.add_argument("family", choices=list(VIDEO_FAMILIES))
-    model.add_argument("output_dir", type=Path)
-    videos = subparsers.add_parser("videos", help="Write a synthetic video for every clip of the bundled sample.")
-    videos.add_argument("output_dir", type=Path)
-    videos.add_argument("--clip_files_only", action="store_true", help="No whole videos: a file of each clip alone.")
-    videos.add_argument(
-        "--split", nargs="+", choices=list(SPLIT_FILES), default=list(SPLIT_FILES), help="Only these splits."
-    )
-    args = parser.parse_args(argv)
-    if args.what == "model":
-        save_video_family(args.family, args.output_dir)
-        print(f"Saved a tiny random {args.family} model in {args.output_dir}")
-    else:
-        clips = write_sample_videos(args.output_dir, whole_videos=not args.clip_files_only, splits=args.split)
-        splits = ", ".join(args.split)
-        print(f"Wrote synthetic videos for the bundled sample's {clips} clips ({splits}) to {args.output_dir}")
-
-
-if __name__ == "__main__":
-    main()

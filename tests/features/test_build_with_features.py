@@ -8,12 +8,12 @@ import shutil
 import numpy as np
 import pytest
 from datasets import Array2D, load_dataset
-from huggingface_hub import DatasetCard
-
-from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.release import SPLIT_FILES
 from fiberbench.data.fiber.validation import clip_id
+from huggingface_hub import DatasetCard
+
+from fiberbench.cli import main
 
 from ..predict.conftest import write_video
 from .conftest import clip_level, sample_records

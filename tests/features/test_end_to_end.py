@@ -6,9 +6,9 @@ import json
 
 import pytest
 from datasets import load_dataset
+from fiberbench.data import SAMPLE_DIR
 
 from fiberbench.cli import main
-from fiberbench.data import SAMPLE_DIR
 
 from ..built_once import built_once
 from ..training.conftest import error_lines, run_train

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.fiber.validation import clip_id
 from transformers import (
     CLIPImageProcessorPil,
     CLIPModel,
@@ -24,8 +26,6 @@ from transformers import (
 )
 
 from fiberbench.cli import main
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id
 from fiberbench.features.encoders import EncoderSpec
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
@@ -323,7 +323,7 @@ def test_a_damaged_features_file_is_named_on_resume(encoders, video_dir, tmp_pat
 
 
 def test_the_default_name_is_the_models():
-    from fiberbench.features.command import default_features_name
+    from fiberbench.features.arguments import default_features_name
 
     assert default_features_name("openai/clip-vit-large-patch14") == "clip-vit-large-patch14"
     assert default_features_name("facebook/dinov2-base") == "dinov2-base"

@@ -11,11 +11,11 @@ import time
 
 import numpy as np
 import pytest
-
-from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 
-from ..predict.test_long_runs import TWO_CPU_PROCESSES, run_in_a_process
+from fiberbench.cli import main
+
+from ..predict.test_long_runs import run_in_a_process, run_in_two_cpu_processes
 
 pytestmark = pytest.mark.slow
 
@@ -68,15 +68,8 @@ def test_two_processes_encode_every_clip_once_as_one_does(encoders, sample_video
     one, two = tmp_path / "one", tmp_path / "two"
     flags = ["--split", "test", "--per_device_batch_size", 4]
     assert main(command(encoders["videomae"], sample_videos, one, *flags)) == 0
-    process = run_in_a_process(
-        command(encoders["videomae"], sample_videos, two, *flags),
-        launch=TWO_CPU_PROCESSES,
-        env={"ACCELERATE_USE_CPU": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    _, stderr = process.communicate(timeout=600)
-    assert process.returncode == 0, stderr[-4000:]
+    status, stderr = run_in_two_cpu_processes(command(encoders["videomae"], sample_videos, two, *flags), timeout=600)
+    assert status == 0, stderr[-4000:]
     counts = {int(rank): int(count) for rank, count in re.findall(r"Process (\d) of 2: encoded (\d+) clips", stderr)}
     # Each file is written by the one process that encodes it: 60 encodings in all, 60 files.
     assert sorted(counts) == [1, 2] and all(counts.values()) and sum(counts.values()) == 60, stderr[-4000:]

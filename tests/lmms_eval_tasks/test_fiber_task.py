@@ -19,7 +19,8 @@ from fiberbench.lmms_eval_tasks import TASK_PATH
 from fiberbench.metric import exact_match, f1, references_from_example
 from fiberbench.prompts import DEFAULT_PROMPT
 from fiberbench.replies import read_answer, reader_settings
-from fiberbench.testing.tiny_models import sample_test_records, save_video_family, write_sample_videos, write_video
+from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos, write_video
+from fiberbench.testing.video_families import save_video_family
 
 from fiberbench.lmms_eval_tasks.fiber import utils  # isort: skip - the file lmms-eval imports by its path
 

@@ -6,9 +6,10 @@ import json
 import struct
 
 import pytest
-
 from fiberbench.data.fiber.validation import clip_key
-from fiberbench.testing.tiny_models import SAVERS, sample_test_records, write_sample_videos, write_video
+
+from fiberbench.testing.tiny_models import SAVERS
+from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos, write_video
 
 from ..built_once import built_once
 
@@ -52,6 +53,32 @@ def video_dir(tmp_path_factory):
     """Videos for every test clip of the bundled sample, written once per test run: even clips as clip files, odd
     ones as whole videos."""
     return built_once(tmp_path_factory, "videos", lambda folder: write_sample_videos(folder / "videos")) / "videos"
+
+
+def videos_but_one(video_dir, tmp_path, index: int = 1):
+    """A copy of `video_dir` in `tmp_path/videos` (links to its videos) without the video of the sample's test clip
+    `index` (by default the second, a whole video; the first is a clip file)."""
+    folder = tmp_path / "videos"
+    folder.mkdir()
+    for video in video_dir.iterdir():
+        (folder / video.name).symlink_to(video)
+    record = sample_test_records()[index]
+    for video in folder.glob(f"{record['video_id']}*"):
+        video.unlink()
+    return folder
+
+
+def refused(cli_error, tmp_path, flags, output_name: str) -> tuple[int, str]:
+    """`fiberbench predict FLAGS` (into `tmp_path/output_name` unless they name an --output_file), checked to be
+    refused in one line with nothing written: its exit status and that line."""
+    flags = [str(flag) for flag in flags]
+    if "--output_file" not in flags:
+        flags += ["--output_file", str(tmp_path / output_name)]
+    before = sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*"))
+    exit_status, line = cli_error("predict", *flags)
+    assert line.startswith("fiberbench predict: error: "), line
+    assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
+    return exit_status, line
 
 
 EVALUATE_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}

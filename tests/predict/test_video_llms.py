@@ -1,6 +1,6 @@
 """Nine video-LLM families through `fiberbench predict`'s video path, and their images path, on synthetic videos.
 
-Each family is a tiny random model built from its config offline (`fiberbench.testing.tiny_models`),
+Each family is a tiny random model built from its config offline (`fiberbench.testing.video_families`),
 saved and loaded back as a Hub model folder would be. What the model receives is read at its
 forward (a pre-hook on the loaded model): on the video path, the family's own video placeholders
 and video tensors, not images; on the images path, images. Then `fiberbench predict` answers every
@@ -8,7 +8,6 @@ test clip of the bundled sample and `fiberbench evaluate` scores the file. These
 video environment (torchvision; README, "Tests"): they run with `pytest -m video`.
 """
 
-import argparse
 import json
 import re
 import shutil
@@ -16,8 +15,9 @@ import shutil
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.predict import command
-from fiberbench.testing.tiny_models import VIDEO_FAMILIES, save_video_family
+from fiberbench.predict.arguments import parse_settings
+from fiberbench.predict.kinds import predictor_of
+from fiberbench.testing.video_families import VIDEO_FAMILIES, save_video_family
 from fiberbench.videos import find_clip_video
 
 from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate
@@ -71,11 +71,8 @@ def predictor(model, video_dir, *flags):
     """`fiberbench predict`'s predictor of `model`, as the command makes it, with its weights loaded on the CPU."""
     import torch
 
-    parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
-    args = parser.parse_args(["--model_name_or_path", str(model), "--video_dir", str(video_dir), *flags])
-    args.prompt = command.DEFAULT_PROMPT
-    made = command.make_predictor(args, "video", command.load_config(args))
+    made = predictor_of(parse_settings(["--model_name_or_path", model, "--video_dir", video_dir, *flags]))
+    assert made.kind == "video"
     made.load_model(torch.device("cpu"), torch.float32)
     return made
 
@@ -203,7 +200,7 @@ def test_a_chat_template_without_a_video_part_is_one_line(family_models, video_d
 def test_frames_at_a_rate_in_a_batch_of_clips_of_different_lengths(family_models, video_dir, tmp_path):
     """--fps gives a 4 s clip 4 frames and 10 s clips 8 (--max_frames) in one batch: LLaVA-OneVision's processor
     stacks a batch's videos, so the clips go to the model in groups of equal frame counts."""
-    from fiberbench.testing.tiny_models import write_video
+    from fiberbench.testing.tiny_videos import write_video
 
     videos = tmp_path / "videos"
     shutil.copytree(video_dir, videos)

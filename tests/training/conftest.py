@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import fiberbench.training
+from fiberbench.training.launch import ACCELERATE_CONFIG
 
 from ..built_once import built_once, load_process, save_process
 
@@ -19,11 +20,14 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 
 
 def train_command(args: list, launch_args: list = ()) -> list[str]:
-    """`accelerate launch [launch_args] training/train.py args`, as an argv."""
+    """`accelerate launch --config_file training/accelerate.yaml [launch_args] training/train.py args`, as an argv:
+    as the README launches it (`launch_args` replace the config's settings)."""
     return [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
+        "--config_file",
+        str(ACCELERATE_CONFIG),
         *map(str, launch_args),
         str(TRAIN_SCRIPT),
         *map(str, args),
