@@ -15,28 +15,31 @@ import pytest  # noqa: E402
 
 from .built_once import built_once  # noqa: E402
 
-VIDEO_TESTS = "video tests (video LLMs, lmms-eval): deselected here; they run in the video environment: pytest -m video"
+# Tests that need another environment than the main one, deselected unless `-m` names their marker.
+OTHER_ENVIRONMENTS = {
+    "video": "video tests (video LLMs, lmms-eval): deselected here; they run in the video environment: pytest -m video",
+    "gpu": "GPU tests (pinned memory, CUDA): deselected here; they run on a machine with a CUDA GPU: pytest -m gpu",
+}
 
 
-def video_tests_selected(config) -> bool:
-    """Whether `-m` names the `video` marker (`-m video`, `-m "video and not slow"`, `-m "not video"`): pytest's
-    own selection applies then; otherwise the video tests are left out, since they need torchvision and lmms-eval."""
-    return "video" in (config.option.markexpr or "")
+def selected_by_name(config, marker: str) -> bool:
+    """Whether `-m` names `marker` (`-m video`, `-m "video and not slow"`, `-m "not video"`): pytest's own selection
+    applies then; otherwise the marker's tests are left out, since this environment cannot run them."""
+    return marker in (config.option.markexpr or "")
 
 
 def pytest_report_header(config):
-    if not video_tests_selected(config):
-        return f"{VIDEO_TESTS} (README, Tests)"
-    return None
+    return [f"{text} (README, Tests)" for marker, text in OTHER_ENVIRONMENTS.items() if not selected_by_name(config, marker)]
 
 
 def pytest_collection_modifyitems(config, items):
-    if video_tests_selected(config):
-        return
-    deselected = [item for item in items if item.get_closest_marker("video")]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("video")]
+    for marker in OTHER_ENVIRONMENTS:
+        if selected_by_name(config, marker):
+            continue
+        deselected = [item for item in items if item.get_closest_marker(marker)]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 # The paper used en_core_web_trf; tests use spaCy's small English pipeline, installed from PyPI
