@@ -58,6 +58,7 @@ from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.evaluation import label_probabilities
 from fiberbench.cli import default_num_workers
 from fiberbench.training.inputs import FiberExamples, make_dataloader
+from fiberbench.training.launch import ACCELERATE_CONFIG
 
 import quick
 
@@ -80,7 +81,7 @@ SETUPS = {
 FUSION = "early"
 EVAL_BATCH = 64
 MIN_LOADER_SPEEDUP = 5
-ONE_PROCESS = ["--num_processes", "1", "--num_machines", "1", "--dynamo_backend", "no"]
+ONE_PROCESS = ["--config_file", str(ACCELERATE_CONFIG)]
 # FIBER's size (paper §3.1): about 26,000 training clips; validation and test 1,000 each; T about 32.
 FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 1_000, 1_000, 32, 1024
 PAPER_EPOCHS = 10
@@ -242,43 +243,29 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-COLUMNS = (
-    "setup",
-    "device",
-    "batch",
-    "params",
-    "loader ms (0 workers)",
-    "loader ms (workers)",
-    "step ms",
-    "loader speed-up",
-    "step+load ms serial",
-    "step+load ms overlapped",
-    "train examples/s",
-    "eval ms/batch",
-    "peak memory MB",
-)
+# The table's columns: each a header and how a setup's row shows in it. "loader speed-up" is the step time over the
+# loader's with workers.
+COLUMNS = {
+    "setup": lambda row: row["setup"],
+    "device": lambda row: row["device"],
+    "batch": lambda row: row["batch"],
+    "params": lambda row: f"{row['parameters'] / 1e6:.1f}M",
+    "loader ms (0 workers)": lambda row: f"{row['loader_serial_ms']:.1f}",
+    "loader ms (workers)": lambda row: f"{row['loader_workers_ms']:.1f} ({row['workers']})",
+    "step ms": lambda row: f"{row['step_ms']:.1f}",
+    "loader speed-up": lambda row: f"{row['step_ms'] / row['loader_workers_ms']:.1f}x",
+    "step+load ms serial": lambda row: f"{row['serial_ms']:.1f}",
+    "step+load ms overlapped": lambda row: f"{row['overlapped_ms']:.1f}",
+    "train examples/s": lambda row: f"{row['batch'] / row['overlapped_ms'] * 1000:.1f}",
+    "eval ms/batch": lambda row: f"{row['eval_ms']:.0f}",
+    "peak memory MB": lambda row: f"{row['peak_mb']:.0f}",
+}
 
 
 def format_table(rows: list[dict]) -> str:
-    """A Markdown table, one row per setup; "loader speed-up" is the step time over the loader's with workers."""
+    """A Markdown table, one row per setup (`COLUMNS`)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|---" * len(COLUMNS) + "|"]
-    for row in rows:
-        cells = (
-            row["setup"],
-            row["device"],
-            row["batch"],
-            f"{row['parameters'] / 1e6:.1f}M",
-            f"{row['loader_serial_ms']:.1f}",
-            f"{row['loader_workers_ms']:.1f} ({row['workers']})",
-            f"{row['step_ms']:.1f}",
-            f"{row['step_ms'] / row['loader_workers_ms']:.1f}x",
-            f"{row['serial_ms']:.1f}",
-            f"{row['overlapped_ms']:.1f}",
-            f"{row['batch'] / row['overlapped_ms'] * 1000:.1f}",
-            f"{row['eval_ms']:.0f}",
-            f"{row['peak_mb']:.0f}",
-        )
-        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    lines += ["| " + " | ".join(str(cell(row)) for cell in COLUMNS.values()) + " |" for row in rows]
     return "\n".join(lines)
 
 

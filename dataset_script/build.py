@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.ownership import FOLDER_RECORD, Output
 
-from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, SPLIT_FILES
-from .sample import SAMPLE_DIR
+from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, SAMPLE_DIR, SPLIT_FILES
 
 if TYPE_CHECKING:
     from .fiber.features_info import FeaturesInfo

@@ -188,16 +188,6 @@ def read_json_records(path: str | os.PathLike) -> Iterator[dict]:
         yield check_object(value, path, index)
 
 
-def read_records_with_fields(path: str | os.PathLike, fields: Iterable[str]) -> list[dict]:
-    """All the records of a (small) file, each checked to have `fields`; an error names the first gap."""
-    records = list(read_json_records(path))
-    for index, record in enumerate(records):
-        for name in fields:
-            if name not in record:
-                raise DataError(f"{path}: record {index}: field {name!r} is missing")
-    return records
-
-
 def write_json_records(path: str | os.PathLike, records: Iterable[dict]) -> int:
     """Write `records` as a JSON array (JSON Lines when `path` ends in .jsonl), atomically.
 

@@ -9,6 +9,8 @@ machine-readable `fiberbench.synthetic` field).
 import logging
 from pathlib import Path
 
+from .fiber.release import SAMPLE_DIR
+
 logger = logging.getLogger(__name__)
 
 
@@ -38,8 +40,6 @@ def is_synthetic(dataset_name: str | None) -> bool:
 def sample_file_name(path: str | Path) -> str | None:
     """The name of the bundled sample's split file (`val.json`) that the file at `path` is, or is a byte-for-byte copy
     of; None for any other file. Commands that read a release-format file say SYNTHETIC of these."""
-    from .sample import SAMPLE_DIR
-
     size = Path(path).stat().st_size
     for name in ("train.json", "val.json", "test.json"):
         sample = SAMPLE_DIR / name

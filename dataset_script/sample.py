@@ -9,10 +9,10 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .fiber.release import SAMPLE_DIR
+
 if TYPE_CHECKING:
     import datasets
-
-SAMPLE_DIR = Path(__file__).parent / "fiber" / "sample"
 
 logger = logging.getLogger(__name__)
 

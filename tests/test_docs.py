@@ -34,7 +34,7 @@ def test_the_site_builds_strictly_with_the_api_page(tmp_path):
     api = (tmp_path / "site" / "api" / "index.html").read_text(encoding="utf-8")
     # Docstrings of the public names, read through pyproject.toml's mapping of `fiberbench` onto the folders.
     for name in ("fiberbench.modeling.FiberT5ForConditionalGeneration", "fiberbench.data.load_fiber",
-                 "fiberbench.metric.fiber_metric.scores.compare_systems", "fiberbench.hub.push_folder"):
+                 "fiberbench.metric.fiber_metric.statistics.compare_systems", "fiberbench.hub.push_folder"):
         assert f'id="{name}"' in api, name
     assert 'class="language-pycon' in api or '<span class="gp">&gt;&gt;&gt; </span>' in api  # doctests as code
 

@@ -166,7 +166,6 @@ def is_within(name: str, package: str) -> bool:
     return name == package or name.startswith(f"{package}.")
 
 
-@pytest.mark.xfail(reason="issue 31 in progress: removed when the branches are merged")
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_command_never_imports_another(command):
     others = [other for other in COMMANDS if other != command]
@@ -178,7 +177,6 @@ def test_the_artifacts_import_no_command(folder):
     assert offending(folder, lambda name: not any(is_within(name, command) for command in COMMANDS)) == {}
 
 
-@pytest.mark.xfail(reason="issue 31 in progress: removed when the branches are merged")
 def test_the_core_imports_no_command():
     core = [path for path in modules("fiberbench") if path.parent == REPO_ROOT / "fiberbench"]
     assert len(core) > 10
@@ -190,7 +188,6 @@ def test_the_core_imports_no_command():
     } == {}
 
 
-@pytest.mark.xfail(reason="issue 31 in progress: removed when the branches are merged")
 def test_no_module_imports_itself_back():
     graph = module_graph()
     assert len(graph) > 60

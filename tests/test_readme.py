@@ -22,7 +22,7 @@ DOCS = REPOSITORY / "docs"
 # The first line of a block (after a script's `#!` line) that marks it, as docs/index.md's "The examples" says.
 NEEDS_HUB = "# needs the Hugging Face Hub"
 NOT_RUN = "# not run by the README test: "
-MAIN_JOB = "accelerate launch training/train.py"
+MAIN_JOB = "accelerate launch --config_file training/accelerate.yaml training/train.py"
 # Every fenced block of the README and the pages, by language: a new block changes these counts, and the table
 # that test_readme_blocks_run_as_written prints says what became of each (run, checked to fail offline, or not run).
 EXPECTED_BLOCKS = {"bash": 33, "python": 7, "json": 2, "bibtex": 1}

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import yaml
 
-from fiberbench.cli import non_negative_int, positive_float, positive_int, seed
+from fiberbench.cli import OneLineErrorParser, non_negative_int, positive_float, positive_int, seed
 from fiberbench.errors import DataError, UsageError, quoted
 
+# The script's name in its messages ("train.py: error: ..."), however it is started.
+PROG = "train.py"
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 
@@ -61,13 +63,6 @@ def fusion(text: str) -> str:
     return text
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse whose errors are `UsageError`s: one line and exit status 2, from the command line and YAML alike."""
-
-    def error(self, message: str):
-        raise UsageError(message)
-
-
 def non_negative_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
     value = float(text)
@@ -81,9 +76,169 @@ def checkpointing_steps(text: str) -> str | int:
     return text if text == "epoch" else positive_int(text)
 
 
-def build_parser() -> ArgumentParser:
-    """The flags, spelled as in the HF example scripts; every true/false flag also has a --no- form."""
-    parser = ArgumentParser(
+def switch(default: bool) -> dict:
+    """argparse options of a true/false flag, which also has a --no- form (`--no-do_train`)."""
+    return {"action": argparse.BooleanOptionalAction, "default": default}
+
+
+# The flags by group: flag -> (help, argparse options), spelled as in the HF example scripts. A flag without a
+# `default` defaults to None: the help says what that stands for.
+FLAGS = {
+    "data": {
+        "--dataset_name": (
+            "Hub id or local folder of a FIBER-format dataset; default: the sample bundled with the package.",
+            {},
+        ),
+        "--dataset_config_name": ('Dataset config; default: "i3d" when the model fuses video, else "text".', {}),
+        "--single_feature": (
+            "Use only the I3D feature around the 3rd second of each clip (the paper's 1f variants).",
+            switch(False),
+        ),
+        "--dataloader_num_workers": (
+            "Processes that read and tokenize batches beside each training process (0: in the training "
+            "process); default: the CPU cores each process has, less one for the step itself, at most 8.",
+            {"type": non_negative_int},
+        ),
+        "--group_by_length": (
+            "Batch training examples of similar length (caption tokens plus video frames) so padding is small.",
+            switch(False),
+        ),
+    },
+    "model": {
+        "--model_name_or_path": (
+            "T5 or FIBER checkpoint (Hub id or folder, safetensors weights); default: a tiny model "
+            "built from the shipped tokenizer.",
+            {},
+        ),
+        "--config_overrides": (
+            'For the tiny model only: comma-separated config settings, e.g. "d_model=64,num_layers=2".',
+            {},
+        ),
+        "--fusion": (
+            'Video fusion: "none" (text only), "early" (T5 + I3D) or "late" (two-stream); default: the '
+            'checkpoint\'s own for a FIBER checkpoint, else "early".',
+            {"type": fusion},
+        ),
+        "--baseline": (
+            "Run a baseline instead of a model: the training set's most frequent answer for every blank.",
+            {"choices": BASELINES},
+        ),
+    },
+    "training": {
+        "--do_train": ("Train.", switch(True)),
+        "--per_device_train_batch_size": (None, {"type": positive_int, "default": 64}),
+        "--learning_rate": (None, {"type": positive_float, "default": 1e-4}),
+        "--weight_decay": ("0 makes AdamW the paper's Adam.", {"type": non_negative_float, "default": 0.0}),
+        "--num_train_epochs": (None, {"type": positive_int, "default": 10}),
+        "--max_train_steps": (
+            "Total optimizer steps; overrides --num_train_epochs and sets the learning-rate schedule's length.",
+            {"type": positive_int},
+        ),
+        "--gradient_accumulation_steps": (None, {"type": positive_int, "default": 1}),
+        "--lr_scheduler_type": (
+            "transformers' learning-rate schedule: %(choices)s.",
+            {"choices": LR_SCHEDULER_TYPES, "metavar": "TYPE", "default": "linear"},
+        ),
+        "--num_warmup_steps": (
+            "Warm-up optimizer steps; default: one epoch, as in the paper.",
+            {"type": non_negative_int},
+        ),
+        "--seed": (None, {"type": seed, "default": 42}),
+        "--mixed_precision": (
+            '"auto": bf16 on a GPU that has it, else whatever `accelerate launch` was given.',
+            {"choices": MIXED_PRECISIONS, "default": "auto"},
+        ),
+        "--torch_compile": (
+            "Compile the model's training step with torch.compile (evaluation runs uncompiled).",
+            switch(False),
+        ),
+        "--torch_compile_backend": (
+            'torch.compile backend for --torch_compile ("inductor"; "aot_eager" needs no compiler).',
+            {"default": "inductor"},
+        ),
+    },
+    "evaluation and decoding": {
+        "--do_eval": (
+            "Evaluate on the validation split after each epoch (and once without training).",
+            switch(True),
+        ),
+        "--do_predict": ("Evaluate the final model on the test split.", switch(True)),
+        "--per_device_eval_batch_size": (None, {"type": positive_int, "default": 64}),
+        "--num_beams": (
+            "Beam size; default: the model's generation config (the paper's: early 4, late 8, text only 2).",
+            {"type": positive_int},
+        ),
+        "--only_noun_phrases": (
+            "Answer with the first beam that is a noun phrase (else the first beam), as in the paper.",
+            switch(True),
+        ),
+        "--spacy_model": (
+            "spaCy pipeline of the noun-phrase check; default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf "
+            "(falling back with a warning to an installed English one).",
+            {},
+        ),
+    },
+    "outputs, checkpoints and sharing": {
+        "--output_dir": (
+            "Where results and the model are written: a new or empty folder, or one of this script's runs "
+            "with --overwrite_output_dir or --resume_from_checkpoint.",
+            {"default": "outputs/fiber"},
+        ),
+        "--overwrite_output_dir": (
+            "Replace the outputs of a previous run of this script in --output_dir (and nothing else).",
+            switch(False),
+        ),
+        "--checkpointing_steps": (
+            'Save the training state every N optimizer steps, or "epoch" after each epoch.',
+            {"type": checkpointing_steps},
+        ),
+        "--resume_from_checkpoint": (
+            "A step_N or epoch_N folder written by --checkpointing_steps, or a Hub repo pushed with --hub_strategy "
+            "checkpoint (REPO_ID: its last-checkpoint/) or all_checkpoints (REPO_ID:step_N); training continues "
+            "where it stopped, on as many processes.",
+            {},
+        ),
+        "--hub_revision": (
+            "The branch, tag or commit of the Hub repo given to --resume_from_checkpoint; default: main.",
+            {},
+        ),
+        "--trust_checkpoint": (
+            "Resume from a sharded FSDP checkpoint (torch's distributed format unpickles): only one you wrote.",
+            {"action": "store_true"},
+        ),
+        "--with_tracking": ("Log metrics to --report_to.", switch(False)),
+        "--report_to": (
+            'Tracker(s) for Accelerate, e.g. "tensorboard", "wandb", "all".',
+            {"default": "tensorboard"},
+        ),
+        "--tracker_project_name": (
+            "The trackers' project name (TensorBoard: the folder under --output_dir that holds the logs).",
+            {"default": "fiber"},
+        ),
+        "--push_to_hub": (
+            "Push the model with its model card to the Hub: at the end, or as --hub_strategy says.",
+            switch(False),
+        ),
+        "--hub_strategy": (
+            "With --push_to_hub, as the Trainer's hub_strategy: end (the final model), every_save (also the model "
+            "and its card at each save), checkpoint (also the latest checkpoint, in last-checkpoint/), "
+            "all_checkpoints (also every checkpoint, each in its own folder). Pushes during training run in the "
+            "background.",
+            {"choices": HUB_STRATEGIES, "default": "end"},
+        ),
+        "--hub_model_id": ("Repo id; default: the output folder's name.", {}),
+        "--hub_token": ("Hub token; default: HF_TOKEN or the saved login.", {}),
+    },
+}
+
+
+def build_parser() -> OneLineErrorParser:
+    """The parser of `FLAGS`, and --config; every true/false flag also has a --no- form.
+
+    Its errors are `UsageError`s, from the command line and a YAML config file alike (`read_config`).
+    """
+    parser = OneLineErrorParser(
+        prog=PROG,
         description="Train and evaluate a FIBER model (T5 with optional I3D fusion) with Accelerate.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
         # A misspelt flag is an error, not silently read as the flag it abbreviates.
@@ -91,211 +246,13 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument(
         "--config",
-        default=None,
         help="A YAML file (or the name of one in training/configs/, e.g. t5_i3d) whose keys are this "
         "script's flags; flags on the command line override it.",
     )
-
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--dataset_name",
-        default=None,
-        help="Hub id or local folder of a FIBER-format dataset; default: the sample bundled with the package.",
-    )
-    data.add_argument(
-        "--dataset_config_name",
-        default=None,
-        help='Dataset config; default: "i3d" when the model fuses video, else "text".',
-    )
-    data.add_argument(
-        "--single_feature",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Use only the I3D feature around the 3rd second of each clip (the paper's 1f variants).",
-    )
-    data.add_argument(
-        "--dataloader_num_workers",
-        type=non_negative_int,
-        default=None,
-        help="Processes that read and tokenize batches beside each training process (0: in the training "
-        "process); default: the CPU cores each process has, less one for the step itself, at most 8.",
-    )
-    data.add_argument(
-        "--group_by_length",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Batch training examples of similar length (caption tokens plus video frames) so padding is small.",
-    )
-
-    model = parser.add_argument_group("model")
-    model.add_argument(
-        "--model_name_or_path",
-        default=None,
-        help="T5 or FIBER checkpoint (Hub id or folder, safetensors weights); default: a tiny model "
-        "built from the shipped tokenizer.",
-    )
-    model.add_argument(
-        "--config_overrides",
-        default=None,
-        help='For the tiny model only: comma-separated config settings, e.g. "d_model=64,num_layers=2".',
-    )
-    model.add_argument(
-        "--fusion",
-        type=fusion,
-        default=None,
-        help='Video fusion: "none" (text only), "early" (T5 + I3D) or "late" (two-stream); default: the '
-        'checkpoint\'s own for a FIBER checkpoint, else "early".',
-    )
-    model.add_argument(
-        "--baseline",
-        choices=BASELINES,
-        default=None,
-        help="Run a baseline instead of a model: the training set's most frequent answer for every blank.",
-    )
-
-    training = parser.add_argument_group("training")
-    training.add_argument("--do_train", action=argparse.BooleanOptionalAction, default=True, help="Train.")
-    training.add_argument("--per_device_train_batch_size", type=positive_int, default=64)
-    training.add_argument("--learning_rate", type=positive_float, default=1e-4)
-    training.add_argument(
-        "--weight_decay", type=non_negative_float, default=0.0, help="0 makes AdamW the paper's Adam."
-    )
-    training.add_argument("--num_train_epochs", type=positive_int, default=10)
-    training.add_argument(
-        "--max_train_steps",
-        type=positive_int,
-        default=None,
-        help="Total optimizer steps; overrides --num_train_epochs and sets the learning-rate schedule's length.",
-    )
-    training.add_argument("--gradient_accumulation_steps", type=positive_int, default=1)
-    training.add_argument(
-        "--lr_scheduler_type",
-        choices=LR_SCHEDULER_TYPES,
-        metavar="TYPE",
-        default="linear",
-        help="transformers' learning-rate schedule: %(choices)s.",
-    )
-    training.add_argument(
-        "--num_warmup_steps",
-        type=non_negative_int,
-        default=None,
-        help="Warm-up optimizer steps; default: one epoch, as in the paper.",
-    )
-    training.add_argument("--seed", type=seed, default=42)
-    training.add_argument(
-        "--mixed_precision",
-        choices=MIXED_PRECISIONS,
-        default="auto",
-        help='"auto": bf16 on a GPU that has it, else whatever `accelerate launch` was given.',
-    )
-    training.add_argument(
-        "--torch_compile",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Compile the model's training step with torch.compile (evaluation runs uncompiled).",
-    )
-    training.add_argument(
-        "--torch_compile_backend",
-        default="inductor",
-        help='torch.compile backend for --torch_compile ("inductor"; "aot_eager" needs no compiler).',
-    )
-
-    evaluation = parser.add_argument_group("evaluation and decoding")
-    evaluation.add_argument(
-        "--do_eval",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="Evaluate on the validation split after each epoch (and once without training).",
-    )
-    evaluation.add_argument(
-        "--do_predict",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="Evaluate the final model on the test split.",
-    )
-    evaluation.add_argument("--per_device_eval_batch_size", type=positive_int, default=64)
-    evaluation.add_argument(
-        "--num_beams",
-        type=positive_int,
-        default=None,
-        help="Beam size; default: the model's generation config (the paper's: early 4, late 8, text only 2).",
-    )
-    evaluation.add_argument(
-        "--only_noun_phrases",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="Answer with the first beam that is a noun phrase (else the first beam), as in the paper.",
-    )
-    evaluation.add_argument(
-        "--spacy_model",
-        default=None,
-        help="spaCy pipeline of the noun-phrase check; default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf (falling "
-        "back with a warning to an installed English one).",
-    )
-
-    outputs = parser.add_argument_group("outputs, checkpoints and sharing")
-    outputs.add_argument(
-        "--output_dir",
-        default="outputs/fiber",
-        help="Where results and the model are written: a new or empty folder, or one of this script's runs "
-        "with --overwrite_output_dir or --resume_from_checkpoint.",
-    )
-    outputs.add_argument(
-        "--overwrite_output_dir",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Replace the outputs of a previous run of this script in --output_dir (and nothing else).",
-    )
-    outputs.add_argument(
-        "--checkpointing_steps",
-        type=checkpointing_steps,
-        default=None,
-        help='Save the training state every N optimizer steps, or "epoch" after each epoch.',
-    )
-    outputs.add_argument(
-        "--resume_from_checkpoint",
-        default=None,
-        help="A step_N or epoch_N folder written by --checkpointing_steps, or a Hub repo pushed with --hub_strategy "
-        "checkpoint (REPO_ID: its last-checkpoint/) or all_checkpoints (REPO_ID:step_N); training continues where "
-        "it stopped, on as many processes.",
-    )
-    outputs.add_argument(
-        "--hub_revision",
-        default=None,
-        help="The branch, tag or commit of the Hub repo given to --resume_from_checkpoint; default: main.",
-    )
-    outputs.add_argument(
-        "--trust_checkpoint",
-        action="store_true",
-        help="Resume from a sharded FSDP checkpoint (torch's distributed format unpickles): only one you wrote.",
-    )
-    outputs.add_argument(
-        "--with_tracking", action=argparse.BooleanOptionalAction, default=False, help="Log metrics to --report_to."
-    )
-    outputs.add_argument(
-        "--report_to", default="tensorboard", help='Tracker(s) for Accelerate, e.g. "tensorboard", "wandb", "all".'
-    )
-    outputs.add_argument(
-        "--tracker_project_name",
-        default="fiber",
-        help="The trackers' project name (TensorBoard: the folder under --output_dir that holds the logs).",
-    )
-    outputs.add_argument(
-        "--push_to_hub",
-        action=argparse.BooleanOptionalAction,
-        default=False,
-        help="Push the model with its model card to the Hub: at the end, or as --hub_strategy says.",
-    )
-    outputs.add_argument(
-        "--hub_strategy",
-        choices=HUB_STRATEGIES,
-        default="end",
-        help="With --push_to_hub, as the Trainer's hub_strategy: end (the final model), every_save (also the model "
-        "and its card at each save), checkpoint (also the latest checkpoint, in last-checkpoint/), all_checkpoints "
-        "(also every checkpoint, each in its own folder). Pushes during training run in the background.",
-    )
-    outputs.add_argument("--hub_model_id", default=None, help="Repo id; default: the output folder's name.")
-    outputs.add_argument("--hub_token", default=None, help="Hub token; default: HF_TOKEN or the saved login.")
+    for title, flags in FLAGS.items():
+        group = parser.add_argument_group(title)
+        for flag, (help_text, options) in flags.items():
+            group.add_argument(flag, help=help_text, **options)
     return parser
 
 

@@ -1,17 +1,20 @@
 """Evaluation of a model or baseline on a split: answers, their fiber_metric scores, one record per example."""
 
+import dataclasses
 import logging
 import math
+from typing import Any
 
 import datasets
 import evaluate
 import torch
+from accelerate import Accelerator
 from tqdm.auto import tqdm
 
 import fiberbench.metric
 from fiberbench.answers import answers_and_candidates
 from fiberbench.metric import references_from_example
-from fiberbench.modeling import FiberT5ForConditionalGeneration
+from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.training.inputs import VIDEO_COLUMN, FiberExamples, make_dataloader
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ def label_probabilities(logits: torch.Tensor, labels: torch.Tensor) -> list[floa
     return [probability if math.isfinite(probability) else None for probability in probabilities]
 
 
+@dataclasses.dataclass
 class Evaluator:
     """Evaluates a model on a run's evaluation splits, on every process, and scores it with fiber_metric.
 
@@ -54,37 +58,29 @@ class Evaluator:
         num_workers: data loader worker processes (see `make_dataloader`).
     """
 
-    def __init__(
-        self,
-        accelerator,
-        processor,
-        splits: dict[str, datasets.Dataset],
-        *,
-        with_video: bool,
-        batch_size: int,
-        num_beams: int,
-        only_noun_phrases: bool,
-        nlp,
-        num_workers: int = 0,
-    ):
-        self.accelerator = accelerator
-        self.processor = processor
-        self.splits = splits
-        self.num_beams = num_beams
-        self.only_noun_phrases = only_noun_phrases
-        self.nlp = nlp
+    accelerator: Accelerator
+    processor: FiberProcessor
+    splits: dict[str, datasets.Dataset]
+    with_video: bool
+    batch_size: int
+    num_beams: int
+    only_noun_phrases: bool
+    nlp: Any  # a spaCy pipeline, or None
+    num_workers: int = 0
+
+    def __post_init__(self) -> None:
         self.metric = load_metric()
         self.loaders = {
-            name: accelerator.prepare(
+            name: self.accelerator.prepare(
                 make_dataloader(
-                    FiberExamples(split, with_video),
-                    batch_size=batch_size,
+                    FiberExamples(split, self.with_video),
+                    batch_size=self.batch_size,
                     shuffle=False,
                     seed=0,
-                    num_workers=num_workers,
+                    num_workers=self.num_workers,
                 )
             )
-            for name, split in splits.items()
+            for name, split in self.splits.items()
         }
 
     def __call__(self, model, split_name: str, description: str) -> tuple[dict, list[dict]]:

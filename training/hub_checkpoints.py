@@ -18,7 +18,8 @@ logged in one line; the next save pushes again, with everything not yet on the H
 (`push_final`) waits for the others, then pushes the final model (and any checkpoint still
 missing) and raises if it fails.
 
-A checkpoint on the Hub is downloaded into the Hugging Face cache, never into the run's output
+A checkpoint on the Hub is downloaded into the Hugging Face cache (by every process;
+`check_downloaded` makes sure they got the same commit), never into the run's output
 folder (it is an input of the run, like a model): only the files a resume reads without running
 code (`checkpointing.is_trusted_file`), all from one commit, each checked against the size the Hub
 lists; a pickle train.py never writes refuses the checkpoint before anything is downloaded. The
@@ -32,6 +33,8 @@ import shutil
 from concurrent.futures import Future
 from pathlib import Path
 
+from accelerate import Accelerator
+from accelerate.utils import gather_object
 from huggingface_hub import HfApi, RepoFile, hf_hub_download
 from huggingface_hub.errors import EntryNotFoundError
 
@@ -237,3 +240,16 @@ def download_checkpoint(source: HubCheckpoint, *, trust_checkpoint: bool = False
             )
     folder = Path(hf_hub_download(source.repo_id, f"{source.folder}/{PROGRESS_FILE}", revision=commit)).parent
     return DownloadedCheckpoint(folder, commit, [relative for relative, verdict in trusted.items() if verdict is None])
+
+
+def check_downloaded(accelerator: Accelerator, downloaded: DownloadedCheckpoint) -> None:
+    """Refuse to resume when the processes downloaded a Hub checkpoint from different commits (a push in between);
+    log the files the download left out (main process). Called on every process."""
+    commits = sorted(set(gather_object([downloaded.commit])))
+    if len(commits) > 1:
+        raise CheckpointError(
+            f"The processes downloaded --resume_from_checkpoint from different commits ({', '.join(commits)}): the "
+            f"repo changed meanwhile; resume with --hub_revision {commits[0]} (or another of them)."
+        )
+    if downloaded.skipped and accelerator.is_main_process:
+        logger.info(f"Left out of the download, as a resume does not read them: {', '.join(downloaded.skipped)}")

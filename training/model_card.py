@@ -15,6 +15,24 @@ FUSION_DESCRIPTIONS = {
     "early": "early (projected video features follow the caption's token embeddings through the T5 encoder)",
     "late": "late (a video transformer beside the T5 text encoder, then a fusion transformer over both)",
 }
+# The training settings every FIBER model card lists, in this order, named as train.py's flags. Both training paths
+# fill this one table: train.py from its arguments, `FiberSeq2SeqTrainer` from its `Seq2SeqTrainingArguments`
+# (`max_steps`, `warmup_steps` under train.py's names), its processor and its `FiberMetrics`.
+CARD_HYPERPARAMETERS = (
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "learning_rate",
+    "weight_decay",
+    "num_train_epochs",
+    "max_train_steps",
+    "lr_scheduler_type",
+    "num_warmup_steps",
+    "seed",
+    "single_feature",
+    "only_noun_phrases",
+    "num_beams",
+    "num_processes",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +93,8 @@ def make_model_card(
             None for a model trained from scratch, which then has no `base_model` metadata.
         dataset_name: the dataset's Hub id (or local name) the results were computed on.
         fusion: the model's fusion, `"none"`, `"early"` or `"late"`.
-        hyperparameters: the training settings to list (learning rate, batch size, epochs, ...).
+        hyperparameters: the training settings to list, by the names of `CARD_HYPERPARAMETERS` (learning rate,
+            batch size, epochs, ...); the card lists them in that order.
         model_name: the model's Hub id (or name), shown in the `model-index` and the usage example.
         dataset_config: the dataset config (`"text"`, `"i3d"` or another encoder's features), if any.
         split: the split the results are on.
@@ -91,6 +110,9 @@ def make_model_card(
     """
     if fusion not in FUSION_DESCRIPTIONS:
         raise ValueError(f"`fusion` must be one of {tuple(FUSION_DESCRIPTIONS)}, got {fusion!r}.")
+    unknown = sorted(set(hyperparameters) - set(CARD_HYPERPARAMETERS))
+    if unknown:
+        raise ValueError(f"`hyperparameters` has settings a card does not list: {unknown} (see CARD_HYPERPARAMETERS).")
     scores = {name: float(value) for name, value in results.items() if isinstance(value, int | float)}
     eval_results = [
         EvalResult(
@@ -135,7 +157,9 @@ def make_model_card(
     )
     results_table = "\n".join(f"| {name} | {value:.2f} |" for name, value in scores.items())
     results = f"| metric | value |\n|---|---|\n{results_table}" if scores else "Not evaluated yet."
-    settings_table = "\n".join(f"| {name} | {value} |" for name, value in hyperparameters.items())
+    settings_table = "\n".join(
+        f"| {name} | {hyperparameters[name]} |" for name in CARD_HYPERPARAMETERS if name in hyperparameters
+    )
     state = f"\n## Training state\n\n{saved_at.describe()}\n" if saved_at is not None else ""
     body = f"""
 # {model_name}
@@ -177,4 +201,4 @@ The noun-phrase choice needs spaCy and an English pipeline (`en_core_web_trf` as
     return str(ModelCard(f"---\n{card_data.to_yaml()}\n---\n{body}"))
 
 
-__all__ = ["SavedAt", "make_model_card"]
+__all__ = ["CARD_HYPERPARAMETERS", "SavedAt", "make_model_card"]

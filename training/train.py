@@ -1,8 +1,11 @@
 """Train and evaluate a FIBER model, or run a baseline, with Accelerate (paper §4-5, App. B).
 
-    accelerate launch training/train.py                    # main job: tiny model, bundled sample, offline
-    accelerate launch training/train.py --fusion none --output_dir outputs/sample_demo_text   # text only
-    accelerate launch training/train.py --config t5_i3d    # a row of the paper's Table 3 (configs/*.yaml)
+    accelerate launch --config_file training/accelerate.yaml training/train.py       # main job: tiny model, sample
+    accelerate launch --config_file training/accelerate.yaml training/train.py --fusion none   # text only
+    accelerate launch --config_file training/accelerate.yaml training/train.py --config t5_i3d   # a row of Table 3
+
+`training/accelerate.yaml` gives the launcher one process on this machine (its GPU if it has one),
+so that it guesses nothing and warns of nothing; `--multi_gpu --num_processes N` beside it starts N.
 
 The same script runs on a CPU, one GPU, several GPUs or nodes, with FSDP too (whatever `accelerate
 config` or `accelerate launch` sets up). It evaluates on validation after each epoch, keeps the
@@ -23,9 +26,7 @@ datasets load (seconds): the run itself is `fiberbench.training.run`.
 import sys
 
 from fiberbench.errors import alike_on_every_process, run_reporting_errors
-from fiberbench.training.arguments import parse_args
-
-PROG = "train.py"
+from fiberbench.training.arguments import PROG, parse_args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,22 +35,10 @@ from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.ownership import OutputLock, acquire_on_main
 from fiberbench.training.evaluation import load_metric
-from fiberbench.training.model_card import SavedAt, make_model_card
+from fiberbench.training.model_card import CARD_HYPERPARAMETERS, SavedAt, make_model_card
 
 # The card's headline scores, as FiberMetrics names them.
 CARD_METRICS = ("exact_match", "f1", "correct_at_1", "map")
-# The training arguments the card lists.
-CARD_HYPERPARAMETERS = (
-    "per_device_train_batch_size",
-    "gradient_accumulation_steps",
-    "learning_rate",
-    "weight_decay",
-    "num_train_epochs",
-    "max_steps",
-    "lr_scheduler_type",
-    "warmup_steps",
-    "seed",
-)
 
 
 class FiberSeq2SeqTrainer(Seq2SeqTrainer):
@@ -127,19 +115,40 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
         validation = None
         if scores is not None:
             validation = {name: scores[f"eval_{name}"] for name in CARD_METRICS if f"eval_{name}" in scores}
-        config = self.accelerator.unwrap_model(self.model).config
+        model = self.accelerator.unwrap_model(self.model)
         card = make_model_card(
             validation or {},
-            base_model=config.name_or_path or None,
+            base_model=model.config.name_or_path or None,
             dataset_name=self.dataset_name,
-            fusion=config.fusion,
-            hyperparameters={name: getattr(self.args, name) for name in CARD_HYPERPARAMETERS},
+            fusion=model.config.fusion,
+            hyperparameters=self.card_hyperparameters(model),
             model_name=self.hub_model_id or self.args.hub_model_id or Path(self.args.output_dir).name,
             split="validation",
+            single_feature=self.processing_class.single_feature,
             synthetic=self.synthetic,
             saved_at=SavedAt(step, epoch, validation, final=final),
         )
         write_text(folder / "README.md", card)
+
+    def card_hyperparameters(self, model) -> dict:
+        """The card's training settings (`CARD_HYPERPARAMETERS`, train.py's names), from the training arguments, the
+        model's generation config, the processor and `FiberMetrics` (only_noun_phrases: when it is the
+        `compute_metrics`)."""
+        args = self.args
+        values = {
+            "max_train_steps": args.max_steps if args.max_steps > 0 else None,
+            "num_warmup_steps": args.warmup_steps,
+            "single_feature": self.processing_class.single_feature,
+            "num_beams": args.generation_num_beams or model.generation_config.num_beams,
+            "num_processes": args.world_size,
+        }
+        if isinstance(self.compute_metrics, FiberMetrics):
+            values["only_noun_phrases"] = self.compute_metrics.only_noun_phrases
+        return {
+            name: values[name] if name in values else getattr(args, name)
+            for name in CARD_HYPERPARAMETERS
+            if name in values or hasattr(args, name)
+        }
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         """The loss, and every beam of every example, (examples, beams, tokens), padded to the longest answer."""

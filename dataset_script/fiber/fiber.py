@@ -1,7 +1,12 @@
-"""FIBER, the video fill-in-the-blanks benchmark, as a `datasets` builder with configs `text`, `i3d` and other features.
+"""The row generator of `fiberbench build-dataset`: the release's JSON (and a features folder) to checked FIBER rows.
 
-datasets >= 4 no longer runs loading scripts, so this builder is not loaded by `load_dataset`:
-`fiberbench build-dataset` runs it and writes a Hub-native Parquet folder that `load_dataset` reads.
+`Fiber` is a `datasets.GeneratorBasedBuilder` with configs `text`, `i3d` (or another encoder's
+features): it reads the release files (downloaded, a local copy, or the bundled sample), checks
+every record and yields one row per clip. `build.py` is its only caller: it instantiates the
+builder and runs `download_and_prepare` into Parquet shards, which it moves with the dataset card
+(`card.py`) into a Hub-native folder; the bundled sample is built the same way on first use
+(`sample.py`). Users and commands load that folder (`load_dataset(folder)`, `fiberbench.data.
+load_fiber`), never this file.
 """
 
 from collections.abc import Iterator

@@ -25,7 +25,7 @@ from fiberbench.errors import UsageError
 from fiberbench.files import atomic_folder
 from fiberbench.modeling.processing_fiber import BLANK
 
-from ..sample import SAMPLE_DIR
+from .release import SAMPLE_DIR
 from .validation import VIDEO_FEATURE_SIZE, feature_file_name
 
 SEED = 2022

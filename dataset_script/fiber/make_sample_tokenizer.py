@@ -25,7 +25,7 @@ from transformers import AutoTokenizer, T5TokenizerFast
 from fiberbench.files import atomic_folder
 from fiberbench.modeling import SAMPLE_TOKENIZER_PATH
 
-from ..sample import SAMPLE_DIR
+from .release import SAMPLE_DIR
 
 logger = logging.getLogger(__name__)
 

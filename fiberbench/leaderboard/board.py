@@ -1,7 +1,7 @@
 """The leaderboard's figures: every stored system scored by `fiberbench evaluate`'s own code, with rank intervals.
 
-Nothing here scores: the predictions files are joined to the split by `fiberbench.scoring`'s
-`read_rows` and `join_predictions`, and `evaluate_systems` computes the means, their intervals, the
+Nothing here scores: the predictions files are read by `fiberbench.predictions.read_rows` and joined to the split
+by `fiberbench.scoring.split.join_predictions`, and `fiberbench.scoring.results.evaluate_systems` computes the means, their intervals, the
 baselines and the pairwise comparisons, so the board's numbers are those that `fiberbench evaluate`
 gives for the same files and settings. What evaluate does not give, the rank intervals and the
 Holm-corrected p-values, comes from `ranks`.
@@ -10,7 +10,9 @@ Holm-corrected p-values, comes from `ranks`.
 from dataclasses import dataclass
 from pathlib import Path
 
-from fiberbench.scoring import Split, System, evaluate_systems, join_predictions, load_split, read_rows, score_columns
+from fiberbench.predictions import read_rows
+from fiberbench.scoring.results import evaluate_systems, score_columns
+from fiberbench.scoring.split import Split, System, join_predictions, load_split
 
 from .ranks import holm, rank_intervals
 from .store import Entry

@@ -7,7 +7,8 @@ strings, and the matrix's HTML escapes every name.
 
 import html
 
-from fiberbench.scoring import category_figure, leaderboard_rows
+from fiberbench.scoring.figure import category_figure
+from fiberbench.scoring.report import leaderboard_rows
 
 from .ranks import rank_text
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fiberbench.errors import DataError
 from fiberbench.files import file_digest
-from fiberbench.scoring import FORMATS
+from fiberbench.predictions import FORMATS
 
 from .board import Benchmark
 from .store import METADATA_FILE, RESULTS_FILE, HeadMoved, read_entries

@@ -1,28 +1,25 @@
 """FIBER metric: exact match and token-set F1 of fill-in-the-blank answers against many correct answers.
 
 This file is the `fiber_metric` evaluate module: its documentation and the `evaluate.Metric` class.
-The functions that do the work (`normalize_answer`, `exact_match`, `f1`, `score_predictions`,
-`correct_at_k`, `average_precision`, `references_from_example`, `human_agreement`, `mean_std`, the
-bootstrap and the paired tests) are in scores.py beside it, which `evaluate.load` copies with it.
-Neither imports anything from the FIBER package, so the folder can be pushed to the Hub as it is.
+The functions that do the work are in the modules beside it, which `evaluate.load` copies with it:
+scores.py (`normalize_answer`, `exact_match`, `f1`, `score_predictions`, `correct_at_k`,
+`average_precision`, `references_from_example`), statistics.py (`mean_std`, the bootstrap and the
+paired tests), agreement.py (`human_agreement`), inputs.py (the checks of every input) and
+citation.py (the paper's BibTeX entry). None imports anything from the FIBER package, so the folder
+can be pushed to the Hub as it is.
 """
 
 import datasets
 import evaluate
 
-from .scores import check_annotations, check_predictions, human_agreement, score_predictions
-
-_CITATION = """\
-@inproceedings{castro-etal-2022-fiber,
-    title = "{FIB}er: Fill-in-the-Blanks as a Challenging Video Understanding Evaluation Framework",
-    author = "Castro, Santiago and Wang, Ruoyao and Huang, Pingxuan and Stewart, Ian and Ignat, Oana and
-      Liu, Nan and Stroud, Jonathan C. and Mihalcea, Rada",
-    booktitle = "Proceedings of the 60th Annual Meeting of the Association for Computational Linguistics
-      (Volume 1: Long Papers)",
-    year = "2022",
-    publisher = "Association for Computational Linguistics",
-}
-"""
+# `evaluate.load` copies the files this script imports (`from .x import` at the start of a line), not the files
+# those import: every module of the folder is imported here, statistics.py (which scores.py uses) too. No comment
+# may end these lines: evaluate would read it as the URL of the file to download.
+from .agreement import human_agreement
+from .citation import CITATION as _CITATION
+from .inputs import check_annotations, check_predictions
+from .scores import score_predictions
+from .statistics import confidence_interval
 
 _DESCRIPTION = """\
 The FIBER metric scores answers to video fill-in-the-blank questions. Each blank has many correct

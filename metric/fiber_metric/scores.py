@@ -1,10 +1,13 @@
-"""The FIBER metric's plain functions: answer normalization, exact match and token-set F1, ranked
-candidates, human agreement, and the bootstrap and paired tests over per-blank scores.
+"""The FIBER metric's scores: answer normalization, exact match and token-set F1 against many correct
+answers, Correct@K and average precision of ranked candidates, and `score_predictions`, what the
+module's `compute` returns.
 
-fiber_metric.py, the `evaluate` module, is a thin class around them. They import neither `evaluate`
-nor `datasets` (importing `evaluate` imports transformers' pipelines, hence torch, and takes
-seconds), so `fiberbench evaluate` and any script can score with them directly. Like the rest of
-this folder, they import nothing from the FIBER package: the folder is pushed to the Hub as it is.
+fiber_metric.py, the `evaluate` module, is a thin class around the plain functions of this folder:
+these, the input checks (inputs.py), the statistics over per-blank scores (statistics.py: bootstrap
+intervals, paired tests) and human agreement (agreement.py). They import neither `evaluate` nor
+`datasets` (importing `evaluate` imports transformers' pipelines, hence torch, and takes seconds),
+so `fiberbench evaluate` and any script can score with them directly. Like the rest of this folder,
+they import nothing from the FIBER package: the folder is pushed to the Hub as it is.
 
 Every score is in percent (0-100), per example as well as averaged: an exact match is 0 or 100.
 Answers that normalize to nothing (e.g. "The!" or ""): two such answers match, with EM 100 and
@@ -12,15 +15,17 @@ F1 100; against an answer that keeps at least one token, EM and F1 are 0. (The F
 divided by zero in the first case.)
 """
 
-import math
 import re
 import string
+import threading
 import unicodedata
-from collections import Counter
 from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
+
+from .inputs import _answers, _check_same_length, _list, _plain_strings, _strings, check_predictions
+from .statistics import _mean, _segment_means, confidence_interval, mean_std
 
 _ARTICLE_OR_PUNCTUATION = re.compile(r"\b(?:a|an|the)\b|[" + re.escape(string.punctuation) + "]")
 
@@ -46,87 +51,6 @@ def normalize_answer(text):
     if not text.isascii():
         text = "".join(char for char in unicodedata.normalize("NFKC", text) if unicodedata.category(char) != "Cf")
     return " ".join(_ARTICLE_OR_PUNCTUATION.sub("", text.lower()).split())
-
-
-def _list(values, name):
-    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
-        raise ValueError(f"{name} must be a list, got {type(values).__name__}")
-    return list(values)
-
-
-def _plain_strings(values, depth):
-    """Whether `values` is a list of lists ... of `str`, `depth` deep: taken as it is, without a copy or a message.
-
-    Checked level by level with `map(type, ...)`, so no Python code runs per item.
-    """
-    if type(values) is not list:
-        return False
-    for _ in range(depth - 1):
-        if not set(map(type, values)) <= {list}:
-            return False
-        values = list(chain.from_iterable(values))
-    return set(map(type, values)) <= {str}
-
-
-def _strings(values, name, depth=1):
-    """`values` as a string (depth 0) or as lists nested `depth` deep around strings; errors name the index."""
-    if depth == 0:
-        if not isinstance(values, str):
-            raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
-        return values
-    if _plain_strings(values, depth):
-        return values
-    values = _list(values, name)
-    return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(values)]
-
-
-def _answers(answers, name, index=None):
-    """A blank's correct answers (`name`, or `name[index]`) as a non-empty list of strings; one string is a list of one
-    answer (a label)."""
-    if isinstance(answers, str):
-        return [answers]
-    if not (answers and _plain_strings(answers, 1)):
-        name = name if index is None else f"{name}[{index}]"
-        answers = _strings(answers, name)
-        if not answers:
-            raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
-    return answers
-
-
-def _check_same_length(name, values, other_name, others):
-    if len(values) != len(others):
-        missing = f"{other_name}[{len(others)}]" if len(values) > len(others) else f"{name}[{len(values)}]"
-        lengths = f"({len(values)} != {len(others)})"
-        raise ValueError(f"{name} and {other_name} differ in length {lengths}: {missing} is missing")
-
-
-def check_predictions(predictions, references, categories=None, candidates=None):
-    """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
-    predictions = _strings(predictions, "predictions")
-    references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
-    _check_same_length("predictions", predictions, "references", references)
-    if categories is not None:
-        categories = _strings(categories, "categories")
-        _check_same_length("predictions", predictions, "categories", categories)
-    if candidates is not None:
-        candidates = _strings(candidates, "candidates", depth=2)
-        _check_same_length("predictions", predictions, "candidates", candidates)
-    return predictions, references, categories, candidates
-
-
-def check_annotations(labels, additional_answers, annotator_ids=None):
-    """The inputs of `human_agreement` as lists, each item checked; an error names the index."""
-    labels = _strings(labels, "labels")
-    additional_answers = _strings(additional_answers, "additional_answers", depth=3)
-    _check_same_length("labels", labels, "additional_answers", additional_answers)
-    if annotator_ids is not None:
-        annotator_ids = _strings(annotator_ids, "annotator_ids", depth=2)
-        _check_same_length("additional_answers", additional_answers, "annotator_ids", annotator_ids)
-        for index, (annotators, ids) in enumerate(zip(additional_answers, annotator_ids)):
-            _check_same_length(f"additional_answers[{index}]", annotators, f"annotator_ids[{index}]", ids)
-            if len(set(ids)) != len(ids):
-                raise ValueError(f"annotator_ids[{index}] names an annotator twice: {ids}")
-    return labels, additional_answers, annotator_ids
 
 
 class Scores(NamedTuple):
@@ -157,55 +81,47 @@ def _best_match(normalized, correct_normalized, token_sets):
     return Scores(0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in other_token_sets))
 
 
-class _Normalized(dict):
-    """Answer -> `normalize_answer(answer)`, made on first use: each distinct text is normalized once."""
+class _Vocabulary(dict):
+    """Text -> the id of `normalize_answer(text)`, made on first use, over every distinct normalized answer seen,
+    with its distinct tokens as token ids.
 
-    def __missing__(self, text):
-        normalized = self[text] = normalize_answer(text)
-        return normalized
-
-
-class _Vocabulary:
-    """Every distinct normalized answer seen, as an id, with its distinct tokens as token ids (made on first use).
-
-    `ids[text]` is the id of `normalize_answer(text)`: each distinct text is normalized once, and
-    texts that normalize alike share an id. An answer's tokens are kept sorted, in one flat list
-    (`tokens`, the answer's from `starts[id]` to `starts[id + 1]`), so a column of answers can be
-    compared token by token in numpy.
+    Each distinct text is normalized once, and texts that normalize alike share an id. An answer's
+    tokens are kept sorted, in one flat list (`tokens`, the answer's from `starts[id]` to
+    `starts[id + 1]`), so a column of answers can be compared token by token in numpy. (One object,
+    not a vocabulary and a text map pointing at each other: such a cycle kept millions of strings
+    alive until Python's cycle collector ran, two seconds at the end of a 100,000-blank evaluation.)
     """
 
     def __init__(self):
-        self.ids = _TextIds(self)
+        super().__init__()
         self.normalized_ids = {}
         self.token_ids = {}
         self.tokens, self.starts = [], [0]
+        # The leaderboard scores submissions in threads against one split's answers: an id and its tokens are added
+        # together, or `starts` would point at another answer's tokens.
+        self._adding = threading.Lock()
+
+    def __missing__(self, text):
+        answer_id = self[text] = self.id(normalize_answer(text))
+        return answer_id
 
     def id(self, normalized):
         """The id of a normalized answer, given one (with its tokens) on first sight."""
         answer_id = self.normalized_ids.get(normalized)
         if answer_id is None:
-            answer_id = self.normalized_ids[normalized] = len(self.normalized_ids)
-            token_ids = self.token_ids
-            self.tokens += sorted({token_ids.setdefault(token, len(token_ids)) for token in normalized.split()})
-            self.starts.append(len(self.tokens))
+            with self._adding:
+                answer_id = self.normalized_ids.get(normalized)
+                if answer_id is None:
+                    token_ids = self.token_ids
+                    self.tokens += sorted({token_ids.setdefault(token, len(token_ids)) for token in normalized.split()})
+                    self.starts.append(len(self.tokens))
+                    answer_id = self.normalized_ids[normalized] = len(self.normalized_ids)
         return answer_id
 
     def token_table(self):
         """(flat token ids, start of each answer's tokens, number of tokens of each answer) as arrays."""
         starts = np.array(self.starts, dtype=np.int64)
         return np.array(self.tokens, dtype=np.int64), starts, np.diff(starts)
-
-
-class _TextIds(dict):
-    """Text -> the id of its normalized form in a `_Vocabulary`, made on first use."""
-
-    def __init__(self, vocabulary):
-        super().__init__()
-        self._vocabulary = vocabulary
-
-    def __missing__(self, text):
-        answer_id = self[text] = self._vocabulary.id(normalize_answer(text))
-        return answer_id
 
 
 def _segments(lengths):
@@ -245,14 +161,20 @@ class CorrectAnswers:
     """
 
     def __init__(self, references):
-        references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
+        references = _list(references, "references")
+        if not (_plain_strings(references, 2) and all(references)):  # checked at once; blank by blank for the error
+            references = [_answers(answers, "references", i) for i, answers in enumerate(references)]
         self._vocabulary = _Vocabulary()
-        ids = self._vocabulary.ids.__getitem__
-        # Every blank's distinct correct answers (their ids), blank after blank: (blank, answer) pairs.
-        correct = [list(dict.fromkeys(map(ids, answers))) for answers in references]
-        self._num_correct = np.fromiter(map(len, correct), dtype=np.int64, count=len(correct))
-        self._correct_ids = np.fromiter(chain.from_iterable(correct), dtype=np.int64, count=self._num_correct.sum())
-        self._pair_blanks = np.repeat(np.arange(len(correct)), self._num_correct)
+        num_answers = np.fromiter(map(len, references), dtype=np.int64, count=len(references))
+        ids = self._vocabulary.__getitem__
+        answer_ids = np.fromiter(map(ids, chain.from_iterable(references)), dtype=np.int64, count=num_answers.sum())
+        # Every blank's distinct correct answers (their ids) as sorted (blank, answer) keys: the pairs, blank after
+        # blank, and, to look ranked candidates up, their keys.
+        self._num_ids = len(self._vocabulary.normalized_ids)
+        # (Sorted and cut into runs: numpy 2's `np.unique` hashes integer keys, ten times slower here.)
+        self._correct_keys = _runs(np.sort(np.repeat(np.arange(len(references)), num_answers) * self._num_ids + answer_ids))[0]
+        self._pair_blanks, self._correct_ids = np.divmod(self._correct_keys, max(self._num_ids, 1))
+        self._num_correct = np.bincount(self._pair_blanks, minlength=len(references))
         self._first_pairs = np.cumsum(self._num_correct) - self._num_correct
         # Each pair's tokens, as (blank, token) keys: a prediction shares a token with a correct answer where
         # its own (blank, token) key is the same.
@@ -262,9 +184,9 @@ class CorrectAnswers:
         entry_tokens = tokens[starts[self._correct_ids][self._entry_pairs] + position]
         self._num_tokens = len(self._vocabulary.token_ids)  # tokens no correct answer holds count only in sizes
         self._entry_keys = self._pair_blanks[self._entry_pairs] * self._num_tokens + entry_tokens
-        # And the pairs themselves as sorted (blank, answer) keys, to look ranked candidates up.
-        self._num_ids = len(self._vocabulary.normalized_ids)
-        self._correct_keys = np.sort(self._pair_blanks * self._num_ids + self._correct_ids)
+        # Sorted (with their pairs), they are looked up in order, which numpy's binary search does several times faster.
+        order = np.argsort(self._entry_keys, kind="stable")
+        self._entry_keys, self._entry_pairs = self._entry_keys[order], self._entry_pairs[order]
 
     def __len__(self):
         return len(self._num_correct)
@@ -278,7 +200,7 @@ class CorrectAnswers:
         """
         predictions = _strings(predictions, "predictions")
         _check_same_length("predictions", predictions, "references", self._num_correct)
-        ids = self._vocabulary.ids
+        ids = self._vocabulary
         predicted = np.fromiter(map(ids.__getitem__, predictions), dtype=np.int64, count=len(predictions))
         matches = self._correct_ids == predicted[self._pair_blanks]
         exact = np.maximum.reduceat(matches, self._first_pairs) if len(predicted) else np.zeros(0, dtype=bool)
@@ -304,24 +226,28 @@ class CorrectAnswers:
 
     def _ranking_scores(self, candidates):
         """Correct@K and average precision of every blank's ranked candidates (see `score`)."""
-        ids = self._vocabulary.ids.__getitem__
-        distinct = [list(dict.fromkeys(map(ids, ranked))) for ranked in candidates]  # keeps first ranks
-        lengths = np.fromiter(map(len, distinct), dtype=np.int64, count=len(distinct))
+        ids = self._vocabulary.__getitem__
+        num_given = np.fromiter(map(len, candidates), dtype=np.int64, count=len(candidates))
+        given_ids = np.fromiter(map(ids, chain.from_iterable(candidates)), dtype=np.int64, count=num_given.sum())
+        given_blanks = np.repeat(np.arange(len(candidates)), num_given)
+        # Each blank's distinct candidates at their first ranks: the first of each (blank, answer) key, in rank order.
+        _, firsts = np.unique(given_blanks * len(self._vocabulary.normalized_ids) + given_ids, return_index=True)
+        firsts.sort()
+        candidate_ids = given_ids[firsts]
+        lengths = np.bincount(given_blanks[firsts], minlength=len(candidates))
         blanks, ranks = _segments(lengths)
-        candidate_ids = np.fromiter(chain.from_iterable(distinct), dtype=np.int64, count=lengths.sum())
         hits = _found(self._correct_keys, blanks * self._num_ids + candidate_ids, candidate_ids < self._num_ids)
         # Precision@rank at each rank holding a correct candidate, (hits up to it) / rank, as `_average_precision`.
         hits_before = np.concatenate([[0], np.cumsum(hits)])
         hits_up_to = (hits_before[1:] - hits_before[np.cumsum(lengths) - lengths][blanks])[hits]
-        precisions = (100 * hits_up_to / (ranks[hits] + 1)).tolist()
+        precisions = 100 * hits_up_to / (ranks[hits] + 1)
         hit_blanks, first_hits, num_hits = _runs(blanks[hits])
-        first_rank = np.full(len(distinct), np.iinfo(np.int64).max)
+        first_rank = np.full(len(candidates), np.iinfo(np.int64).max)
         first_rank[hit_blanks] = ranks[hits][first_hits]
-        average_precision = np.zeros(len(distinct))
+        average_precision = np.zeros(len(candidates))
         # Each blank's mean through `_mean` (an exactly rounded sum), as the per-answer function takes it.
-        ends = np.cumsum(num_hits).tolist()
-        average_precision[hit_blanks] = [_mean(precisions[start:end]) for start, end in zip([0, *ends], ends)]
-        longest = max((len(ranked) for ranked in candidates), default=0)
+        average_precision[hit_blanks] = _segment_means(precisions, num_hits)
+        longest = int(num_given.max(initial=0))
         ks = [2**power for power in range(max(longest, 1).bit_length())]
         return {
             "correct_at_k": {str(k): np.where(first_rank < k, 100.0, 0.0).tolist() for k in ks},
@@ -417,30 +343,26 @@ def references_from_example(example, label_only=False):
     if label_only:
         return [label]
     answers = _strings(example.get("additional_answers") or [], "additional_answers", depth=2)
-    return list(dict.fromkeys(chain([label], *answers)))
+    return list(dict.fromkeys(_label_then_answers(label, answers)))
 
 
-class MeanStd(NamedTuple):
-    mean: float
-    std: float
+def references_from_columns(labels, additional_answers):
+    """`references_from_example` of every row of a split given as two columns, repeats kept (`CorrectAnswers` finds
+    them after normalization): each column is checked at once, with no Python check per row.
 
-
-def _mean(values):
-    """`mean_std(values).mean` (an exactly rounded sum over the count; 0.0 for none), without the deviation."""
-    return math.fsum(values) / len(values) if len(values) else 0.0
-
-
-def mean_std(values):
-    """Mean and population standard deviation of `values`, (0.0, 0.0) when there are none.
-
-    >>> mean_std([50.0, 100.0, 100.0, 50.0])
-    MeanStd(mean=75.0, std=25.0)
+    >>> references_from_columns(["a dog"], [[["dog", "a dog"], ["puppy"]]])
+    [['a dog', 'dog', 'a dog', 'puppy']]
     """
-    if not len(values):
-        return MeanStd(0.0, 0.0)
-    mean = _mean(values)
-    deviations = np.asarray(values, dtype=float) - mean
-    return MeanStd(mean, math.sqrt(math.fsum(deviations * deviations) / len(values)))
+    labels = _strings(labels, "labels")
+    additional_answers = _strings(additional_answers, "additional_answers", depth=3)
+    _check_same_length("labels", labels, "additional_answers", additional_answers)
+    return [_label_then_answers(label, answers) for label, answers in zip(labels, additional_answers)]
+
+
+def _label_then_answers(label, answers):
+    """A row's correct answers in order: its label, then every annotator's answers."""
+    return [label, *chain.from_iterable(answers)]
+
 
 
 def score_predictions(
@@ -516,395 +438,9 @@ def _nested(values, suffix=""):
     return nested
 
 
-# Resamples (and randomization trials) are drawn in chunks of about this many blanks (or distinct values)
-# in all: arrays that stay in the CPU cache (on 2 CPUs, 2**16 ran about 1.4 times as fast as 2**20 for
-# 1,000 blanks), and bounded memory.
-_CHUNK_SIZE = 2**16
-# A column with at most one distinct value per this many blanks (exact matches, Correct@K, most F1 and
-# differences of them) is resampled through its value counts: a binomial draw costs about as much as
-# 16 drawn blanks.
-_BLANKS_PER_VALUE = 16
-
-
-def _check_settings(**settings):
-    """Refuse a confidence level outside (0, 1) and a number of resamples or trials below 1."""
-    for name, value in settings.items():
-        if name == "confidence_level":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"confidence_level must be a number between 0 and 1, got {value!r}")
-            if not 0 < value < 1:
-                raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-
-
-def _chunk_sizes(total, width):
-    """How many of `total` resamples to draw at a time, each `width` wide: about `_CHUNK_SIZE` in all."""
-    rows = max(1, _CHUNK_SIZE // max(width, 1))
-    return [min(rows, total - start) for start in range(0, total, rows)]
-
-
-def _product(weights, scores):
-    """`weights` (resamples, blanks) times `scores` (blanks,) or (blanks, columns), without BLAS.
-
-    numpy's einsum runs in one thread. A multithreaded BLAS matrix product was as fast on idle
-    CPUs but 10 to 25 times slower on a busy 2-CPU machine, its threads waiting for each other.
-    """
-    return np.einsum("rb,b...->r...", weights.astype(float), scores)
-
-
-def _few_values(column):
-    """The column's distinct values and how many blanks hold each, when they are few (else None)."""
-    values, counts = np.unique(column, return_counts=True)
-    return (values, counts) if len(values) * _BLANKS_PER_VALUE <= len(column) else None
-
-
-def _index_resample_means(columns, num_bootstrap, seed):
-    """Means of resamples of the blanks (the rows of `columns`, (blanks, columns)), drawn index by index."""
-    num_blanks = len(columns)
-    rng = np.random.default_rng(seed)
-    means = []
-    for size in _chunk_sizes(num_bootstrap, num_blanks):
-        # How often each resample draws each blank: one bincount of all draws, offset by resample.
-        # (uint32 draws are the same numbers as int64 ones, from the same 32-bit stream, made faster.)
-        draws = rng.integers(0, num_blanks, (size, num_blanks), dtype=np.uint32).astype(np.intp)
-        draws += num_blanks * np.arange(size)[:, None]
-        counts = np.bincount(draws.ravel(), minlength=size * num_blanks).reshape(size, num_blanks)
-        means.append(_product(counts, columns) / num_blanks)
-    return np.concatenate(means)
-
-
-def _count_resample_means(values, counts, num_bootstrap, seed):
-    """Means of resamples of blanks holding `values` (`counts` blanks each), drawn as value counts.
-
-    How many of a resample's draws land on each value is Multinomial(blanks, counts / blanks): the
-    same resampled means as drawing the blanks, at a cost that does not grow with the blanks.
-    """
-    num_blanks = counts.sum()
-    rng = np.random.default_rng(seed)
-    means = []
-    for size in _chunk_sizes(num_bootstrap, len(values)):
-        means.append(_product(rng.multinomial(num_blanks, counts / num_blanks, size=size), values) / num_blanks)
-    return np.concatenate(means)
-
-
-def bootstrap_means(scores, num_bootstrap=10_000, seed=0):
-    """Means of `num_bootstrap` resamples of the blanks (the rows of `scores`, drawn with replacement).
-
-    `scores` holds per-blank scores, of shape (blanks,) or (blanks, columns); the result has shape
-    (num_bootstrap,) or (num_bootstrap, columns). Each column's resampled means depend only on
-    the column, `num_bootstrap` and `seed`, not on its neighbours: a column is resampled alone with
-    the generator seeded by `seed`, through its value counts when it has at most one distinct value
-    per 16 blanks (a resample's mean depends only on how many draws land on each value), else index
-    by index (such columns are resampled alike). The difference of two systems' columns, resampled
-    as one column, is a paired bootstrap.
-    """
-    _check_settings(num_bootstrap=num_bootstrap)
-    scores = np.asarray(scores, dtype=float)
-    num_blanks = len(scores)
-    if not num_blanks:
-        return np.zeros((num_bootstrap, *scores.shape[1:]))
-    columns = scores.reshape(num_blanks, -1)
-    means = np.empty((num_bootstrap, columns.shape[1]))
-    by_index = []
-    for index, column in enumerate(columns.T):
-        few = _few_values(column)
-        if few is None:
-            by_index.append(index)
-        else:
-            means[:, index] = _count_resample_means(*few, num_bootstrap, seed)
-    if by_index:
-        means[:, by_index] = _index_resample_means(columns[:, by_index], num_bootstrap, seed)
-    return means.reshape(num_bootstrap, *scores.shape[1:])
-
-
-def paired_bootstrap_means(scores, num_bootstrap=10_000, seed=0):
-    """Means of `num_bootstrap` resamples of the blanks, every column resampled with the same draws of blanks.
-
-    Shapes as in `bootstrap_means`; there each column is resampled alone (the same numbers for a
-    system alone or beside others), here all columns are resampled together (always blank by
-    blank), so a resample holds the same blanks for every system: what ranking the systems within
-    each resample needs (the leaderboard's rank intervals).
-    """
-    _check_settings(num_bootstrap=num_bootstrap)
-    scores = np.asarray(scores, dtype=float)
-    if not len(scores):
-        return np.zeros((num_bootstrap, *scores.shape[1:]))
-    columns = scores.reshape(len(scores), -1)
-    return _index_resample_means(columns, num_bootstrap, seed).reshape(num_bootstrap, *scores.shape[1:])
-
-
-def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, seed=0):
-    """Percentile bootstrap confidence interval of the mean of per-blank `scores`: [low, high].
-
-    The (1 - level) / 2 and (1 + level) / 2 quantiles of `bootstrap_means`. Shape (2,) for scores
-    of shape (blanks,); (columns, 2) for (blanks, columns).
-
-    >>> confidence_interval([0.0, 100.0] * 200, confidence_level=0.95, num_bootstrap=2000).round()
-    array([45., 55.])
-    """
-    _check_settings(confidence_level=confidence_level, num_bootstrap=num_bootstrap)
-    means = bootstrap_means(scores, num_bootstrap, seed)
-    tail = (1 - confidence_level) / 2
-    return np.moveaxis(np.quantile(means, [tail, 1 - tail], axis=0), 0, -1)
-
 
 def _confidence_intervals_by_name(columns, confidence_level, num_bootstrap, seed):
     """Name -> [low, high] of named columns of per-blank scores."""
     matrix = np.array(list(columns.values()), dtype=float).reshape(len(columns), -1).T
     intervals = confidence_interval(matrix, confidence_level, num_bootstrap, seed)
     return {name: [float(low), float(high)] for name, (low, high) in zip(columns, intervals)}
-
-
-def _index_swaps_at_least(differences, totals, observed, num_permutations, seed):
-    """Per column of `differences` (blanks, columns): the trials, swapping blank by blank, whose |sum| >= observed."""
-    num_blanks = len(differences)
-    rng = np.random.default_rng([seed, 1])  # another stream than the bootstrap's for the same seed
-    at_least = np.zeros(len(totals), dtype=int)
-    for size in _chunk_sizes(num_permutations, num_blanks):
-        swaps = np.unpackbits(np.frombuffer(rng.bytes(-(-size * num_blanks // 8)), dtype=np.uint8))
-        swaps = swaps[: size * num_blanks].reshape(size, num_blanks)
-        # A swap flips the sign of a blank's difference: the sum loses twice the swapped differences.
-        at_least += (np.abs(totals - 2 * _product(swaps, differences)) >= observed).sum(axis=0)
-    return at_least
-
-
-def _count_swaps_at_least(values, counts, total, observed, num_permutations, seed):
-    """The trials whose |sum| >= observed, for blanks whose differences are `values` (`counts` blanks each).
-
-    The sum after the swaps depends only on how many blanks of each difference are swapped,
-    Binomial(count, 1/2) each: drawn directly, at a cost that does not grow with the blanks.
-    """
-    rng = np.random.default_rng([seed, 1])
-    at_least = 0
-    for size in _chunk_sizes(num_permutations, len(values)):
-        swapped = rng.binomial(counts, 0.5, size=(size, len(values)))
-        at_least += int((np.abs(total - 2 * _product(swapped, values)) >= observed).sum())
-    return at_least
-
-
-def randomization_p_value(scores_a, scores_b, num_permutations=10_000, seed=0):
-    """Two-sided p-value of the difference of two systems' mean scores, by approximate randomization.
-
-    Each of `num_permutations` trials swaps the two systems' scores of each blank with probability
-    1/2; p = (number of trials whose |difference| >= the observed |difference|, + 1) / (trials + 1),
-    so never below 1 / (trials + 1). Shapes (blanks,) or (blanks, pairs); as in `bootstrap_means`,
-    each pair's trials depend only on its own scores and `seed`: drawn as the number of swapped
-    blanks of each distinct difference when there are at most one per 16 blanks, else blank by blank.
-
-    >>> randomization_p_value([100.0] * 30, [0.0] * 30, num_permutations=999)
-    0.001
-    """
-    _check_settings(num_permutations=num_permutations)
-    differences = np.asarray(scores_a, dtype=float) - np.asarray(scores_b, dtype=float)
-    columns = differences.reshape(len(differences), -1)
-    totals = columns.sum(axis=0)
-    # Up to rounding: sums of the same numbers in another order may differ in their last digits.
-    observed = np.abs(totals) - 1e-9 * (1 + np.abs(columns).sum(axis=0))
-    at_least = np.zeros(len(totals), dtype=int)
-    blank_by_blank = []
-    for index, column in enumerate(columns.T):
-        values, counts = np.unique(column[column != 0], return_counts=True)  # ties never change the sum
-        if len(values) * _BLANKS_PER_VALUE <= len(column):
-            at_least[index] = _count_swaps_at_least(values, counts, totals[index], observed[index], num_permutations, seed)
-        else:
-            blank_by_blank.append(index)
-    if blank_by_blank:
-        at_least[blank_by_blank] = _index_swaps_at_least(
-            columns[:, blank_by_blank], totals[blank_by_blank], observed[blank_by_blank], num_permutations, seed
-        )
-    p_values = (at_least + 1) / (num_permutations + 1)
-    return float(p_values[0]) if differences.ndim == 1 else p_values
-
-
-def mcnemar_p_value(exact_matches_a, exact_matches_b):
-    """McNemar's exact two-sided test of two systems' per-blank exact matches (0 or 100) on the same blanks.
-
-    Over the discordant blanks (b: only A matches, c: only B matches), p = min(1, 2 P(X <= min(b, c)))
-    with X ~ Binomial(b + c, 1/2); 1 when there is no discordant blank.
-
-    >>> round(mcnemar_p_value([100.0] * 9 + [0.0], [0.0] * 9 + [100.0]), 6)  # b = 9, c = 1: 2 * 11 / 1024
-    0.021484
-    """
-    matches_a, matches_b = np.asarray(exact_matches_a) > 0, np.asarray(exact_matches_b) > 0
-    only_a, only_b = int(np.sum(matches_a & ~matches_b)), int(np.sum(matches_b & ~matches_a))
-    discordant = only_a + only_b
-    if not discordant:
-        return 1.0
-    k = np.arange(1, min(only_a, only_b) + 1)
-    # log P(X = k) for k = 0 .. min(b, c), from log C(n, k) = sum over j <= k of log((n - j + 1) / j)
-    log_pmf = np.concatenate([[0.0], np.cumsum(np.log((discordant - k + 1) / k))]) - discordant * math.log(2)
-    largest = log_pmf.max()
-    return min(1.0, float(2 * math.exp(largest) * np.exp(log_pmf - largest).sum()))
-
-
-def compare_systems(scores_a, scores_b, confidence_level=0.95, num_bootstrap=10_000, num_permutations=10_000, seed=0):
-    """A paired comparison of two systems' per-blank scores on the same blanks.
-
-    Returns the difference of their means (A - B), its paired bootstrap confidence interval (both
-    systems resampled alike) and the randomization `p_value`. Scores of shape (blanks,) give one
-    such dict; (blanks, pairs) a list of them, computed together from the same resamples.
-
-    >>> compare_systems([100.0, 100.0, 0.0, 100.0], [100.0, 100.0, 0.0, 100.0])
-    {'difference': 0.0, 'difference_ci': [0.0, 0.0], 'p_value': 1.0}
-    """
-    _check_settings(confidence_level=confidence_level, num_bootstrap=num_bootstrap, num_permutations=num_permutations)
-    scores_a, scores_b = np.asarray(scores_a, dtype=float), np.asarray(scores_b, dtype=float)
-    if scores_a.shape != scores_b.shape:
-        raise ValueError(f"scores_a and scores_b differ in shape ({scores_a.shape} != {scores_b.shape})")
-    columns_a, columns_b = scores_a.reshape(len(scores_a), -1).T, scores_b.reshape(len(scores_b), -1).T
-    intervals = confidence_interval(scores_a - scores_b, confidence_level, num_bootstrap, seed).reshape(-1, 2)
-    p_values = np.reshape(randomization_p_value(scores_a, scores_b, num_permutations, seed), -1)
-    comparisons = [
-        {
-            "difference": _mean(column_a) - _mean(column_b),
-            "difference_ci": [float(low), float(high)],
-            "p_value": float(p_value),
-        }
-        for column_a, column_b, (low, high), p_value in zip(columns_a, columns_b, intervals, p_values)
-    ]
-    return comparisons[0] if scores_a.ndim == 1 else comparisons
-
-
-# The label's key among annotator ids: it counts as one annotator across all blanks.
-_LABEL = None
-
-
-def _kept_answers(answers, counts, normalized_answers):
-    """An annotator's normalized answers in their order, without empty answers and repeats (counted).
-
-    As in the release, a repeat is the same text up to case and spacing ("DOG" after "dog"); "Dog!"
-    after "dog" is another answer, though both are scored as "dog".
-    """
-    if len(answers) == 1:  # most annotators: nothing to repeat
-        normalized = normalized_answers[answers[0]]
-        counts["num_empty_answers_dropped"] += not normalized
-        return [normalized] if normalized else []
-    kept, seen = [], set()
-    for answer in answers:
-        normalized, text = normalized_answers[answer], " ".join(answer.lower().split())
-        if not normalized:
-            counts["num_empty_answers_dropped"] += 1
-        elif text in seen:
-            counts["num_repeated_answers_dropped"] += 1
-        else:
-            seen.add(text)
-            kept.append(normalized)
-    return kept
-
-
-def _best_match_of_others(answer, given, own, holders, token_sets):
-    """The `Scores` of an annotator's normalized answer against the other annotators' answers of its caption.
-
-    `given` counts the caption's answers, `own` is the annotator's (a short list); `holders` maps a
-    token to the caption's answers holding it. The same as `_best_match` against the others'
-    answers, but an answer sharing no token with the answer (F1 0) is never compared with it.
-    """
-    if given[answer] > own.count(answer):
-        return Scores(100.0, 100.0)
-    tokens = token_sets[answer]
-    size, best = len(tokens), 0.0
-    for token in tokens:
-        for other in holders[token]:
-            if given[other] > own.count(other):
-                other_tokens = token_sets[other]
-                best = max(best, 200 * len(tokens & other_tokens) / (size + len(other_tokens)))
-    return Scores(0.0, best)
-
-
-def _mean_scores(scores):
-    return Scores(*map(_mean, zip(*scores)))
-
-
-def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False, first_answers_only=False):
-    """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it.
-
-    Each annotator's answers are normalized; answers that normalize to nothing are dropped one by
-    one and an annotator's repeated answer (the same text up to case and spacing) counts once, so an
-    annotator's first answer is their
-    first answer that keeps a token. An answer is scored by EM and best F1 against the answers of
-    every other annotator of the blank, the label counting as one more annotator. An annotator left
-    with no answer, or with no one to compare with, is not scored.
-
-    - First answers, per caption: the mean over a caption's annotators of their first answer's
-      scores (the label is not scored here), then the mean and population standard deviation over
-      the captions with a scored annotator.
-    - All answers, per answer: the mean over every scored answer of every annotator and over the
-      labels, each scored against all the annotators of its blank. The paper's deviation is across
-      annotators: the population standard deviation of each annotator's mean over all their answers
-      (all labels counting as one annotator), which needs `annotator_ids`; the deviation across the
-      pooled answers is given in any case, under its own name.
-
-    Args:
-        labels: the label of every blank.
-        additional_answers: for every blank, one list of answers per annotator, in their order.
-        annotator_ids: for every blank, the id of each of its annotators (optional).
-        per_example: also return the first-answer scores of every caption (None where no one was scored).
-        first_answers_only: score only each annotator's first answer (against all the others' answers,
-            as above): the first-answer results alone, in about half the time (`fiberbench evaluate`'s
-            human row needs no more).
-
-    >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["The!", "a puppy"], ["cat"]]])
-    >>> results["first_answers_per_caption_exact_match"], results["all_answers_per_answer_exact_match"]
-    (66.66666666666667, 80.0)
-    """
-    labels, additional_answers, annotator_ids = check_annotations(labels, additional_answers, annotator_ids)
-    counts = dict.fromkeys(("num_annotators_left_out", "num_empty_answers_dropped", "num_repeated_answers_dropped"), 0)
-    per_caption = []  # the mean first-answer `Scores` of each caption, None where no annotator was scored
-    num_first_answers = 0
-    per_annotator = {}  # with annotator ids: id (the label's: _LABEL) -> the `Scores` of all their scored answers
-    scored_answers = []  # without: the `Scores` of every scored answer
-    token_sets, normalized_answers = _TokenSets(), _Normalized()
-    for index, (label, annotators) in enumerate(zip(labels, additional_answers)):
-        # The label first, as one more annotator, then the annotators in their order.
-        kept_answers = [_kept_answers(texts, counts, normalized_answers) for texts in ([label], *annotators)]
-        counts["num_annotators_left_out"] += kept_answers.count([])
-        given = Counter(chain.from_iterable(kept_answers))
-        num_given = given.total()
-        holders = {}  # token -> the caption's distinct answers that hold it
-        for answer in given:
-            for token in token_sets[answer]:
-                holders.setdefault(token, []).append(answer)
-        first_answers = []
-        for position, kept in enumerate(kept_answers):
-            if not kept or len(kept) == num_given or (first_answers_only and position == 0):
-                continue  # no answer, or no one else answered (or the label, whose answer is no first answer)
-            scores = [_best_match_of_others(answer, given, kept, holders, token_sets) for answer in kept[:1]]
-            if not first_answers_only:
-                scores += [_best_match_of_others(answer, given, kept, holders, token_sets) for answer in kept[1:]]
-                if annotator_ids is None:
-                    scored_answers += scores
-                else:
-                    annotator = annotator_ids[index][position - 1] if position else _LABEL
-                    per_annotator.setdefault(annotator, []).extend(scores)
-            if position:
-                first_answers.append(scores[0])
-        num_first_answers += len(first_answers)
-        per_caption.append(_mean_scores(first_answers) if first_answers else None)
-
-    captions = [scores for scores in per_caption if scores]
-    answers = [score for scores in per_annotator.values() for score in scores] if annotator_ids else scored_answers
-    results = {}
-    for metric in Scores._fields:
-        mean, std = mean_std([getattr(scores, metric) for scores in captions])
-        results[f"first_answers_per_caption_{metric}"] = mean
-        results[f"first_answers_per_caption_{metric}_std"] = std
-        if first_answers_only:
-            continue
-        mean, std = mean_std([getattr(score, metric) for score in answers])
-        results[f"all_answers_per_answer_{metric}"] = mean
-        results[f"all_answers_per_answer_{metric}_std_across_answers"] = std
-        if annotator_ids is not None:
-            means = [mean_std([getattr(score, metric) for score in scores]).mean for scores in per_annotator.values()]
-            results[f"all_answers_per_answer_{metric}_std_across_annotators"] = mean_std(means).std
-    results["num_captions"] = len(captions)
-    results["num_first_answers"] = num_first_answers
-    if not first_answers_only:
-        results["num_answers"] = len(answers)
-    if annotator_ids is not None and not first_answers_only:
-        results["num_annotators"] = len(per_annotator)  # scored ones, the labels counting as one
-    results.update(counts)
-    if per_example:
-        for metric in Scores._fields:
-            results[f"first_answers_{metric}_per_caption"] = [getattr(s, metric) if s else None for s in per_caption]
-    return results

@@ -54,12 +54,13 @@ def kill_when():
     return run
 
 
-def blanked_record(video_id: str, caption: str, label: str) -> dict:
-    """A record of a blanked file (as `fiberbench blank` writes) of a 10-20 s clip, its `label` blanked in `caption`."""
+def blanked_record(video_id: str, caption: str, label: str, start: int = 10, end: int = 20) -> dict:
+    """A record of a blanked file (as `fiberbench blank` writes) of the clip from `start` to `end` seconds, its
+    `label` blanked in `caption`."""
     return {
         "video_id": video_id,
-        "video_start_time": 10,
-        "video_end_time": 20,
+        "video_start_time": start,
+        "video_end_time": end,
         "caption": caption,
         "masked_caption": caption.replace(label, "_____", 1),
         "label": label,

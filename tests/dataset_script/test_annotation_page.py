@@ -385,21 +385,25 @@ def test_the_page_normalizes_the_metric_property_test_strings_as_the_metric_does
     assert normalized_in_page(browser, text) == normalize_answer(text)
 
 
-def test_word_characters_white_space_and_lower_case_agree_with_python_on_every_code_point(browser):
-    """Over every code point Python's Unicode database assigns, outside surrogates."""
+def in_page_over_code_points(browser, body: str) -> tuple[list[int], object]:
+    """Every code point Python's Unicode database assigns (outside surrogates), and what the JavaScript `body`
+    returns in the page, run with them as `codePoints`."""
     open_page(browser, PAGE_PATH.as_uri())
     code_points = [i for i in range(0x110000) if unicodedata.category(chr(i)) not in ("Cn", "Cs")]
-    in_page = browser.evaluate(
-        f"""(() => {{
-          const codePoints = {json.dumps(code_points)};
-          const word = /^[\\p{{L}}\\p{{N}}_]$/u, space = new RegExp('^' + WHITE_SPACE.source + '$');
+    return code_points, browser.evaluate(f"(() => {{ const codePoints = {json.dumps(code_points)};{body}}})()")
+
+
+def test_word_characters_white_space_and_lower_case_agree_with_python_on_every_code_point(browser):
+    code_points, (word, space, lower) = in_page_over_code_points(
+        browser,
+        """
+          const word = /^[\\p{L}\\p{N}_]$/u, space = new RegExp('^' + WHITE_SPACE.source + '$');
           return [codePoints.filter(c => word.test(String.fromCodePoint(c))),
                   codePoints.filter(c => space.test(String.fromCodePoint(c))),
                   Object.fromEntries(codePoints.map(c => String.fromCodePoint(c))
                     .filter(s => s.toLowerCase() !== s).map(s => [s, s.toLowerCase()]))];
-        }})()"""
+        """,
     )
-    word, space, lower = in_page
     assert word == [i for i in code_points if chr(i).isalnum() or chr(i) == "_"]
     assert space == [i for i in code_points if chr(i).isspace()]
     assert lower == {chr(i): chr(i).lower() for i in code_points if chr(i).lower() != chr(i)}
@@ -409,16 +413,13 @@ def test_word_characters_white_space_and_lower_case_agree_with_python_on_every_c
 
 def test_nfkc_and_format_characters_agree_with_python_on_every_code_point(browser):
     """The Unicode steps of the normalization, over every code point Python's Unicode database assigns."""
-    open_page(browser, PAGE_PATH.as_uri())
-    code_points = [i for i in range(0x110000) if unicodedata.category(chr(i)) not in ("Cn", "Cs")]
-    in_page = browser.evaluate(
-        f"""(() => {{
-          const codePoints = {json.dumps(code_points)};
+    code_points, (nfkc, format_characters) = in_page_over_code_points(
+        browser,
+        """
           return [Object.fromEntries(codePoints.map(c => String.fromCodePoint(c))
                     .filter(s => s.normalize("NFKC") !== s).map(s => [s, s.normalize("NFKC")])),
-                  codePoints.filter(c => /^\\p{{Cf}}$/u.test(String.fromCodePoint(c)))];
-        }})()"""
+                  codePoints.filter(c => /^\\p{Cf}$/u.test(String.fromCodePoint(c)))];
+        """,
     )
-    nfkc, format_characters = in_page
     assert nfkc == {chr(i): unicodedata.normalize("NFKC", chr(i)) for i in code_points if unicodedata.normalize("NFKC", chr(i)) != chr(i)}
     assert format_characters == [i for i in code_points if unicodedata.category(chr(i)) == "Cf"]

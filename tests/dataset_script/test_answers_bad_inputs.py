@@ -15,23 +15,11 @@ import time
 
 import pytest
 
+from .conftest import blanked_record
+
 VAL = [
-    {
-        "video_id": "vid_a",
-        "video_start_time": 0,
-        "video_end_time": 10,
-        "caption": "A man is cutting a cake in the kitchen.",
-        "masked_caption": "A man is cutting _____ in the kitchen.",
-        "label": "a cake",
-    },
-    {
-        "video_id": "vid_b",
-        "video_start_time": 5,
-        "video_end_time": 15,
-        "caption": "A dog runs on the beach.",
-        "masked_caption": "A dog runs on _____.",
-        "label": "the beach",
-    },
+    blanked_record("vid_a", "A man is cutting a cake in the kitchen.", "a cake", start=0, end=10),
+    blanked_record("vid_b", "A dog runs on the beach.", "the beach", start=5, end=15),
 ]
 HEADER = "video_id,video_start_time,video_end_time,annotator_id,answer_1,answer_2\n"
 ANSWERS = HEADER + "vid_a,0,10,w1,a cake,bread\nvid_b,5,15,w1,the sand,\nvid_b,5,15,w2,the shore,the sea\n"

@@ -4,15 +4,10 @@ import json
 
 import pytest
 
-RECORD = {
-    "video_id": "vid_a",
-    "video_start_time": 0,
-    "video_end_time": 10,
-    "caption": "A man is cutting a cake in the kitchen.",
-    "masked_caption": "A man is cutting _____ in the kitchen.",
-    "label": "a cake",
-    "additional_answers": [["a cake"]],
-}
+from .conftest import blanked_record
+
+RECORD = blanked_record("vid_a", "A man is cutting a cake in the kitchen.", "a cake", start=0, end=10)
+RECORD["additional_answers"] = [["a cake"]]
 # Each data command that parses with spaCy, on good inputs written into the folder "{d}".
 COMMANDS = {
     "blank": ["{d}/vatex.json", "--output_file", "{d}/out/blanked.json"],

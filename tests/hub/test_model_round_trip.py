@@ -10,11 +10,11 @@ from huggingface_hub import ModelCard, hf_hub_download
 import fiberbench.training
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.training.launch import ACCELERATE_CONFIG
 
 REPO_ID = "fiber-org/fiber-t5-sample"
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "1"]
-LAUNCH += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG), "--cpu"]
 # The sample demo (the default with no model and no dataset), cut to a few steps: the test is the push.
 FAST_TRAINING = ["--max_train_steps", "4", "--no-do_eval", "--per_device_eval_batch_size", "64"]
 NUM_EXAMPLES = 4

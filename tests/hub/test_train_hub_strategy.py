@@ -17,12 +17,13 @@ from safetensors.torch import load_file
 import fiberbench.training
 from fiberbench.hub import push_files
 from fiberbench.ownership import FOLDER_RECORD
+from fiberbench.training.launch import ACCELERATE_CONFIG
 
 pytestmark = pytest.mark.slow
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
-LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1"]
-LAUNCH += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+# As the README launches train.py: one process, every launcher setting given by the config.
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG)]
 REPO_ID = "fiber-org/fiber-t5-run"
 FINAL = "FIBER model trained with fiberbench"
 # A loadable model: weights, config, the remote code and the processor.
@@ -249,11 +250,11 @@ def torch_saved(obj) -> bytes:
 
 def test_two_processes_push_every_checkpoint_and_resume_one_from_the_hub_bit_identically(hub_server, tmp_path):
     # `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
-    two_processes = ["--multi_gpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no"]
+    two_processes = ["--multi_gpu", "--num_processes", 2]
     settings = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
     settings += ["--hub_strategy", "all_checkpoints"]
     first, resumed = tmp_path / "first", tmp_path / "resumed"
-    launch = [sys.executable, "-m", "accelerate.commands.launch", *map(str, two_processes), "--dynamo_backend", "no"]
+    launch = [*LAUNCH, *map(str, two_processes)]
     for output_dir, resume in ((first, []), (resumed, ["--resume_from_checkpoint", f"{REPO_ID}:step_4"])):
         command = [*launch, str(TRAIN_SCRIPT), *map(str, [*settings, *resume, "--output_dir", output_dir])]
         command += ["--push_to_hub", "--hub_model_id", REPO_ID]

@@ -2,10 +2,13 @@
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
 REPO_ID = "fiber-org/fiber-t5-trainer"
+# The folder of `sample_trainer.py`, shared with the Trainer path's own tests.
+TRAINER_HELPERS = Path(__file__).parents[1] / "training"
 # The files that make a pushed folder a FIBER model that loads with trust_remote_code.
 MODEL_FILES = (
     "config.json",
@@ -18,54 +21,27 @@ MODEL_FILES = (
     "README.md",
 )
 
-# Trains two epochs of the sample demo's model with the Trainer, validating and saving after each, then pushes.
+# Trains two epochs of the sample demo's model with the Trainer, validating and saving after each, then pushes; run
+# with tests/training (where `sample_demo_trainer` is) on its path.
 TRAIN = """
 import sys
 
 import torch
-from transformers import AutoTokenizer, Seq2SeqTrainingArguments
 
-from fiberbench.data import load_sample
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
-from fiberbench.modeling import build_tiny_config
-from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
-from fiberbench.training.inputs import FiberDataCollator, FiberExamples
-from fiberbench.training.trainer import FiberMetrics, FiberSeq2SeqTrainer
+output_dir, repo_id, helpers = sys.argv[1:4]
+sys.path.insert(0, helpers)
+from sample_trainer import sample_demo_trainer
 
-output_dir, repo_id = sys.argv[1:3]
 torch.set_num_threads(1)
-demo = read_config(SAMPLE_DEMO_CONFIG)
-fiber = load_sample("i3d")
-processor = FiberProcessor(AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH))
-config = build_tiny_config(processor.tokenizer, "early")
-config.update_from_string(demo["config_overrides"])
-arguments = Seq2SeqTrainingArguments(
-    output_dir=output_dir,
-    per_device_train_batch_size=demo["per_device_train_batch_size"],
-    per_device_eval_batch_size=demo["per_device_eval_batch_size"],
-    learning_rate=demo["learning_rate"],
+trainer = sample_demo_trainer(
+    output_dir,
+    metrics={"only_noun_phrases": False},
+    trainer={"dataset_name": "fiberbench-bundled-sample", "synthetic": True},
     num_train_epochs=2,
-    eval_strategy="epoch",
     save_strategy="epoch",
-    predict_with_generate=True,
-    remove_unused_columns=False,
-    report_to=[],
-    use_cpu=True,
-    seed=0,
     push_to_hub=True,
     hub_model_id=repo_id,
     hub_strategy="checkpoint",
-)
-trainer = FiberSeq2SeqTrainer(
-    model=FiberT5ForConditionalGeneration(config),
-    args=arguments,
-    train_dataset=FiberExamples(fiber["train"], with_video=True),
-    eval_dataset=FiberExamples(fiber["validation"], with_video=True),
-    data_collator=FiberDataCollator(processor),
-    processing_class=processor,
-    compute_metrics=FiberMetrics(processor, fiber["validation"], only_noun_phrases=False),
-    dataset_name="fiberbench-bundled-sample",
-    synthetic=True,
 )
 trainer.train()
 trainer.push_to_hub()
@@ -103,7 +79,7 @@ def test_the_trainer_pushes_a_loadable_fiber_model_and_last_checkpoint_at_each_s
     from test_model_round_trip import sample_blanks  # tests/hub is on sys.path (see conftest.py)
 
     output_dir = tmp_path / "trainer"
-    run_client([sys.executable, "-c", TRAIN, output_dir, REPO_ID], cwd=tmp_path)
+    run_client([sys.executable, "-c", TRAIN, output_dir, REPO_ID, TRAINER_HELPERS], cwd=tmp_path)
 
     pushed = hub_server.history(REPO_ID)[1:]
     assert [commit.title for commit in pushed] == [

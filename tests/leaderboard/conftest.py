@@ -11,7 +11,7 @@ import pytest
 
 from fiberbench.data import load_sample
 from fiberbench.files import write_jsonl
-from fiberbench.scoring import KEY_FIELDS
+from fiberbench.predictions import KEY_FIELDS
 
 # Few resamples: the sample has 60 blanks, and each board is computed in seconds on a busy machine.
 SETTINGS = {"confidence_level": 0.95, "num_bootstrap": 1000, "seed": 0}

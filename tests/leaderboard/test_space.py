@@ -8,7 +8,6 @@ every system of the store (`worst_file`), so the three systems' ranks are the sa
 import os
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "hub"))
 from chromium import CHROMIUM, SKIP_REASON, Chromium  # noqa: E402
 from hub_server import LocalHub  # noqa: E402
 
-from ..metric.test_space import free_port  # noqa: E402
+from ..metric.test_space import free_port, serving  # noqa: E402
 
 RESULTS_REPO, SPACE_REPO = "fiber-org/fiber-results", "fiber-org/fiber-leaderboard"
 BUILT_FILES = ["README.md", "app.py", "leaderboard.json", "requirements.txt"]
@@ -76,22 +75,11 @@ def pulled_space(hub, predictions_files, tmp_path_factory):
 def space_url(hub, pulled_space, tmp_path_factory):
     """`python app.py` in the pulled Space folder, as the Hub runs it, on a free local port."""
     _, env = hub
-    port = free_port()
-    env = {**env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
-    log = tmp_path_factory.mktemp("space") / "app.log"
-    with open(log, "w") as output:
-        app = subprocess.Popen([sys.executable, "app.py"], cwd=pulled_space, env=env, stdout=output,
-                               stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 180
-        while "Running on local URL" not in log.read_text():
-            if app.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"app.py did not start:\n{log.read_text()}")
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        app.terminate()
-        app.wait(timeout=30)
+    env = {
+        **env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(free_port()), "GRADIO_ANALYTICS_ENABLED": "False"
+    }
+    with serving(pulled_space, env, tmp_path_factory.mktemp("space") / "app.log", timeout=180) as url:
+        yield url
 
 
 def board_rows(space_url, sort_by: str = "F1") -> list[list]:

@@ -1,5 +1,6 @@
 """The metric's Space for real: app.py started with the real Gradio, scored through gradio_client, rendered in Chromium."""
 
+import contextlib
 import os
 import shutil
 import socket
@@ -33,6 +34,24 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@contextlib.contextmanager
+def serving(folder: Path, env: dict, log: Path, timeout: float):
+    """`python app.py` in a Space folder, as the Hub runs it, on the port of `env`'s GRADIO_SERVER_PORT, until the block
+    ends; a test fails with the app's log if it does not say it is running within `timeout` seconds."""
+    with open(log, "w") as output:
+        app = subprocess.Popen([sys.executable, "app.py"], cwd=folder, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + timeout
+        while "Running on local URL" not in log.read_text():
+            if app.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"app.py did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{env['GRADIO_SERVER_PORT']}/"
+    finally:
+        app.terminate()
+        app.wait(timeout=30)
+
+
 @pytest.fixture(scope="module")
 def space_url(tmp_path_factory):
     """`python app.py` in a copy of the metric folder, as a Space runs it, on a free local port.
@@ -41,30 +60,15 @@ def space_url(tmp_path_factory):
     """
     space = tmp_path_factory.mktemp("clone") / "space"
     shutil.copytree(METRIC_PATH, space, ignore=shutil.ignore_patterns("__pycache__"))
-    port = free_port()
     env = {
         **os.environ,
         "GRADIO_SERVER_NAME": "127.0.0.1",
-        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_SERVER_PORT": str(free_port()),
         "GRADIO_ANALYTICS_ENABLED": "False",
         "HF_HUB_OFFLINE": "1",
     }
-    log = tmp_path_factory.mktemp("space") / "app.log"
-    with open(log, "w") as output:
-        app = subprocess.Popen(
-            [sys.executable, "app.py"], cwd=space, env=env, stdout=output, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 120
-        while "Running on local URL" not in log.read_text():
-            if app.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"app.py did not start:\n{log.read_text()}")
-            time.sleep(0.2)
+    with serving(space, env, tmp_path_factory.mktemp("space") / "app.log", timeout=120) as url:
         yield url
-    finally:
-        app.terminate()
-        app.wait(timeout=30)
 
 
 def test_the_space_scores_like_the_metric(space_url):

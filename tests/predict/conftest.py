@@ -11,16 +11,19 @@ from fiberbench.data.fiber.validation import clip_key
 from fiberbench.testing.tiny_models import SAVERS
 from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos, write_video
 
+from ..built_once import built_once
+
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
-    """Kind -> the folder of a tiny random model of that kind (fixed seed)."""
-    root = tmp_path_factory.mktemp("tiny_models")
-    folders = {}
-    for kind, save in SAVERS.items():
-        folders[kind] = root / kind
-        save(folders[kind])
-    return folders
+    """Kind -> the folder of a tiny random model of that kind (fixed seed), saved once per test run."""
+
+    def save_all(root):
+        for kind, save in SAVERS.items():
+            save(root / kind)
+
+    root = built_once(tmp_path_factory, "tiny_models", save_all)
+    return {kind: root / kind for kind in SAVERS}
 
 
 def write_zero_duration_video(path):
@@ -47,10 +50,9 @@ def write_video_claiming(path, seconds: float, fps: int, claimed_seconds: float)
 
 @pytest.fixture(scope="session")
 def video_dir(tmp_path_factory):
-    """Videos for every test clip of the bundled sample: even clips as clip files, odd ones as whole videos."""
-    folder = tmp_path_factory.mktemp("videos")
-    write_sample_videos(folder)
-    return folder
+    """Videos for every test clip of the bundled sample, written once per test run: even clips as clip files, odd
+    ones as whole videos."""
+    return built_once(tmp_path_factory, "videos", lambda folder: write_sample_videos(folder / "videos")) / "videos"
 
 
 def videos_but_one(video_dir, tmp_path, index: int = 1):

@@ -150,7 +150,7 @@ def test_a_clip_that_fails_while_predicting_stops_the_run_with_one_line(tiny_mod
     assert line.startswith(f"fiberbench predict: error: {damaged}: cannot be decoded (Invalid data found"), line
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="page-locked memory needs a GPU")
+@pytest.mark.gpu
 def test_batches_come_pinned_for_a_gpu(tiny_models):
     predictor = predictor_of(tiny_models["causal"])
     loader = make_loader(

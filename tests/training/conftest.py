@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 import fiberbench.training
+from fiberbench.training.launch import ACCELERATE_CONFIG
+
+from ..built_once import built_once, load_process, save_process
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
 # Training tests run offline, as the main job must.
@@ -17,11 +20,14 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 
 
 def train_command(args: list, launch_args: list = ()) -> list[str]:
-    """`accelerate launch [launch_args] training/train.py args`, as an argv."""
+    """`accelerate launch --config_file training/accelerate.yaml [launch_args] training/train.py args`, as an argv:
+    as the README launches it (`launch_args` replace the config's settings)."""
     return [
         sys.executable,
         "-m",
         "accelerate.commands.launch",
+        "--config_file",
+        str(ACCELERATE_CONFIG),
         *map(str, launch_args),
         str(TRAIN_SCRIPT),
         *map(str, args),
@@ -100,12 +106,17 @@ def launch():
 
 @pytest.fixture(scope="session")
 def main_job(tmp_path_factory):
-    """The README's main command, `accelerate launch training/train.py`, writing into a temporary folder.
+    """The README's main command, `accelerate launch training/train.py`, writing into a temporary folder: run once
+    per test run, for the tests that read what it wrote.
 
     Returns (output folder, the completed process).
     """
-    output_dir = tmp_path_factory.mktemp("main_job") / "sample_demo"
-    return output_dir, run_train(["--output_dir", output_dir])
+
+    def run(folder):
+        save_process(run_train(["--output_dir", folder / "sample_demo"]), folder / "process.json")
+
+    folder = built_once(tmp_path_factory, "main_job", run)
+    return folder / "sample_demo", load_process(folder / "process.json")
 
 
 # A short run that writes checkpoints (every 2 of its 4 steps) and nothing else.
@@ -114,10 +125,12 @@ SHORT_RUN = ["--max_train_steps", 4, "--checkpointing_steps", 2, "--no-do_eval",
 
 @pytest.fixture(scope="session")
 def short_checkpointed_run(tmp_path_factory):
-    """The output folder of `SHORT_RUN`, with its checkpoints step_2 and step_4."""
-    output_dir = tmp_path_factory.mktemp("short_run") / "run"
-    run_train([*SHORT_RUN, "--output_dir", output_dir])
-    return output_dir
+    """The output folder of `SHORT_RUN`, with its checkpoints step_2 and step_4; run once per test run."""
+
+    def run(folder):
+        run_train([*SHORT_RUN, "--output_dir", folder / "run"])
+
+    return built_once(tmp_path_factory, "short_run", run) / "run"
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

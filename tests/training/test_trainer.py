@@ -12,14 +12,12 @@ from fiberbench.modeling import (
     FiberT5ForConditionalGeneration,
     build_tiny_config,
 )
-from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.evaluation import load_metric
-from fiberbench.training.inputs import FiberDataCollator, FiberExamples
-from fiberbench.training.trainer import FiberMetrics, FiberSeq2SeqTrainer
+from fiberbench.training.trainer import FiberSeq2SeqTrainer
+
+from .sample_trainer import sample_demo_trainer
 
 pytestmark = pytest.mark.slow
-
-DEMO = read_config(SAMPLE_DEMO_CONFIG)
 
 
 @pytest.fixture
@@ -33,36 +31,10 @@ def one_thread():
 
 
 def test_seq2seq_trainer_trains_and_evaluates_like_fill_blanks(tmp_path, nlp, one_thread):
-    fiber = load_sample("i3d")
-    tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
-    processor = FiberProcessor(tokenizer)
-    config = build_tiny_config(tokenizer, "early")
-    config.update_from_string(DEMO["config_overrides"])
-    model = FiberT5ForConditionalGeneration(config)
-    arguments = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path / "trainer"),
-        per_device_train_batch_size=DEMO["per_device_train_batch_size"],
-        per_device_eval_batch_size=DEMO["per_device_eval_batch_size"],
-        learning_rate=DEMO["learning_rate"],
-        num_train_epochs=4,
-        eval_strategy="epoch",
-        save_strategy="no",
-        predict_with_generate=True,
-        remove_unused_columns=False,
-        dataloader_num_workers=1,
-        report_to=[],
-        use_cpu=True,
-        seed=0,
+    trainer = sample_demo_trainer(
+        tmp_path / "trainer", metrics={"nlp": nlp}, num_train_epochs=4, save_strategy="no", dataloader_num_workers=1
     )
-    trainer = FiberSeq2SeqTrainer(
-        model=model,
-        args=arguments,
-        train_dataset=FiberExamples(fiber["train"], with_video=True),
-        eval_dataset=FiberExamples(fiber["validation"], with_video=True),
-        data_collator=FiberDataCollator(processor),
-        processing_class=processor,
-        compute_metrics=FiberMetrics(processor, fiber["validation"], nlp=nlp),
-    )
+    model, processor, fiber = trainer.model, trainer.processing_class, load_sample("i3d")
     trainer.train()
     evaluations = [record for record in trainer.state.log_history if "eval_f1" in record]
     assert len(evaluations) == 4 and evaluations[-1]["eval_f1"] > evaluations[0]["eval_f1"]

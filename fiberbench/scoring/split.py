@@ -1,0 +1,213 @@
+"""The blanks of a FIBER split being scored, and the predictions files joined to them, one system each.
+
+`load_split` reads a split's keys, categories and correct answers (normalized once, for every
+system) and, for the human row, the annotators' agreement; `join_predictions` joins a predictions
+file's rows to the split strictly: a missing, repeated or unknown blank is an error naming the file
+and the line. `fiberbench evaluate` and the leaderboard both score what these give.
+"""
+
+import logging
+from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter, methodcaller
+from pathlib import Path
+
+from fiberbench.errors import DataError, UsageError
+from fiberbench.predictions import KEY_FIELDS, BlankKey, blank_key, ranked_candidates
+
+logger = logging.getLogger(__name__)
+
+MISSING_SHOWN = 5  # how many blanks without a prediction an error lists
+
+
+@dataclass
+class Split:
+    """The blanks being scored, in split order: their keys, categories and correct answers, and the words that name
+    the split in messages.
+
+    `answers` and `labels` are the metric's `CorrectAnswers` (the label and every annotator's answers;
+    the label alone), normalized once for every system; `human_agreement` the human row's per-blank
+    columns and the blanks it scores, when asked for. The annotators' raw answers are not kept.
+    """
+
+    name: str
+    described: str
+    keys: list[BlankKey]
+    categories: list[str] | None
+    answers: object
+    labels: object
+    human_agreement: tuple[dict, list[int]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def index(self) -> dict[BlankKey, int]:
+        """Each blank's key -> its row; a key given twice is a `DataError` naming both rows."""
+        rows: dict[BlankKey, int] = {}
+        for row, key in enumerate(self.keys):
+            first = rows.setdefault(key, row)
+            if first != row:
+                raise DataError(
+                    f"{self.described} holds the clip {key} twice, in rows {first} and {row}: a blank is known by "
+                    "its clip, so predictions cannot be joined to it (build-dataset refuses such data)"
+                )
+        return rows
+
+
+@dataclass
+class System:
+    """One predictions file joined to the split: its answer (and ranked candidates) for every blank, in split order."""
+
+    name: str
+    file: str
+    predictions: list[str]
+    candidates: list[list[str]] | None
+    reading: dict | None = None  # how the answers were read from replies, where the file records it
+
+
+
+def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict[BlankKey, int]) -> System:
+    """The rows of a predictions file joined to the split's blanks (`keys`: `Split.index()`): every blank exactly once.
+
+    Rows whose `split` field names another split (train.py writes validation and test rows into
+    one predictions.jsonl) are skipped and counted. An empty string is a valid (wrong) answer.
+    A file in which nothing is wrong is joined in bulk (`_joined_at_once`); any other is joined row
+    by row, which names the first row that is wrong and what is wrong with it.
+    """
+    records = [row for _, row in rows]
+    if set(map(type, records)) <= {dict}:
+        splits = list(map(methodcaller("get", "split"), records))
+        if not set(splits) <= {None, "", split.name}:
+            records = [row for row, name_of_split in zip(records, splits) if name_of_split in (None, "", split.name)]
+        if len(records) < len(rows):
+            logger.info("%s: skipped %d rows of other splits than %s", path, len(rows) - len(records), split.name)
+        joined = None if path.suffix.lower() == ".csv" else _joined_at_once(records, keys)  # CSV times are text
+        if joined is not None:
+            return System(name, str(path), *joined)
+    return System(name, str(path), *_joined_row_by_row(path, rows, split, keys))
+
+
+def _joined_at_once(records: list[dict], keys: dict[BlankKey, int]) -> tuple[list[str], list | None] | None:
+    """(predictions, candidates or None) in split order, with every check of `_joined_row_by_row` made column by
+    column; None where any fails (a missing field, a value of another type, a time out of range, a blank unknown,
+    repeated or missing, candidates in some rows only)."""
+    from fiberbench.data.fiber.validation import MAX_TIME
+
+    try:
+        fields = list(map(itemgetter(*KEY_FIELDS, "prediction"), records))
+    except KeyError:
+        return None
+    video_ids, starts, ends, predictions = zip(*fields) if fields else ((), (), (), ())
+    if not (set(map(type, video_ids)) <= {str} and set(map(type, predictions)) <= {str}):
+        return None
+    if not set(map(type, starts)) | set(map(type, ends)) <= {int}:  # a bool is no int here
+        return None
+    if fields and not (0 <= min(min(starts), min(ends)) and max(max(starts), max(ends)) <= MAX_TIME):
+        return None
+    indices = list(map(keys.get, zip(video_ids, starts, ends)))
+    if len(indices) != len(keys) or None in indices or len(set(indices)) != len(keys):
+        return None
+    order = sorted(range(len(indices)), key=indices.__getitem__)  # the rows in split order
+    candidates = list(map(methodcaller("get", "candidates"), records))
+    if all(ranked in (None, "") for ranked in candidates):
+        return [predictions[row] for row in order], None
+    if not (set(map(type, candidates)) <= {list} and set(map(type, chain.from_iterable(candidates))) <= {str}):
+        return None
+    return [predictions[row] for row in order], [candidates[row] for row in order]
+
+
+def _joined_row_by_row(path: Path, rows: list, split: Split, keys: dict[BlankKey, int]) -> tuple[list, list | None]:
+    """(predictions, candidates or None) in split order, each row checked in turn: a `DataError` names the first wrong
+    row (or the blanks left without a prediction)."""
+    is_csv = path.suffix.lower() == ".csv"
+    predictions, candidates = [None] * len(keys), [None] * len(keys)
+    first_seen: dict[BlankKey, str] = {}
+    for where, row in rows:
+        if not isinstance(row, dict):
+            raise DataError(f"{path}: {where}: expected an object, got {type(row).__name__}")
+        if row.get("split") not in (None, "", split.name):
+            continue
+        key = blank_key(row, path, where)
+        if key in first_seen:
+            raise DataError(f"{path}: {where}: blank {key} is predicted twice (first on {first_seen[key]})")
+        index = keys.get(key)
+        if index is None:
+            raise DataError(f"{path}: {where}: blank {key} is not in {split.described}")
+        if not isinstance(row["prediction"], str):
+            got = type(row["prediction"]).__name__
+            raise DataError(f"{path}: {where}: field 'prediction' must be a string, got {got}")
+        first_seen[key] = where
+        predictions[index] = row["prediction"]
+        if row.get("candidates") not in (None, ""):
+            candidates[index] = ranked_candidates(row["candidates"], path, where, is_csv)
+    missing = [key for key, index in keys.items() if predictions[index] is None]
+    if missing:
+        shown = ", ".join(map(str, missing[:MISSING_SHOWN])) + (", ..." if len(missing) > MISSING_SHOWN else "")
+        counted = f"{len(missing)} of the {len(keys)} blanks of {split.described}"
+        raise DataError(f"{path}: no prediction for {counted}: {shown}")
+    with_candidates = sum(ranked is not None for ranked in candidates)
+    if 0 < with_candidates < len(keys):
+        problem = f"{with_candidates} of {len(keys)} rows have 'candidates'"
+        raise DataError(f"{path}: {problem}: give them in every row or in none")
+    return predictions, candidates if with_candidates else None
+
+
+def load_split(splits, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
+    """The blanks of one split, which must have annotators' answers to score against.
+
+    With `with_human_agreement`, the human row's columns are computed too, while the annotators'
+    raw answers are at hand (they are then let go: 100,000 blanks' answers are about 300 MB).
+    """
+    if split_name not in splits:
+        raise UsageError(f"--split {split_name}: {described} has no such split (it has: {', '.join(splits)})")
+    dataset = splits[split_name]
+    wanted = (*KEY_FIELDS, "label", "additional_answers", "category")
+    # Whole Arrow columns to Python at once: row by row (`to_list`) took 5 s for 100,000 blanks.
+    table = dataset.select_columns([column for column in wanted if column in dataset.column_names])
+    table = table.with_format("arrow")[:]
+    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    answers = [annotators or [] for annotators in columns.get("additional_answers") or [None] * table.num_rows]
+    described = f"the {split_name} split of {described}"
+    if not any(answers):
+        raise UsageError(
+            f"--split {split_name}: {described} has no annotators' answers (additional_answers) to score "
+            "against; use validation or test"
+        )
+    categories = columns.get("category") or [None]
+    return Split(
+        split_name,
+        described,
+        list(zip(*(columns[field] for field in KEY_FIELDS))),
+        categories if all(isinstance(category, str) for category in categories) else None,
+        *correct_answers(columns["label"], answers),
+        human_agreement_columns(columns["label"], answers) if with_human_agreement else None,
+    )
+
+
+
+
+def correct_answers(labels: list[str], additional_answers: list) -> tuple:
+    """Blanks' correct answers as the metric takes them (`CorrectAnswers`, normalized once for every system): the
+    label and every annotator's answers (`references_from_columns`), and the label alone."""
+    from fiberbench.metric import CorrectAnswers, references_from_columns
+
+    return CorrectAnswers(references_from_columns(labels, additional_answers)), CorrectAnswers([[label] for label in labels])
+
+
+def human_agreement_columns(labels: list[str], additional_answers: list) -> tuple[dict, list[int]]:
+    """Per blank, the mean over its annotators of their first answer's scores against the others and the label.
+
+    The human row of the paper's Table 3 (leave one annotator out); blanks where no annotator can
+    be scored are left out, and the blanks kept are returned with the columns.
+    """
+    import numpy as np
+
+    from fiberbench.metric import human_agreement
+
+    agreement = human_agreement(labels, additional_answers, per_example=True, first_answers_only=True)
+    scores = {metric: agreement[f"first_answers_{metric}_per_caption"] for metric in ("exact_match", "f1")}
+    kept = [index for index, score in enumerate(scores["f1"]) if score is not None]
+    columns = {metric: np.array([0.0 if score is None else score for score in column]) for metric, column in scores.items()}
+    return columns, kept
+
+

@@ -1,0 +1,85 @@
+"""The checks of the FIBER metric's inputs: lists of strings as deep as expected, of equal lengths; an error names the
+index (`predictions[3]`, `references[1][2]`), as `evaluate` itself would not (it checks only a batch's first item)."""
+
+from itertools import chain
+
+
+def _list(values, name):
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list, got {type(values).__name__}")
+    return list(values)
+
+
+def _plain_strings(values, depth):
+    """Whether `values` is a list of lists ... of `str`, `depth` deep: taken as it is, without a copy or a message.
+
+    Checked level by level with `map(type, ...)`, so no Python code runs per item.
+    """
+    if type(values) is not list:
+        return False
+    for _ in range(depth - 1):
+        if not set(map(type, values)) <= {list}:
+            return False
+        values = list(chain.from_iterable(values))
+    return set(map(type, values)) <= {str}
+
+
+def _strings(values, name, depth=1):
+    """`values` as a string (depth 0) or as lists nested `depth` deep around strings; errors name the index."""
+    if depth == 0:
+        if not isinstance(values, str):
+            raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
+        return values
+    if _plain_strings(values, depth):
+        return values
+    values = _list(values, name)
+    return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(values)]
+
+
+def _answers(answers, name, index=None):
+    """A blank's correct answers (`name`, or `name[index]`) as a non-empty list of strings; one string is a list of one
+    answer (a label)."""
+    if isinstance(answers, str):
+        return [answers]
+    if not (answers and _plain_strings(answers, 1)):
+        name = name if index is None else f"{name}[{index}]"
+        answers = _strings(answers, name)
+        if not answers:
+            raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
+    return answers
+
+
+def _check_same_length(name, values, other_name, others):
+    if len(values) != len(others):
+        missing = f"{other_name}[{len(others)}]" if len(values) > len(others) else f"{name}[{len(values)}]"
+        lengths = f"({len(values)} != {len(others)})"
+        raise ValueError(f"{name} and {other_name} differ in length {lengths}: {missing} is missing")
+
+
+def check_predictions(predictions, references, categories=None, candidates=None):
+    """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
+    predictions = _strings(predictions, "predictions")
+    references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
+    _check_same_length("predictions", predictions, "references", references)
+    if categories is not None:
+        categories = _strings(categories, "categories")
+        _check_same_length("predictions", predictions, "categories", categories)
+    if candidates is not None:
+        candidates = _strings(candidates, "candidates", depth=2)
+        _check_same_length("predictions", predictions, "candidates", candidates)
+    return predictions, references, categories, candidates
+
+
+def check_annotations(labels, additional_answers, annotator_ids=None):
+    """The inputs of `human_agreement` as lists, each item checked; an error names the index."""
+    labels = _strings(labels, "labels")
+    additional_answers = _strings(additional_answers, "additional_answers", depth=3)
+    _check_same_length("labels", labels, "additional_answers", additional_answers)
+    if annotator_ids is not None:
+        annotator_ids = _strings(annotator_ids, "annotator_ids", depth=2)
+        _check_same_length("additional_answers", additional_answers, "annotator_ids", annotator_ids)
+        for index, (annotators, ids) in enumerate(zip(additional_answers, annotator_ids)):
+            _check_same_length(f"additional_answers[{index}]", annotators, f"annotator_ids[{index}]", ids)
+            if len(set(ids)) != len(ids):
+                raise ValueError(f"annotator_ids[{index}] names an annotator twice: {ids}")
+    return labels, additional_answers, annotator_ids

@@ -1,0 +1,91 @@
+"""The processes of a `train.py` run: one `Accelerator` over the launched processes, and their logging.
+
+`accelerate launch` may start processes that do not form one group (several independent runs all
+writing the same folder); `make_accelerator` refuses that in one line saying how to launch.
+"""
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+import accelerate
+import datasets
+import torch
+import transformers
+from accelerate import Accelerator, DataLoaderConfiguration
+from accelerate.utils import DistributedType, ProjectConfiguration, parse_flag_from_env
+
+from fiberbench.cli import configure_logging
+from fiberbench.errors import UsageError
+from fiberbench.training.outputs import LOGS_FOLDER
+
+# The launcher's settings for one process on this machine, which the README's and the docs' `accelerate launch`
+# lines name with --config_file: without them, and with no `accelerate config` of the user's, the launcher guesses
+# each setting and warns about it ("`--num_processes` was set to a value of `0`" on a machine without GPUs).
+ACCELERATE_CONFIG = Path(__file__).resolve().parent / "accelerate.yaml"
+HOW_TO_LAUNCH = (
+    "start several processes with `accelerate launch --config_file training/accelerate.yaml --multi_gpu "
+    "--num_processes N training/train.py ...` "
+    "(on a machine without GPUs too: the processes then run on its CPUs and talk over gloo), or set it up "
+    "once with `accelerate config`; `accelerate launch --num_processes N` without --multi_gpu, or with --cpu, "
+    "starts a single process."
+)
+
+
+def make_accelerator(args: argparse.Namespace) -> Accelerator:
+    """The `Accelerator`, after making sure the launched processes form one group (else a `UsageError`).
+
+    On a machine without GPUs, processes started by `--multi_gpu` run as CPU processes over gloo
+    (Accelerate would otherwise start each as a run of its own, all writing the same outputs).
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1 and "MASTER_ADDR" in os.environ and "ACCELERATE_MIXED_PRECISION" in os.environ:
+        raise UsageError(f"`accelerate launch` was given several processes but started one: {HOW_TO_LAUNCH}")
+    on_gpu = torch.cuda.is_available() and not parse_flag_from_env("ACCELERATE_USE_CPU")
+    accelerator = Accelerator(
+        cpu=world_size > 1 and not torch.cuda.is_available(),
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        # "auto" is bf16 on a GPU that has it, else Accelerate's own setting; read before the
+        # Accelerator exists, as creating accelerate's state first would fix it before ACCELERATE_USE_CPU applies.
+        mixed_precision=("bf16" if on_gpu and torch.cuda.is_bf16_supported() else None)
+        if args.mixed_precision == "auto"
+        else args.mixed_precision,
+        dynamo_backend=args.torch_compile_backend if args.torch_compile else None,
+        log_with=args.report_to if args.with_tracking else None,
+        # TensorBoard writes into logs/PROJECT: one entry of the run's, whatever the project is named.
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=Path(args.output_dir) / LOGS_FOLDER),
+        # A sampler seeded per epoch: the same order on every process, and after a resume.
+        dataloader_config=DataLoaderConfiguration(
+            use_seedable_sampler=True, data_seed=args.seed, non_blocking=torch.cuda.is_available()
+        ),
+    )
+    if accelerator.num_processes != world_size:
+        raise UsageError(
+            f"{world_size} processes were launched but they do not form one group (this one sees "
+            f"{accelerator.num_processes}): {HOW_TO_LAUNCH}"
+        )
+    for name, wanted in (("FSDP", DistributedType.FSDP), ("DeepSpeed", DistributedType.DEEPSPEED)):
+        if parse_flag_from_env(f"ACCELERATE_USE_{name.upper()}") and accelerator.distributed_type != wanted:
+            raise UsageError(
+                f"{name} was asked for, but Accelerate {accelerate.__version__} runs these processes as "
+                f"{accelerator.distributed_type.value}: it shards only across GPUs, and on CPUs would silently "
+                f"train unsharded. Run {name} on GPUs, or launch without it."
+            )
+    return accelerator
+
+
+def setup_logging(accelerator: Accelerator) -> None:
+    """INFO logs from this script on the main process; library warnings only, and errors only elsewhere."""
+    configure_logging()
+    if accelerator.is_local_main_process:
+        datasets.utils.logging.set_verbosity_warning()
+        transformers.utils.logging.set_verbosity_warning()
+    else:
+        datasets.utils.logging.set_verbosity_error()
+        transformers.utils.logging.set_verbosity_error()
+        # The data's warnings too (the SYNTHETIC sample's, each process loading it): said once, not per process. The
+        # run's own lines stay: each process says which it is.
+        logging.getLogger("fiberbench.data").setLevel(logging.ERROR)
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
