@@ -14,7 +14,9 @@ from .video_families import VIDEO_FAMILIES, save_video_family
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Tiny random video-LLMs and synthetic videos, offline, in seconds.")
+    parser = argparse.ArgumentParser(
+        prog="python -m fiberbench.testing", description="Tiny random video-LLMs and synthetic videos, offline, in seconds."
+    )
     subparsers = parser.add_subparsers(dest="what", required=True)
     model = subparsers.add_parser("model", help="Save a tiny random model of a video-LLM family.")
     model.add_argument("family", choices=list(VIDEO_FAMILIES))

@@ -100,7 +100,10 @@ SAVERS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Save a tiny random encoder for extract-features, offline, in seconds.")
+    parser = argparse.ArgumentParser(
+        prog="python -m fiberbench.testing.tiny_encoders",
+        description="Save a tiny random encoder for extract-features, offline, in seconds.",
+    )
     parser.add_argument(
         "encoder",
         choices=list(SAVERS),
