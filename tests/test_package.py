@@ -2,6 +2,7 @@
 
 import json
 import site
+import tomllib
 import subprocess
 import sys
 import venv
@@ -23,6 +24,7 @@ SUBPACKAGES = [
     "fiberbench.metric.fiber_metric",
     "fiberbench.modeling",
     "fiberbench.predict",
+    "fiberbench.testing",
     "fiberbench.training",
 ]
 # Files that the package must carry for offline use: the sample, the annotation page, the metric
@@ -126,3 +128,16 @@ def test_editable_install_maps_namespace_onto_artifact_folders(tmp_path):
     assert folders["fiberbench.lmms_eval_tasks"] == "lmms_eval_tasks"
     assert folders["fiberbench.modeling"] == "modeling"
     assert folders["fiberbench.training"] == "training"
+
+
+
+def test_the_wheel_lists_every_package_of_the_tree():
+    """A package folder left out of pyproject.toml's `packages` would be missing from the wheel, silently."""
+    setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    found = set()
+    for package, folder in setuptools["package-dir"].items():
+        for init in (REPO_ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO_ROOT / folder).parts
+            found.add(".".join([package, *parts]))
+    assert len(found) > 10
+    assert sorted(found - set(setuptools["packages"])) == []  # (data folders without code are listed too)
