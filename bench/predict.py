@@ -16,7 +16,7 @@
 
 3. The command's loader against the model alone: for each kind (seq2seq, causal, and the video families
    of --loader_families on their video path), clips per second of `fiberbench predict`'s prediction loop
-   (`fiberbench.predict.loading.make_loader`: each batch's clips decoded, processed and tokenized, by
+   (`fiberbench.predict.clips.make_loader`: each batch's clips decoded, processed and tokenized, by
    0 and by --dataloader_num_workers workers, then the model) against the model alone on the same
    batches made beforehand. The goal: the loop with workers at least 0.9x of the model alone, for a
    model that costs at least as much per clip as making its inputs does: the tiny models widened
@@ -39,7 +39,7 @@ import torch
 
 from fiberbench.predict.arguments import parse_settings
 from fiberbench.predict.kinds import predictor_of
-from fiberbench.predict.loading import make_loader
+from fiberbench.predict.clips import make_loader
 from fiberbench.testing.tiny_models import FRAME_SIZE, save_causal, save_seq2seq
 from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos
 from fiberbench.testing.video_families import VIDEO_FAMILIES, save_video_family

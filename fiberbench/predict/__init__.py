@@ -3,16 +3,17 @@
 The command (`command`) writes a predictions file in the format that `fiberbench evaluate`
 scores. Its parts, in the order a run meets them:
 
-- `arguments` (the flags and their checks) and `settings` (`PredictSettings`, what every part reads);
+- `arguments` (the flags, as argparse declares them) and `settings` (`PredictSettings`, what every
+  part reads: the flags checked, and what a run records of them and resumes from);
 - `kinds`, the registry of the kinds of model and the checks that need the model's config, with
   the predictors of each kind in `predictors` (FIBER, seq2seq), `prompted` (causal) and `video`
   (video-language models), and `chat_templates` (a model's chat template, run bounded);
-- `clips` (the dataset split and the clips' videos), `record` (what a run records and resumes
-  from), `loading` (the data loader making each batch's inputs), `answering` (each clip's answer
-  from beams or replies) and `outputs` (the resumable predictions file);
+- `clips` (the dataset split, the clips' videos, and the data loader making each batch's inputs)
+  and `outputs` (the resumable predictions file);
 - `reread`: a predictions file's replies read again, without the model.
 
 What other commands share with it is in the core: `fiberbench.models` (a model's config and
-fingerprints), `fiberbench.prompts`, `fiberbench.replies` (the answer reader) and
-`fiberbench.videos` (finding a clip's video and the one frame-sampling rule).
+fingerprints), `fiberbench.prompts`, `fiberbench.answers` (each clip's answer from beams or
+replies), `fiberbench.replies` (the answer reader) and `fiberbench.videos` (finding a clip's video
+and the one frame-sampling rule).
 """

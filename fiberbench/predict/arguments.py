@@ -1,17 +1,16 @@
-"""`fiberbench predict`'s flags (`add_arguments`) and the checks of their values alone (`check_flags`).
+"""`fiberbench predict`'s flags (`add_arguments`), as argparse declares them.
 
-What the flags become is `settings.PredictSettings`, read once from the parsed command line; the
-checks that need the model's config (which kind it is, which flags that kind reads) are in `kinds`.
+What the flags become is `settings.PredictSettings`, read once from the parsed command line and
+checked there (`PredictSettings.check`); the checks that need the model's config (which kind it
+is, which flags that kind reads) are in `kinds`.
 """
 
 import argparse
-import os
 from pathlib import Path
 
 from fiberbench.cli import non_negative_int, positive_float, positive_int
-from fiberbench.errors import DataError, UsageError
 from fiberbench.models import add_model_arguments
-from fiberbench.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.prompts import DEFAULT_PROMPT
 
 from .kinds import KIND_NAMES
 from .settings import PredictSettings
@@ -176,63 +175,3 @@ def jsonl_file(text: str) -> Path:
     if Path(text).suffix != ".jsonl":
         raise argparse.ArgumentTypeError(f"predictions are JSON Lines: name a .jsonl file, got {text!r}")
     return Path(text)
-
-
-def check_flags(settings: PredictSettings) -> None:
-    """The flag values on their own (UsageError), before anything is loaded."""
-    if settings.model_name_or_path is None:
-        raise UsageError("--model_name_or_path is required (or --reread, to read a predictions file's replies again)")
-    if settings.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise UsageError(
-            "--device_map spreads one model over the GPUs in one process; under accelerate launch each process holds "
-            "a copy of the model: use one or the other"
-        )
-    if settings.device_map is not None:
-        check_device_map(settings.device_map)
-    if settings.prompt is not None:
-        try:
-            check_template(settings.prompt)
-        except ValueError as error:
-            raise UsageError(str(error)) from error
-    if settings.num_frames is not None and settings.fps is not None:
-        raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
-    if settings.max_frames is not None and settings.fps is None:
-        raise UsageError("--max_frames applies to --fps (with --num_frames, the number of frames is fixed)")
-    if settings.video_dir is not None and settings.video_dir.exists() and not settings.video_dir.is_dir():
-        raise UsageError(f"--video_dir {settings.video_dir} is a file; give the folder of the clips' videos")
-    if settings.video_dir is not None and not settings.video_dir.is_dir():
-        raise DataError(f"--video_dir {settings.video_dir}: no such folder")
-
-
-# --device_map's ways to spread a model (Accelerate's); any other value names one device.
-DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
-
-
-def check_device_map(device_map: str) -> None:
-    """--device_map: a way to spread the model, or a device this torch can put it on (a GPU of a CPU-only build, or
-    one past the last, is refused here rather than failing as the weights load)."""
-    if device_map in DEVICE_MAP_STRATEGIES:
-        return
-    import torch
-
-    try:
-        device = torch.device(device_map)
-    except (RuntimeError, ValueError):
-        raise UsageError(
-            f"--device_map {device_map}: neither a way to spread the model ({', '.join(DEVICE_MAP_STRATEGIES)}) nor a "
-            "device (cpu, cuda:0, ...)"
-        ) from None
-    if device.type == "cpu":
-        return
-    accelerator = torch.accelerator.current_accelerator()
-    if accelerator is None or accelerator.type != device.type:
-        raise UsageError(
-            f"--device_map {device_map}: this torch ({torch.__version__}) has no {device.type} device here (a build "
-            "without it, or none visible); leave --device_map out, or give cpu or auto"
-        )
-    count = torch.accelerator.device_count()
-    if device.index is not None and device.index >= count:
-        raise UsageError(
-            f"--device_map {device_map}: this machine has {count} {device.type} device{'s' * (count != 1)} "
-            f"({device.type}:0 to {device.type}:{count - 1})"
-        )

@@ -1,31 +1,44 @@
 """`fiberbench predict`: a model's answers to every blank of a FIBER split, as a file for `fiberbench evaluate`.
 
 Everything that can refuse the run is checked before the dataset or the model's weights are read
-where it can be: the flags (`arguments`), the model's config (its kind, the class that loads it,
+where it can be: the flags (`settings`), the model's config (its kind, the class that loads it,
 its safetensors weights: `kinds`); then, before any generation, the dataset split, each clip's
 video (opened: `clips`), and an existing output (resumed only when it was written with the same
-settings: `record`). Then each process (several under `accelerate launch`) predicts its share of
-the clips not done yet, batch by batch (inputs made ahead by data loader workers: `loading`), each
-batch's answers picked (`answering`) and written as a part file, and the first process merges all
-rows in dataset order (`outputs`).
+settings: `describe_run`). Then each process (several under `accelerate launch`)
+predicts its share of the clips not done yet, batch by batch (inputs made ahead by data loader
+workers: `clips`), each batch's answers picked (`fiberbench.answers`) and written as a part file,
+and the first process merges all rows in dataset order (`outputs`).
 """
 
 import argparse
 import logging
 import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fiberbench.cli import default_num_workers
 from fiberbench.errors import DataError, alike_on_every_process
-from fiberbench.models import inference_dtype, load_config, locate_model
+from fiberbench.models import inference_dtype, load_config, locate_model, model_commit
 from fiberbench.predictions import KEY_FIELDS
 
-from .answering import Answerer
-from .arguments import add_arguments, check_flags
-from .clips import clip_keys, find_videos, load_split
-from .kinds import PREDICTORS, check_max_new_tokens, choose_kind, make_predictor
+from fiberbench.answers import Answerer
+
+from .arguments import add_arguments
+from .clips import clip_keys, dataset_fingerprint, find_videos, load_split, make_loader
+from .kinds import KINDS, check_max_new_tokens, choose_kind, make_predictor
 from .outputs import SKIPPED, PredictionsFile
-from .record import Request, Run, describe_run, request_of
-from .settings import PredictSettings
+from .settings import PredictSettings, Request, request_of
+
+if TYPE_CHECKING:
+    import datasets
+    import torch
+    from transformers import PretrainedConfig
+
+    from fiberbench.data.fiber.validation import ClipKey
+    from fiberbench.models import ModelSource
+    from fiberbench.videos import ClipVideo
+
+    from .predictors import Predictor
 
 __all__ = ["add_arguments", "run"]
 
@@ -41,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return reread(settings)
     # Every process makes these checks alike: a refusal is said once, by the main process.
     with alike_on_every_process():
-        check_flags(settings)
+        settings.check()
         request = request_of(settings)
         # Before anything is loaded: an earlier output of other settings is refused, a complete one of this request
         # is done. The output is this file throughout; its settings are known in full once the model is read.
@@ -63,6 +76,56 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Run:
+    """What a run works on, once every check that could refuse it has passed: what `describe_run` records
+    and `command.predict_shard` reads."""
+
+    settings: PredictSettings  # its kind's (`PredictSettings.for_kind`)
+    source: "ModelSource"  # where the model is, and how from_pretrained reaches it
+    config: "PretrainedConfig"
+    predictor: "Predictor"  # of the model's kind (`predictor.kind.name`)
+    split: "datasets.Dataset"
+    keys: "list[ClipKey]"  # each row's clip, in dataset order
+    videos: "list[ClipVideo | None] | None"  # video-language models: each row's video (None: missing, skipped)
+    answerer: Answerer  # what picks each clip's answer
+    dtype: "torch.dtype"
+    request: Request  # what the flags asked for
+
+
+def describe_run(prepared: Run) -> dict:
+    """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
+    import fiberbench
+    from fiberbench.data.provenance import is_synthetic
+
+    settings, predictor, request = (prepared.settings, prepared.predictor, prepared.request)
+    return {
+        "fiberbench_version": fiberbench.__version__,
+        "model": {
+            "name_or_path": request.model_name,
+            "revision": settings.revision,
+            "commit": model_commit(prepared.source),
+            "kind": predictor.kind.name,
+            "architectures": prepared.config.architectures,
+            "dtype": str(prepared.dtype).removeprefix("torch."),
+            # A local folder's files (a Hub model's are its commit's): re-saved weights are other settings.
+            "files": request.model_files,
+        },
+        "dataset": {
+            "name": request.dataset_name,
+            "config": predictor.dataset_config,
+            "split": settings.split,
+            "clips": len(prepared.split),
+            "synthetic": is_synthetic(settings.dataset_name),
+            "fingerprint": dataset_fingerprint(prepared.split, predictor.reads_features),
+        },
+        "prompt": predictor.prompt(prepared.split[0]["masked_caption"]),
+        "decoding": predictor.decoding() | prepared.answerer.decoding,
+        "reader": prepared.answerer.reader,
+        "video": predictor.video_settings() if predictor.reads_video else None,
+    }
+
+
 def prepare_run(settings: PredictSettings, request: Request, predictions: PredictionsFile) -> tuple:
     """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile` (`predictions`
     with the run's settings) and the Accelerator."""
@@ -70,9 +133,9 @@ def prepare_run(settings: PredictSettings, request: Request, predictions: Predic
     config = load_config(source)
     kind = choose_kind(settings, config)
     check_max_new_tokens(settings, config)
-    settings = settings.for_kind(PREDICTORS[kind].prompted)
-    predictions.check_ours(request.inputs)
+    settings = settings.for_kind(KINDS[kind].predictor.prompted)
     predictor = make_predictor(settings, kind, config, source)
+    predictions.check_ours(request.inputs)
     split = load_split(settings.dataset_name, settings.split, settings.max_predict_samples, predictor.dataset_config)
     keys = clip_keys(split, described_split(settings))
     if not keys:
@@ -152,11 +215,9 @@ def predict_and_merge(prepared: Run, predictions, accelerator) -> None:
 def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:
     """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file.
 
-    The batches' inputs are made ahead by data loader workers (`loading`) while the model generates.
+    The batches' inputs are made ahead by data loader workers (`clips.make_loader`) while the model generates.
     """
     from tqdm.auto import tqdm
-
-    from .loading import make_loader
 
     settings, predictor = prepared.settings, prepared.predictor
     processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))

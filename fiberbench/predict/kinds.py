@@ -1,10 +1,11 @@
-"""The kinds of model `fiberbench predict` runs: the one registry (`PREDICTORS`), and which kind a model is.
+"""The kinds of model `fiberbench predict` runs: the one registry (`KINDS`), and which kind a model is.
 
-A kind is a `Predictor` subclass (`predictors`, `prompted`, `video`) that says what it is: its
-name (`kind`, as --model_type gives it), how messages name it, the class that loads it and which
-configs it loads, whether it reads --prompt and replies in words (`prompted`), and whether it reads
-the clips' videos (`reads_video`). Adding a kind is writing its subclass and registering it here,
-in `PREDICTORS`; the flags, the checks and the run read everything else from the class.
+A kind is one row of `KINDS` (a `predictors.Kind`): its name (as --model_type gives it), how
+messages name it, the class that loads it, and the `Predictor` subclass that runs it
+(`predictors`, `prompted`, `video`), which says which configs it loads, whether it reads --prompt
+and replies in words (`prompted`), and whether it reads the clips' videos (`reads_video`). Adding
+a kind is writing its subclass and registering it here, one row in `KINDS`; the flags, the checks
+and the run read everything else from the row and the class.
 
 The checks that need the model's config (`choose_kind`, `check_max_new_tokens`) are here too:
 all of them before the dataset or the weights are read.
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from fiberbench.errors import DataError, FiberbenchError, UsageError
 
-from .predictors import FiberPredictor, Predictor, Seq2SeqPredictor
+from .predictors import FiberPredictor, Kind, Predictor, Seq2SeqPredictor
 from .prompted import CausalPredictor
 from .video import VideoPredictor
 
@@ -27,12 +28,20 @@ if TYPE_CHECKING:
 # Every kind, in the order a config is matched against them (`detect_kind`): a FIBER model first (its config is
 # also a seq2seq LM's); then some configs (Gemma 3, Mllama, ...) are both image-text-to-text and causal LM, and the
 # richer kind wins.
-PREDICTORS: dict[str, type[Predictor]] = {
-    predictor.kind: predictor for predictor in (FiberPredictor, VideoPredictor, Seq2SeqPredictor, CausalPredictor)
+KINDS: dict[str, Kind] = {
+    kind.name: kind
+    for kind in (
+        Kind("fiber", FiberPredictor, "a FIBER model", "FiberT5ForConditionalGeneration"),
+        Kind("video", VideoPredictor, "a video-language model", "AutoModelForImageTextToText",
+             "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING"),
+        Kind("seq2seq", Seq2SeqPredictor, "a seq2seq LM", "AutoModelForSeq2SeqLM",
+             "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING"),
+        Kind("causal", CausalPredictor, "a causal LM", "AutoModelForCausalLM", "MODEL_FOR_CAUSAL_LM_MAPPING"),
+    )
 }
 # What the messages and --model_type read of the registry.
-KIND_NAMES = {kind: predictor.described for kind, predictor in PREDICTORS.items()}
-PROMPTED_KINDS = tuple(kind for kind, predictor in PREDICTORS.items() if predictor.prompted)
+KIND_NAMES = {name: kind.described for name, kind in KINDS.items()}
+PROMPTED_KINDS = tuple(name for name, kind in KINDS.items() if kind.predictor.prompted)
 # The sequence length T5 was pre-trained on (Raffel et al., 2020, §3.1.2): the bound of --max_new_tokens for models
 # whose relative positions state no maximum.
 T5_TRAINED_LENGTH = 512
@@ -40,7 +49,7 @@ T5_TRAINED_LENGTH = 512
 
 def detect_kind(config) -> str | None:
     """The kind of model `config` describes, or None when fiberbench predict runs no such model."""
-    return next((kind for kind, predictor in PREDICTORS.items() if predictor.describes(config)), None)
+    return next((name for name, kind in KINDS.items() if kind.describes(config)), None)
 
 
 def choose_kind(settings: "PredictSettings", config) -> str:
@@ -54,16 +63,16 @@ def choose_kind(settings: "PredictSettings", config) -> str:
     detected = detect_kind(config)
     kind = settings.model_type or detected
     if kind is None:
-        kinds = ", ".join(f"{predictor.described} ({predictor.model_class})" for predictor in PREDICTORS.values())
+        kinds = ", ".join(f"{known.described} ({known.model_class})" for known in KINDS.values())
         raise UsageError(
             f"--model_name_or_path {name}: model type {config.model_type!r} is none of the kinds fiberbench predict "
             f"runs: {kinds}"
         )
-    predictor = PREDICTORS[kind]
-    if not predictor.loads(config):
+    declared = KINDS[kind]
+    if not declared.loads(config):
         read = f"; its config makes it {KIND_NAMES[detected]}" if detected else ""
         raise UsageError(
-            f"--model_type {kind}: {name} is a {config.model_type!r} model, which {predictor.model_class} does not "
+            f"--model_type {kind}: {name} is a {config.model_type!r} model, which {declared.model_class} does not "
             f"load{read}"
         )
     weights = (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME)
@@ -74,14 +83,14 @@ def choose_kind(settings: "PredictSettings", config) -> str:
             f"--model_name_or_path {name}: no {SAFE_WEIGHTS_NAME} in it; fiberbench predict reads only safetensors "
             "weights, never a pickle"
         )
-    check_flags_of_kind(settings, predictor)
+    check_flags_of_kind(settings, declared)
     return kind
 
 
-def check_flags_of_kind(settings: "PredictSettings", predictor: type[Predictor]) -> None:
+def check_flags_of_kind(settings: "PredictSettings", kind: Kind) -> None:
     """The flags that only some kinds read, given to a kind that does not read them (or, for a kind that reads
     videos, --video_dir missing): a UsageError naming the flag."""
-    described = predictor.described
+    described, predictor = kind.described, kind.predictor
     if not predictor.prompted:
         if settings.prompt is not None:
             raise UsageError(f"--prompt is for causal and video-language models; {described} uses the paper's format")
@@ -121,7 +130,7 @@ def check_max_new_tokens(settings: "PredictSettings", config) -> None:
 def make_predictor(settings: "PredictSettings", kind: str, config, source: "ModelSource") -> Predictor:
     """The predictor of `kind`, with its tokenizer or processor (not its weights yet)."""
     try:
-        return PREDICTORS[kind](settings, source.loading(), config)
+        return KINDS[kind].predictor(KINDS[kind], settings, source.loading(), config)
     except FiberbenchError:
         raise
     except (OSError, ValueError) as error:
@@ -140,4 +149,4 @@ def predictor_of(settings: "PredictSettings") -> Predictor:
     config = load_config(source)
     kind = choose_kind(settings, config)
     check_max_new_tokens(settings, config)
-    return make_predictor(settings.for_kind(PREDICTORS[kind].prompted), kind, config, source)
+    return make_predictor(settings.for_kind(KINDS[kind].predictor.prompted), kind, config, source)

@@ -1,10 +1,11 @@
 """The predictor of each kind of model `fiberbench predict` runs, and the paper-format kinds: FIBER models, seq2seq LMs.
 
-A `Predictor` subclass is one kind of model: what it is (`kind`, `described`, the class that loads
-it and `loads`), what each row of the dataset must hold for it, and how it answers. A batch is
+A `Predictor` subclass runs one kind of model (a `Kind`, declared in the registry `kinds.KINDS`:
+its name, how messages name it, the class that loads it): which configs it loads (`loads`), what
+each row of the dataset must hold for it, and how it answers. A batch is
 answered in two steps: `inputs` makes what the model reads from the batch's rows on the CPU,
 without the model (the captions tokenized, a clip's frames decoded and processed), which
-`fiberbench predict` does in its data loader's worker processes (`loading`); then the paper-format
+`fiberbench predict` does in its data loader's worker processes (`clips.make_loader`); then the paper-format
 predictors give, for each clip, its ranked, distinct candidate answers (one per beam,
 `candidates`), the prompted ones (`prompted`) each clip's replies (one per beam, `replies`).
 
@@ -17,6 +18,7 @@ The kinds that reply in words are in `prompted` (causal LMs) and `video` (video-
 `kinds` registers them all.
 """
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -28,6 +30,26 @@ if TYPE_CHECKING:
 FIBER_MODEL_TYPES = ("fiber_t5", "t5")
 
 
+@dataclass(frozen=True)
+class Kind:
+    """A kind of model `fiberbench predict` runs, as the registry (`kinds.KINDS`) declares it: one row each."""
+
+    name: str  # as --model_type gives it, and the predictions' metadata records it
+    predictor: "type[Predictor]"  # what runs it
+    described: str  # as messages name it ("a seq2seq LM")
+    model_class: str  # the transformers class that loads it ("AutoModelForSeq2SeqLM")
+    # transformers' mapping (config class -> model class) behind `model_class`, models registered by packages included
+    model_mapping: str | None = None
+
+    def loads(self, config) -> bool:
+        """Whether `model_class` loads the model of `config` (as its predictor says: `Predictor.loads`)."""
+        return self.predictor.loads(self, config)
+
+    def describes(self, config) -> bool:
+        """Whether `config` is read as a model of this kind when --model_type does not say (`kinds.detect_kind`)."""
+        return self.predictor.describes(self, config)
+
+
 class Predictor:
     """One kind of model: its settings (recorded with the predictions) before loading, then its answers.
 
@@ -36,30 +58,27 @@ class Predictor:
     weights are read.
     """
 
-    kind: str  # the name --model_type gives it
-    described: str  # the kind as messages name it ("a seq2seq LM")
-    model_class: str  # the transformers class that loads it ("AutoModelForSeq2SeqLM")
-    # transformers' mapping (config class -> model class) behind `model_class`, models registered by packages included
-    model_mapping: str | None = None
     prompted = False  # it reads --prompt and replies in words, which the answer reader reads (`PromptedPredictor`)
     dataset_config = "text"
     reads_features = False  # each row has the clip's I3D `video_features`
     reads_video = False  # each row has the clip's `video` (a `ClipVideo`), from --video_dir
 
     @classmethod
-    def loads(cls, config) -> bool:
-        """Whether `model_class` loads the model of `config`: by its config class, or remote code's `auto_map`."""
+    def loads(cls, kind: Kind, config) -> bool:
+        """Whether the `kind.model_class` loads the model of `config`: by its config class, or remote code's
+        `auto_map`."""
         import transformers
 
         auto_map = getattr(config, "auto_map", None) or {}
-        return type(config) in getattr(transformers, cls.model_mapping) or cls.model_class in auto_map
+        return type(config) in getattr(transformers, kind.model_mapping) or kind.model_class in auto_map
 
     @classmethod
-    def describes(cls, config) -> bool:
-        """Whether `config` is read as a model of this kind when --model_type does not say (`kinds.detect_kind`)."""
-        return cls.loads(config)
+    def describes(cls, kind: Kind, config) -> bool:
+        """Whether `config` is read as a model of `kind` when --model_type does not say."""
+        return cls.loads(kind, config)
 
-    def __init__(self, settings: "PredictSettings", loading: dict, config):
+    def __init__(self, kind: Kind, settings: "PredictSettings", loading: dict, config):
+        self.kind = kind
         self.settings = settings
         self.loading = loading  # from_pretrained's keyword arguments (`ModelSource.loading`)
         self.num_beams = settings.num_beams or 1
@@ -81,11 +100,11 @@ class Predictor:
         """The weights, read only now: everything that could refuse the run was checked before."""
         import transformers
 
-        self.model = self._from_pretrained(getattr(transformers, self.model_class), device, dtype)
+        self.model = self._from_pretrained(getattr(transformers, self.kind.model_class), device, dtype)
 
     def inputs(self, rows: list[dict]):
         """What the model reads for a batch of rows, each with `masked_caption` (and what the kind reads), made on the
-        CPU without the model: `fiberbench predict` makes them in data loader workers (`loading`)."""
+        CPU without the model: `fiberbench predict` makes them in data loader workers (`clips.make_loader`)."""
         raise NotImplementedError
 
     def candidates(self, inputs) -> list[list[str]]:
@@ -109,7 +128,7 @@ class Predictor:
             )
         except (OSError, ValueError, RuntimeError) as error:
             raise DataError(
-                f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})"
+                f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind.name} ({error})"
             ) from error
         mismatch = weights_mismatch(loading_info)
         if mismatch:
@@ -142,22 +161,18 @@ class FiberPredictor(PaperFormatPredictor):
     """This project's models: the paper's decoding through `fill_blanks`, with the video features they were trained on
     unless text-only."""
 
-    kind = "fiber"
-    described = "a FIBER model"
-    model_class = "FiberT5ForConditionalGeneration"
-
     @classmethod
-    def loads(cls, config) -> bool:
+    def loads(cls, kind, config) -> bool:
         return config.model_type in FIBER_MODEL_TYPES
 
     @classmethod
-    def describes(cls, config) -> bool:
+    def describes(cls, kind, config) -> bool:
         from fiberbench.modeling import FiberT5Config
 
         return isinstance(config, FiberT5Config)
 
-    def __init__(self, settings, loading: dict, config):
-        super().__init__(settings, loading, config)
+    def __init__(self, kind, settings, loading: dict, config):
+        super().__init__(kind, settings, loading, config)
         from transformers import AutoProcessor, AutoTokenizer
 
         from fiberbench.modeling import FiberProcessor
@@ -200,13 +215,8 @@ class FiberPredictor(PaperFormatPredictor):
 class Seq2SeqPredictor(PaperFormatPredictor):
     """Seq2seq LMs of the T5 family, zero-shot in the paper's format and with its decoding (8 beams)."""
 
-    kind = "seq2seq"
-    described = "a seq2seq LM"
-    model_class = "AutoModelForSeq2SeqLM"
-    model_mapping = "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING"
-
-    def __init__(self, settings, loading: dict, config):
-        super().__init__(settings, loading, config)
+    def __init__(self, kind, settings, loading: dict, config):
+        super().__init__(kind, settings, loading, config)
         from transformers import AutoTokenizer
 
         from fiberbench.errors import UsageError

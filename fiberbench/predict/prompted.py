@@ -4,7 +4,7 @@
   chat template when the tokenizer has one; it replies in words.
 
 Their replies (one per beam) are read by the answer reader (`fiberbench.replies.read_answers`,
-through `answering`). Video-language models are prompted too: `video`.
+through `fiberbench.answers.Answerer`). Video-language models are prompted too: `video`.
 """
 
 from .predictors import Predictor
@@ -89,13 +89,8 @@ class PromptedPredictor(Predictor):
 class CausalPredictor(PromptedPredictor):
     """Causal LMs: the prompt template, through the tokenizer's chat template when it has one."""
 
-    kind = "causal"
-    described = "a causal LM"
-    model_class = "AutoModelForCausalLM"
-    model_mapping = "MODEL_FOR_CAUSAL_LM_MAPPING"
-
-    def __init__(self, settings, loading: dict, config):
-        super().__init__(settings, loading, config)
+    def __init__(self, kind, settings, loading: dict, config):
+        super().__init__(kind, settings, loading, config)
         from transformers import AutoTokenizer
 
         self._pad_on_the_left(AutoTokenizer.from_pretrained(settings.model_name_or_path, **loading))

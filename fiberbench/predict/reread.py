@@ -4,7 +4,7 @@ A causal or video-language model's predictions keep its replies (`raw`, one per 
 them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_phrases`,
 `--spacy_model`) or another beam choice (`--only_noun_phrases`) gives, in `--output_file`, the
 rows and metadata that `fiberbench predict` with those settings writes, because it is the same
-code: `answering.Answerer`. The masked captions come from
+code: `fiberbench.answers.Answerer`. The masked captions come from
 the dataset split named in the file's metadata, which must still hold the same clips and masked
 captions: its fingerprint must equal the one recorded, as for a resumed run. Metadata that is not
 in predict's shape is one line naming the field.
@@ -15,10 +15,10 @@ import logging
 from dataclasses import fields
 from pathlib import Path
 
+from fiberbench.answers import Answerer
 from fiberbench.errors import DataError, UsageError
 from fiberbench.predictions import KEY_FIELDS
 
-from .answering import Answerer
 from .arguments import parse_settings
 from .clips import clip_keys, dataset_fingerprint, load_split
 from .kinds import KIND_NAMES, PROMPTED_KINDS

@@ -60,14 +60,10 @@ class VideoPredictor(PromptedPredictor):
     `{"type": "image"}` part through the image processor, as multi-image models read pictures.
     """
 
-    kind = "video"
-    described = "a video-language model"
-    model_class = "AutoModelForImageTextToText"
-    model_mapping = "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING"
     reads_video = True
 
-    def __init__(self, settings, loading: dict, config):
-        super().__init__(settings, loading, config)
+    def __init__(self, kind, settings, loading: dict, config):
+        super().__init__(kind, settings, loading, config)
         from transformers import AutoProcessor
 
         from fiberbench.errors import UsageError

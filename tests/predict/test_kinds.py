@@ -8,7 +8,7 @@ from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
 from fiberbench.cli import main
 from fiberbench.files import file_digest, folder_fingerprint
-from fiberbench.predict.kinds import KIND_NAMES, PREDICTORS, PROMPTED_KINDS, detect_kind
+from fiberbench.predict.kinds import KIND_NAMES, KINDS, PROMPTED_KINDS, detect_kind
 from fiberbench.prompts import DEFAULT_PROMPT
 from fiberbench.replies import read_answers
 from fiberbench.testing.tiny_models import save_causal, save_video
@@ -30,7 +30,7 @@ def predict(model, output_file, *flags) -> int:
 
 
 def test_every_kind_has_a_predictor():
-    assert set(PREDICTORS) == set(KIND_NAMES) == set(RUNS)
+    assert set(KINDS) == set(KIND_NAMES) == set(RUNS)
 
 
 @pytest.mark.parametrize("kind", RUNS)

@@ -1,4 +1,4 @@
-"""`fiberbench predict`'s data loader (`fiberbench.predict.loading`): batches made by worker processes, the same
+"""`fiberbench predict`'s data loader (`fiberbench.predict.clips.make_loader`): batches made by worker processes, the same
 predictions with any number of them, a clip that fails in a worker as one line."""
 
 import logging
@@ -10,7 +10,7 @@ import torch
 from fiberbench.cli import main
 from fiberbench.predict import kinds
 from fiberbench.predict.arguments import parse_settings
-from fiberbench.predict.loading import make_loader
+from fiberbench.predict.clips import make_loader
 from fiberbench.testing.video_families import save_video_family
 from fiberbench.videos import ClipVideo
 

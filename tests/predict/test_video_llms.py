@@ -72,7 +72,7 @@ def predictor(model, video_dir, *flags):
     import torch
 
     made = predictor_of(parse_settings(["--model_name_or_path", model, "--video_dir", video_dir, *flags]))
-    assert made.kind == "video"
+    assert made.kind.name == "video"
     made.load_model(torch.device("cpu"), torch.float32)
     return made
 
