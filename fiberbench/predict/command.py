@@ -156,18 +156,9 @@ def prepare_run(settings: PredictSettings, request: Request, predictions: Predic
     from accelerate import Accelerator
 
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
-    prepared = Run(
-        settings=settings,
-        source=source,
-        config=config,
-        predictor=predictor,
-        split=split,
-        keys=keys,
-        videos=videos,
-        answerer=answerer,
-        dtype=inference_dtype(accelerator.device),
-        request=request,
-    )
+    dtype = inference_dtype(accelerator.device)
+    # Each local is named as the field it fills, in the fields' order.
+    prepared = Run(settings, source, config, predictor, split, keys, videos, answerer, dtype, request)
     return prepared, predictions.with_settings(describe_run(prepared)), accelerator
 
 
