@@ -22,12 +22,11 @@ from huggingface_hub import (
     constants,
     get_session,
     get_token,
-    try_to_load_from_cache,
 )
 from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.utils import validate_repo_id
 
-from .errors import DataError, FiberbenchError
+from .errors import FiberbenchError
 
 try:  # huggingface_hub 2 talks HTTP through httpx2, huggingface_hub 1 (CUDA images) through httpx: one API.
     import httpx2 as httpx
@@ -298,35 +297,6 @@ def is_hub_id(name: str) -> bool:
 
 # Seconds to wait for the Hub to answer whether a model or dataset exists, before loading it.
 PROBE_TIMEOUT = 10.0
-
-
-def model_loading_options(repo_id: str, *, flag: str, revision: str | None = None) -> dict:
-    """`from_pretrained` options for the Hub model `repo_id`, after checking in seconds that it can load.
-
-    Without this, an unreachable Hub costs half a minute of retries and a screen of warnings
-    before transformers' own error. When the Hub answers: no options. Offline (`HF_HUB_OFFLINE=1`)
-    or unreachable, a model in the local cache loads from the cache alone (`local_files_only`);
-    anything else, a name that is no Hub id included (a mistyped folder), is one `DataError` (like
-    any input that cannot be read) naming `flag` and the ways out.
-    """
-    check_model_name(repo_id, flag=flag)
-    cached = isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
-    problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(repo_id, revision=revision)
-    if problem is None:
-        return {}
-    if cached:
-        return {"local_files_only": True}
-    raise DataError(
-        f"{flag} {repo_id}: not a local folder, not in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
-        f"{problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
-        f"(`hf download {repo_id}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
-    )
-
-
-def check_model_name(name: str, *, flag: str) -> None:
-    """A `DataError` for a model name that is no Hub id (a mistyped folder), checked without the network."""
-    if not is_hub_id(name):
-        raise DataError(f"{flag} {name}: no such folder (and not a Hub model id)")
 
 
 def hub_problem(repo_id: str, *, repo_type: str = "model", revision: str | None = None) -> str | None:

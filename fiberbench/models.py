@@ -4,8 +4,8 @@
 model id, with `--revision` and `--trust_remote_code`, and record which model they ran (its
 folder's files, or its Hub commit) so that a rerun resumes only with the same one. What they
 share is here: `locate_model` checks the name before anything slow is imported (a mistyped folder
-or an unreachable Hub is one line, in seconds) and gives the `ModelSource` that every
-`from_pretrained` of the run reads its options from; `load_config` reads its config;
+or an unreachable Hub is one line, in seconds: `check_model_name`, `model_loading_options`) and
+gives the `ModelSource` that every `from_pretrained` of the run reads its options from; `load_config` reads its config;
 `model_files` and `model_commit` are its fingerprints; `add_model_arguments` defines the flags
 they read, and `inference_dtype` the dtype a model runs in.
 """
@@ -46,7 +46,7 @@ class ModelSource:
         name_or_path: --model_name_or_path, as given.
         revision: --revision (a Hub model's branch, tag or commit; None for a folder).
         trust_remote_code: --trust_remote_code.
-        hub_options: `from_pretrained`'s options for a Hub id (`fiberbench.hub.model_loading_options`:
+        hub_options: `from_pretrained`'s options for a Hub id (`model_loading_options`:
             `local_files_only` when the Hub cannot be reached but the cache has it); empty for a folder.
     """
 
@@ -81,11 +81,44 @@ def locate_model(name: str, revision: str | None = None, trust_remote_code: bool
         return ModelSource(name, None, trust_remote_code)
     if folder.exists():
         raise UsageError(f"--model_name_or_path {name} is a file; give a model folder or a Hub model id")
-    from fiberbench.hub import model_loading_options
-
     # Checked in seconds: an unreachable Hub would otherwise retry for half a minute per file.
     hub_options = model_loading_options(name, flag="--model_name_or_path", revision=revision)
     return ModelSource(name, revision, trust_remote_code, hub_options)
+
+
+def model_loading_options(repo_id: str, *, flag: str, revision: str | None = None) -> dict:
+    """`from_pretrained` options for the Hub model `repo_id`, after checking in seconds that it can load.
+
+    Without this, an unreachable Hub costs half a minute of retries and a screen of warnings
+    before transformers' own error. When the Hub answers: no options. Offline (`HF_HUB_OFFLINE=1`)
+    or unreachable, a model in the local cache loads from the cache alone (`local_files_only`);
+    anything else, a name that is no Hub id included (a mistyped folder), is one `DataError` (like
+    any input that cannot be read) naming `flag` and the ways out.
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    from fiberbench.hub import hub_problem
+
+    check_model_name(repo_id, flag=flag)
+    cached = isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+    problem = "HF_HUB_OFFLINE is set" if constants.HF_HUB_OFFLINE else hub_problem(repo_id, revision=revision)
+    if problem is None:
+        return {}
+    if cached:
+        return {"local_files_only": True}
+    raise DataError(
+        f"{flag} {repo_id}: not a local folder, not in the Hugging Face cache ({constants.HF_HUB_CACHE}), and "
+        f"{problem}. Ways out: pass a local model folder; or download it where the Hub can be reached "
+        f"(`hf download {repo_id}`) into the cache that HF_HOME points to, then run with HF_HUB_OFFLINE=1."
+    )
+
+
+def check_model_name(name: str, *, flag: str) -> None:
+    """A `DataError` for a model name that is no Hub id (a mistyped folder), checked without the network."""
+    from fiberbench.hub import is_hub_id
+
+    if not is_hub_id(name):
+        raise DataError(f"{flag} {name}: no such folder (and not a Hub model id)")
 
 
 def load_config(source: ModelSource):

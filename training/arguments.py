@@ -357,7 +357,7 @@ def check_paths(args: argparse.Namespace) -> None:
     neither a folder nor a possible Hub id: checked before the heavy libraries load, without the network (but for
     a checkpoint on the Hub, which the Hub is asked for: a mistyped folder is often a possible repo id too)."""
     from fiberbench.data.loading import check_dataset_name
-    from fiberbench.hub import check_model_name
+    from fiberbench.models import check_model_name
 
     if args.resume_from_checkpoint is not None and not Path(args.resume_from_checkpoint).is_dir():
         source = hub_checkpoint(args)

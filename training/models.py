@@ -8,7 +8,7 @@ from pathlib import Path
 from transformers import AutoConfig, AutoTokenizer
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import model_loading_options
+from fiberbench.models import model_loading_options
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,

@@ -223,4 +223,3 @@ def make_loader(
         pin_memory=pin_memory,
         prefetch_factor=PREFETCH_BATCHES if num_workers > 0 else None,
     )
-

@@ -32,10 +32,20 @@ KINDS: dict[str, Kind] = {
     kind.name: kind
     for kind in (
         Kind("fiber", FiberPredictor, "a FIBER model", "FiberT5ForConditionalGeneration"),
-        Kind("video", VideoPredictor, "a video-language model", "AutoModelForImageTextToText",
-             "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING"),
-        Kind("seq2seq", Seq2SeqPredictor, "a seq2seq LM", "AutoModelForSeq2SeqLM",
-             "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING"),
+        Kind(
+            "video",
+            VideoPredictor,
+            "a video-language model",
+            "AutoModelForImageTextToText",
+            "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING",
+        ),
+        Kind(
+            "seq2seq",
+            Seq2SeqPredictor,
+            "a seq2seq LM",
+            "AutoModelForSeq2SeqLM",
+            "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING",
+        ),
         Kind("causal", CausalPredictor, "a causal LM", "AutoModelForCausalLM", "MODEL_FOR_CAUSAL_LM_MAPPING"),
     )
 }

@@ -3,7 +3,8 @@
 import pytest
 
 from fiberbench.errors import DataError
-from fiberbench.hub import hub_problem, model_loading_options, push_folder
+from fiberbench.hub import hub_problem, push_folder
+from fiberbench.models import model_loading_options
 
 
 @pytest.fixture
