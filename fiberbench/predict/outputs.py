@@ -77,6 +77,23 @@ def check_row(row, where: str) -> dict:
     return row
 
 
+def check_settings_fields(settings: dict, fields: dict, path: Path) -> None:
+    """A `DataError` naming the first of `fields` ((section, field) -> the JSON types it may have) that `settings`
+    (the settings recorded in `path`) lacks or holds as another type: metadata edited or damaged since predict wrote
+    it, checked before a reader of the file relies on those fields."""
+    for (section, field), kinds in fields.items():
+        values = settings.get(section)
+        if not isinstance(values, dict):
+            problem = "is missing" if values is None else f"must be an object, got {type(values).__name__}"
+            raise DataError(f"{path}: field 'settings.{section}' {problem}")
+        if field not in values:
+            raise DataError(f"{path}: field 'settings.{section}.{field}' is missing")
+        if type(values[field]) not in kinds:
+            expected = " or ".join("null" if kind is type(None) else kind.__name__ for kind in kinds)
+            got = type(values[field]).__name__
+            raise DataError(f"{path}: field 'settings.{section}.{field}' must be {expected}, got {got}")
+
+
 class PredictionsFile:
     """The output file of one run's `settings`, its record (the metadata) and the part files of a run in progress."""
 

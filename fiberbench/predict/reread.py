@@ -13,7 +13,6 @@ in predict's shape is one line naming the field.
 import copy
 import logging
 from dataclasses import fields
-from pathlib import Path
 
 from fiberbench.answers import Answerer
 from fiberbench.errors import DataError, UsageError
@@ -22,7 +21,7 @@ from fiberbench.predictions import KEY_FIELDS
 from .arguments import parse_settings
 from .clips import clip_keys, dataset_fingerprint, load_split
 from .kinds import KIND_NAMES, PROMPTED_KINDS
-from .outputs import SKIPPED, PredictionsFile, metadata_path
+from .outputs import SKIPPED, PredictionsFile, check_settings_fields, metadata_path
 from .settings import PredictSettings
 
 logger = logging.getLogger(__name__)
@@ -74,7 +73,7 @@ def reread(settings: PredictSettings) -> int:
     output = PredictionsFile(settings.output_file, {}, overwrite=settings.overwrite_output_file)
     output.check_ours(inputs)
     recorded, rows = PredictionsFile(source, settings={}).read_finished()
-    check_read_settings(recorded, metadata_path(source))
+    check_settings_fields(recorded, READ_SETTINGS, metadata_path(source))
     kind = recorded["model"]["kind"]
     if kind not in PROMPTED_KINDS:
         made_by = KIND_NAMES.get(kind, f"a model of kind {kind!r}")
@@ -139,19 +138,3 @@ def reread(settings: PredictSettings) -> int:
         len(rows),
     )
     return 0
-
-
-def check_read_settings(settings: dict, path: Path) -> None:
-    """A `DataError` naming the first of the `READ_SETTINGS` that `settings` (read from `path`) lacks or holds as
-    another type: metadata edited or damaged since predict wrote it."""
-    for (section, field), kinds in READ_SETTINGS.items():
-        values = settings.get(section)
-        if not isinstance(values, dict):
-            problem = "is missing" if values is None else f"must be an object, got {type(values).__name__}"
-            raise DataError(f"{path}: field 'settings.{section}' {problem}")
-        if field not in values:
-            raise DataError(f"{path}: field 'settings.{section}.{field}' is missing")
-        if type(values[field]) not in kinds:
-            expected = " or ".join("null" if kind is type(None) else kind.__name__ for kind in kinds)
-            got = type(values[field]).__name__
-            raise DataError(f"{path}: field 'settings.{section}.{field}' must be {expected}, got {got}")
