@@ -1,7 +1,7 @@
 """`fiberbench predict`'s flags (`add_arguments`), as argparse declares them.
 
 What the flags become is `settings.PredictSettings`, read once from the parsed command line and
-checked there (`PredictSettings.check`); the checks that need the model's config (which kind it
+checked there (`PredictSettings.check_flags`); the checks that need the model's config (which kind it
 is, which flags that kind reads) are in `kinds`.
 """
 

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         return reread(settings)
     # Every process makes these checks alike: a refusal is said once, by the main process.
     with alike_on_every_process():
-        settings.check()
+        settings.check_flags()
         request = request_of(settings)
         # Before anything is loaded: an earlier output of other settings is refused, a complete one of this request
         # is done. The output is this file throughout; its settings are known in full once the model is read.

@@ -3,7 +3,7 @@
 Every part of a run (the checks, the predictors, `--reread`) reads a `PredictSettings`, not the
 argparse namespace: its fields are the flags `arguments.add_arguments` defines, by their names, and
 nothing else (`arguments.parse_settings` reads them from a list of flags). They check themselves
-before anything is loaded (`PredictSettings.check`: the values alone; the checks that need the
+before anything is loaded (`PredictSettings.check_flags`: the values alone; the checks that need the
 model's config are in `kinds`). What a run decides from them (the default `--prompt` of a kind
 that reads one) is a new object (`for_kind`), never a change to this one.
 
@@ -71,7 +71,7 @@ class PredictSettings:
             return replace(self, prompt=DEFAULT_PROMPT)
         return self
 
-    def check(self) -> None:
+    def check_flags(self) -> None:
         """The flag values on their own (a UsageError naming the flag), before anything is loaded."""
         if self.model_name_or_path is None:
             raise UsageError(
