@@ -1,4 +1,4 @@
-"""The settings of one `fiberbench predict` run: its flags, read once and checked, and what a run records of them.
+"""The settings of one `fiberbench predict` run: its flags, read once and checked, and what they ask for.
 
 Every part of a run (the checks, the predictors, `--reread`) reads a `PredictSettings`, not the
 argparse namespace: its fields are the flags `arguments.add_arguments` defines, by their names, and
