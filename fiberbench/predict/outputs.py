@@ -129,8 +129,8 @@ class PredictionsFile:
         return self.output.open(inputs, resume=True, accelerator=accelerator, recheck=recheck, claim=self.prepare)
 
     def check_ours(self, inputs=()) -> None:
-        """Before anything is loaded: refuse an output that is not this command's to write (`Output.check`); its
-        settings are compared once they are known (`check_content`)."""
+        """Before the dataset or the weights are read: refuse an output that is not this command's to write
+        (`Output.check`); its settings are compared once they are known (`check_content`)."""
         self.output.check(inputs, resume=True)
 
     def check(self, inputs=()) -> None:
