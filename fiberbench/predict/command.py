@@ -4,10 +4,10 @@ Everything that can refuse the run is checked before the dataset or the model's 
 where it can be: the flags (`settings`), the model's config (its kind, the class that loads it,
 its safetensors weights: `kinds`); then, before any generation, the dataset split, each clip's
 video (opened: `clips`), and an existing output (resumed only when it was written with the same
-settings: `describe_run`). Then each process (several under `accelerate launch`)
-predicts its share of the clips not done yet, batch by batch (inputs made ahead by data loader
-workers: `clips`), each batch's answers picked (`fiberbench.answers`) and written as a part file,
-and the first process merges all rows in dataset order (`outputs`).
+settings: `describe_run`). Then each process (several under `accelerate launch`) predicts its
+share of the clips not done yet, batch by batch (inputs made ahead by data loader workers:
+`clips`), each batch's answers picked (`fiberbench.answers`) and written as a part file, and the
+first process merges all rows in dataset order (`outputs`).
 """
 
 import argparse
@@ -16,12 +16,11 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fiberbench.answers import Answerer
 from fiberbench.cli import default_num_workers
 from fiberbench.errors import DataError, alike_on_every_process
 from fiberbench.models import inference_dtype, load_config, locate_model, model_commit
 from fiberbench.predictions import KEY_FIELDS
-
-from fiberbench.answers import Answerer
 
 from .arguments import add_arguments
 from .clips import clip_keys, dataset_fingerprint, find_videos, load_split, make_loader
