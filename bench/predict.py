@@ -38,8 +38,8 @@ import quick
 import torch
 
 from fiberbench.predict.arguments import parse_settings
-from fiberbench.predict.kinds import predictor_of
 from fiberbench.predict.clips import make_loader
+from fiberbench.predict.kinds import predictor_of
 from fiberbench.testing.tiny_models import FRAME_SIZE, save_causal, save_seq2seq
 from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos
 from fiberbench.testing.video_families import VIDEO_FAMILIES, save_video_family

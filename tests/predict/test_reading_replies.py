@@ -7,8 +7,8 @@ import pytest
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-from fiberbench.cli import main
 from fiberbench.answers import answer_fields
+from fiberbench.cli import main
 from fiberbench.replies import READER_VERSION, READINGS, read_answers
 
 from .conftest import read_evaluate_format, refused, sample_test_records, scored_by_evaluate, videos_but_one
