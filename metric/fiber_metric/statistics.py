@@ -50,7 +50,9 @@ def column_means(scores):
     [66.66666666666667, 72.22222222222223]
     """
     columns = np.asarray(scores, dtype=float).T
-    return _segment_means(columns.ravel(), np.full(len(columns), columns.shape[1]))
+    # Column by column: `_segment_means` lists the floats of a segment it sums exactly, and the columns of 100,000
+    # blanks' scores would be hundreds of MB as Python floats at once.
+    return np.array([_segment_means(column, np.array([len(column)]))[0] for column in columns], dtype=float)
 
 
 def mean_std(values):
