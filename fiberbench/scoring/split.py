@@ -210,9 +210,15 @@ def _read_built_folder(folder: Path, config_name: str, wanted: set[str]) -> dict
     from fiberbench.data.provenance import card_metadata
 
     # The Arrow types build-dataset writes the columns scoring reads with, and `masked_caption`'s (checked for nulls).
-    built_types = dict.fromkeys(("video_id", "label", "category", "masked_caption"), pa.string())
-    built_types.update(video_start_time=pa.int32(), video_end_time=pa.int32())
-    built_types["additional_answers"] = pa.list_(pa.list_(pa.string()))
+    built_types = {
+        "video_id": pa.string(),
+        "video_start_time": pa.int32(),
+        "video_end_time": pa.int32(),
+        "label": pa.string(),
+        "additional_answers": pa.list_(pa.list_(pa.string())),
+        "category": pa.string(),
+        "masked_caption": pa.string(),
+    }
     metadata = card_metadata(folder) if folder.is_dir() else {}
     configs = [entry for entry in metadata.get("configs") or [] if entry.get("config_name") == config_name]
     infos = metadata.get("dataset_info") or {}
