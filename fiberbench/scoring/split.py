@@ -230,7 +230,8 @@ def _read_built_folder(folder: Path, config_name: str, wanted: set[str]) -> dict
     for entry in configs[0]["data_files"]:
         if not isinstance(entry.get("path"), str):
             return None
-        shards = [pq.ParquetFile(path) for path in sorted(str(path) for path in folder.glob(entry["path"]) if path.is_file())]
+        paths = sorted(str(path) for path in folder.glob(entry["path"]) if path.is_file())
+        shards = [pq.ParquetFile(path) for path in paths]
         columns = [name for name in shards[0].schema_arrow.names if name in wanted] if shards else []
         if not shards or any(
             shard.schema_arrow.field(name).type != built_types.get(name) for shard in shards for name in columns
