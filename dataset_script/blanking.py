@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
@@ -281,11 +281,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved "
         "with `save_to_disk`, or a Hub dataset name (streamed).",
     )
-    parser.add_argument(
-        "--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines)."
-    )
-    parser.add_argument(
-        "--overwrite_output_file", action="store_true", help="Replace an --output_file that an earlier blank wrote."
+    add_output_arguments(
+        parser,
+        "Blanked records: .json (a JSON array) or .jsonl (JSON Lines).",
+        "Replace an --output_file that an earlier blank wrote.",
     )
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError
 from fiberbench.files import write_json, write_text
 from fiberbench.ownership import Output, arguments_of
@@ -228,11 +228,11 @@ def write_charts(stats: dict, output_dir: Path, source: str) -> list[Path]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
-    parser.add_argument(
-        "--output_dir", type=Path, required=True, help="The folder to write: stats.json, stats.md and the PNGs."
-    )
-    parser.add_argument(
-        "--overwrite_output_dir", action="store_true", help="Replace an --output_dir that an earlier stats run wrote."
+    add_output_arguments(
+        parser,
+        "The folder to write: stats.json, stats.md and the PNGs.",
+        "Replace an --output_dir that an earlier stats run wrote.",
+        folder=True,
     )
     parser.add_argument(
         "--spacy_model",

@@ -8,7 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
-from fiberbench.cli import non_negative_int, positive_float, positive_int
+from fiberbench.cli import add_output_arguments, non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.models import add_model_arguments
 
@@ -74,11 +74,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--max_frames", type=positive_int, default=None, help="With --fps: at most this many frames.")
     output = parser.add_argument_group("output")
-    output.add_argument("--output_dir", type=Path, required=True, help="The features folder to write (or resume).")
-    output.add_argument(
-        "--overwrite_output_dir",
-        action="store_true",
-        help="Replace a features folder of other settings (its files are removed first) instead of resuming.",
+    add_output_arguments(
+        output,
+        "The features folder to write (or resume).",
+        "Replace a features folder of other settings (its files are removed first) instead of resuming.",
+        folder=True,
     )
     output.add_argument(
         "--features_name",
