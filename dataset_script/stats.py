@@ -12,7 +12,6 @@ are used, so that `fiberbench stats --help` answers at once.
 
 import argparse
 import logging
-import re
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError
 from fiberbench.files import write_json, write_text
-from fiberbench.ownership import Output, arguments_of
+from fiberbench.ownership import Output, arguments_of, names_pattern
 
 from .provenance import sample_file_name, synthetic_file_notice
 
@@ -49,7 +48,7 @@ GROUPS = {"labels": "original phrases", "annotations": "annotated answers"}
 REPORT_FILES = ("stats.json", "stats.md")
 CHART_KEYS = {"top_answers": "Top answers", "pos_sequences": "POS sequences"}
 # What a stats run writes in its folder: the report in two forms and one chart per key.
-OUTPUT_ENTRIES = re.compile("|".join([*map(re.escape, REPORT_FILES), *(re.escape(f"{key}.png") for key in CHART_KEYS)]))
+OUTPUT_ENTRIES = names_pattern(*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS))
 
 
 def _percent(count: int, total: int) -> float | None:

@@ -60,7 +60,11 @@ def shared_build(entry: Path, what: str, timeout: float = SHARED_BUILD_WAIT_SECO
                 )
             if not waiting:
                 logger.warning(
-                    "Waiting for another run (%s) to finish building %s into %s (at most %g s)", holder, what, entry, timeout
+                    "Waiting for another run (%s) to finish building %s into %s (at most %g s)",
+                    holder,
+                    what,
+                    entry,
+                    timeout,
                 )
                 waiting = True
             time.sleep(_SHARED_BUILD_POLL_SECONDS)

@@ -10,6 +10,7 @@ import contextlib
 import datetime
 import json
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,15 @@ def _shown(mine, other) -> tuple[str, str]:
         ("..." if start else "") + text[start : start + SHOWN_LENGTH] + ("..." if start + SHOWN_LENGTH < len(text) else "")
         for text in texts
     )
+
+
+def names_pattern(*names: str | re.Pattern) -> re.Pattern:
+    """The pattern whose full matches are `names`: each a file or folder name as it is spelt, or a pattern of names.
+
+    An output folder's entries (`Output`'s `entry_names`) are declared so, e.g.
+    `names_pattern(RESULTS_FILE, re.compile(r"step_\\d+"))`.
+    """
+    return re.compile("|".join(name.pattern if isinstance(name, re.Pattern) else re.escape(name) for name in names))
 
 
 def listing(folder: Path) -> dict[str, list[str] | None]:
