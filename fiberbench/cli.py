@@ -101,6 +101,20 @@ def add_output_arguments(
     parser.add_argument(f"--overwrite_{name}", action="store_true", help=overwrite_help)
 
 
+def add_video_dir_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, use: str, required: bool = False
+) -> None:
+    """Declare `--video_dir`, the folder of clip videos that `fiberbench.videos.find_clip_video` reads; its help says
+    what the command reads them for (`use`), then the file names looked for."""
+    parser.add_argument(
+        "--video_dir",
+        type=Path,
+        required=required,
+        default=None,
+        help=f"{use}: VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4 (or .mkv, .webm).",
+    )
+
+
 def positive_int(text: str) -> int:
     """argparse type of counts and sizes: an integer of at least 1 (a bad value is argparse's one-line error)."""
     return _integer(text, minimum=1, rule="must be at least 1")
