@@ -110,40 +110,41 @@ def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetD
                     f"(it has: {', '.join(configs)})"
                 ) from error
         raise DataError(cannot_load) from error
-    check_no_nulls(splits, flag)
-    check_video_ids(splits, flag)
+    tables = {name: split.data for name, split in splits.items()}
+    check_no_nulls(tables, flag)
+    check_video_ids(tables, flag)
     return splits
 
 
-def check_no_nulls(splits: "datasets.DatasetDict", flag: str) -> None:
+def check_no_nulls(tables: dict, flag: str) -> None:
     """A `DataError` naming the first row whose text or video features are missing (null), before any work.
 
-    A build never writes nulls; a Parquet file written by other means can, and a null reaches the
-    model as a shape error far from its row.
+    `tables` maps each split's name to its Arrow table. A build never writes nulls; a Parquet file
+    written by other means can, and a null reaches the model as a shape error far from its row.
     """
     import pyarrow.compute
 
-    for name, split in splits.items():
+    for name, table in tables.items():
         for column in REQUIRED_NON_NULL:
-            if column in split.column_names and split.data.column(column).null_count:
-                row = pyarrow.compute.index(split.data.column(column).is_null(), True).as_py()
+            if column in table.column_names and table.column(column).null_count:
+                row = pyarrow.compute.index(table.column(column).is_null(), True).as_py()
                 raise DataError(f"{flag}: split {name}, row {row}: field {column!r} is null")
 
 
-def check_video_ids(splits: "datasets.DatasetDict", flag: str) -> None:
+def check_video_ids(tables: dict, flag: str) -> None:
     """A `DataError` naming the first row whose `video_id` is not a plain id (`check_plain_video_id`), before any work.
 
-    A build checks every id; a dataset made otherwise may hold `../outside/evil`, which `predict`
-    would turn into a path out of --video_dir.
+    `tables` maps each split's name to its Arrow table. A build checks every id; a dataset made
+    otherwise may hold `../outside/evil`, which `predict` would turn into a path out of --video_dir.
     """
     import pyarrow.compute
 
     from .fiber.validation import VIDEO_ID_PATTERN, check_plain_video_id
 
-    for name, split in splits.items():
-        if "video_id" not in split.column_names:
+    for name, table in tables.items():
+        if "video_id" not in table.column_names:
             continue
-        column = split.data.column("video_id")
+        column = table.column("video_id")
         plain = pyarrow.compute.match_substring_regex(column, f"^(?:{VIDEO_ID_PATTERN.pattern})$")
         if not pyarrow.compute.all(plain).as_py():
             row = pyarrow.compute.index(plain, False).as_py()

@@ -28,6 +28,7 @@ _FUNCTIONS = {
     "references_from_example": "scores",
     "score_predictions": "scores",
     "bootstrap_means": "statistics",
+    "column_means": "statistics",
     "compare_systems": "statistics",
     "confidence_interval": "statistics",
     "mcnemar_p_value": "statistics",

@@ -12,17 +12,11 @@ from huggingface_hub import DatasetCard, DatasetCardData
 
 from fiberbench import __version__
 
+from ..provenance import BUILD_INFO_KEY, BUILT_BY
 from .features_info import FeaturesInfo
 from .fiber import Fiber, describe_dropped_answers
 
 CARD_TEMPLATE_PATH = Path(__file__).parent / "card_template.md"
-
-# The card's YAML key for what fiberbench knows of the build: `{"built_by": BUILT_BY, "version": ...,
-# "synthetic": bool, "video_features": {config: features.json, or {"name": "i3d", ...}}}`. Machine-readable:
-# training, scoring and model cards read `synthetic` from it, and `build-dataset --overwrite_output_dir`
-# replaces only a folder that carries it.
-BUILD_INFO_KEY = "fiberbench"
-BUILT_BY = "fiberbench build-dataset"
 
 
 @dataclass(frozen=True)
@@ -140,12 +134,3 @@ def make_dataset_card(
         citation=info.citation.strip(),
         features=features,
     )
-
-
-def read_build_info(folder: str | Path) -> dict | None:
-    """The `fiberbench` block of a built folder's card, or None when the folder has no card written by `build-dataset`."""
-    readme = Path(folder) / "README.md"
-    if not readme.is_file():
-        return None
-    info = DatasetCard.load(readme).data.to_dict().get(BUILD_INFO_KEY)
-    return info if isinstance(info, dict) and info.get("built_by") == BUILT_BY else None

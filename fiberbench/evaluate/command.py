@@ -25,10 +25,10 @@ from fiberbench.errors import UsageError
 from fiberbench.files import file_identity, write_json, write_text
 from fiberbench.ownership import Output, names_pattern
 from fiberbench.predictions import FORMATS, read_rows, recorded_reading
-from fiberbench.scoring.figure import plot_by_category
+from fiberbench.scoring.figure import CategoryPlot
 from fiberbench.scoring.report import READ_DIFFERENTLY, leaderboard_markdown
 from fiberbench.scoring.results import evaluate_systems
-from fiberbench.scoring.split import join_predictions, load_split
+from fiberbench.scoring.split import join_predictions, load_split, read_splits
 
 from . import model_index
 
@@ -170,35 +170,34 @@ def _cycle_collection_paused():
 def run(args: argparse.Namespace) -> int:
     names, output, inputs = check_flags(args)
     with contextlib.ExitStack() as stack:
+        plot = None
         if output is not None:
             stack.enter_context(output.open(inputs))
+            plot = stack.enter_context(CategoryPlot())  # its process imports matplotlib while this one scores
         stack.enter_context(_cycle_collection_paused())
         results, with_categories = score_files(args, names)
-        return write_results(args, names, output, results, with_categories)
+        return write_results(args, names, output, results, plot if with_categories else None)
 
 
 def score_files(args: argparse.Namespace, names: list[str]) -> tuple[dict, bool]:
     """Every predictions file scored as the system `names` says: results.json's content, and whether the split has
     categories (for the plot).
 
-    The split and the systems live and die in this call, which writes nothing: matplotlib, imported to
-    write the plot, catches exceptions as it loads, whose tracebacks keep the frames of its callers
-    alive in reference cycles, and whatever they hold with them (at 100,000 blanks, the split and the
-    systems held 700 MB until Python's cycle collector ran at exit, for 2 s).
+    The split and the systems live and die in this call, which writes nothing: at 100,000 blanks they
+    hold 700 MB, let go before the results are written.
     """
-    from fiberbench.data import load_fiber
     from fiberbench.data.provenance import is_synthetic
 
     for path in args.predictions:  # a missing file or an unknown format before the dataset is loaded
         if path.suffix.lower() not in FORMATS or not path.is_file():
             read_rows(path)
     described = "the bundled sample" if args.dataset_name is None else args.dataset_name
-    splits = load_fiber(args.dataset_name, args.dataset_config_name)
+    splits = read_splits(args.dataset_name, args.dataset_config_name)
     if args.with_baselines and args.split in splits and "train" not in splits:
         raise UsageError(f"--with_baselines needs a train split (for the most frequent answer); {described} has none")
     split = load_split(splits, args.split, described, with_human_agreement=args.with_baselines)
-    train_labels = splits["train"].with_format("arrow")["label"].to_pylist() if args.with_baselines else None
-    del splits  # its memory-mapped Arrow pages
+    train_labels = splits["train"].column("label").to_pylist() if args.with_baselines else None
+    del splits
     synthetic = is_synthetic(args.dataset_name)
     if synthetic:
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", described)
@@ -226,9 +225,10 @@ def score_files(args: argparse.Namespace, names: list[str]) -> tuple[dict, bool]
 
 
 def write_results(
-    args: argparse.Namespace, names: list[str], output: Output | None, results: dict, with_categories: bool
+    args: argparse.Namespace, names: list[str], output: Output | None, results: dict, plot: CategoryPlot | None
 ) -> int:
-    """Print the leaderboard of `results`; write them into the model card (--model_index) and `output` (if any)."""
+    """Print the leaderboard of `results`; write them into the model card (--model_index) and `output` (if any), with
+    the `plot` by category where the split has categories."""
     leaderboard = leaderboard_markdown(results)
     print(leaderboard, flush=True)
     if results["readings_differ"]:
@@ -242,7 +242,7 @@ def write_results(
     with output.atomic_folder() as staging:
         write_json(staging / RESULTS_FILE, results)
         write_text(staging / LEADERBOARD_FILE, leaderboard)
-        plotted = with_categories and plot_by_category(results, staging / PLOT_FILE)
+        plotted = plot is not None and plot.write(results, staging / PLOT_FILE)
     written = [RESULTS_FILE, LEADERBOARD_FILE] + ([PLOT_FILE] if plotted else [])
     logger.info("Wrote %s to %s", ", ".join(written), args.output_dir)
     return 0

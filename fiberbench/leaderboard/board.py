@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fiberbench.predictions import read_rows
 from fiberbench.scoring.results import evaluate_systems, score_columns
-from fiberbench.scoring.split import Split, System, join_predictions, load_split
+from fiberbench.scoring.split import Split, System, join_predictions, load_split, read_splits
 
 from .ranks import holm, rank_intervals
 from .store import Entry
@@ -48,12 +48,11 @@ class Benchmark:
 
 def load_benchmark(dataset_name: str | None, config_name: str, split_name: str, settings: dict) -> Benchmark:
     """The split `split_name` of `dataset_name` (None: the bundled sample), with its human agreement and train labels."""
-    from fiberbench.data import load_fiber
     from fiberbench.data.provenance import is_synthetic
     from fiberbench.errors import UsageError
 
     described = "the bundled sample" if dataset_name is None else dataset_name
-    splits = load_fiber(dataset_name, config_name)
+    splits = read_splits(dataset_name, config_name)
     if "train" not in splits:
         raise UsageError(f"{described} has no train split: the board's most frequent answer baseline needs it")
     split = load_split(splits, split_name, described, with_human_agreement=True)
@@ -64,7 +63,7 @@ def load_benchmark(dataset_name: str | None, config_name: str, split_name: str, 
         "num_blanks": len(split),
         "synthetic": is_synthetic(dataset_name),
     }
-    train_labels = splits["train"].with_format("arrow")["label"].to_pylist()
+    train_labels = splits["train"].column("label").to_pylist()
     return Benchmark(split, train_labels, dataset, dict(settings))
 
 

@@ -1,10 +1,13 @@
 """by_category.png: F1 and EM by category of every leaderboard row, with its confidence interval (matplotlib)."""
 
 import hashlib
+import importlib.util
+import io
 import logging
 from pathlib import Path
 
 from fiberbench.files import atomic_path
+from fiberbench.helper_processes import HelperProcess
 
 from .report import leaderboard_rows
 from .results import HUMAN_AGREEMENT, MOST_FREQUENT_ANSWER
@@ -109,16 +112,53 @@ def category_figure(results: dict):
     return figure
 
 
-def plot_by_category(results: dict, path: Path) -> bool:
-    """by_category.png (`category_figure`), written atomically; False without matplotlib."""
-    try:
-        import matplotlib
-    except ImportError:
-        logger.warning("matplotlib is not installed: no %s (`pip install fiber-benchmark[plots]`)", path.name)
-        return False
+def png_by_category(results: dict) -> bytes:
+    """by_category.png (`category_figure`) as the bytes of the PNG file."""
+    import matplotlib
+
+    png = io.BytesIO()
     # Names, categories and the dataset's name are text: a '$' in them is a dollar, not the start of mathtext.
-    with matplotlib.rc_context({"text.parse_math": False}), atomic_path(path) as temporary:
-        category_figure(results).savefig(temporary, dpi=100)
-    return True
+    with matplotlib.rc_context({"text.parse_math": False}):
+        category_figure(results).savefig(png, format="png", dpi=100)
+    return png.getvalue()
 
 
+def _import_matplotlib() -> None:
+    import matplotlib.figure  # noqa: F401 - imported ahead, to draw at once when asked
+
+
+class CategoryPlot:
+    """by_category.png drawn in a helper process (`fiberbench.helper_processes`), which imports matplotlib as soon as
+    it starts: while `fiberbench evaluate` scores, not after (matplotlib's import is half a second of a cold
+    command on 1,000 blanks). The PNG's bytes come back and are written here, atomically, so that a full disk
+    or a folder in the way is named as for any other output. Without matplotlib, no process and no plot.
+    """
+
+    def __init__(self):
+        self._process = None
+        if importlib.util.find_spec("matplotlib") is not None:
+            self._process = HelperProcess("the process drawing by_category.png")
+            self._process.send(_import_matplotlib)
+
+    def write(self, results: dict, path: Path) -> bool:
+        """by_category.png of `results` written to `path`; False without matplotlib."""
+        if self._process is None:
+            logger.warning("matplotlib is not installed: no %s (`pip install fiber-benchmark[plots]`)", path.name)
+            return False
+        self._process.send(png_by_category, results)
+        self._process.receive()  # the import
+        png = self._process.receive()
+        with atomic_path(path) as temporary:
+            temporary.write_bytes(png)
+        return True
+
+    def close(self) -> None:
+        """End the helper process (killed if it is still importing: the plot was not wanted)."""
+        if self._process is not None:
+            self._process.close()
+
+    def __enter__(self) -> "CategoryPlot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

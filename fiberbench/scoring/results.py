@@ -47,15 +47,15 @@ def _means_and_intervals(rows: dict[str, dict], blanks, settings: dict) -> dict[
     """Each row's means over `blanks` (an index array; None: every blank) and their confidence intervals."""
     import numpy as np
 
-    from fiberbench.metric import confidence_interval, mean_std
+    from fiberbench.metric import column_means, confidence_interval
 
     names = [(row, name) for row, columns in rows.items() for name in columns]
     matrix = np.stack([rows[row][name] if blanks is None else rows[row][name][blanks] for row, name in names], axis=1)
     bounds = confidence_interval(matrix, **settings).reshape(-1, 2)
     results = {row: ({}, {}) for row in rows}
-    for (row, name), scores, (low, high) in zip(names, matrix.T, bounds):
+    for (row, name), mean, (low, high) in zip(names, column_means(matrix).tolist(), bounds):
         means, intervals = results[row]
-        means[name], intervals[name] = mean_std(scores).mean, [float(low), float(high)]
+        means[name], intervals[name] = mean, [float(low), float(high)]
     return {
         row: {**_nest(means), "confidence_intervals": _nest(intervals)} for row, (means, intervals) in results.items()
     }

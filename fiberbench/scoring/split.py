@@ -1,9 +1,10 @@
 """The blanks of a FIBER split being scored, and the predictions files joined to them, one system each.
 
-`load_split` reads a split's keys, categories and correct answers (normalized once, for every
-system) and, for the human row, the annotators' agreement; `join_predictions` joins a predictions
-file's rows to the split strictly: a missing, repeated or unknown blank is an error naming the file
-and the line. `fiberbench evaluate` and the leaderboard both score what these give.
+`read_splits` reads the dataset's splits as Arrow tables (a built folder straight from its Parquet
+files); `load_split` reads a split's keys, categories and correct answers (normalized once, for
+every system) and, for the human row, the annotators' agreement; `join_predictions` joins a
+predictions file's rows to the split strictly: a missing, repeated or unknown blank is an error
+naming the file and the line. `fiberbench evaluate` and the leaderboard both score what these give.
 """
 
 import logging
@@ -18,6 +19,8 @@ from fiberbench.predictions import KEY_FIELDS, BlankKey, blank_key, ranked_candi
 logger = logging.getLogger(__name__)
 
 MISSING_SHOWN = 5  # how many blanks without a prediction an error lists
+# The columns scoring reads; `category` and `additional_answers` may be missing.
+SCORED_COLUMNS = (*KEY_FIELDS, "label", "additional_answers", "category")
 
 
 @dataclass
@@ -152,20 +155,105 @@ def _joined_row_by_row(path: Path, rows: list, split: Split, keys: dict[BlankKey
     return predictions, candidates if with_candidates else None
 
 
-def load_split(splits, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
-    """The blanks of one split, which must have annotators' answers to score against.
+def read_splits(dataset_name: str | None, config_name: str) -> dict:
+    """The splits of config `config_name` of `dataset_name` (as `load_fiber` takes it), as Arrow tables of at least
+    `SCORED_COLUMNS`, in the dataset's order.
+
+    A folder written by `fiberbench build-dataset` is read straight from its Parquet files
+    (`built_folder_tables`): scoring needs only the tables, and importing `datasets` (and the pandas
+    it imports) cost a cold `fiberbench evaluate` more than scoring 1,000 blanks. A Hub id, the
+    bundled sample, and a folder that cannot be read so go through `load_fiber`, which says what is
+    wrong with them.
+    """
+    if dataset_name is not None:
+        tables = built_folder_tables(Path(dataset_name).expanduser(), config_name, f"--dataset_name {dataset_name}")
+        if tables is not None:
+            return tables
+    from fiberbench.data import load_fiber
+
+    splits = load_fiber(dataset_name, config_name)
+    return {
+        name: split.select_columns([column for column in SCORED_COLUMNS if column in split.column_names])
+        .with_format("arrow")[:]
+        for name, split in splits.items()
+    }
+
+
+def built_folder_tables(folder: Path, config_name: str, flag: str) -> dict | None:
+    """The splits of config `config_name` of a folder built by `fiberbench build-dataset`, read from its Parquet files
+    with pyarrow and checked as `load_fiber` checks them (nulls, video ids: a `DataError` naming the row).
+
+    The rows are those `load_dataset` reads: each split's files as the card's `data_files` name them,
+    in sorted order. None where that reading could differ from `load_dataset`'s or fail (no card, a
+    config or split the card does not name, files missing or unreadable, columns not of the types a
+    build writes, video features, row counts other than the card's): `load_fiber` then reads the
+    folder, and names what is wrong.
+    """
+    from fiberbench.data.loading import REQUIRED_NON_NULL, check_no_nulls, check_video_ids
+
+    try:
+        tables = _read_built_folder(folder, config_name, set(SCORED_COLUMNS) | set(REQUIRED_NON_NULL))
+    except Exception:  # noqa: BLE001 - whatever cannot be read so (a broken card, a damaged file): load_fiber names it
+        return None
+    if tables is None:
+        return None
+    check_no_nulls(tables, flag)
+    check_video_ids(tables, flag)
+    return tables
+
+
+def _read_built_folder(folder: Path, config_name: str, wanted: set[str]) -> dict | None:
+    """`built_folder_tables` without the checks: the columns in `wanted` of each split, or None (see there)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from fiberbench.data.provenance import card_metadata
+
+    # The Arrow types build-dataset writes the columns scoring reads with, and `masked_caption`'s (checked for nulls).
+    built_types = {
+        "video_id": pa.string(),
+        "video_start_time": pa.int32(),
+        "video_end_time": pa.int32(),
+        "label": pa.string(),
+        "additional_answers": pa.list_(pa.list_(pa.string())),
+        "category": pa.string(),
+        "masked_caption": pa.string(),
+    }
+    metadata = card_metadata(folder) if folder.is_dir() else {}
+    configs = [entry for entry in metadata.get("configs") or [] if entry.get("config_name") == config_name]
+    infos = metadata.get("dataset_info") or {}
+    infos = [info for info in (infos if isinstance(infos, list) else [infos]) if info.get("config_name") == config_name]
+    if not configs or not isinstance(configs[0].get("data_files"), list):
+        return None
+    num_examples = {entry["name"]: entry["num_examples"] for info in infos[:1] for entry in info.get("splits") or []}
+    tables = {}
+    for entry in configs[0]["data_files"]:
+        if not isinstance(entry.get("path"), str):
+            return None
+        paths = sorted(str(path) for path in folder.glob(entry["path"]) if path.is_file())
+        shards = [pq.ParquetFile(path) for path in paths]
+        columns = [name for name in shards[0].schema_arrow.names if name in wanted] if shards else []
+        if not shards or any(
+            shard.schema_arrow.field(name).type != built_types.get(name) for shard in shards for name in columns
+        ):
+            return None  # video features (no type here) or columns of other types, which `load_dataset` would cast
+        tables[entry["split"]] = pa.concat_tables(shard.read(columns, use_threads=False) for shard in shards)
+        if num_examples.get(entry["split"], tables[entry["split"]].num_rows) != tables[entry["split"]].num_rows:
+            return None
+    return tables
+
+
+def load_split(splits: dict, split_name: str, described: str, with_human_agreement: bool = False) -> Split:
+    """The blanks of one split of `splits` (`read_splits`), which must have annotators' answers to score against.
 
     With `with_human_agreement`, the human row's columns are computed too, while the annotators'
     raw answers are at hand (they are then let go: 100,000 blanks' answers are about 300 MB).
     """
     if split_name not in splits:
         raise UsageError(f"--split {split_name}: {described} has no such split (it has: {', '.join(splits)})")
-    dataset = splits[split_name]
-    wanted = (*KEY_FIELDS, "label", "additional_answers", "category")
+    table = splits[split_name]
     # Whole Arrow columns to Python at once: row by row (`to_list`) took 5 s for 100,000 blanks.
-    table = dataset.select_columns([column for column in wanted if column in dataset.column_names])
-    table = table.with_format("arrow")[:]
-    columns = {name: table.column(name).to_pylist() for name in table.column_names}
+    columns = {name: table.column(name).to_pylist() for name in SCORED_COLUMNS if name in table.column_names}
     answers = [annotators or [] for annotators in columns.get("additional_answers") or [None] * table.num_rows]
     described = f"the {split_name} split of {described}"
     if not any(answers):

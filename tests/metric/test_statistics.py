@@ -7,9 +7,11 @@ import pytest
 
 from fiberbench.metric import (
     bootstrap_means,
+    column_means,
     compare_systems,
     confidence_interval,
     mcnemar_p_value,
+    mean_std,
     randomization_p_value,
     score_predictions,
 )
@@ -184,3 +186,17 @@ def test_mcnemar_by_hand():
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ValueError, match=message):
         confidence_interval([1.0, 2.0], **settings)
+
+
+def test_column_means_are_mean_std_means_to_the_last_bit():
+    rng = np.random.default_rng(3)
+    columns = [
+        exact_matches(0.37, 1001),
+        rng.choice([0.0, 50.0, 200 / 3, 100.0], 1001),  # F1-like: fractions whose plain sum is rounded
+        rng.random(1001) * 100,
+        np.full(1001, 2.0**53),  # whole numbers whose plain sum is no longer exact
+        np.full(1001, 0.1),
+    ]
+    scores = np.stack(columns, axis=1)
+    assert column_means(scores).tolist() == [mean_std(column).mean for column in columns]
+    assert column_means(np.zeros((0, 2))).tolist() == [0.0, 0.0]
