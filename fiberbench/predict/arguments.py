@@ -8,7 +8,7 @@ is, which flags that kind reads) are in `kinds`.
 import argparse
 from pathlib import Path
 
-from fiberbench.cli import non_negative_int, positive_float, positive_int
+from fiberbench.cli import add_video_dir_argument, non_negative_int, positive_float, positive_int
 from fiberbench.models import add_model_arguments
 from fiberbench.prompts import DEFAULT_PROMPT
 
@@ -48,12 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--split", default="test", help="The split to predict (default: test).")
     data.add_argument("--max_predict_samples", type=positive_int, default=None, help="Predict only the first N clips.")
-    data.add_argument(
-        "--video_dir",
-        type=Path,
-        default=None,
-        help="Video-language models: the clips' videos, VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4.",
-    )
+    add_video_dir_argument(data, "Video-language models: the clips' videos")
     data.add_argument(
         "--video_input",
         choices=("auto", "video", "images"),
