@@ -110,7 +110,8 @@ def read_columns(path: Path) -> dict[str, list] | None:
         table = pyarrow.json.read_json(pa.BufferReader(data))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return None
-    expected = {**_COLUMN_TYPES, **{name: kind for name, kind in _OPTIONAL_TYPES.items() if name in table.column_names}}
+    given = {name: kind for name, kind in _OPTIONAL_TYPES.items() if name in table.column_names}
+    expected = {**_COLUMN_TYPES, **given}
     if (
         table.num_rows != len(lines)
         or "reader" in table.column_names  # `recorded_reading` reads it row by row
