@@ -57,7 +57,9 @@ def other_split(rows):
 READ = {
     "plain": lambda rows: jsonl(lines(rows)),
     "no candidates": lambda rows: jsonl(lines(without(rows, "candidates"))),
-    "a byte-order mark, blank lines, spaces": lambda rows: b"\xef\xbb\xbf\n  \n" + jsonl([f" \t{text} " for text in lines(rows)]),
+    "a byte-order mark, blank lines, spaces": lambda rows: (
+        b"\xef\xbb\xbf\n  \n" + jsonl([f" \t{text} " for text in lines(rows)])
+    ),
     "rows of another split": lambda rows: jsonl(other_split(rows)),
     "other fields, nested": lambda rows: jsonl(lines([row | {"meta": {"beams": [1, 2], "ok": True}} for row in rows])),
     "a blank predicted twice": lambda rows: jsonl(lines([*rows, rows[0]])),
