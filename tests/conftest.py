@@ -1,5 +1,6 @@
-"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, the metric, CLI errors, a small
-disk; the selection of the tests that need the video environment; one thread per test process."""
+"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, a short training run with its
+checkpoints, the metric, CLI errors, a small disk; the selection of the tests that need the video environment; one
+thread per test process."""
 
 import gc
 import os
@@ -65,6 +66,18 @@ def built_sample(tmp_path_factory):
         assert main(["build-dataset", "--output_dir", str(folder / "fiber"), "--max_shard_size", "5MB"]) == 0
 
     return built_once(tmp_path_factory, "built_sample", build) / "fiber"
+
+
+@pytest.fixture(scope="session")
+def short_checkpointed_run(tmp_path_factory):
+    """The output folder of tests/training's `SHORT_RUN` (4 steps under `accelerate launch training/train.py`), with
+    its checkpoints step_2 and step_4: run once per test run, for the training tests and the Hub tests."""
+    from .training.conftest import SHORT_RUN, run_train
+
+    def run(folder):
+        run_train([*SHORT_RUN, "--output_dir", folder / "run"])
+
+    return built_once(tmp_path_factory, "short_run", run) / "run"
 
 
 @pytest.fixture

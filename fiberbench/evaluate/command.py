@@ -18,13 +18,12 @@ import argparse
 import contextlib
 import gc
 import logging
-import re
 from pathlib import Path
 
 from fiberbench.cli import positive_int, seed
 from fiberbench.errors import UsageError
 from fiberbench.files import file_identity, write_json, write_text
-from fiberbench.ownership import Output
+from fiberbench.ownership import Output, names_pattern
 from fiberbench.predictions import FORMATS, read_rows
 from fiberbench.scoring.figure import CategoryPlot
 from fiberbench.scoring.report import READ_DIFFERENTLY, leaderboard_markdown
@@ -36,7 +35,7 @@ from . import model_index
 logger = logging.getLogger(__name__)
 
 RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE = "results.json", "results.md", "by_category.png"
-OUTPUT_ENTRIES = re.compile("|".join(re.escape(name) for name in (RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)))
+OUTPUT_ENTRIES = names_pattern(RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)
 
 
 def _not_utf8(text: str) -> str | None:

@@ -195,12 +195,9 @@ class Payload:
 
 
 @pytest.fixture(scope="module")
-def short_checkpoint(tmp_path_factory):
-    """A checkpoint of a short run (step_4 of 4), written without the Hub."""
-    output_dir = tmp_path_factory.mktemp("short_run") / "run"
-    settings = ["--max_train_steps", 4, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
-    train([*settings, "--output_dir", output_dir], push=False)
-    return output_dir / "step_4"
+def short_checkpoint(short_checkpointed_run):
+    """The last checkpoint of a short run (step_4 of 4), written without the Hub: the training tests' run."""
+    return short_checkpointed_run / "step_4"
 
 
 @pytest.mark.parametrize(

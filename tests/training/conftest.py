@@ -119,18 +119,9 @@ def main_job(tmp_path_factory):
     return folder / "sample_demo", load_process(folder / "process.json")
 
 
-# A short run that writes checkpoints (every 2 of its 4 steps) and nothing else.
+# A short run that writes checkpoints (every 2 of its 4 steps) and nothing else: tests/conftest.py's
+# `short_checkpointed_run`, which the Hub tests read too.
 SHORT_RUN = ["--max_train_steps", 4, "--checkpointing_steps", 2, "--no-do_eval", "--no-do_predict"]
-
-
-@pytest.fixture(scope="session")
-def short_checkpointed_run(tmp_path_factory):
-    """The output folder of `SHORT_RUN`, with its checkpoints step_2 and step_4; run once per test run."""
-
-    def run(folder):
-        run_train([*SHORT_RUN, "--output_dir", folder / "run"])
-
-    return built_once(tmp_path_factory, "short_run", run) / "run"
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
