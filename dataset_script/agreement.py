@@ -10,6 +10,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from fiberbench.cli import add_output_arguments
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_input_files, write_json
 from fiberbench.ownership import Output, arguments_of, open_all
@@ -129,9 +130,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Crowd answers CSVs with annotator ids (the layouts of `fiberbench answers`), joined to FILE's clips "
         "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
     )
-    parser.add_argument("--output_file", type=Path, help="Also write the numbers here as JSON.")
-    parser.add_argument(
-        "--overwrite_output_file", action="store_true", help="Replace an --output_file that an earlier agreement wrote."
+    add_output_arguments(
+        parser,
+        "Also write the numbers here as JSON.",
+        "Replace an --output_file that an earlier agreement wrote.",
+        required=False,
     )
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_input_files
 from fiberbench.ownership import Output, arguments_of, open_all
@@ -370,16 +370,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="Answers CSVs: Mechanical Turk results of the annotation page, or the other layouts below.",
     )
-    parser.add_argument(
-        "--output_dir",
-        type=Path,
-        required=True,
-        help="Each blanked file is written here under its own name, with additional_answers.",
-    )
-    parser.add_argument(
-        "--overwrite_output_dir",
-        action="store_true",
-        help="Replace files in --output_dir that an earlier answers run wrote (never other files).",
+    add_output_arguments(
+        parser,
+        "Each blanked file is written here under its own name, with additional_answers.",
+        "Replace files in --output_dir that an earlier answers run wrote (never other files).",
+        folder=True,
     )
     parser.add_argument(
         "--spacy_model",

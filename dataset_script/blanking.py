@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
+from fiberbench.predictions import KEY_FIELDS
 
-from .fiber.validation import check_plain_video_id
+from .fiber.validation import ClipKey, check_plain_video_id
 from .json_records import JsonRecordError, read_json_values, write_json_records
 
 if TYPE_CHECKING:
@@ -51,11 +52,9 @@ Candidate = tuple[str, list[tuple[int, int]]]
 
 @dataclass(frozen=True)
 class Clip:
-    """One captioned clip of the input."""
+    """One captioned clip of the input: its key (video id, start and end times) and its captions."""
 
-    video_id: str
-    video_start_time: int
-    video_end_time: int
+    key: ClipKey
     captions: tuple[str, ...]
 
 
@@ -106,7 +105,7 @@ def clip_from_record(
                 f"field {captions_column!r}: caption {position} has {len(caption):,} characters, more than the "
                 f"spaCy pipeline takes ({max_caption_chars:,})"
             )
-    return Clip(video_id, start, end, tuple(captions))
+    return Clip((video_id, start, end), tuple(captions))
 
 
 def first_captions_with_noun_chunks(
@@ -147,9 +146,7 @@ def blank_record(clip: Clip, candidate: Candidate, rng: random.Random) -> dict:
     caption, spans = candidate
     start, end = rng.choice(spans)
     return {
-        "video_id": clip.video_id,
-        "video_start_time": clip.video_start_time,
-        "video_end_time": clip.video_end_time,
+        **dict(zip(KEY_FIELDS, clip.key)),
         "caption": caption,
         "masked_caption": caption[:start] + BLANK + caption[end:],
         "label": caption[start:end],
@@ -281,11 +278,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved "
         "with `save_to_disk`, or a Hub dataset name (streamed).",
     )
-    parser.add_argument(
-        "--output_file", required=True, type=Path, help="Blanked records: .json (a JSON array) or .jsonl (JSON Lines)."
-    )
-    parser.add_argument(
-        "--overwrite_output_file", action="store_true", help="Replace an --output_file that an earlier blank wrote."
+    add_output_arguments(
+        parser,
+        "Blanked records: .json (a JSON array) or .jsonl (JSON Lines).",
+        "Replace an --output_file that an earlier blank wrote.",
     )
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
     parser.add_argument(

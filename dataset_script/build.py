@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fiberbench.cli import add_output_arguments
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.ownership import FOLDER_RECORD, Output
 
@@ -355,8 +356,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "VaTeX's I3D features (downloaded and extracted; D = 1024) the `i3d` config, a folder written by "
         "`fiberbench extract-features` the config its features.json names.",
     )
-    parser.add_argument("--output_dir", type=Path, default=Path("fiber"), help="Folder to write (default: ./fiber).")
-    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace --output_dir if it exists.")
+    add_output_arguments(
+        parser,
+        "Folder to write (default: ./fiber).",
+        "Replace --output_dir if it exists.",
+        folder=True,
+        required=False,
+        default=Path("fiber"),
+    )
     parser.add_argument(
         "--skip_invalid", action="store_true", help="Skip invalid records (counted and reported) instead of stopping."
     )

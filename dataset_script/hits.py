@@ -11,7 +11,7 @@ import csv
 import logging
 from pathlib import Path
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError
 from fiberbench.files import atomic_path, write_text
 from fiberbench.ownership import Output, arguments_of, open_all
@@ -62,11 +62,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=CLIPS_PER_TASK,
         help=f"Clips per task (default {CLIPS_PER_TASK}, as in the paper).",
     )
-    parser.add_argument("--output_file", type=Path, required=True, help="The task input CSV to write.")
-    parser.add_argument(
-        "--overwrite_output_file",
-        action="store_true",
-        help="Replace an --output_file (and --page_file) that an earlier hit-inputs wrote.",
+    add_output_arguments(
+        parser,
+        "The task input CSV to write.",
+        "Replace an --output_file (and --page_file) that an earlier hit-inputs wrote.",
     )
     parser.add_argument(
         "--page_file",

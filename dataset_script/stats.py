@@ -12,16 +12,15 @@ are used, so that `fiberbench stats --help` answers at once.
 
 import argparse
 import logging
-import re
 import statistics
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fiberbench.cli import positive_int
+from fiberbench.cli import add_output_arguments, positive_int
 from fiberbench.errors import DataError
 from fiberbench.files import write_json, write_text
-from fiberbench.ownership import Output, arguments_of
+from fiberbench.ownership import Output, arguments_of, names_pattern
 
 from .provenance import sample_file_name, synthetic_file_notice
 
@@ -49,7 +48,7 @@ GROUPS = {"labels": "original phrases", "annotations": "annotated answers"}
 REPORT_FILES = ("stats.json", "stats.md")
 CHART_KEYS = {"top_answers": "Top answers", "pos_sequences": "POS sequences"}
 # What a stats run writes in its folder: the report in two forms and one chart per key.
-OUTPUT_ENTRIES = re.compile("|".join([*map(re.escape, REPORT_FILES), *(re.escape(f"{key}.png") for key in CHART_KEYS)]))
+OUTPUT_ENTRIES = names_pattern(*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS))
 
 
 def _percent(count: int, total: int) -> float | None:
@@ -228,11 +227,11 @@ def write_charts(stats: dict, output_dir: Path, source: str) -> list[Path]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
-    parser.add_argument(
-        "--output_dir", type=Path, required=True, help="The folder to write: stats.json, stats.md and the PNGs."
-    )
-    parser.add_argument(
-        "--overwrite_output_dir", action="store_true", help="Replace an --output_dir that an earlier stats run wrote."
+    add_output_arguments(
+        parser,
+        "The folder to write: stats.json, stats.md and the PNGs.",
+        "Replace an --output_dir that an earlier stats run wrote.",
+        folder=True,
     )
     parser.add_argument(
         "--spacy_model",

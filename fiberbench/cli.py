@@ -5,6 +5,7 @@ import importlib
 import logging
 import os
 import sys
+from pathlib import Path
 
 from . import __version__
 from .errors import UsageError, describe, run_reporting_errors
@@ -79,6 +80,39 @@ class OneLineErrorParser(argparse.ArgumentParser):
         error = UsageError(f"{message} (see {self.prog} --help)")
         error.prog = self.prog
         raise error
+
+
+def add_output_arguments(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    output_help: str,
+    overwrite_help: str,
+    folder: bool = False,
+    required: bool = True,
+    default: Path | None = None,
+) -> None:
+    """Declare a command's output flags, as the transformers example scripts name them: `--output_file` and
+    `--overwrite_output_file`, or with `folder`, `--output_dir` and `--overwrite_output_dir`.
+
+    The output is written through `fiberbench.ownership.Output`, which refuses to replace what another run
+    wrote unless the overwrite flag is given: `overwrite_help` says what it replaces.
+    """
+    name = "output_dir" if folder else "output_file"
+    parser.add_argument(f"--{name}", type=Path, required=required, default=default, help=output_help)
+    parser.add_argument(f"--overwrite_{name}", action="store_true", help=overwrite_help)
+
+
+def add_video_dir_argument(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, use: str, required: bool = False
+) -> None:
+    """Declare `--video_dir`, the folder of clip videos that `fiberbench.videos.find_clip_video` reads; its help says
+    what the command reads them for (`use`), then the file names looked for."""
+    parser.add_argument(
+        "--video_dir",
+        type=Path,
+        required=required,
+        default=None,
+        help=f"{use}: VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4 (or .mkv, .webm).",
+    )
 
 
 def positive_int(text: str) -> int:

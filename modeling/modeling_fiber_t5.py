@@ -150,9 +150,10 @@ class FiberT5Encoder(T5Stack):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        *,  # T5's own arguments, then the video's, by keyword only: a positional call means what it means to T5
         video_features: torch.FloatTensor | None = None,
         video_attention_mask: torch.Tensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
         **kwargs,
     ) -> FiberT5EncoderOutput:
         r"""
@@ -232,10 +233,11 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
-        video_features: torch.FloatTensor | None = None,
-        video_attention_mask: torch.Tensor | None = None,
         encoder_outputs: FiberT5EncoderOutput | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
+        *,  # T5's own arguments, then the video's, by keyword only: a positional call means what it means to T5
+        video_features: torch.FloatTensor | None = None,
+        video_attention_mask: torch.Tensor | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""

@@ -1,11 +1,11 @@
 """Which module may import which: read from every module's import statements (functions' own included).
 
 The package has three layers. The core, the top-level modules of `fiberbench/` (errors, files,
-ownership, hub, cli, the predictions file, videos, prompts, the answer reader...), holds what every
-command shares. The artifacts (`fiberbench.data`, `fiberbench.metric`, `fiberbench.modeling`) are
-the Hub's dataset, metric and model. The commands (`fiberbench evaluate`, `predict`,
-`extract-features`, `leaderboard`, training, the lmms-eval task) are packages of their own, each
-importing the core and the artifacts, never another command. The Hub artifacts stay independent of
+hub, cli, the predictions file, videos, prompts, the answer reader...) and the core's packages
+(`fiberbench/ownership/`), holds what every command shares. The artifacts (`fiberbench.data`,
+`fiberbench.metric`, `fiberbench.modeling`) are the Hub's dataset, metric and model. The commands
+(`fiberbench evaluate`, `predict`, `extract-features`, `leaderboard`, training, the lmms-eval task)
+are packages of their own, each importing the core and the artifacts, never another command. The Hub artifacts stay independent of
 each other where they ship alone: the metric imports no other artifact, the files a model ships
 import only each other, the data tools never import a command, nothing imports the benchmarks, and
 no module imports itself back through others.
@@ -36,6 +36,8 @@ COMMANDS = {
     "fiberbench.lmms_eval_tasks": "lmms_eval_tasks",
 }
 CORE = ("fiberbench.errors", "fiberbench.files", "fiberbench.ownership", "fiberbench.hub", "fiberbench.cli")
+# The core's packages, beside the top-level modules of `fiberbench/`.
+CORE_PACKAGES = ("fiberbench/ownership",)
 FOLDERS = ("fiberbench", "dataset_script", "metric", "modeling", "training", "lmms_eval_tasks")
 
 
@@ -179,7 +181,8 @@ def test_the_artifacts_import_no_command(folder):
 
 def test_the_core_imports_no_command():
     core = [path for path in modules("fiberbench") if path.parent == REPO_ROOT / "fiberbench"]
-    assert len(core) > 10
+    core += [path for package in CORE_PACKAGES for path in modules(package)]
+    assert len(core) > 10 and all((REPO_ROOT / package / "__init__.py").is_file() for package in CORE_PACKAGES)
     found = {str(path.relative_to(REPO_ROOT)): project_imports(path) for path in core}
     assert {
         file: sorted(name for name in names if any(is_within(name, command) for command in COMMANDS))

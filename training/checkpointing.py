@@ -26,7 +26,7 @@ from accelerate.utils.other import TORCH_SAFE_GLOBALS
 from safetensors import SafetensorError, safe_open
 
 from fiberbench.errors import DataError, FiberbenchError
-from fiberbench.ownership import differences
+from fiberbench.ownership import differences, names_pattern
 from fiberbench.training.outputs import MODEL_FOLDER
 
 # Inside a checkpoint folder: the loop's progress, and a copy of the best model so far, so that a
@@ -41,9 +41,11 @@ RNG_STATE_FILE = "random_states_{}.pkl"
 STATE_FILES = re.compile(r"(optimizer|scheduler|sampler|dl_state_dict)(_\d+)?\.bin|scaler\.pt|random_states_\d+\.pkl")
 # The files of a checkpoint that a resume reads without running code: the progress, the weights, the state
 # files, and the best model's weights and JSON files (never its code files).
-TRUSTED_FILES = re.compile(
-    rf"{re.escape(PROGRESS_FILE)}|model(_\d+)?\.safetensors|{STATE_FILES.pattern}"
-    rf"|{BEST_MODEL_IN_CHECKPOINT}/[^/]+\.(safetensors|json)"
+TRUSTED_FILES = names_pattern(
+    PROGRESS_FILE,
+    re.compile(r"model(_\d+)?\.safetensors"),
+    STATE_FILES,
+    re.compile(rf"{re.escape(BEST_MODEL_IN_CHECKPOINT)}/[^/]+\.(safetensors|json)"),
 )
 # Files that torch or Python unpickle when they are loaded.
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".bin", ".pt", ".pth", ".ckpt")

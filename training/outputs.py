@@ -19,7 +19,16 @@ from pathlib import Path
 
 from fiberbench.errors import UsageError
 from fiberbench.files import atomic_folder
-from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, files_in, remove_entries, unlisted_files
+from fiberbench.ownership import (
+    COMPLETE,
+    RUNNING,
+    Output,
+    OutputRecord,
+    files_in,
+    names_pattern,
+    remove_entries,
+    unlisted_files,
+)
 
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
@@ -28,9 +37,7 @@ LOGS_FOLDER = "logs"
 WRITTEN_BY = "training/train.py"
 CHECKPOINT_NAMES = re.compile(r"(step|epoch)_\d+")
 # The entries a run may write: a user's entry of another name is never touched.
-RUN_ENTRY_NAMES = re.compile(
-    rf"{re.escape(RESULTS_FILE)}|{re.escape(PREDICTIONS_FILE)}|{MODEL_FOLDER}|{LOGS_FOLDER}|{CHECKPOINT_NAMES.pattern}"
-)
+RUN_ENTRY_NAMES = names_pattern(RESULTS_FILE, PREDICTIONS_FILE, MODEL_FOLDER, LOGS_FOLDER, CHECKPOINT_NAMES)
 
 
 def last_checkpoint(output_dir: str) -> Path | None:

@@ -70,24 +70,34 @@ class Item:
     category: str
 
 
-# Some answer words are shared across items ("a person", "a room", "an instrument") so that F1
-# gives partial credit, as it does on the real data.
-ITEMS = (
-    Item(("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"), "Passive entity"),
-    Item(("a bicycle", "a bike", "a vehicle"), "Passive entity"),
-    Item(("a laptop", "a computer", "a laptop computer"), "Passive entity"),
-    Item(("a pizza", "some food", "a pizza pie"), "Passive entity"),
-    Item(("a kite", "a flying toy", "a toy"), "Passive entity"),
-    Item(("a chef", "a cook", "a person"), "Person"),
-    Item(("a firefighter", "a fireman", "a person"), "Person"),
-    Item(("a ballerina", "a dancer", "a young woman"), "Person"),
-    Item(("a doctor", "a physician", "a person"), "Person"),
-    Item(("a police officer", "a policeman", "a cop", "a person"), "Person"),
-    Item(("a beach", "the seaside", "the shore"), "Location"),
-    Item(("a kitchen", "a room", "a cooking area"), "Location"),
-    Item(("a gym", "a fitness room", "a room"), "Location"),
-    Item(("a park", "a public park", "a green area"), "Location"),
-    Item(("a stage", "a concert stage", "a platform"), "Location"),
+# Each Table 4 category's items, each item's answers most natural first. Some answer words are shared
+# across items ("a person", "a room", "an instrument") so that F1 gives partial credit, as it does on
+# the real data.
+ANSWERS_BY_CATEGORY = {
+    "Passive entity": (
+        ("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"),
+        ("a bicycle", "a bike", "a vehicle"),
+        ("a laptop", "a computer", "a laptop computer"),
+        ("a pizza", "some food", "a pizza pie"),
+        ("a kite", "a flying toy", "a toy"),
+    ),
+    "Person": (
+        ("a chef", "a cook", "a person"),
+        ("a firefighter", "a fireman", "a person"),
+        ("a ballerina", "a dancer", "a young woman"),
+        ("a doctor", "a physician", "a person"),
+        ("a police officer", "a policeman", "a cop", "a person"),
+    ),
+    "Location": (
+        ("a beach", "the seaside", "the shore"),
+        ("a kitchen", "a room", "a cooking area"),
+        ("a gym", "a fitness room", "a room"),
+        ("a park", "a public park", "a green area"),
+        ("a stage", "a concert stage", "a platform"),
+    ),
+}
+ITEMS = tuple(
+    Item(answers, category) for category, items in ANSWERS_BY_CATEGORY.items() for answers in items
 )
 
 SUBJECTS = ("A man", "A woman", "A young girl", "A boy", "Someone", "An old man", "A teenager")

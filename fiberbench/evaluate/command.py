@@ -18,25 +18,24 @@ import argparse
 import contextlib
 import gc
 import logging
-import re
 from pathlib import Path
 
 from fiberbench.cli import positive_int, seed
 from fiberbench.errors import UsageError
 from fiberbench.files import file_identity, write_json, write_text
-from fiberbench.ownership import Output
-from fiberbench.predictions import FORMATS, read_rows, recorded_reading
+from fiberbench.ownership import Output, names_pattern
+from fiberbench.predictions import FORMATS, read_rows
 from fiberbench.scoring.figure import CategoryPlot
 from fiberbench.scoring.report import READ_DIFFERENTLY, leaderboard_markdown
 from fiberbench.scoring.results import evaluate_systems
-from fiberbench.scoring.split import join_predictions, load_split, read_splits
+from fiberbench.scoring.split import load_split, read_splits, read_system
 
 from . import model_index
 
 logger = logging.getLogger(__name__)
 
 RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE = "results.json", "results.md", "by_category.png"
-OUTPUT_ENTRIES = re.compile("|".join(re.escape(name) for name in (RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)))
+OUTPUT_ENTRIES = names_pattern(RESULTS_FILE, LEADERBOARD_FILE, PLOT_FILE)
 
 
 def _not_utf8(text: str) -> str | None:
@@ -204,11 +203,7 @@ def score_files(args: argparse.Namespace, names: list[str]) -> tuple[dict, bool]
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", described)
     keys = split.index()
     # One file at a time: only one file's rows are held at once (100,000 rows are about 100 MB).
-    systems = []
-    for path, name in zip(args.predictions, names):
-        rows = read_rows(path)
-        systems.append(join_predictions(path, rows, name, split, keys))
-        systems[-1].reading = recorded_reading(path, rows)
+    systems = [read_system(path, name, split, keys) for path, name in zip(args.predictions, names)]
 
     settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
     results = {

@@ -14,15 +14,17 @@ from pathlib import Path
 from fiberbench.errors import UsageError
 
 TASK_TYPE, TASK_NAME = "video-text-to-text", "Video fill-in-the-blanks"
-# results.json's scores -> the metric's type (as the Hub's metrics name them) and its name on the model's page.
+# results.json's scores -> their names on the model's page. A score's metric type (as the Hub's metrics name them)
+# is its own name less LABEL_ONLY: the label-only scores are the same metrics, against the label alone.
 METRICS = {
-    "exact_match": ("exact_match", "EM"),
-    "f1": ("f1", "F1"),
-    "exact_match_label_only": ("exact_match", "EM, label only"),
-    "f1_label_only": ("f1", "F1, label only"),
-    "correct_at_1": ("correct_at_1", "Correct@1"),
-    "map": ("map", "MAP"),
+    "exact_match": "EM",
+    "f1": "F1",
+    "exact_match_label_only": "EM, label only",
+    "f1_label_only": "F1, label only",
+    "correct_at_1": "Correct@1",
+    "map": "MAP",
 }
+LABEL_ONLY = "_label_only"
 
 
 def check_flag(card: Path | None, names: list[str]) -> None:
@@ -49,8 +51,10 @@ def eval_results(results: dict, name: str) -> list:
         "dataset_split": dataset["split"],
     }
     return [
-        EvalResult(metric_type=metric_type, metric_name=shown, metric_value=round(scores[key], 2), **common)
-        for key, (metric_type, shown) in METRICS.items()
+        EvalResult(
+            metric_type=key.removesuffix(LABEL_ONLY), metric_name=shown, metric_value=round(scores[key], 2), **common
+        )
+        for key, shown in METRICS.items()
         if scores.get(key) is not None
     ]
 

@@ -8,7 +8,13 @@ import argparse
 import re
 from pathlib import Path
 
-from fiberbench.cli import non_negative_int, positive_float, positive_int
+from fiberbench.cli import (
+    add_output_arguments,
+    add_video_dir_argument,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from fiberbench.errors import DataError, UsageError
 from fiberbench.models import add_model_arguments
 
@@ -37,12 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "one, per temporal patch).",
     )
     data = parser.add_argument_group("clips")
-    data.add_argument(
-        "--video_dir",
-        type=Path,
-        required=True,
-        help="The videos: VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4 (or .mkv, .webm).",
-    )
+    add_video_dir_argument(data, "The videos", required=True)
     source = data.add_mutually_exclusive_group()
     source.add_argument("--dataset_name", default=None, help="A FIBER dataset folder or Hub id: encode its clips.")
     source.add_argument(
@@ -74,11 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     data.add_argument("--max_frames", type=positive_int, default=None, help="With --fps: at most this many frames.")
     output = parser.add_argument_group("output")
-    output.add_argument("--output_dir", type=Path, required=True, help="The features folder to write (or resume).")
-    output.add_argument(
-        "--overwrite_output_dir",
-        action="store_true",
-        help="Replace a features folder of other settings (its files are removed first) instead of resuming.",
+    add_output_arguments(
+        output,
+        "The features folder to write (or resume).",
+        "Replace a features folder of other settings (its files are removed first) instead of resuming.",
+        folder=True,
     )
     output.add_argument(
         "--features_name",

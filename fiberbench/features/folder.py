@@ -24,13 +24,13 @@ import numpy as np
 from fiberbench.data.fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import atomic_path, remove_stale_temporaries, write_json
-from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, differences, remove_entries
+from fiberbench.ownership import COMPLETE, RUNNING, Output, OutputRecord, differences, names_pattern, remove_entries
 
 COMMAND = "fiberbench extract-features"
 # Differences in these settings are named first when a rerun is refused: they change the features most.
 SETTINGS_ORDER = ("encoder", "output", "sampling")
 # What a run writes in its folder: a user's file of another name is never touched.
-ENTRY_NAMES = re.compile(rf"{re.escape(FEATURES_INFO_FILE)}|[A-Za-z0-9_-]+\.npy")
+ENTRY_NAMES = names_pattern(FEATURES_INFO_FILE, re.compile(r"[A-Za-z0-9_-]+\.npy"))
 
 
 def file_name(name: str) -> str:

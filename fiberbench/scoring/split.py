@@ -2,8 +2,8 @@
 
 `read_splits` reads the dataset's splits as Arrow tables (a built folder straight from its Parquet
 files); `load_split` reads a split's keys, categories and correct answers (normalized once, for
-every system) and, for the human row, the annotators' agreement; `join_predictions` joins a
-predictions file's rows to the split strictly: a missing, repeated or unknown blank is an error
+every system) and, for the human row, the annotators' agreement; `read_system` reads a predictions
+file and `join_predictions` joins its rows to the split strictly: a missing, repeated or unknown blank is an error
 naming the file and the line. `fiberbench evaluate` and the leaderboard both score what these give.
 """
 
@@ -14,7 +14,15 @@ from operator import itemgetter, methodcaller
 from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.predictions import KEY_FIELDS, BlankKey, blank_key, ranked_candidates
+from fiberbench.predictions import (
+    KEY_FIELDS,
+    BlankKey,
+    blank_key,
+    ranked_candidates,
+    read_columns,
+    read_rows,
+    recorded_reading,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +77,26 @@ class System:
 
 
 
+def read_system(path: Path, name: str, split: Split, keys: dict[BlankKey, int]) -> System:
+    """A predictions file read and joined to the split (`keys`: `Split.index()`), with how its answers were read.
+
+    A JSON Lines file that pyarrow reads as `read_rows` would (`read_columns`) and in which nothing
+    is wrong is joined from its columns; any other goes through `read_rows` and `join_predictions`,
+    whose errors name the row. Both give the same `System`.
+    """
+    columns = read_columns(path)
+    if columns is not None:
+        kept = _rows_of_split(columns.pop("split", None), split.name)
+        joined = _joined_at_once({field: _kept(column, kept) for field, column in columns.items()}, keys)
+        if joined is not None:
+            _log_skipped(path, len(columns["video_id"]) - len(joined[0]), split)
+            return System(name, str(path), *joined, reading=recorded_reading(path, []))
+    rows = read_rows(path)
+    system = join_predictions(path, rows, name, split, keys)
+    system.reading = recorded_reading(path, rows)
+    return system
+
+
 def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict[BlankKey, int]) -> System:
     """The rows of a predictions file joined to the split's blanks (`keys`: `Split.index()`): every blank exactly once.
 
@@ -79,40 +107,65 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
     """
     records = [row for _, row in rows]
     if set(map(type, records)) <= {dict}:
-        splits = list(map(methodcaller("get", "split"), records))
-        if not set(splits) <= {None, "", split.name}:
-            records = [row for row, name_of_split in zip(records, splits) if name_of_split in (None, "", split.name)]
-        if len(records) < len(rows):
-            logger.info("%s: skipped %d rows of other splits than %s", path, len(rows) - len(records), split.name)
-        joined = None if path.suffix.lower() == ".csv" else _joined_at_once(records, keys)  # CSV times are text
+        kept = _rows_of_split(list(map(methodcaller("get", "split"), records)), split.name)
+        records = _kept(records, kept)
+        _log_skipped(path, len(rows) - len(records), split)
+        joined = None if path.suffix.lower() == ".csv" else _joined_at_once(_columns(records), keys)  # CSV: text times
         if joined is not None:
             return System(name, str(path), *joined)
     return System(name, str(path), *_joined_row_by_row(path, rows, split, keys))
 
 
-def _joined_at_once(records: list[dict], keys: dict[BlankKey, int]) -> tuple[list[str], list | None] | None:
-    """(predictions, candidates or None) in split order, with every check of `_joined_row_by_row` made column by
-    column; None where any fails (a missing field, a value of another type, a time out of range, a blank unknown,
-    repeated or missing, candidates in some rows only)."""
-    from fiberbench.data.fiber.validation import MAX_TIME
+def _rows_of_split(splits: list | None, split_name: str) -> list[int] | None:
+    """The rows whose `split` field (None where no row has one) is absent, empty or `split_name`; None for all."""
+    if splits is None or set(splits) <= {None, "", split_name}:
+        return None
+    return [row for row, name_of_split in enumerate(splits) if name_of_split in (None, "", split_name)]
 
+
+def _kept(column: list | None, rows: list[int] | None) -> list | None:
+    return column if column is None or rows is None else [column[row] for row in rows]
+
+
+def _log_skipped(path: Path, skipped: int, split: Split) -> None:
+    if skipped:
+        logger.info("%s: skipped %d rows of other splits than %s", path, skipped, split.name)
+
+
+def _columns(records: list[dict]) -> dict[str, list] | None:
+    """The fields `_joined_at_once` takes, column by column (`candidates` None where no row has it); None where a row
+    lacks a key field or its prediction."""
     try:
         fields = list(map(itemgetter(*KEY_FIELDS, "prediction"), records))
     except KeyError:
         return None
-    video_ids, starts, ends, predictions = zip(*fields) if fields else ((), (), (), ())
+    columns = dict(zip((*KEY_FIELDS, "prediction"), map(list, zip(*fields)))) if fields else {}
+    candidates = list(map(methodcaller("get", "candidates"), records))
+    return {**columns, "candidates": None if all(ranked in (None, "") for ranked in candidates) else candidates}
+
+
+def _joined_at_once(columns: dict[str, list] | None, keys: dict[BlankKey, int]) -> tuple[list[str], list | None] | None:
+    """(predictions, candidates or None) in split order from a file's columns (`_columns`, `read_columns`; None, and
+    no `candidates`, where absent), with every check of `_joined_row_by_row` made column by column; None where any
+    fails (a missing field, a value of another type, a time out of range, a blank unknown, repeated or missing,
+    candidates in some rows only)."""
+    from fiberbench.data.fiber.validation import MAX_TIME
+
+    if columns is None:
+        return None
+    video_ids, starts, ends, predictions = (columns.get(field, ()) for field in (*KEY_FIELDS, "prediction"))
     if not (set(map(type, video_ids)) <= {str} and set(map(type, predictions)) <= {str}):
         return None
     if not set(map(type, starts)) | set(map(type, ends)) <= {int}:  # a bool is no int here
         return None
-    if fields and not (0 <= min(min(starts), min(ends)) and max(max(starts), max(ends)) <= MAX_TIME):
+    if starts and not (0 <= min(min(starts), min(ends)) and max(max(starts), max(ends)) <= MAX_TIME):
         return None
     indices = list(map(keys.get, zip(video_ids, starts, ends)))
     if len(indices) != len(keys) or None in indices or len(set(indices)) != len(keys):
         return None
     order = sorted(range(len(indices)), key=indices.__getitem__)  # the rows in split order
-    candidates = list(map(methodcaller("get", "candidates"), records))
-    if all(ranked in (None, "") for ranked in candidates):
+    candidates = columns.get("candidates")
+    if candidates is None:
         return [predictions[row] for row in order], None
     if not (set(map(type, candidates)) <= {list} and set(map(type, chain.from_iterable(candidates))) <= {str}):
         return None

@@ -116,11 +116,23 @@ def build_qwen3_vl(tokenizer):
 LLAVA_TOKENS = ["<image>", "<video>"]
 LLAVA_TEMPLATE = chat_template("<image>", "<video>")
 FRAME = {"height": FRAME_SIZE, "width": FRAME_SIZE}
+# One grid (the frame itself): no high-resolution tiles.
+ONE_TILE = [[FRAME_SIZE, FRAME_SIZE]]
+# The image and video processors of the CLIP-tower families: the shortest edge at FRAME_SIZE, centre-cropped square.
+CLIP_FRAME = {"size": {"shortest_edge": FRAME_SIZE}, "crop_size": FRAME}
 
 
-def _llava_token_ids(tokenizer) -> dict:
+def _llava_fields(tokenizer, vision_tower: str, text_model: str) -> dict:
+    """The config fields of the LLaVA families: a `vision_tower` (model type), a `text_model` (model type), the last
+    vision layer's features, and the ids of the image and video placeholders."""
     image, video = tokenizer.convert_tokens_to_ids(LLAVA_TOKENS)
-    return {"image_token_index": image, "video_token_index": video}
+    return {
+        "vision_config": _vision_tower(vision_tower),
+        "text_config": {"model_type": text_model, **_text_config(tokenizer)},
+        "vision_feature_layer": -1,
+        "image_token_index": image,
+        "video_token_index": video,
+    }
 
 
 def build_llava_onevision(tokenizer):
@@ -132,17 +144,11 @@ def build_llava_onevision(tokenizer):
         LlavaOnevisionVideoProcessor,
     )
 
-    # One grid (the frame itself): no high-resolution tiles.
-    grid = [[FRAME_SIZE, FRAME_SIZE]]
     config = LlavaOnevisionConfig(
-        vision_config=_vision_tower("siglip_vision_model"),
-        text_config={"model_type": "qwen2", **_text_config(tokenizer)},
-        image_grid_pinpoints=grid,
-        vision_feature_layer=-1,
-        **_llava_token_ids(tokenizer),
+        **_llava_fields(tokenizer, "siglip_vision_model", "qwen2"), image_grid_pinpoints=ONE_TILE
     )
     processor = LlavaOnevisionProcessor(
-        image_processor=LlavaOnevisionImageProcessor(size=FRAME, image_grid_pinpoints=grid),
+        image_processor=LlavaOnevisionImageProcessor(size=FRAME, image_grid_pinpoints=ONE_TILE),
         video_processor=LlavaOnevisionVideoProcessor(size=FRAME),
         tokenizer=tokenizer,
         num_image_tokens=(FRAME_SIZE // 8) ** 2,
@@ -161,18 +167,12 @@ def build_llava_next_video(tokenizer):
         LlavaNextVideoVideoProcessor,
     )
 
-    grid = [[FRAME_SIZE, FRAME_SIZE]]
     config = LlavaNextVideoConfig(
-        vision_config=_vision_tower("clip_vision_model"),
-        text_config={"model_type": "llama", **_text_config(tokenizer)},
-        image_grid_pinpoints=grid,
-        vision_feature_layer=-1,
-        **_llava_token_ids(tokenizer),
+        **_llava_fields(tokenizer, "clip_vision_model", "llama"), image_grid_pinpoints=ONE_TILE
     )
-    frame = {"size": {"shortest_edge": FRAME_SIZE}, "crop_size": FRAME}
     processor = LlavaNextVideoProcessor(
-        video_processor=LlavaNextVideoVideoProcessor(**frame),
-        image_processor=LlavaNextImageProcessor(**frame, image_grid_pinpoints=grid),
+        video_processor=LlavaNextVideoVideoProcessor(**CLIP_FRAME),
+        image_processor=LlavaNextImageProcessor(**CLIP_FRAME, image_grid_pinpoints=ONE_TILE),
         tokenizer=tokenizer,
         chat_template=LLAVA_TEMPLATE,
         patch_size=8,
@@ -191,16 +191,10 @@ def build_video_llava(tokenizer):
         VideoLlavaVideoProcessor,
     )
 
-    config = VideoLlavaConfig(
-        vision_config=_vision_tower("clip_vision_model"),
-        text_config={"model_type": "llama", **_text_config(tokenizer)},
-        vision_feature_layer=-1,
-        **_llava_token_ids(tokenizer),
-    )
-    frame = {"size": {"shortest_edge": FRAME_SIZE}, "crop_size": FRAME}
+    config = VideoLlavaConfig(**_llava_fields(tokenizer, "clip_vision_model", "llama"))
     processor = VideoLlavaProcessor(
-        image_processor=VideoLlavaImageProcessor(**frame),
-        video_processor=VideoLlavaVideoProcessor(**frame),
+        image_processor=VideoLlavaImageProcessor(**CLIP_FRAME),
+        video_processor=VideoLlavaVideoProcessor(**CLIP_FRAME),
         tokenizer=tokenizer,
         patch_size=8,
         vision_feature_select_strategy="default",

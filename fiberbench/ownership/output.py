@@ -1,139 +1,35 @@
-"""One owner for every output: which command's run wrote it, whether that run finished, and who writes it now.
+"""An output of a command's run (`Output`): its one spelling, its lock, and the one sequence that writes it.
 
-Every command that writes (build-dataset, blank, answers, agreement, stats, hit-inputs, evaluate,
-predict, extract-features, train.py) declares each of its outputs as an `Output` and writes it
-inside `Output.open`, the one sequence: check, lock, check again under the lock, claim, the run,
-`complete`. Commands keep only their own content (predict's settings, a folder's entries).
-
-- One spelling: an output's path is made canonical (`canonical_path`: `..` and the links among its
-  parent folders resolved) before anything is named after it, so `run`, `run/step_4/..` and a
-  link to `run`'s parent are one output, one lock and one record.
-- `Output.check`, before any work: never the current directory, the home directory, the root or a
-  folder above one of them; never an input (a hard link of one included), a folder above an input
-  or a path inside an input folder; never a symbolic link, a FIFO or a hard link where the output
-  or its record goes. An existing output is replaced only with the command's overwrite flag, and
-  only when this command wrote it (its record says so) and nothing else has been put there; what
-  the command did not write is never replaced or deleted, flag or no flag.
-- The lock, `OutputLock`, for the run's whole duration: `.NAME.lock` beside the output names the
-  host and PID of the run that holds it. It is created new, following no link, and held with an
-  advisory `flock`, which the kernel releases when its process ends however it ends, so the lock
-  file of a killed run (anyone's) is removed and made anew by the next run; a second run into the
-  same output while the first goes on is refused in one line naming the first. What stands at the
-  lock's path and is not a lock file (a link, a FIFO, a hard link, another file) is one line.
-- The record, `OutputRecord`: `X.metadata.json` beside a file `X.ext`, `fiberbench_output.json`
-  inside a folder. It names the command that wrote the output, the package version, host, PID and
-  times, the files a folder's run wrote (entry by entry, each folder entry with its files), the
-  command's own sections (e.g. predict's settings) and the state: `running` from the moment a run
-  starts writing, `complete` once it is done. A killed run leaves `running`: its output says that
-  it is unfinished. Replacing an earlier run removes the files its record lists and nothing else:
-  a user's file in one of its folders stays, named in a one-line notice.
-- A run's hidden working folder (predict's `.NAME.parts`) is `working_folder`: made with `mkdir`,
-  never a link or another user's folder.
-
-Files and folders themselves are written atomically through `fiberbench.files`.
+`Output.open` is that sequence: check, lock, check again under the lock, claim, the run,
+`complete` (see `fiberbench.ownership`). The record it writes is `records.py`'s; the lock file is
+`flock.py`'s. A command's flags go into the record through `arguments_of`.
 """
 
 import contextlib
-import datetime
 import errno
-import fcntl
 import functools
-import json
-import logging
 import os
 import re
-import socket
 import stat
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import DataError, UsageError, alike_on_every_process
-from .files import atomic_folder, check_outputs_apart, remove_stale_staging, write_json
-
-FOLDER_RECORD = "fiberbench_output.json"
-RECORD_SUFFIX = ".metadata.json"
-RUNNING, COMPLETE = "running", "complete"
-# The record's own fields; anything else in it is a section of the command's (e.g. predict's "settings").
-RECORD_FIELDS = ("written_by", "state", "fiberbench_version", "host", "pid", "started", "finished", "entries")
-
-
-def record_path(path: Path, folder: bool) -> Path:
-    """Where the record of output `path` is: inside a folder, beside a file (`preds.jsonl` -> `preds.metadata.json`)."""
-    return path / FOLDER_RECORD if folder else path.with_name(f"{path.stem}{RECORD_SUFFIX}")
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class OutputRecord:
-    """What an output's record says (see the module docstring)."""
-
-    written_by: str
-    state: str = RUNNING
-    entries: dict[str, list[str] | None] = field(default_factory=dict)
-    sections: dict = field(default_factory=dict)
-    host: str = field(default_factory=socket.gethostname)
-    pid: int = field(default_factory=os.getpid)
-    started: str = field(default_factory=_now)
-    finished: str | None = None
-
-    def to_json(self) -> dict:
-        from . import __version__
-
-        return {
-            "written_by": self.written_by,
-            "state": self.state,
-            "fiberbench_version": __version__,
-            "host": self.host,
-            "pid": self.pid,
-            "started": self.started,
-            "finished": self.finished,
-            "entries": self.entries,
-            **self.sections,
-        }
-
-    @classmethod
-    def read(cls, path: Path) -> "OutputRecord | None":
-        """The record in file `path`, or None when the file is not a fiberbench record at all (or is missing)."""
-        try:
-            content = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            return None
-        if not isinstance(content, dict) or not isinstance(content.get("written_by"), str):
-            return None
-        entries = content.get("entries")
-        if not isinstance(entries, dict) or not all(
-            files is None or (isinstance(files, list) and all(isinstance(name, str) for name in files))
-            for files in entries.values()
-        ):
-            raise DataError(f"{path}: field 'entries' must map entry names to lists of file names (or null)")
-        pid = content.get("pid")
-        return cls(
-            written_by=content["written_by"],
-            state=content.get("state") if content.get("state") in (RUNNING, COMPLETE) else RUNNING,
-            entries=entries,
-            sections={key: value for key, value in content.items() if key not in RECORD_FIELDS},
-            host=str(content.get("host")),
-            pid=pid if type(pid) is int else -1,
-            started=str(content.get("started")),
-            finished=content.get("finished") if isinstance(content.get("finished"), str) else None,
-        )
-
-
-def check_not_protected(flag: str, path: Path) -> None:
-    """Refuse an output that is (or is above) the current directory, the home directory, or the root."""
-    resolved = path.expanduser().resolve()
-    if resolved == Path(resolved.anchor):
-        raise UsageError(f"{flag} {path} is the root folder: choose a new folder")
-    places = (("the current directory", Path.cwd().resolve()), ("the home directory", Path.home().resolve()))
-    for name, place in places:
-        if resolved == place or resolved in place.parents:
-            raise UsageError(f"{flag} {path} is {name} or a folder above it: choose a new folder")
+from ..errors import UsageError, alike_on_every_process
+from ..files import atomic_folder, check_outputs_apart, write_json
+from .flock import foreign_kind, in_words, is_at, name_holder, read_holder, try_lock
+from .records import (
+    COMPLETE,
+    FOLDER_RECORD,
+    RUNNING,
+    OutputRecord,
+    is_relative_file,
+    listing,
+    now,
+    record_path,
+    remove_entries,
+    unlisted_files,
+)
 
 
 def canonical_path(path: str | os.PathLike) -> Path:
@@ -149,17 +45,42 @@ def canonical_path(path: str | os.PathLike) -> Path:
     return path.parent.resolve() / path.name
 
 
-def _kind_of(info: os.stat_result) -> str | None:
-    """What a file found where a file of ours should be is, when it cannot be ours: a link, a FIFO, a hard link..."""
-    if stat.S_ISLNK(info.st_mode):
-        return "a symbolic link"
-    if stat.S_ISFIFO(info.st_mode):
-        return "a FIFO"
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file"
-    if info.st_nlink > 1:
-        return "a hard link of another file"
-    return None
+def check_not_protected(flag: str, path: Path) -> None:
+    """Refuse an output that is (or is above) the current directory, the home directory, or the root."""
+    resolved = path.expanduser().resolve()
+    if resolved == Path(resolved.anchor):
+        raise UsageError(f"{flag} {path} is the root folder: choose a new folder")
+    places = (("the current directory", Path.cwd().resolve()), ("the home directory", Path.home().resolve()))
+    for name, place in places:
+        if resolved == place or resolved in place.parents:
+            raise UsageError(f"{flag} {path} is {name} or a folder above it: choose a new folder")
+
+
+def working_folder(path: Path, flag: str, output: Path, *, create: bool = True) -> Path:
+    """The hidden folder an output's run works in (predict's `.NAME.parts`): a real folder of this user's.
+
+    Made with `mkdir`, which follows no link; one found there is used only when it is a folder (not
+    a link to one) owned by this user, else one line names it and nothing is written into it.
+    """
+    try:
+        if not create:
+            info = os.lstat(path)
+        else:
+            os.mkdir(path)
+            return path
+    except FileNotFoundError:
+        return path
+    except FileExistsError:
+        info = os.lstat(path)
+    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else None if stat.S_ISDIR(info.st_mode) else "not a folder"
+    if kind is None and info.st_uid != os.getuid():
+        kind = "a folder of another user"
+    if kind is not None:
+        raise UsageError(
+            f"{flag} {output}: its working folder {path} is {kind}; nothing is read from or written into it: "
+            "move it away, or choose another output"
+        )
+    return path
 
 
 class OutputLockedError(UsageError):
@@ -198,24 +119,13 @@ class OutputLock:
             except FileExistsError:
                 self._remove_if_ended()
                 continue
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:  # another run found the new file, empty, and took it for a dead run's
-                os.close(descriptor)
-                continue
-            if self._at_path(descriptor):
+            # Not taken: another run found the new file, empty, and took it for a dead run's. Not at the path:
+            # removed meanwhile by a run that took it for a dead run's. Either way, try again.
+            if try_lock(descriptor) and is_at(self.path, descriptor):
                 break
-            os.close(descriptor)  # removed meanwhile by a run that took it for a dead run's: try again
-        holder = {"command": self.command, "host": socket.gethostname(), "pid": os.getpid(), "started": _now()}
-        os.write(descriptor, (json.dumps(holder) + "\n").encode())
+            os.close(descriptor)
+        name_holder(descriptor, command=self.command)
         self._descriptor = descriptor
-
-    def _at_path(self, descriptor: int) -> bool:
-        """Whether the file open as `descriptor` is the one at the lock's path now."""
-        try:
-            return os.lstat(self.path).st_ino == os.fstat(descriptor).st_ino
-        except FileNotFoundError:
-            return False
 
     def _not_ours(self, kind: str) -> UsageError:
         return UsageError(
@@ -229,7 +139,7 @@ class OutputLock:
             info = os.lstat(self.path)
         except FileNotFoundError:
             return
-        if (kind := _kind_of(info)) is not None:
+        if (kind := foreign_kind(info)) is not None:
             raise self._not_ours(kind)
         try:
             descriptor = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -240,13 +150,11 @@ class OutputLock:
         try:
             if os.fstat(descriptor).st_ino != info.st_ino:
                 return
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not try_lock(descriptor):
                 raise OutputLockedError(
                     f"{self.flag} {self.output} is being written by another run ({self._holder(descriptor)}, lock "
                     f"{self.path.name}); wait for it to end or choose another output"
-                ) from None
+                )
             content = os.read(descriptor, 4096)
             if content.strip() and self._holder(descriptor) is None:
                 raise self._not_ours("a file of other content")
@@ -265,17 +173,14 @@ class OutputLock:
     @staticmethod
     def _holder(descriptor: int) -> str | None:
         """The run a lock file names ('fiberbench predict, PID 12 on host, since ...'); None: not a lock's content."""
-        try:
-            holder = json.loads(os.pread(descriptor, 4096, 0).decode("utf-8"))
-            return f"{holder['command']}, PID {holder['pid']} on {holder['host']}, since {holder['started']}"
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        holder = read_holder(descriptor)
+        return in_words(holder) if holder is not None and "command" in holder else None
 
     def release(self) -> None:
         """Remove the lock file (if it is still ours), and the folders the lock created if the run wrote nothing in
         them."""
         if self._descriptor is not None:
-            if self._at_path(self._descriptor):
+            if is_at(self.path, self._descriptor):
                 self.path.unlink(missing_ok=True)
             os.close(self._descriptor)
             self._descriptor = None
@@ -293,31 +198,24 @@ class OutputLock:
         self.release()
 
 
-def working_folder(path: Path, flag: str, output: Path, *, create: bool = True) -> Path:
-    """The hidden folder an output's run works in (predict's `.NAME.parts`): a real folder of this user's.
+def acquire_on_main(lock: OutputLock, accelerator) -> None:
+    """Take `lock` on the main process of an Accelerate run; every process raises the same error when it is held.
 
-    Made with `mkdir`, which follows no link; one found there is used only when it is a folder (not
-    a link to one) owned by this user, else one line names it and nothing is written into it.
+    The refusal is one line on every process (each prints it once: see `errors.run_reporting_errors`),
+    never a crash of the others waiting for the main process.
     """
-    try:
-        if not create:
-            info = os.lstat(path)
-        else:
-            os.mkdir(path)
-            return path
-    except FileNotFoundError:
-        return path
-    except FileExistsError:
-        info = os.lstat(path)
-    kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else None if stat.S_ISDIR(info.st_mode) else "not a folder"
-    if kind is None and info.st_uid != os.getuid():
-        kind = "a folder of another user"
-    if kind is not None:
-        raise UsageError(
-            f"{flag} {output}: its working folder {path} is {kind}; nothing is read from or written into it: "
-            "move it away, or choose another output"
-        )
-    return path
+    from accelerate.utils import broadcast_object_list
+
+    message = [None]
+    if accelerator.is_main_process:
+        try:
+            lock.acquire()
+        except UsageError as error:
+            message = [str(error)]
+    if accelerator.num_processes > 1:
+        broadcast_object_list(message)
+    if message[0] is not None:
+        raise OutputLockedError(message[0])
 
 
 class Output:
@@ -510,7 +408,7 @@ class Output:
         if self.folder and self.path.exists() and not self.path.is_dir():
             raise UsageError(f"{self.flag} {self.given} is a file, not a folder")
         for path in (self.path, self.record_path) if not self.folder else ():
-            if path.exists() and (kind := _kind_of(os.lstat(path))) is not None:
+            if path.exists() and (kind := foreign_kind(os.lstat(path))) is not None:
                 raise UsageError(f"{self.flag} {self.given}: {path} is {kind}; nothing is written through it: move it away")
         previous = self._previous()
         if previous is None:
@@ -559,7 +457,7 @@ class Output:
         never writes (an edited or damaged record must not make a user's file deletable)."""
         strange = [name for name in record.entries if not self._is_entry_name(name)]
         strange += [
-            f"{name}/{file}" for name, files in record.entries.items() for file in files or () if not _is_relative(file)
+            f"{name}/{file}" for name, files in record.entries.items() for file in files or () if not is_relative_file(file)
         ]
         if strange:
             raise UsageError(
@@ -602,7 +500,7 @@ class Output:
             self.record.entries = entries
         self.record.sections.update(sections)
         self.record.state = state
-        self.record.finished = _now() if state == COMPLETE else None
+        self.record.finished = now() if state == COMPLETE else None
         write_json(self.record_path, self.record.to_json())
 
     @contextlib.contextmanager
@@ -616,125 +514,9 @@ class Output:
             yield staging
             self.record = OutputRecord(self.command, entries=listing(staging))
             self.record.sections.update(sections)
-            self.record.state, self.record.finished = COMPLETE, _now()
+            self.record.state, self.record.finished = COMPLETE, now()
             write_json(staging / FOLDER_RECORD, self.record.to_json())
             self._previous()
-
-
-def differences(ours: dict, theirs: dict, order: tuple[str, ...] = (), prefix: str = "") -> list[str]:
-    """What changed between the settings of this run and an earlier one's, as 'decoding.num_beams: 4 here, 8 there'.
-
-    Nested settings are compared key by key; the top-level sections named in `order` come first
-    (those that change the outputs most), the others alphabetically after them.
-    """
-    found = []
-    names = sorted(set(ours) | set(theirs))
-    if not prefix:  # a stable sort: the sections of `order` first
-        names.sort(key=lambda name: order.index(name) if name in order else len(order))
-    for name in names:
-        mine, other = ours.get(name), theirs.get(name)
-        if isinstance(mine, dict) and isinstance(other, dict):
-            found += differences(mine, other, prefix=f"{prefix}{name}.")
-        elif mine != other:
-            here, there = _shown(mine, other)
-            found.append(f"{prefix}{name}: {here} here, {there} there")
-    return found
-
-
-SHOWN_LENGTH = 60
-
-
-def _shown(mine, other) -> tuple[str, str]:
-    """Two differing values as JSON, each at most about `SHOWN_LENGTH` characters: long ones are cut around where
-    they first differ, so that the two sides never read the same."""
-    texts = [json.dumps(value, default=str) for value in (mine, other)]
-    if max(map(len, texts)) <= SHOWN_LENGTH:
-        return texts[0], texts[1]
-    first = next((i for i, (a, b) in enumerate(zip(*texts)) if a != b), min(map(len, texts)))
-    start = max(0, first - SHOWN_LENGTH // 3)
-    return tuple(
-        ("..." if start else "") + text[start : start + SHOWN_LENGTH] + ("..." if start + SHOWN_LENGTH < len(text) else "")
-        for text in texts
-    )
-
-
-def listing(folder: Path) -> dict[str, list[str] | None]:
-    """A folder's entries as a record lists them: a file -> None, a folder -> the files in it."""
-    entries = {}
-    for entry in sorted(folder.iterdir()):
-        if entry.name == FOLDER_RECORD:
-            continue
-        entries[entry.name] = files_in(entry) if entry.is_dir() and not entry.is_symlink() else None
-    return entries
-
-
-def files_in(folder: Path) -> list[str]:
-    """Every file under `folder` (links included, never followed), as paths relative to it."""
-    return sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_symlink() or not path.is_dir())
-
-
-def _is_relative(file: str) -> bool:
-    """A record's file name that stays inside its entry: relative, with no `..`."""
-    return not Path(file).is_absolute() and ".." not in Path(file).parts and file not in ("", ".")
-
-
-def unlisted_files(entry: Path, files: list[str] | None) -> list[str]:
-    """The files of folder `entry` that `files` does not list (None: not listed yet, trusted), as 'entry/file'."""
-    if files is None or not entry.is_dir() or entry.is_symlink():
-        return []
-    listed = set(files)
-    return [f"{entry.name}/{relative}" for relative in files_in(entry) if relative not in listed]
-
-
-def remove_entries(folder: Path, entries: dict[str, list[str] | None]) -> list[str]:
-    """Remove the files an earlier run wrote in `folder`, as its record lists them (`entries`); returns the files
-    left in its folder entries that it did not list (a user's), as 'entry/file'.
-
-    A folder entry loses only its listed files, then the subfolders left empty; it goes only when
-    nothing else is in it. A folder entry listed with no files (None: a killed run's record)
-    loses nothing. A link is removed, never followed.
-    """
-    kept = []
-    for name, files in entries.items():
-        entry = folder / name
-        remove_stale_staging(entry)
-        if not entry.is_dir() or entry.is_symlink():
-            entry.unlink(missing_ok=True)
-            continue
-        real = entry.resolve()
-        for relative in files or ():
-            file = entry / relative
-            if _is_relative(relative) and file.parent.resolve().is_relative_to(real) and not file.is_dir():
-                file.unlink(missing_ok=True)
-        for subfolder in sorted((path for path in entry.rglob("*") if path.is_dir() and not path.is_symlink()), reverse=True):
-            with contextlib.suppress(OSError):  # not empty: a user's files are in it
-                subfolder.rmdir()
-        left = files_in(entry)
-        if left:
-            kept += [f"{name}/{relative}" for relative in left]
-        else:
-            entry.rmdir()
-    return kept
-
-
-def acquire_on_main(lock: OutputLock, accelerator) -> None:
-    """Take `lock` on the main process of an Accelerate run; every process raises the same error when it is held.
-
-    The refusal is one line on every process (each prints it once: see `errors.run_reporting_errors`),
-    never a crash of the others waiting for the main process.
-    """
-    from accelerate.utils import broadcast_object_list
-
-    message = [None]
-    if accelerator.is_main_process:
-        try:
-            lock.acquire()
-        except UsageError as error:
-            message = [str(error)]
-    if accelerator.num_processes > 1:
-        broadcast_object_list(message)
-    if message[0] is not None:
-        raise OutputLockedError(message[0])
 
 
 def check_all(outputs: list[Output], inputs: Iterable[str | os.PathLike | None] = ()) -> None:
@@ -775,91 +557,3 @@ def arguments_of(args) -> dict:
             value = [os.fspath(item) if isinstance(item, os.PathLike) else item for item in value]
         kept[name] = value
     return {"arguments": kept}
-
-
-# A shared cache entry (the bundled sample built into the Hugging Face cache) is built by the first run that needs
-# it; runs started at the same time wait for that build instead of failing, at most this long. Building the
-# sample takes seconds; the bound only ends a wait on a build that hangs.
-SHARED_BUILD_WAIT_SECONDS = 600
-_SHARED_BUILD_POLL_SECONDS = 0.2
-
-
-@contextlib.contextmanager
-def shared_build(entry: Path, what: str, timeout: float = SHARED_BUILD_WAIT_SECONDS) -> Iterator[None]:
-    """Hold the build lock of `entry`, an entry of a cache that every run shares, while checking and building it.
-
-    Inside the block the caller checks whether `entry` is built and builds it if not: of runs
-    started together (two commands, or the processes of an `accelerate launch`), one builds and the
-    others wait here, saying so in one log line, then find it built. The lock is `.NAME.building`
-    beside the entry, an advisory `flock` that the kernel releases when its holder ends however it
-    ends; it is opened without following links, and anything but a regular file there is refused.
-
-    Raises:
-        DataError: another run held the lock for more than `timeout` seconds (its build hangs), naming it.
-        UsageError: something that is not a lock file of ours is at the lock's path.
-    """
-    lock_path = entry.with_name(f".{entry.name}.building")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout
-    waiting = False
-    while True:
-        try:
-            descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o666)
-        except OSError as error:
-            if error.errno != errno.ELOOP:
-                raise
-            raise UsageError(f"{lock_path} is a symbolic link, not the build lock of {what}: remove it") from None
-        status = os.fstat(descriptor)
-        if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1:
-            os.close(descriptor)
-            raise UsageError(f"{lock_path} is not the build lock of {what} (not a file of its own): remove it")
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(descriptor)
-            holder = _shared_build_holder(lock_path)
-            if time.monotonic() > deadline:
-                raise DataError(
-                    f"{entry}: another run ({holder}) has been building {what} there for more than {timeout:g} s; "
-                    "end it if it hangs, then run again"
-                ) from None
-            if not waiting:
-                logging.getLogger(__name__).warning(
-                    "Waiting for another run (%s) to finish building %s into %s (at most %g s)",
-                    holder,
-                    what,
-                    entry,
-                    timeout,
-                )
-                waiting = True
-            time.sleep(_SHARED_BUILD_POLL_SECONDS)
-            continue
-        # The holder before us removes the file as it leaves: hold the file at the path now, not an unlinked one.
-        try:
-            current = os.stat(lock_path, follow_symlinks=False)
-        except FileNotFoundError:
-            current = None
-        if current is not None and (current.st_dev, current.st_ino) == (status.st_dev, status.st_ino):
-            break
-        os.close(descriptor)
-    try:
-        holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": _now()}
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, (json.dumps(holder) + "\n").encode())
-        yield
-    finally:
-        lock_path.unlink(missing_ok=True)
-        os.close(descriptor)
-
-
-def _shared_build_holder(lock_path: Path) -> str:
-    """The run holding a shared build lock, in words."""
-    try:
-        descriptor = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            holder = json.loads(os.read(descriptor, 4096))
-        finally:
-            os.close(descriptor)
-        return f"PID {holder['pid']} on {holder['host']}, since {holder['started']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "a process that has not said which yet"
