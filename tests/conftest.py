@@ -80,6 +80,19 @@ def short_checkpointed_run(tmp_path_factory):
     return built_once(tmp_path_factory, "short_run", run) / "run"
 
 
+@pytest.fixture(scope="session")
+def uninterrupted_resumable_run(tmp_path_factory):
+    """The output folder of tests/training's `RESUMABLE_RUN` (`accelerate launch training/train.py`, offline, two
+    epochs with checkpoints step_15, step_30 and step_45) run to its end: once per test run, the reference that the
+    training and Hub tests' killed and resumed runs must equal."""
+    from .training.conftest import RESUMABLE_RUN, run_train
+
+    def run(folder):
+        run_train([*RESUMABLE_RUN, "--output_dir", folder / "run"])
+
+    return built_once(tmp_path_factory, "uninterrupted_resumable_run", run) / "run"
+
+
 @pytest.fixture
 def sample_with(built_sample, tmp_path):
     """`sample_with(column, row, value)`: a copy of the built sample whose `text` test split holds `value` in `column`

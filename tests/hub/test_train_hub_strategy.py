@@ -19,6 +19,8 @@ from fiberbench.hub import push_files
 from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
+from ..training.conftest import RESUMABLE_RUN
+
 pytestmark = pytest.mark.slow
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
@@ -129,19 +131,19 @@ def same_weights(folder, other) -> bool:
 
 
 def test_a_run_killed_after_its_second_save_resumes_from_the_hub_in_a_fresh_folder_as_if_never_stopped(
-    hub_server, tmp_path
+    hub_server, uninterrupted_resumable_run, tmp_path
 ):
-    # 25 steps per epoch: saves at steps 15 and 30 (checkpoints) and 25 (the first best model).
-    settings = ["--num_train_epochs", 2, "--checkpointing_steps", 15, "--dataloader_num_workers", 1]
-    uninterrupted, killed, resumed = tmp_path / "uninterrupted", tmp_path / "killed", tmp_path / "resumed"
-    train([*settings, "--output_dir", uninterrupted], push=False)
+    # 25 steps per epoch: saves at steps 15 and 30 (checkpoints) and 25 (the first best model). The reference is the
+    # training tests' run of the same settings, left to finish without the Hub (it pushes nothing, and reads only the
+    # bundled sample and the shipped tokenizer: the local Hub cannot change what it trains).
+    uninterrupted, killed, resumed = uninterrupted_resumable_run, tmp_path / "killed", tmp_path / "resumed"
 
     def second_checkpoint_pushed() -> bool:
         return ("model", REPO_ID) in hub_server.store.repos and any(
             (last_checkpoint_step(hub_server, commit) or 0) >= 30 for commit in hub_server.history(REPO_ID)
         )
 
-    kill_when([*settings, "--hub_strategy", "checkpoint", "--output_dir", killed], second_checkpoint_pushed)
+    kill_when([*RESUMABLE_RUN, "--hub_strategy", "checkpoint", "--output_dir", killed], second_checkpoint_pushed)
     assert second_checkpoint_pushed() and not (killed / "predictions.jsonl").exists(), "not killed mid-run"
     pushed = hub_server.history(REPO_ID)[1:]
     # After each save, the repo holds the model (with its code, processor and card) and last-checkpoint/.
@@ -159,7 +161,7 @@ def test_a_run_killed_after_its_second_save_resumes_from_the_hub_in_a_fresh_fold
     on_the_hub = last_checkpoint_step(hub_server, pushed[-1])
 
     resume = ["--resume_from_checkpoint", REPO_ID, "--output_dir", resumed]
-    result = train([*settings, "--hub_strategy", "checkpoint", *resume])
+    result = train([*RESUMABLE_RUN, "--hub_strategy", "checkpoint", *resume])
     assert f"Resuming from {REPO_ID} (commit " in result.stderr
     results = json.loads((resumed / "results.json").read_text(encoding="utf-8"))
     # What the resume read is what the killed run had saved: the cache's copy equals its local checkpoint.

@@ -122,6 +122,10 @@ def main_job(tmp_path_factory):
 # A short run that writes checkpoints (every 2 of its 4 steps) and nothing else: tests/conftest.py's
 # `short_checkpointed_run`, which the Hub tests read too.
 SHORT_RUN = ["--max_train_steps", 4, "--checkpointing_steps", 2, "--no-do_eval", "--no-do_predict"]
+# Two epochs of 25 steps, a checkpoint every 15 (steps 15, 30 and 45), one data loader worker: the run that the
+# kill-and-resume tests (here and on the Hub) kill, resume, and compare with tests/conftest.py's
+# `uninterrupted_resumable_run`, the same run left to finish.
+RESUMABLE_RUN = ["--num_train_epochs", 2, "--checkpointing_steps", 15, "--dataloader_num_workers", 1]
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

@@ -18,6 +18,8 @@ from fiberbench.ownership import FOLDER_RECORD as RUN_MARKER
 from fiberbench.training.outputs import PREDICTIONS_FILE, RESULTS_FILE, RunFolder
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
+from .conftest import RESUMABLE_RUN
+
 pytestmark = pytest.mark.slow
 
 # The tests' spaCy pipeline (the paper's en_core_web_trf is not installed); the main job's config sets it too.
@@ -140,16 +142,16 @@ def test_a_previous_run_is_replaced_only_with_overwrite_and_only_its_own_outputs
     assert read_outputs(output_dir)[0]["baseline"] == "most_frequent_answer"
 
 
-def test_killed_and_resumed_run_equals_uninterrupted_run(launch, launch_and_kill, tmp_path):
+def test_killed_and_resumed_run_equals_uninterrupted_run(
+    launch, launch_and_kill, uninterrupted_resumable_run, tmp_path
+):
     # 25 steps per epoch: step 30 is in the middle of the second epoch, after a best model exists;
     # the resumed run then writes step 45 again, from weights it trained itself. One data loader
     # worker reads the batches in both runs.
-    settings = ["--num_train_epochs", 2, "--checkpointing_steps", 15, "--dataloader_num_workers", 1]
-    uninterrupted, killed = tmp_path / "uninterrupted", tmp_path / "killed"
-    launch([*settings, "--output_dir", uninterrupted])
-    launch_and_kill([*settings, "--output_dir", killed], killed / "step_30")
+    uninterrupted, killed = uninterrupted_resumable_run, tmp_path / "killed"
+    launch_and_kill([*RESUMABLE_RUN, "--output_dir", killed], killed / "step_30")
     assert not (killed / PREDICTIONS_FILE).exists(), "the run finished before it was killed"
-    result = launch([*settings, "--output_dir", killed, "--resume_from_checkpoint", killed / "step_30"])
+    result = launch([*RESUMABLE_RUN, "--output_dir", killed, "--resume_from_checkpoint", killed / "step_30"])
     assert "Resuming from" in result.stderr
     assert_same_weights(uninterrupted / "step_45", killed / "step_45")
     assert_same_weights(uninterrupted / "model", killed / "model")
