@@ -110,10 +110,15 @@ def load_fiber(dataset_name: str | None, config_name: str) -> "datasets.DatasetD
                     f"(it has: {', '.join(configs)})"
                 ) from error
         raise DataError(cannot_load) from error
-    tables = {name: split.data for name, split in splits.items()}
+    check_tables({name: split.data for name, split in splits.items()}, flag)
+    return splits
+
+
+def check_tables(tables: dict, flag: str) -> None:
+    """The checks of a dataset's splits made before any work, however they were read (`tables`: each split's name to
+    its Arrow table): no null text or features (`check_no_nulls`), plain video ids (`check_video_ids`)."""
     check_no_nulls(tables, flag)
     check_video_ids(tables, flag)
-    return splits
 
 
 def check_no_nulls(tables: dict, flag: str) -> None:

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from fiberbench.files import atomic_path
-from fiberbench.helper_processes import HelperProcess
+from fiberbench.helper_processes import HelperError, HelperProcess
 
 from .report import leaderboard_rows
 from .results import HUMAN_AGREEMENT, MOST_FREQUENT_ANSWER
@@ -141,12 +141,17 @@ class CategoryPlot:
             self._process.send(_import_matplotlib)
 
     def write(self, results: dict, path: Path) -> bool:
-        """by_category.png of `results` written to `path`; False without matplotlib."""
+        """by_category.png of `results` written to `path`; False without matplotlib, or with one that fails to import
+        (the results are written all the same)."""
         if self._process is None:
             logger.warning("matplotlib is not installed: no %s (`pip install fiber-benchmark[plots]`)", path.name)
             return False
         self._process.send(png_by_category, results)
-        self._process.receive()  # the import
+        try:
+            self._process.receive()  # the import
+        except HelperError as error:
+            logger.warning("matplotlib cannot be imported (%s): no %s", error, path.name)
+            return False
         png = self._process.receive()
         with atomic_path(path) as temporary:
             temporary.write_bytes(png)

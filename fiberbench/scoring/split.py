@@ -110,7 +110,8 @@ def join_predictions(path: Path, rows: list, name: str, split: Split, keys: dict
         kept = _rows_of_split(list(map(methodcaller("get", "split"), records)), split.name)
         records = _kept(records, kept)
         _log_skipped(path, len(rows) - len(records), split)
-        joined = None if path.suffix.lower() == ".csv" else _joined_at_once(_columns(records), keys)  # CSV: text times
+        columns = None if path.suffix.lower() == ".csv" else _columns(records)  # CSV: text times, joined row by row
+        joined = None if columns is None else _joined_at_once(columns, keys)
         if joined is not None:
             return System(name, str(path), *joined)
     return System(name, str(path), *_joined_row_by_row(path, rows, split, keys))
@@ -144,15 +145,13 @@ def _columns(records: list[dict]) -> dict[str, list] | None:
     return {**columns, "candidates": None if all(ranked in (None, "") for ranked in candidates) else candidates}
 
 
-def _joined_at_once(columns: dict[str, list] | None, keys: dict[BlankKey, int]) -> tuple[list[str], list | None] | None:
-    """(predictions, candidates or None) in split order from a file's columns (`_columns`, `read_columns`; None, and
-    no `candidates`, where absent), with every check of `_joined_row_by_row` made column by column; None where any
+def _joined_at_once(columns: dict[str, list], keys: dict[BlankKey, int]) -> tuple[list[str], list | None] | None:
+    """(predictions, candidates or None) in split order from a file's columns (`_columns`, `read_columns`; no
+    `candidates` where absent), with every check of `_joined_row_by_row` made column by column; None where any
     fails (a missing field, a value of another type, a time out of range, a blank unknown, repeated or missing,
     candidates in some rows only)."""
     from fiberbench.data.fiber.validation import MAX_TIME
 
-    if columns is None:
-        return None
     video_ids, starts, ends, predictions = (columns.get(field, ()) for field in (*KEY_FIELDS, "prediction"))
     if not (set(map(type, video_ids)) <= {str} and set(map(type, predictions)) <= {str}):
         return None
@@ -242,7 +241,7 @@ def built_folder_tables(folder: Path, config_name: str, flag: str) -> dict | Non
     build writes, video features, row counts other than the card's): `load_fiber` then reads the
     folder, and names what is wrong.
     """
-    from fiberbench.data.loading import REQUIRED_NON_NULL, check_no_nulls, check_video_ids
+    from fiberbench.data.loading import REQUIRED_NON_NULL, check_tables
 
     try:
         tables = _read_built_folder(folder, config_name, set(SCORED_COLUMNS) | set(REQUIRED_NON_NULL))
@@ -250,8 +249,7 @@ def built_folder_tables(folder: Path, config_name: str, flag: str) -> dict | Non
         return None
     if tables is None:
         return None
-    check_no_nulls(tables, flag)
-    check_video_ids(tables, flag)
+    check_tables(tables, flag)
     return tables
 
 

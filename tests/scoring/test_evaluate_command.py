@@ -335,3 +335,26 @@ def test_names_are_text_in_the_plot(predictions_dir, tmp_path):
     assert main(["evaluate", *files, "--names", "$\\alpha^$", "US$ 5", "--output_dir", str(output_dir), *FLAGS]) == 0
     assert (output_dir / "by_category.png").stat().st_size > 0
     assert set(json.loads((output_dir / "results.json").read_text())["systems"]) == {"$\\alpha^$", "US$ 5"}
+
+
+def test_a_matplotlib_that_fails_to_import_costs_the_plot_only(predictions_dir, tmp_path):
+    """An installed matplotlib that cannot be imported (a broken install) is a warning: the results are written, the
+    plot is not. The command runs as a user runs it, with such a matplotlib first on its path."""
+    import os
+    import subprocess
+
+    broken = tmp_path / "site" / "matplotlib"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('this matplotlib is broken')\n")
+    output_dir = tmp_path / "out"
+    path = os.pathsep.join(filter(None, [str(broken.parent), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
+    result = subprocess.run(
+        ["fiberbench", "evaluate", str(predictions_dir / "half.jsonl"), "--output_dir", str(output_dir), *FLAGS],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "this matplotlib is broken" in result.stderr and "no by_category.png" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert {path.name for path in output_dir.iterdir()} >= {"results.json", "results.md"}
+    assert not (output_dir / "by_category.png").exists()
