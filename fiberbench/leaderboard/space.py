@@ -17,7 +17,7 @@ from pathlib import Path
 from fiberbench.errors import UsageError
 
 from .app import CONFIG_FILE
-from .store import SUBMISSIONS
+from .store import SUBMISSIONS, submission_folders
 
 APP_FILE, CARD_FILE, REQUIREMENTS_FILE, RESULTS_DIR = "app.py", "README.md", "requirements.txt", "results"
 SPACE_FILES = (APP_FILE, CARD_FILE, REQUIREMENTS_FILE, CONFIG_FILE)
@@ -71,11 +71,9 @@ def write_space(
     write_json(staging / CONFIG_FILE, config)
     paths = list(SPACE_FILES)
     if results_dir is not None:
-        submissions = results_dir / SUBMISSIONS / split
         destination = staging / RESULTS_DIR / SUBMISSIONS / split
-        if submissions.is_dir():
-            shutil.copytree(submissions, destination)
-        else:
-            destination.mkdir(parents=True)
+        destination.mkdir(parents=True)
+        for folder in submission_folders(results_dir, split):
+            shutil.copytree(folder, destination / folder.name)
         paths += [path.relative_to(staging).as_posix() for path in sorted(destination.rglob("*")) if path.is_file()]
     return paths

@@ -36,10 +36,20 @@ class Entry:
     predictions: Path
 
 
+def submission_folders(root: Path, split: str) -> list[Path]:
+    """The complete submission folders for `split` under `root`, oldest first.
+
+    A submission being written is a hidden staging folder beside them (`fiberbench.files.atomic_folder`)
+    until it is whole: it is not one yet, so hidden names are skipped.
+    """
+    folders = (root / SUBMISSIONS / split).glob("*/")
+    return sorted(folder for folder in folders if not folder.name.startswith("."))
+
+
 def read_entries(root: Path, split: str) -> list[Entry]:
     """The submissions for `split` under `root` (a store's folder or a snapshot of its repo), oldest first."""
     entries = []
-    for folder in sorted((root / SUBMISSIONS / split).glob("*/")):
+    for folder in submission_folders(root, split):
         metadata = json.loads((folder / METADATA_FILE).read_text(encoding="utf-8"))
         entries.append(Entry(folder.name, metadata, folder / metadata["predictions"]))
     return entries
@@ -60,7 +70,7 @@ class LocalStore:
 
     def head(self, split: str) -> str:
         """A revision of the folder: the digest of its submission folders' names."""
-        names = sorted(path.name for path in (self.folder / SUBMISSIONS / split).glob("*/"))
+        names = [folder.name for folder in submission_folders(self.folder, split)]
         return hashlib.sha256("\n".join(names).encode()).hexdigest()
 
     def snapshot(self, split: str, revision: str) -> Path:

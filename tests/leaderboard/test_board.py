@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fiberbench.cli import main
+from fiberbench.files import staging_folder
 from fiberbench.leaderboard.board import compute_board, load_benchmark
 from fiberbench.leaderboard.display import table_rows
 from fiberbench.leaderboard.ranks import holm, rank_intervals
@@ -136,3 +137,14 @@ def test_two_submissions_at_once_are_both_kept(benchmark, predictions_files, tmp
     for thread in threads:
         thread.join()
     assert sorted(entry.metadata["system"] for entry in read_entries(store.folder, "test")) == ["tied A", "tied B"]
+
+
+def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions_files, tmp_path):
+    # What a reader met when another submission's staging folder had no metadata.json yet.
+    store = LocalStore(tmp_path / "store")
+    submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
+    head = store.head("test")
+    staging = staging_folder(store.folder / "submissions" / "test" / "next")
+    (staging / "predictions.jsonl").write_text("{}\n", encoding="utf-8")
+    assert [entry.metadata["system"] for entry in read_entries(store.folder, "test")] == ["best"]
+    assert store.head("test") == head
