@@ -53,9 +53,7 @@ def write_task_csv(path: Path, rows: list[dict[str, str]], columns: list[str]) -
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "blanked_file", type=Path, help="Release-format file of blanked clips, e.g. val.json (from `fiberbench blank`)."
-    )
+    parser.add_argument("blanked_file", type=Path, help="Blanked clips in the release format (`fiberbench blank`).")
     parser.add_argument(
         "--questions_per_hit",
         type=positive_int,
