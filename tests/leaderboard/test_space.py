@@ -75,8 +75,11 @@ def pulled_space(hub, predictions_files, tmp_path_factory):
 def space_url(hub, pulled_space, tmp_path_factory):
     """`python app.py` in the pulled Space folder, as the Hub runs it, on a free local port."""
     _, env = hub
+    # Uploads in a folder of its own, as each Space on the Hub has its own disk (not Gradio's default folder, which
+    # every Gradio app of the machine shares).
     env = {
-        **env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(free_port()), "GRADIO_ANALYTICS_ENABLED": "False"
+        **env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(free_port()),
+        "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path_factory.mktemp("gradio_uploads")),
     }
     with serving(pulled_space, env, tmp_path_factory.mktemp("space") / "app.log", timeout=180) as url:
         yield url
