@@ -116,7 +116,7 @@ def main() -> None:
         help=f"Pipelines to time (default: those installed of {', '.join((*SMALL_PIPELINES, TRANSFORMER_PIPELINE))}).",
     )
     small = [name for name in installed if name != TRANSFORMER_PIPELINE]
-    args = quick.parse_args(parser, clips=5_000, num_proc=[1], release_way_clips=200, spacy_models=small[:1])
+    args = quick.parse_args(parser, clips=2_000, num_proc=[1], release_way_clips=50, spacy_models=small[:1])
 
     if TRANSFORMER_PIPELINE not in installed:
         print(f"{TRANSFORMER_PIPELINE} is not installed: transformer rows skipped.")
