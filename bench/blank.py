@@ -124,7 +124,7 @@ def main() -> None:
     )
     small = [name for name in installed if name != TRANSFORMER_PIPELINE]
     args = quick.parse_args(
-        parser, clips=3_000, num_proc=[1], release_way_clips=50, spacy_models=small[:1], memory_interval=0.5
+        parser, clips=5_000, num_proc=[1], release_way_clips=50, spacy_models=small[:1], memory_interval=0.5
     )
 
     if TRANSFORMER_PIPELINE not in installed:
