@@ -5,7 +5,7 @@ each installed pipeline of the small (CNN) class and, when installed, the transf
 prints a table with the speed ratio against one process. "Release way" is the release script's
 procedure for comparison: every caption of every clip parsed, in one process (timed in-process on
 fewer clips). Peak memory is the largest sum of the resident memory of the command and its worker
-processes, sampled every 50 ms from /proc (Linux only).
+processes, sampled every 50 ms (--memory_interval) from /proc (Linux only).
 
     python bench/blank.py [--clips 20000] [--num_proc 1 2] [--spacy_models en_core_web_sm]
 """
@@ -71,8 +71,9 @@ def process_tree_rss(pid: int) -> int:
     return total
 
 
-def run_blank(corpus: Path, output: Path, pipeline: str, num_proc: int) -> tuple[float, float]:
-    """Seconds and peak resident memory (MiB, all processes) of one `fiberbench blank` run."""
+def run_blank(corpus: Path, output: Path, pipeline: str, num_proc: int, interval: float) -> tuple[float, float]:
+    """Seconds and peak resident memory (MiB, all processes, sampled every `interval` seconds) of one
+    `fiberbench blank` run."""
     command = [sys.executable, "-m", "fiberbench.cli", "blank", str(corpus), "--output_file", str(output)]
     # Each run replaces the output of the one before.
     command += ["--spacy_model", pipeline, "--num_proc", str(num_proc), "--overwrite_output_file"]
@@ -81,9 +82,12 @@ def run_blank(corpus: Path, output: Path, pipeline: str, num_proc: int) -> tuple
         start = time.perf_counter()
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=messages)
         peak = 0
-        while process.poll() is None:
+        while True:
             peak = max(peak, process_tree_rss(process.pid))
-            time.sleep(0.05)
+            # Not a sleep: the run's end is seen at once (within Popen.wait's 50 ms polls), whatever the interval.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=interval)
+                break
         seconds = time.perf_counter() - start
         if process.returncode:
             messages.seek(0)
@@ -108,6 +112,9 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=20_000)
     parser.add_argument("--num_proc", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--release_way_clips", type=int, default=2_000, help="Clips for the release-way row.")
+    # A sample reads every process's /proc/PID/stat (a few ms of CPU): on a busy machine, where a run's wall
+    # time stretches, a quick run's sampling would cost more than its blanking.
+    parser.add_argument("--memory_interval", type=float, default=0.05, help="Seconds between memory samples.")
     installed = [name for name in (*SMALL_PIPELINES, TRANSFORMER_PIPELINE) if spacy.util.is_package(name)]
     parser.add_argument(
         "--spacy_models",
@@ -116,7 +123,9 @@ def main() -> None:
         help=f"Pipelines to time (default: those installed of {', '.join((*SMALL_PIPELINES, TRANSFORMER_PIPELINE))}).",
     )
     small = [name for name in installed if name != TRANSFORMER_PIPELINE]
-    args = quick.parse_args(parser, clips=5_000, num_proc=[1], release_way_clips=200, spacy_models=small[:1])
+    args = quick.parse_args(
+        parser, clips=5_000, num_proc=[1], release_way_clips=50, spacy_models=small[:1], memory_interval=0.5
+    )
 
     if TRANSFORMER_PIPELINE not in installed:
         print(f"{TRANSFORMER_PIPELINE} is not installed: transformer rows skipped.")
@@ -129,8 +138,8 @@ def main() -> None:
         output = Path(folder) / "blanked.json"
         for pipeline in args.spacy_models:
             for num_proc in args.num_proc:
-                startup, _ = run_blank(one_clip, output, pipeline, num_proc)
-                seconds, peak = run_blank(corpus, output, pipeline, num_proc)
+                startup, _ = run_blank(one_clip, output, pipeline, num_proc, args.memory_interval)
+                seconds, peak = run_blank(corpus, output, pipeline, num_proc, args.memory_interval)
                 # None where the run took no longer than the startup: too few clips to tell their speed.
                 speed = args.clips / (seconds - startup) if seconds > startup else None
                 rows.append((pipeline, str(num_proc), seconds, startup, speed, peak))

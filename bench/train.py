@@ -21,8 +21,8 @@ setup reads synthetic data of FIBER's size (26,000 training clips of 32 I3D feat
 validation clips; written once to --cache_dir) and projects the paper's 10 epochs with a
 validation after each and a final evaluation of validation and test.
 
-With --hub_push it runs training/train.py itself (the sample demo, --num_train_epochs 2, a checkpoint every 5
-steps) with --push_to_hub against the tests' local Hub server (tests/hub/hub_server.py), once per
+With --hub_push it runs training/train.py itself (the sample demo, --num_train_epochs 2 unless --max_train_steps,
+a checkpoint every 5 steps) with --push_to_hub against the tests' local Hub server (tests/hub/hub_server.py), once per
 --hub_strategies value and --repeats times, alternating, and compares the steps' mean wall time
 (results.json's `training.step_seconds`) with that of `end`, which pushes only after training.
 Goal: `every_save` within 5% of `end`, since its pushes run in the background. Beside it, the time
@@ -30,6 +30,8 @@ the run spent saving (`training.save_seconds`: the checkpoints, the same in ever
 what a push needs on the training process: the current weights into `model/` before validation
 has chosen a best model, the card, the hard links of the staging folder).
 """
+
+from __future__ import annotations
 
 import argparse
 import itertools
@@ -43,30 +45,24 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import datasets
-import numpy as np
-import torch
-from accelerate import Accelerator
-from transformers import AutoTokenizer
+from typing import TYPE_CHECKING
 
 import fiberbench.training
-from fiberbench.data import load_sample
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
-from fiberbench.modeling import build_tiny_config
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
-from fiberbench.training.evaluation import label_probabilities
-from fiberbench.cli import default_num_workers
-from fiberbench.training.inputs import FiberExamples, make_dataloader
-from fiberbench.training.launch import ACCELERATE_CONFIG
 
 import quick
 
+# This process only starts the measuring ones (`accelerate launch ... --one_setup`, train.py with --hub_push): the
+# libraries that measure (torch, transformers, accelerate, datasets: seconds of CPU) are imported where a setup is
+# measured, in the process that measures it.
+if TYPE_CHECKING:
+    import datasets
+    import torch
+
 T5_VOCAB_SIZE = 32128
-SAMPLE_DEMO = read_config(SAMPLE_DEMO_CONFIG)
-# Model shape (FiberT5Config fields, as --config_overrides spells them), batch size and data; all early fusion.
-SETUPS = {
-    "sample_demo": (SAMPLE_DEMO["config_overrides"], SAMPLE_DEMO["per_device_train_batch_size"], "sample"),
+# Model shape (FiberT5Config fields, as --config_overrides spells them), batch size and data of the T5-sized setups;
+# all early fusion. The sample demo's are its config file's (`setup_shape`).
+T5_SETUPS = {
     "t5_small": (
         f"d_model=512,d_ff=2048,d_kv=64,num_heads=8,num_layers=6,num_decoder_layers=6,vocab_size={T5_VOCAB_SIZE}",
         16,
@@ -78,21 +74,27 @@ SETUPS = {
         "fiber_size",
     ),
 }
+SETUPS = ("sample_demo", *T5_SETUPS)
 FUSION = "early"
 EVAL_BATCH = 64
 MIN_LOADER_SPEEDUP = 5
-ONE_PROCESS = ["--config_file", str(ACCELERATE_CONFIG)]
 # FIBER's size (paper §3.1): about 26,000 training clips; validation and test 1,000 each; T about 32.
 FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 1_000, 1_000, 32, 1024
 PAPER_EPOCHS = 10
-TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
+TRAINING_DIR = Path(fiberbench.training.__file__).parent
+TRAIN_SCRIPT = TRAINING_DIR / "train.py"
+# fiberbench.training.launch.ACCELERATE_CONFIG, named here: that module imports torch and transformers.
+ACCELERATE_CONFIG = TRAINING_DIR / "accelerate.yaml"
+ONE_PROCESS = ["--config_file", str(ACCELERATE_CONFIG)]
 HUB_SERVER_DIR = Path(__file__).resolve().parents[1] / "tests" / "hub"
 # train.py for the push comparison: the sample demo (25 steps an epoch), a checkpoint every 5 steps.
 HUB_PUSH_SETTINGS = ["--checkpointing_steps", "5", "--no-do_predict"]
 HUB_PUSH_SETTINGS += ["--dataloader_num_workers", "1"]
 HUB_PUSH_GOAL = 1.05
-# --quick: every setup shrunk to this (its batch and data kept).
-TINY_OVERRIDES = "d_model=32,d_ff=64,d_kv=8,num_heads=4,num_layers=1,num_decoder_layers=1"
+# --quick: every setup shrunk to this (its batch and data kept). T5's vocabulary too: its 32,128 logits per token
+# would be most of a tiny model's work (the beam search of the evaluation above all); the sample tokenizer's pieces
+# (a few hundred) fit in 512.
+TINY_OVERRIDES = "d_model=32,d_ff=64,d_kv=8,num_heads=4,num_layers=1,num_decoder_layers=1,vocab_size=512"
 
 
 def fiber_size_splits(cache_dir: Path) -> dict[str, datasets.Dataset]:
@@ -100,6 +102,11 @@ def fiber_size_splits(cache_dir: Path) -> dict[str, datasets.Dataset]:
 
     Written once to an Arrow file in `cache_dir` (about 3.5 GB) and memory-mapped, as a built FIBER is.
     """
+    import datasets
+    import numpy as np
+
+    from fiberbench.data import load_sample
+
     sample = load_sample("text")["train"]
     features = datasets.Features(
         {
@@ -140,9 +147,32 @@ def seconds_per_batch(batches, count: int, warmup: int, device: torch.device) ->
     return (time.perf_counter() - start) / count
 
 
+def setup_shape(setup: str) -> tuple[str, int, str]:
+    """A setup's model shape (FiberT5Config fields), batch size and data.
+
+    The sample demo's config file is read here, in the measuring process only: reading it checks its fusion, which
+    imports the model's package (seconds).
+    """
+    if setup == "sample_demo":
+        demo = read_config(SAMPLE_DEMO_CONFIG)
+        return demo["config_overrides"], demo["per_device_train_batch_size"], "sample"
+    return T5_SETUPS[setup]
+
+
 def measure(setup: str, args: argparse.Namespace) -> dict:
     """Loader, step, overlap and evaluation times of one setup, in this process."""
-    overrides, batch_size, data = SETUPS[setup]
+    import torch
+    from accelerate import Accelerator
+    from transformers import AutoTokenizer
+
+    from fiberbench.cli import default_num_workers
+    from fiberbench.data import load_sample
+    from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
+    from fiberbench.modeling import build_tiny_config
+    from fiberbench.training.evaluation import label_probabilities
+    from fiberbench.training.inputs import FiberExamples, make_dataloader
+
+    overrides, batch_size, data = setup_shape(setup)
     on_gpu = args.device == "cuda"
     accelerator = Accelerator(
         cpu=not on_gpu,
@@ -240,6 +270,8 @@ def measure(setup: str, args: argparse.Namespace) -> dict:
 
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
+        import torch
+
         torch.cuda.synchronize(device)
 
 
@@ -291,7 +323,9 @@ def run_child(command: list[str], env: dict | None = None) -> str:
     return completed.stdout
 
 
-def hub_push_runs(strategies: list[str], repeats: int, num_train_epochs: int) -> list[dict]:
+def hub_push_runs(
+    strategies: list[str], repeats: int, num_train_epochs: int, max_train_steps: int | None = None
+) -> list[dict]:
     """train.py with --push_to_hub to a local Hub, once per strategy and repeat (alternating, so that a busy moment
     of a shared machine falls on all strategies alike): each run's mean step seconds and the commits its pushes made
     (a push that changes nothing, such as the same best model again, makes none)."""
@@ -306,6 +340,8 @@ def hub_push_runs(strategies: list[str], repeats: int, num_train_epochs: int) ->
             output_dir, repo_id = Path(folder) / f"{strategy}-{repeat}", f"bench/{strategy}-{repeat}"
             command = [sys.executable, "-m", "accelerate.commands.launch", *ONE_PROCESS, str(TRAIN_SCRIPT)]
             command += [*HUB_PUSH_SETTINGS, "--num_train_epochs", str(num_train_epochs)]
+            if max_train_steps is not None:
+                command += ["--max_train_steps", str(max_train_steps)]
             command += ["--output_dir", str(output_dir)]
             command += ["--push_to_hub", "--hub_model_id", repo_id, "--hub_strategy", strategy]
             run_child(command, env)
@@ -346,7 +382,7 @@ def format_hub_push_table(runs: list[dict], strategies: list[str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--setups", nargs="+", choices=tuple(SETUPS), default=["sample_demo", "t5_small"])
+    parser.add_argument("--setups", nargs="+", choices=SETUPS, default=["sample_demo", "t5_small"])
     parser.add_argument("--steps", type=int, default=10, help="Timed batches per measurement.")
     parser.add_argument("--warmup", type=int, default=2, help="Untimed batches first.")
     parser.add_argument("--dataloader_num_workers", type=int, default=None, help="Default: as train.py chooses.")
@@ -361,6 +397,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="Runs of train.py per strategy, with --hub_push.")
     parser.add_argument("--num_train_epochs", type=int, default=2, help="Of each train.py run, with --hub_push.")
     parser.add_argument(
+        "--max_train_steps", type=int, default=None, help="Of each train.py run, with --hub_push (default: its epochs)."
+    )
+    parser.add_argument(
         "--config_overrides",
         default=None,
         help="FiberT5Config fields set after each setup's own (e.g. d_model=64,num_layers=2): other sizes.",
@@ -368,14 +407,14 @@ def main() -> int:
     parser.add_argument("--one_setup", help=argparse.SUPPRESS)
     args = quick.parse_args(
         parser, steps=2, warmup=1, config_overrides=TINY_OVERRIDES, hub_strategies=["end", "every_save"], repeats=1,
-        num_train_epochs=1,
+        num_train_epochs=1, max_train_steps=10,
     )
     if args.one_setup:
         print(json.dumps(measure(args.one_setup, args)))
         return 0
     if args.hub_push:
         strategies = ["end", *[strategy for strategy in args.hub_strategies if strategy != "end"]]
-        runs = hub_push_runs(strategies, args.repeats, args.num_train_epochs)
+        runs = hub_push_runs(strategies, args.repeats, args.num_train_epochs, args.max_train_steps)
         print(format_hub_push_table(runs, strategies))
         for strategy in strategies[1:]:
             ratio = statistics.median(paired_ratios(runs, strategy))
