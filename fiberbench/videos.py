@@ -5,20 +5,25 @@ A clip's video is either a file of the clip alone, named by VaTeX's clip id
 clip's times. PyAV decodes both, once per clip and only within the clip's times: torchcodec's CPU
 wheels need CUDA libraries to import, so it is not relied on here. A file's header is not trusted
 for its length: the clip's times must lie in the frames the file holds, and the header's duration
-must agree with them, and a clip must last at least one frame. Which frames are taken is a `FrameSampling`, chosen
+must agree with them, and a clip must last at least one frame: every command checks its clips' videos so before any
+work, by one function (`check_clip_videos`). Which frames are taken is a `FrameSampling`, chosen
 by one rule (`choose_sampling`) for every command; what comes back (`ClipFrames`)
 carries the frames' times, which video processors read as transformers' video metadata.
 """
 
+import logging
 import math
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.data.fiber.validation import ClipKey, clip_id
 from fiberbench.errors import DataError
+
+logger = logging.getLogger(__name__)
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm")
 # Seconds by which a video's frames may end before (or after) its header's duration, or before a clip's end, with
@@ -46,6 +51,16 @@ def find_clip_video(video_dir: Path, video_id: str, start: int, end: int) -> Cli
         if whole_file.is_file():
             return ClipVideo(whole_file, float(start), float(end))
     return None
+
+
+@dataclass(frozen=True)
+class Clip:
+    """A clip a command works on: `name`, what the command calls it (in its messages, its output files); its `video`
+    (None: none found); its dataset `key` (None for a whole file of a folder, which cannot be missing)."""
+
+    name: str
+    video: ClipVideo | None
+    key: ClipKey | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +181,57 @@ def check_video(video: ClipVideo, sampling: FrameSampling) -> ClipSpan:
     with _opened(video) as container:
         _, span = _clip_span(container, video, sampling)
     return span
+
+
+def check_clip_videos(
+    clips: list[Clip],
+    sampling: FrameSampling,
+    video_dir: Path,
+    skip_missing: bool,
+    *,
+    skipping: str,
+    skipped: str,
+    unusable_advice: str | None = None,
+) -> list[ClipSpan | None]:
+    """Where each clip lies in its video (None for a missing one), every video opened and checked for `sampling`.
+
+    Every command that reads clips calls this before any work, so that a bad video is one error line on every
+    process at once, not a failure of one process in the middle of a run. A missing video is refused, or skipped
+    with `skip_missing` (--skip_missing_videos) and warned of. The command's own words end its messages:
+    `skipping` what --skip_missing_videos would do ("Pass --skip_missing_videos to {skipping}"), `skipped` what
+    became of the skipped clips, `unusable_advice` what to do about an unusable video.
+
+    Raises:
+        DataError: naming the first missing (without `skip_missing`) or unusable video, and how many there are.
+    """
+    from tqdm.auto import tqdm
+
+    missing = [clip for clip in clips if clip.video is None]
+    if missing and not skip_missing:
+        video_id, start, end = missing[0].key
+        raise DataError(
+            f"--video_dir {video_dir}: no video for clip {video_id} ({start}-{end} s): looked for "
+            f"{expected_names(video_id, start, end)}; {len(missing)} of {len(clips)} clips have none. Pass "
+            f"--skip_missing_videos to {skipping}"
+        )
+    spans, unusable = [], []
+    # Under `accelerate launch` every process checks every video; the first of each machine shows the bar.
+    quiet = os.environ.get("LOCAL_RANK", "0") != "0"
+    for clip in tqdm(clips, desc="Checking the clips' videos", unit="video", disable=quiet):
+        try:
+            spans.append(None if clip.video is None else check_video(clip.video, sampling))
+        except DataError as error:
+            unusable.append((clip, error))
+    if unusable:
+        clip, error = unusable[0]
+        advice = f": {unusable_advice}" if unusable_advice else ""
+        raise DataError(
+            f"{error} (the video of clip {clip.name}); {len(unusable)} of {len(clips)} clips' videos cannot be used"
+            f"{advice}"
+        )
+    if missing:
+        logger.warning("%d of %d clips have no video in %s: %s", len(missing), len(clips), video_dir, skipped)
+    return spans
 
 
 def sample_frames(video: ClipVideo, sampling: FrameSampling) -> ClipFrames:

@@ -174,13 +174,25 @@ class Chromium:
         return result["result"].get("value")
 
     def wait_until(self, condition: Callable[[], object], failure: str, timeout: float = TIMEOUT):
-        """Poll `condition` (a Python callable) until it is true; returns its value."""
+        """Poll `condition` (a Python callable) until it is true; returns its value.
+
+        The deadline only matters when the page is stuck: the failure then says what was awaited and what the
+        page showed.
+        """
         deadline = time.monotonic() + timeout
         while not (value := condition()):
             if time.monotonic() > deadline:
-                raise DevToolsError(failure)
+                raise DevToolsError(f"{failure} within {timeout:g} s; {self.describe_page()}")
             self._receive(0.05)
         return value
+
+    def describe_page(self) -> str:
+        """What the page threw and the start of its text (Gradio's error messages among it), for a failure."""
+        try:
+            text = " ".join(self.evaluate("document.body ? document.body.innerText : ''").split())
+        except DevToolsError as error:
+            text = f"(not readable: {error})"
+        return f"the page threw {self.exceptions or 'nothing'}; its text: {text[:2000]!r}"
 
     def wait_for(self, expression: str, timeout: float = TIMEOUT):
         """Poll a JavaScript expression until it is truthy; returns its value."""

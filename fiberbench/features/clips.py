@@ -12,25 +12,11 @@ frame in the clip's times (or ends before the clip does), has a header whose dur
 its frames, is shorter than one frame, or has fewer frames than a fixed number asked.
 """
 
-import logging
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from fiberbench.data.fiber.validation import VIDEO_ID_PATTERN, ClipKey, clip_id
 from fiberbench.errors import DataError, UsageError
-from fiberbench.videos import VIDEO_EXTENSIONS, ClipVideo, FrameSampling, expected_names, find_clip_video
-
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Clip:
-    """One clip to encode: `name`, the stem of its features file; its `video` (None: missing); its dataset `key`."""
-
-    name: str
-    video: ClipVideo | None
-    key: ClipKey | None = None
+from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, find_clip_video
 
 
 def dataset_keys(dataset_name: str | None, data_dir: Path | None, splits: list[str] | None) -> list[ClipKey]:
@@ -93,39 +79,15 @@ def folder_clips(video_dir: Path) -> list[Clip]:
 
 
 def check_videos(clips: list[Clip], sampling: FrameSampling, skip_missing: bool, video_dir: Path) -> list[Clip]:
-    """The clips to encode: every video opened and checked for `sampling`; a missing one is refused, or skipped
-    with `skip_missing`.
-
-    Raises:
-        DataError: naming the first missing (without `skip_missing`) or unusable video, and how many there are.
-    """
-    from tqdm.auto import tqdm
-
-    from fiberbench.videos import check_video
-
-    missing = [clip for clip in clips if clip.video is None]
-    if missing and not skip_missing:
-        video_id, start, end = missing[0].key
-        raise DataError(
-            f"--video_dir {video_dir}: no video for clip {video_id} ({start}-{end} s): looked for "
-            f"{expected_names(video_id, start, end)}; {len(missing)} of {len(clips)} clips have none. Pass "
-            "--skip_missing_videos to encode the others (the skipped ones are counted)"
-        )
-    unusable = []
-    # Under `accelerate launch` every process checks every video; the first of each machine shows the bar.
-    quiet = os.environ.get("LOCAL_RANK", "0") != "0"
-    present = [clip for clip in clips if clip.video is not None]
-    for clip in tqdm(present, desc="Checking the clips' videos", unit="video", disable=quiet):
-        try:
-            check_video(clip.video, sampling)
-        except DataError as error:
-            unusable.append((clip, error))
-    if unusable:
-        clip, error = unusable[0]
-        raise DataError(
-            f"{error} (the video of clip {clip.name}); {len(unusable)} of {len(clips)} clips' videos cannot be used: "
-            "replace or remove them (with --skip_missing_videos a removed one is skipped)"
-        )
-    if missing:
-        logger.warning("%d of %d clips have no video in %s: skipped", len(missing), len(clips), video_dir)
-    return present
+    """The clips to encode: those with a video, every one checked for `sampling` (`check_clip_videos`); a missing one
+    is refused, or skipped (and counted) with `skip_missing`."""
+    check_clip_videos(
+        clips,
+        sampling,
+        video_dir,
+        skip_missing,
+        skipping="encode the others (the skipped ones are counted)",
+        skipped="skipped",
+        unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
+    )
+    return [clip for clip in clips if clip.video is not None]

@@ -29,6 +29,7 @@ from .submission import BOUNDS, KINDS, MAX_FILE_BYTES, Refused, check_metadata, 
 
 CONFIG_FILE = "leaderboard.json"
 CHART_SYSTEMS = 3  # the by-category chart shows the best three systems until others are chosen
+UPLOADS_KEPT_S = 3600  # an uploaded predictions file is deleted between one and two hours after it came
 
 
 class LiveBoard:
@@ -114,12 +115,12 @@ def build_demo(folder: Path):
         except OSError as error:  # the Hub's HTTP errors among them: the commit did not happen
             problem = (str(error).splitlines() or [type(error).__name__])[0]
             message = f"Not stored: {live.store.describe()} could not be written ({problem}); submit again later"
-        # The upload is a copy in Gradio's cache: not kept once scored, stored or refused.
-        if upload is not None:
-            Path(upload).unlink(missing_ok=True)
         return (message, *refresh(sort_by, metric, chosen))
 
-    with gr.Blocks(title=config["title"]) as demo:
+    # Gradio keeps an upload at a path made of its content's digest and its name, so the same file sent twice
+    # at once is one path: deleting it after one submission would take it from under the other. Gradio's own
+    # sweep deletes uploads once they are old instead.
+    with gr.Blocks(title=config["title"], delete_cache=(UPLOADS_KEPT_S, UPLOADS_KEPT_S)) as demo:
         gr.Markdown(introduction(config, benchmark))
         head = gr.State(None)
         with gr.Tab("Leaderboard"):

@@ -19,9 +19,7 @@ comes back as a batch carrying its one-line error, raised here as a `DataError` 
 exception would come wrapped in its traceback).
 """
 
-import logging
 import math
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +35,6 @@ if TYPE_CHECKING:
     from fiberbench.videos import ClipVideo, FrameSampling
 
     from .predictors import Predictor
-
-logger = logging.getLogger(__name__)
 
 # Batches each worker makes ahead of the model.
 PREFETCH_BATCHES = 4
@@ -75,43 +71,23 @@ def clip_keys(split, described: str) -> "list[ClipKey]":
 def find_videos(
     video_dir: Path, keys: "list[ClipKey]", sampling: "FrameSampling", skip_missing: bool
 ) -> "tuple[list[ClipVideo | None], list[int | None]]":
-    """Each clip's video, checked to give the frames of `sampling` (`check_video`), and how many frames it gives;
-    None for a missing one with `skip_missing` (--skip_missing_videos).
+    """Each clip's video, checked to give the frames of `sampling` (`check_clip_videos`), and how many frames it
+    gives; None for a missing one with `skip_missing` (--skip_missing_videos)."""
+    from fiberbench.videos import Clip, check_clip_videos, find_clip_video
 
-    Every video is opened here, before any work, so that a bad one is one error line on every
-    process at once, not a failure of one process in the middle of a run.
-    """
-    from tqdm.auto import tqdm
-
-    from fiberbench.videos import check_video, expected_names, find_clip_video
-
-    videos = [find_clip_video(video_dir, *key) for key in keys]
-    missing = [key for key, video in zip(keys, videos) if video is None]
-    if missing and not skip_missing:
-        raise DataError(
-            f"--video_dir {video_dir}: no video for clip {missing[0][0]} ({missing[0][1]}-{missing[0][2]} s): "
-            f"looked for {expected_names(*missing[0])}; {len(missing)} of {len(keys)} clips have none. Pass "
-            "--skip_missing_videos to predict the others (the skipped clips get an empty answer)"
-        )
-    unusable, frame_counts = [], []
-    # Under `accelerate launch` every process checks every video; the first of each machine shows the bar.
-    quiet = os.environ.get("LOCAL_RANK", "0") != "0"
-    for key, video in zip(keys, tqdm(videos, desc="Checking the clips' videos", unit="video", disable=quiet)):
-        try:
-            frame_counts.append(None if video is None else sampling.count(check_video(video, sampling)))
-        except DataError as error:
-            unusable.append((key, error))
-    if unusable:
-        (video_id, start, end), error = unusable[0]
-        raise DataError(
-            f"{error} (the video of clip {video_id}, {start}-{end} s); {len(unusable)} of {len(keys)} clips' videos "
-            "cannot be used"
-        )
-    if missing:
-        logger.warning(
-            "%d of %d clips have no video in %s: skipped, with an empty answer", len(missing), len(keys), video_dir
-        )
-    return videos, frame_counts
+    clips = [
+        Clip(f"{video_id}, {start}-{end} s", find_clip_video(video_dir, video_id, start, end), (video_id, start, end))
+        for video_id, start, end in keys
+    ]
+    spans = check_clip_videos(
+        clips,
+        sampling,
+        video_dir,
+        skip_missing,
+        skipping="predict the others (the skipped clips get an empty answer)",
+        skipped="skipped, with an empty answer",
+    )
+    return [clip.video for clip in clips], [None if span is None else sampling.count(span) for span in spans]
 
 
 def dataset_fingerprint(split, reads_features: bool) -> str:

@@ -75,8 +75,11 @@ def pulled_space(hub, predictions_files, tmp_path_factory):
 def space_url(hub, pulled_space, tmp_path_factory):
     """`python app.py` in the pulled Space folder, as the Hub runs it, on a free local port."""
     _, env = hub
+    # Uploads in a folder of its own, as each Space on the Hub has its own disk (not Gradio's default folder, which
+    # every Gradio app of the machine shares).
     env = {
-        **env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(free_port()), "GRADIO_ANALYTICS_ENABLED": "False"
+        **env, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(free_port()),
+        "GRADIO_ANALYTICS_ENABLED": "False", "GRADIO_TEMP_DIR": str(tmp_path_factory.mktemp("gradio_uploads")),
     }
     with serving(pulled_space, env, tmp_path_factory.mktemp("space") / "app.log", timeout=180) as url:
         yield url
@@ -85,6 +88,12 @@ def space_url(hub, pulled_space, tmp_path_factory):
 def board_rows(space_url, sort_by: str = "F1") -> list[list]:
     table = Client(space_url, verbose=False).predict(sort_by, "F1", [], api_name="/board")[0]
     return table["data"]
+
+
+def send_through_api(space_url, path: Path, name: str) -> str:
+    """Submit `path` as system `name` as a script would, through the Space's API: the line it answers."""
+    return Client(space_url, verbose=False).predict(handle_file(str(path)), name, "", "other", "", None, "", "F1",
+                                                    "F1", [], api_name="/submit")[0]
 
 
 def test_the_pulled_space_serves_the_board_of_the_results_repo(space_url):
@@ -131,21 +140,35 @@ def fill(browser, elem_id: str, text: str) -> None:
     browser.type(text)
 
 
-def submit_on_page(browser, path: Path, name: str) -> tuple[str, str]:
-    """Send `path` as system `name` through the Submit tab: the one line the page answers, and Gradio's own
-    messages (an upload it refuses)."""
+TOASTS = "[...document.querySelectorAll('.toast-body')].map(t => t.innerText).join(' ')"
+
+
+def choose_on_page(browser, path: Path) -> None:
+    """Choose `path` in the Submit tab's file input and wait until Gradio has uploaded it (or refused it)."""
     browser.evaluate("[...document.querySelectorAll('button[role=tab]')].find(b => b.innerText.includes('Submit'))"
                      ".click()")
     browser.wait_for("document.querySelector('#upload input[type=file]') !== null")
     browser.choose_file("#upload input[type=file]", path)
-    toasts = "[...document.querySelectorAll('.toast-body')].map(t => t.innerText).join(' ')"
-    # The file's name shows once it is uploaded (broken over lines: white space left out).
-    browser.wait_for(f"document.querySelector('#upload').innerText.replace(/\\s/g, '').includes({path.name!r}) || "
-                     f"{toasts}.includes('exceed')", 120)
+    # The file's name shows as soon as it is chosen, beside "Uploading..." until the upload is done, then beside its
+    # size (broken over lines: white space left out).
+    shown = "document.querySelector('#upload').innerText"
+    browser.wait_for(f"({shown}.replace(/\\s/g, '').includes({path.name!r}) && !{shown}.includes('Uploading')) || "
+                     f"{TOASTS}.includes('exceed')", 120)
+
+
+def send_on_page(browser, name: str) -> tuple[str, str]:
+    """Submit the chosen file as system `name`: the one line the page answers, and Gradio's own messages (an upload
+    it refuses)."""
     fill(browser, "system", name)
     browser.click("#submit")
     line = browser.wait_for("document.querySelector('#status textarea').value", 300)
-    return line, " ".join(browser.evaluate(toasts).split())
+    return line, " ".join(browser.evaluate(TOASTS).split())
+
+
+def submit_on_page(browser, path: Path, name: str) -> tuple[str, str]:
+    """Send `path` as system `name` through the Submit tab (`send_on_page`'s answer)."""
+    choose_on_page(browser, path)
+    return send_on_page(browser, name)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
@@ -218,18 +241,29 @@ def test_a_bad_submission_is_refused_on_the_page_in_one_line(hub, space_url, bad
     assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits
 
 
+@pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
+def test_the_same_file_sent_meanwhile_by_another_leaves_the_page_its_upload(hub, space_url, worst_file, tmp_path):
+    """Gradio keeps one upload per content and name: another person's submission of the same file, scored while the
+    page holds its upload, must not take that upload away."""
+    local_hub, _ = hub
+    commits = len(local_hub.history(RESULTS_REPO, "dataset"))
+    with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
+        open_board(browser, space_url)
+        choose_on_page(browser, worst_file)
+        assert send_through_api(space_url, worst_file, "same file elsewhere") == (
+            "Stored: same file elsewhere is on the board.")
+        line, _ = send_on_page(browser, "same file on the page")
+        assert line == "Stored: same file on the page is on the board."
+    assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits + 2
+
+
 def test_two_submissions_at_once_are_both_kept(hub, space_url, worst_file):
     local_hub, _ = hub
     commits = len(local_hub.history(RESULTS_REPO, "dataset"))
     names = ["at once 1", "at once 2"]
 
-    def send(name):
-        client = Client(space_url, verbose=False)
-        return client.predict(handle_file(str(worst_file)), name, "", "other", "", None, "", "F1", "F1", [],
-                              api_name="/submit")[0]
-
     with ThreadPoolExecutor(2) as pool:
-        lines = list(pool.map(send, names))
+        lines = list(pool.map(lambda name: send_through_api(space_url, worst_file, name), names))
     assert lines == [f"Stored: {name} is on the board." for name in names]
     assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits + 2
     assert set(names) <= {row[2] for row in board_rows(space_url)}
@@ -257,8 +291,7 @@ def test_a_results_repo_that_refuses_the_commit_is_one_line_and_nothing_is_store
     local_hub, _ = hub
     commits = len(local_hub.history(RESULTS_REPO, "dataset"))
     local_hub.fail("/commit/", 403, times=1)
-    line = Client(space_url, verbose=False).predict(handle_file(str(worst_file)), "refused commit", "", "other", "",
-                                                    None, "", "F1", "F1", [], api_name="/submit")[0]
+    line = send_through_api(space_url, worst_file, "refused commit")
     assert line.startswith(f"Not stored: the results repo {RESULTS_REPO} could not be written (")
     assert line.endswith("; submit again later") and "\n" not in line
     assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits
