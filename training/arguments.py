@@ -5,8 +5,8 @@ The argparse defaults are the one source of truth and reproduce the paper's setu
 With neither a model nor a dataset given, `configs/sample_demo.yaml` is layered under the user's
 config: the main job, which trains a tiny model on the bundled sample in a few minutes on a CPU.
 
-This module loads neither torch nor transformers (the model's fusions are read when a value is
-checked, `fusion`): the script answers --help and refuses a mistyped flag or path at once.
+This module loads neither torch nor transformers (the model's fusions are written out, `FUSIONS`): the script
+answers --help and refuses a mistyped flag or path at once.
 """
 
 import argparse
@@ -32,6 +32,10 @@ MIXED_PRECISIONS = ("auto", "no", "fp16", "bf16")
 LR_SCHEDULER_TYPES = (
     "linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup", "inverse_sqrt"
 )
+# The model's fusions (`fiberbench.modeling.FUSIONS`), written out so that reading --fusion (which the main job's
+# config sets) loads neither torch nor transformers: a refused run is refused at once (tests/training/test_arguments.py
+# checks they are the model's).
+FUSIONS = ("none", "early", "late")
 # What --push_to_hub pushes, and when, as the Trainer's `hub_strategy` (see `fiberbench.training.hub_checkpoints`).
 HUB_STRATEGIES = ("end", "every_save", "checkpoint", "all_checkpoints")
 # The repo folder of the latest checkpoint with --hub_strategy checkpoint (the Trainer's name), which
@@ -51,13 +55,7 @@ NOT_TRAINING_SETTINGS = frozenset(
 
 
 def fusion(text: str) -> str:
-    """argparse type: one of the model's fusions (`FUSIONS`), read from the model's package when a value is given.
-
-    Not argparse `choices`: argparse reads every flag's choices to format --help, and the model's
-    package loads torch and transformers (seconds).
-    """
-    from fiberbench.modeling import FUSIONS
-
+    """argparse type: one of the model's fusions (`FUSIONS`)."""
     if text not in FUSIONS:
         raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(map(repr, FUSIONS))})")
     return text

@@ -1,24 +1,25 @@
 """The processes of a `train.py` run: one `Accelerator` over the launched processes, and their logging.
 
 `accelerate launch` may start processes that do not form one group (several independent runs all
-writing the same folder); `make_accelerator` refuses that in one line saying how to launch.
+writing the same folder); `check_launch` refuses a launch that started one process of several, and
+`make_accelerator` processes that do not form one group, in one line saying how to launch.
+`check_launch` reads the environment alone: `train.py` calls it before torch, accelerate, datasets
+and transformers load (seconds per process), which this module imports only where it uses them.
 """
+
+from __future__ import annotations
 
 import argparse
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import accelerate
-import datasets
-import torch
-import transformers
-from accelerate import Accelerator, DataLoaderConfiguration
-from accelerate.utils import DistributedType, ProjectConfiguration, parse_flag_from_env
-
-from fiberbench.cli import configure_logging
 from fiberbench.errors import UsageError
 from fiberbench.training.outputs import LOGS_FOLDER
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
 
 # The launcher's settings for one process on this machine, which the README's and the docs' `accelerate launch`
 # lines name with --config_file: without them, and with no `accelerate config` of the user's, the launcher guesses
@@ -33,15 +34,27 @@ HOW_TO_LAUNCH = (
 )
 
 
+def check_launch() -> None:
+    """A `UsageError` for `accelerate launch` given several processes that started one (`--num_processes N` without
+    `--multi_gpu`, or with `--cpu`): read from the environment the launcher gave this process."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1 and "MASTER_ADDR" in os.environ and "ACCELERATE_MIXED_PRECISION" in os.environ:
+        raise UsageError(f"`accelerate launch` was given several processes but started one: {HOW_TO_LAUNCH}")
+
+
 def make_accelerator(args: argparse.Namespace) -> Accelerator:
-    """The `Accelerator`, after making sure the launched processes form one group (else a `UsageError`).
+    """The `Accelerator`, after making sure the launched processes form one group (else a `UsageError`); `train.py`
+    has made `check_launch` before.
 
     On a machine without GPUs, processes started by `--multi_gpu` run as CPU processes over gloo
     (Accelerate would otherwise start each as a run of its own, all writing the same outputs).
     """
+    import accelerate
+    import torch
+    from accelerate import Accelerator, DataLoaderConfiguration
+    from accelerate.utils import DistributedType, ProjectConfiguration, parse_flag_from_env
+
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size == 1 and "MASTER_ADDR" in os.environ and "ACCELERATE_MIXED_PRECISION" in os.environ:
-        raise UsageError(f"`accelerate launch` was given several processes but started one: {HOW_TO_LAUNCH}")
     on_gpu = torch.cuda.is_available() and not parse_flag_from_env("ACCELERATE_USE_CPU")
     accelerator = Accelerator(
         cpu=world_size > 1 and not torch.cuda.is_available(),
@@ -77,6 +90,11 @@ def make_accelerator(args: argparse.Namespace) -> Accelerator:
 
 def setup_logging(accelerator: Accelerator) -> None:
     """INFO logs from this script on the main process; library warnings only, and errors only elsewhere."""
+    import datasets
+    import transformers
+
+    from fiberbench.cli import configure_logging
+
     configure_logging()
     if accelerator.is_local_main_process:
         datasets.utils.logging.set_verbosity_warning()

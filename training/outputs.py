@@ -11,12 +11,14 @@ uploads only the files listed for `model/`. Only the main process writes, and it
 folder's lock for the whole run (`Output.open`).
 """
 
+import argparse
 import contextlib
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from fiberbench.data import SAMPLE_DIR
 from fiberbench.errors import UsageError
 from fiberbench.files import atomic_folder
 from fiberbench.ownership import (
@@ -29,6 +31,7 @@ from fiberbench.ownership import (
     remove_entries,
     unlisted_files,
 )
+from fiberbench.training.arguments import hub_checkpoint
 
 RESULTS_FILE = "results.json"
 PREDICTIONS_FILE = "predictions.jsonl"
@@ -192,6 +195,22 @@ class RunFolder:
         """List `folder/file_name` among the files of folder entry `folder`; returns its path to write."""
         self.entry(folder, sorted({*self.files_of(folder), file_name}))
         return self.path / folder / file_name
+
+
+def check_output_dir(args: argparse.Namespace) -> RunFolder:
+    """`train.py`'s --output_dir as a `RunFolder`, if this run may write into it (`RunFolder.check`); read on every
+    process before torch and the other heavy libraries load, so that a refused folder is said at once."""
+    # A Hub checkpoint is an input, downloaded into the cache: the folder is checked as a new run's.
+    return RunFolder.check(
+        args.output_dir,
+        overwrite=args.overwrite_output_dir,
+        resume_from_checkpoint=None if hub_checkpoint(args) else args.resume_from_checkpoint,
+        inputs=[
+            path
+            for path in (args.dataset_name or SAMPLE_DIR, args.model_name_or_path, args.config_path)
+            if path is not None and Path(path).exists()
+        ],
+    )
 
 
 TABLE_COLUMNS = (

@@ -1,11 +1,12 @@
 """One run of `training/train.py`: data, model or baseline, training, evaluation, outputs, push (paper §4-5, App. B).
 
-`train_and_evaluate(args)` takes the arguments that `fiberbench.training.arguments.parse_args` has
-checked, and runs everything that needs torch, transformers, datasets and Accelerate; the script
-itself (`training/train.py`) loads none of them before its arguments and the paths they name are
-checked. With --push_to_hub the model goes to the Hub at the end, and with --hub_strategy also at
-each save, with the checkpoints, in the background (`HubPusher`); --resume_from_checkpoint may
-name a checkpoint on the Hub (`download_checkpoint`).
+`train_and_evaluate(args, output)` takes the arguments that `fiberbench.training.arguments.parse_args`
+has checked and the output folder that `fiberbench.training.outputs.check_output_dir` has checked,
+and runs everything that needs torch, transformers, datasets and Accelerate; the script itself
+(`training/train.py`) loads none of them before its arguments, the paths they name, the launch and
+the output folder are checked. With --push_to_hub the model goes to the Hub at the end, and with
+--hub_strategy also at each save, with the checkpoints, in the background (`HubPusher`);
+--resume_from_checkpoint may name a checkpoint on the Hub (`download_checkpoint`).
 
 The run's neighbours: `launch.py` (the Accelerator and the launched processes), `context.py`
 (what the stages share), `loop.py` (the training loop), `saving.py` (the model folder, its card,
@@ -24,7 +25,6 @@ from accelerate.logging import get_logger
 from accelerate.utils import set_seed
 
 from fiberbench.cli import default_num_workers
-from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, alike_on_every_process
 from fiberbench.metric.baselines import most_frequent_answer
@@ -53,21 +53,11 @@ logger = get_logger(__name__)
 NUM_FILLED_EXAMPLES = 3
 
 
-def train_and_evaluate(args: argparse.Namespace) -> None:
-    """The whole run: checks, data, model or baseline, training, evaluation, outputs, push."""
+def train_and_evaluate(args: argparse.Namespace, output: RunFolder) -> None:
+    """The whole run into `output` (its --output_dir, checked by `check_output_dir`): the other checks, data, model
+    or baseline, training, evaluation, outputs, push."""
     source = hub_checkpoint(args)
     with alike_on_every_process():
-        output = RunFolder.check(
-            args.output_dir,
-            overwrite=args.overwrite_output_dir,
-            # A Hub checkpoint is an input, downloaded into the cache: the folder is checked as a new run's.
-            resume_from_checkpoint=None if source else args.resume_from_checkpoint,
-            inputs=[
-                path
-                for path in (args.dataset_name or SAMPLE_DIR, args.model_name_or_path, args.config_path)
-                if path is not None and Path(path).exists()
-            ],
-        )
         options = loading_options(args.model_name_or_path) if args.model_name_or_path else {}
         # Every process downloads (the cache shares the files of one machine), before the processes form a group:
         # a failed download stops each one, never a group waiting for another.

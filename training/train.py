@@ -19,14 +19,16 @@ model at the end, and with --hub_strategy at each save too, with its checkpoints
 config file, the data, a model that cannot be loaded, an output folder that is not this script's)
 is one line on stderr.
 
-The flags, the config file and the paths they name are checked before torch, transformers and
-datasets load (seconds): the run itself is `fiberbench.training.run`.
+The flags, the config file and the paths they name, the launch and the output folder are checked before torch,
+transformers and datasets load (seconds per process): the run itself is `fiberbench.training.run`.
 """
 
 import sys
 
 from fiberbench.errors import alike_on_every_process, run_reporting_errors
 from fiberbench.training.arguments import PROG, parse_args
+from fiberbench.training.launch import check_launch
+from fiberbench.training.outputs import check_output_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,9 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     def checked_then_run() -> None:
         with alike_on_every_process():
             args = parse_args(argv)
+            check_launch()
+            output = check_output_dir(args)
         from fiberbench.training.run import train_and_evaluate
 
-        train_and_evaluate(args)
+        train_and_evaluate(args, output)
 
     return run_reporting_errors(checked_then_run, prog=PROG)
 

@@ -1,12 +1,14 @@
 """Flags, YAML configs and the checks that fail before any work."""
 
 import argparse
+import os
 import subprocess
 import sys
 
 import pytest
 
 from fiberbench.errors import DataError, UsageError
+from fiberbench.training.arguments import FUSIONS as ARGUMENT_FUSIONS
 from fiberbench.training.arguments import (
     CONFIGS_DIR,
     LR_SCHEDULER_TYPES,
@@ -221,11 +223,40 @@ def test_help_imports_no_heavy_library():
     assert result.stdout.strip() == "[]"
 
 
-def test_the_help_names_every_fusion_of_the_model():
+@pytest.mark.parametrize(
+    "environment, expected",
+    [
+        ({}, "is not empty and was not written by training/train.py"),
+        # What `accelerate launch --num_processes 2` without --multi_gpu gives its one process.
+        (
+            {"MASTER_ADDR": "127.0.0.1", "ACCELERATE_MIXED_PRECISION": "no"},
+            "was given several processes but started one",
+        ),
+    ],
+    ids=["an output folder it may not write", "one process of several"],
+)
+def test_a_main_job_refused_for_its_output_folder_or_launch_loads_no_heavy_library(tmp_path, environment, expected):
+    """The refusal comes before torch, transformers, datasets, accelerate and spaCy load: at once, on each process."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "thesis.tex").write_text("mine", encoding="utf-8")
+    code = (
+        "import sys\n"
+        "from fiberbench.training.train import main\n"
+        f"assert main(['--output_dir', {str(tmp_path / 'run')!r}]) == 2\n"
+        "print(sorted({'spacy', 'torch', 'transformers', 'datasets', 'evaluate', 'accelerate'} & set(sys.modules)))\n"
+    )
+    env = {name: value for name, value in os.environ.items() if name not in ("WORLD_SIZE", "MASTER_ADDR")}
+    result = subprocess.run([sys.executable, "-c", code], env=env | environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "[]" and expected in result.stderr
+
+
+def test_the_flag_and_its_help_name_every_fusion_of_the_model():
     from fiberbench.modeling import FUSIONS
 
     help = build_parser().format_help()
     assert all(f'"{name}"' in help for name in FUSIONS)
+    assert ARGUMENT_FUSIONS == FUSIONS  # written out so that parsing loads no torch
 
 
 def test_every_lr_scheduler_type_is_one_transformers_builds_from_the_warm_up_and_the_length():
