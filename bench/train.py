@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 
 import fiberbench.training
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
+from fiberbench.training.launch import ACCELERATE_CONFIG
 
 import quick
 
@@ -83,8 +84,6 @@ FIBER_TRAIN, FIBER_VALIDATION, FIBER_TEST, FIBER_FRAMES, FEATURE_SIZE = 26_000, 
 PAPER_EPOCHS = 10
 TRAINING_DIR = Path(fiberbench.training.__file__).parent
 TRAIN_SCRIPT = TRAINING_DIR / "train.py"
-# fiberbench.training.launch.ACCELERATE_CONFIG, named here: that module imports torch and transformers.
-ACCELERATE_CONFIG = TRAINING_DIR / "accelerate.yaml"
 ONE_PROCESS = ["--config_file", str(ACCELERATE_CONFIG)]
 HUB_SERVER_DIR = Path(__file__).resolve().parents[1] / "tests" / "hub"
 # train.py for the push comparison: the sample demo (25 steps an epoch), a checkpoint every 5 steps.
