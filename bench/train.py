@@ -61,9 +61,10 @@ if TYPE_CHECKING:
     import torch
 
 T5_VOCAB_SIZE = 32128
-# Model shape (FiberT5Config fields, as --config_overrides spells them), batch size and data of the T5-sized setups;
-# all early fusion. The sample demo's are its config file's (`setup_shape`).
-T5_SETUPS = {
+SAMPLE_DEMO = read_config(SAMPLE_DEMO_CONFIG)
+# Model shape (FiberT5Config fields, as --config_overrides spells them), batch size and data; all early fusion.
+SETUPS = {
+    "sample_demo": (SAMPLE_DEMO["config_overrides"], SAMPLE_DEMO["per_device_train_batch_size"], "sample"),
     "t5_small": (
         f"d_model=512,d_ff=2048,d_kv=64,num_heads=8,num_layers=6,num_decoder_layers=6,vocab_size={T5_VOCAB_SIZE}",
         16,
@@ -75,7 +76,6 @@ T5_SETUPS = {
         "fiber_size",
     ),
 }
-SETUPS = ("sample_demo", *T5_SETUPS)
 FUSION = "early"
 EVAL_BATCH = 64
 MIN_LOADER_SPEEDUP = 5
@@ -146,18 +146,6 @@ def seconds_per_batch(batches, count: int, warmup: int, device: torch.device) ->
     return (time.perf_counter() - start) / count
 
 
-def setup_shape(setup: str) -> tuple[str, int, str]:
-    """A setup's model shape (FiberT5Config fields), batch size and data.
-
-    The sample demo's config file is read here, in the measuring process only: reading it checks its fusion, which
-    imports the model's package (seconds).
-    """
-    if setup == "sample_demo":
-        demo = read_config(SAMPLE_DEMO_CONFIG)
-        return demo["config_overrides"], demo["per_device_train_batch_size"], "sample"
-    return T5_SETUPS[setup]
-
-
 def measure(setup: str, args: argparse.Namespace) -> dict:
     """Loader, step, overlap and evaluation times of one setup, in this process."""
     import torch
@@ -171,7 +159,7 @@ def measure(setup: str, args: argparse.Namespace) -> dict:
     from fiberbench.training.evaluation import label_probabilities
     from fiberbench.training.inputs import FiberExamples, make_dataloader
 
-    overrides, batch_size, data = setup_shape(setup)
+    overrides, batch_size, data = SETUPS[setup]
     on_gpu = args.device == "cuda"
     accelerator = Accelerator(
         cpu=not on_gpu,
@@ -381,7 +369,7 @@ def format_hub_push_table(runs: list[dict], strategies: list[str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--setups", nargs="+", choices=SETUPS, default=["sample_demo", "t5_small"])
+    parser.add_argument("--setups", nargs="+", choices=tuple(SETUPS), default=["sample_demo", "t5_small"])
     parser.add_argument("--steps", type=int, default=10, help="Timed batches per measurement.")
     parser.add_argument("--warmup", type=int, default=2, help="Untimed batches first.")
     parser.add_argument("--dataloader_num_workers", type=int, default=None, help="Default: as train.py chooses.")
