@@ -40,10 +40,17 @@ def submission_folders(root: Path, split: str) -> list[Path]:
     """The complete submission folders for `split` under `root`, oldest first.
 
     A submission being written is a hidden staging folder beside them (`fiberbench.files.atomic_folder`)
-    until it is whole: it is not one yet, so hidden names are skipped.
+    until it is whole: it is not one yet, so hidden names are skipped. A link is never followed: the board
+    would read another folder's files as a submission.
+
+    Raises:
+        DataError: a submission folder that is a link.
     """
-    folders = (root / SUBMISSIONS / split).glob("*/")
-    return sorted(folder for folder in folders if not folder.name.startswith("."))
+    folders = sorted(folder for folder in (root / SUBMISSIONS / split).glob("*/") if not folder.name.startswith("."))
+    for folder in folders:
+        if folder.is_symlink():
+            raise DataError(f"{folder}: a link, not a submission folder of the store's own; remove it")
+    return folders
 
 
 def read_entries(root: Path, split: str) -> list[Entry]:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fiberbench.cli import main
+from fiberbench.errors import DataError
 from fiberbench.files import staging_folder
 from fiberbench.leaderboard.board import compute_board, load_benchmark
 from fiberbench.leaderboard.display import table_rows
@@ -148,3 +149,13 @@ def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions
     (staging / "predictions.jsonl").write_text("{}\n", encoding="utf-8")
     assert [entry.metadata["system"] for entry in read_entries(store.folder, "test")] == ["best"]
     assert store.head("test") == head
+
+
+def test_a_link_among_the_submissions_is_refused_not_followed(benchmark, predictions_files, tmp_path):
+    store = LocalStore(tmp_path / "store")
+    submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
+    (original,) = (store.folder / "submissions" / "test").iterdir()
+    planted = store.folder / "submissions" / "test" / "planted"
+    planted.symlink_to(original, target_is_directory=True)
+    with pytest.raises(DataError, match=r"planted: a link, not a submission folder of the store's own; remove it"):
+        read_entries(store.folder, "test")
