@@ -3,8 +3,9 @@
 The command (`command`) writes a predictions file in the format that `fiberbench evaluate`
 scores. Its parts, in the order a run meets them:
 
-- `arguments` (the flags, as argparse declares them) and `settings` (`PredictSettings`, what every
-  part reads: the flags checked, and what a run records of them and resumes from);
+- `arguments` (the flags, as argparse declares them, each value that can be judged alone checked as
+  it is parsed) and `settings` (`PredictSettings`, what every part reads: the flags checked
+  together, and what a run records of them and resumes from);
 - `kinds`, the registry of the kinds of model and the checks that need the model's config, with
   the predictors of each kind in `predictors` (FIBER, seq2seq), `prompted` (causal) and `video`
   (video-language models), and `chat_templates` (a model's chat template, run bounded);

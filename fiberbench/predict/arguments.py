@@ -1,8 +1,10 @@
 """`fiberbench predict`'s flags (`add_arguments`), as argparse declares them.
 
-What the flags become is `settings.PredictSettings`, read once from the parsed command line and
-checked there (`PredictSettings.check_flags`); the checks that need the model's config (which kind it
-is, which flags that kind reads) are in `kinds`.
+A value that can be judged alone is checked as it is parsed (an argparse `type`: a count, the
+--prompt template, the output's format), in one line naming the flag. What the flags become is
+`settings.PredictSettings`, read once from the parsed command line and checked there against each
+other and this machine (`PredictSettings.check_flags`); the checks that need the model's config
+(which kind it is, which flags that kind reads) are in `kinds`.
 """
 
 import argparse
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from fiberbench.cli import add_video_dir_argument, non_negative_int, positive_float, positive_int
 from fiberbench.models import add_model_arguments
-from fiberbench.prompts import DEFAULT_PROMPT
+from fiberbench.prompts import DEFAULT_PROMPT, check_template
 
 from .kinds import KIND_NAMES
 from .settings import PredictSettings
@@ -78,7 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     decoding = parser.add_argument_group("decoding")
     decoding.add_argument(
-        "--prompt", default=None, help="Causal and video-language models: a template holding {masked_caption}."
+        "--prompt",
+        type=prompt_template,
+        default=None,
+        help="Causal and video-language models: a template holding {masked_caption}.",
     )
     decoding.add_argument(
         "--num_beams",
@@ -163,6 +168,14 @@ def parse_settings(flags: list) -> PredictSettings:
     parser = argparse.ArgumentParser()
     add_arguments(parser)
     return PredictSettings.from_args(parser.parse_args([str(flag) for flag in flags]))
+
+
+def prompt_template(text: str) -> str:
+    """argparse type of --prompt: a template that `fiberbench.prompts.check_template` accepts."""
+    try:
+        return check_template(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def jsonl_file(text: str) -> Path:

@@ -2,10 +2,12 @@
 
 Every part of a run (the checks, the predictors, `--reread`) reads a `PredictSettings`, not the
 argparse namespace: its fields are the flags `arguments.add_arguments` defines, by their names, and
-nothing else (`arguments.parse_settings` reads them from a list of flags). They check themselves
-before anything is loaded (`PredictSettings.check_flags`: the values alone; the checks that need the
-model's config are in `kinds`). What a run decides from them (the default `--prompt` of a kind
-that reads one) is a new object (`for_kind`), never a change to this one.
+nothing else (`arguments.parse_settings` reads them from a list of flags). A value that can be
+judged alone was checked as it was parsed (its argparse `type`); the settings check the rest
+before anything is loaded (`PredictSettings.check_flags`: the flags together, and against this
+machine; the checks that need the model's config are in `kinds`). What a run decides from them
+(the default `--prompt` of a kind that reads one) is a new object (`for_kind`), never a change to
+this one.
 
 What they ask for, before anything is loaded: a `Request` (`request_of`), the settings that the
 flags decide alone (`Request.known`), compared with an earlier output's, and what was asked for
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from fiberbench.errors import DataError, UsageError
 from fiberbench.models import local_or_hub, model_files
-from fiberbench.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.prompts import DEFAULT_PROMPT
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ class PredictSettings:
         return self
 
     def check_flags(self) -> None:
-        """The flag values on their own (a UsageError naming the flag), before anything is loaded."""
+        """The flags that their parsing cannot judge, before anything is loaded: one missing, two that exclude each
+        other, a device or folder this machine does not have (a UsageError or DataError naming the flag)."""
         if self.model_name_or_path is None:
             raise UsageError(
                 "--model_name_or_path is required (or --reread, to read a predictions file's replies again)"
@@ -84,11 +87,6 @@ class PredictSettings:
             )
         if self.device_map is not None:
             check_device_map(self.device_map)
-        if self.prompt is not None:
-            try:
-                check_template(self.prompt)
-            except ValueError as error:
-                raise UsageError(str(error)) from error
         if self.num_frames is not None and self.fps is not None:
             raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
         if self.max_frames is not None and self.fps is None:

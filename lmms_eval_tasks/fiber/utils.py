@@ -99,7 +99,11 @@ def doc_to_visual(doc: dict) -> list[str]:
 def doc_to_text(doc: dict, lmms_eval_specific_kwargs: dict | None = None) -> str:
     """`fiberbench predict`'s prompt (or the YAML's `prompt` template) with the clip's masked caption."""
     template = (lmms_eval_specific_kwargs or {}).get("prompt") or DEFAULT_PROMPT
-    return check_template(template).format(masked_caption=doc["masked_caption"])
+    try:
+        check_template(template)
+    except ValueError as error:
+        raise ValueError(f"the task's prompt {template!r}: {error}") from None
+    return template.format(masked_caption=doc["masked_caption"])
 
 
 def doc_to_target(doc: dict) -> str:

@@ -50,7 +50,7 @@ def test_fiberbench_prints_the_task_folder(capsys):
 def test_the_prompt_is_fiberbench_predicts():
     assert utils.doc_to_text(FIRST, {"prompt": None}) == DEFAULT_PROMPT.format(masked_caption=FIRST["masked_caption"])
     assert utils.doc_to_text(FIRST, {"prompt": "Fill: {masked_caption}"}) == f"Fill: {FIRST['masked_caption']}"
-    with pytest.raises(ValueError, match="--prompt must contain {masked_caption}"):
+    with pytest.raises(ValueError, match="the task's prompt 'Fill the blank.': must contain {masked_caption}"):
         utils.doc_to_text(FIRST, {"prompt": "Fill the blank."})
     assert utils.doc_to_target(FIRST) == FIRST["label"]
 

@@ -240,17 +240,17 @@ CASES = {
     "a template without {masked_caption}": (
         model("causal", "--prompt", "Fill the blank."),
         USAGE,
-        "--prompt must contain {masked_caption}",
+        "--prompt: must contain {masked_caption}",
     ),
     "a template with another field": (
         model("causal", "--prompt", "{masked_caption} {label}"),
         USAGE,
-        "--prompt may only use {masked_caption}, got {label}",
+        "--prompt: may only use {masked_caption}, got {label}",
     ),
     "a template with a lone brace": (
         model("causal", "--prompt", "{masked_caption} }"),
         USAGE,
-        "--prompt is not a valid template",
+        "--prompt: not a valid template",
     ),
     "a template with a format spec": (
         before_the_data(model("causal", "--prompt", "{masked_caption:d}")),
