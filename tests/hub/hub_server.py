@@ -22,7 +22,7 @@ import signal
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path, PurePosixPath
@@ -167,6 +167,23 @@ class HubStore:
 
     def read_blob(self, sha256: str) -> bytes:
         return (self.blobs / check_lfs_oid(sha256)).read_bytes()
+
+    def save(self, folder: Path) -> None:
+        """Write the repos, their commits and files into `folder` (a new one), for `load` into another store."""
+        shutil.copytree(self.blobs, folder / "blobs")
+        repos = [asdict(repo) for repo in self.repos.values()]
+        (folder / "repos.json").write_text(json.dumps(repos), encoding="utf-8")
+
+    def load(self, folder: Path) -> None:
+        """Add the repos that `save` wrote into `folder`, with their commits and files, to this store."""
+        shutil.copytree(folder / "blobs", self.blobs, dirs_exist_ok=True)
+        for fields in json.loads((folder / "repos.json").read_text(encoding="utf-8")):
+            commits = {}
+            for oid, commit in fields.pop("commits").items():
+                files = {path: StoredFile(**stored) for path, stored in commit.pop("files").items()}
+                commits[oid] = Commit(**commit, files=files)
+            repo = Repo(**fields, commits=commits)
+            self.repos[(repo.repo_type, repo.repo_id)] = repo
 
     def repo(self, repo_type: str, repo_id: str, authorized: bool) -> Repo:
         """The repo, or the Hub's RepoNotFound (private repos are invisible without a token)."""

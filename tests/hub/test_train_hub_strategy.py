@@ -20,13 +20,14 @@ from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
 from ..training.conftest import RESUMABLE_RUN
+from .conftest import TWO_PROCESS_REPO_ID, TWO_PROCESS_RUN, TWO_PROCESSES
 
 pytestmark = pytest.mark.slow
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
 # As the README launches train.py: one process, every launcher setting given by the config.
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG)]
-REPO_ID = "fiber-org/fiber-t5-run"
+REPO_ID = TWO_PROCESS_REPO_ID
 FINAL = "FIBER model trained with fiberbench"
 # A loadable model: weights, config, the remote code and the processor.
 MODEL_FILES = ("config.json", "model.safetensors", "modeling_fiber_t5.py", "processor_config.json", "README.md")
@@ -247,19 +248,22 @@ def torch_saved(obj) -> bytes:
     return buffer.getvalue()
 
 
-def test_two_processes_push_every_checkpoint_and_resume_one_from_the_hub_bit_identically(hub_server, tmp_path):
-    # `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
-    two_processes = ["--multi_gpu", "--num_processes", 2]
-    settings = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
-    settings += ["--hub_strategy", "all_checkpoints"]
-    first, resumed = tmp_path / "first", tmp_path / "resumed"
-    launch = [*LAUNCH, *map(str, two_processes)]
-    for output_dir, resume in ((first, []), (resumed, ["--resume_from_checkpoint", f"{REPO_ID}:step_4"])):
-        command = [*launch, str(TRAIN_SCRIPT), *map(str, [*settings, *resume, "--output_dir", output_dir])]
-        command += ["--push_to_hub", "--hub_model_id", REPO_ID]
-        result = subprocess.run(command, env=train_env(), cwd=TRAIN_SCRIPT.parents[1], capture_output=True, text=True)
-        assert result.returncode == 0, result.stderr[-5000:]
-        assert "8 steps of 32 examples (2 processes)" in result.stderr
+def test_two_processes_push_every_checkpoint_and_resume_one_from_the_hub_bit_identically(
+    hub_server, two_processes_pushed_run, tmp_path
+):
+    # The first run, made once for this test and the training tests' resume of a 2-process run from its folder:
+    # TWO_PROCESS_RUN, pushing all its checkpoints to a local Hub, which this test's Hub now holds as it left it.
+    first, first_result, pushed = two_processes_pushed_run
+    hub_server.store.load(pushed)
+    resumed = tmp_path / "resumed"
+    settings = [*TWO_PROCESS_RUN, "--hub_strategy", "all_checkpoints"]
+    command = [*LAUNCH, *map(str, TWO_PROCESSES), str(TRAIN_SCRIPT)]
+    command += map(str, [*settings, "--resume_from_checkpoint", f"{REPO_ID}:step_4", "--output_dir", resumed])
+    command += ["--push_to_hub", "--hub_model_id", REPO_ID]
+    result = subprocess.run(command, env=train_env(), cwd=TRAIN_SCRIPT.parents[1], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-5000:]
+    for run in (first_result, result):
+        assert "8 steps of 32 examples (2 processes)" in run.stderr
     final = hub_server.history(REPO_ID)[-1]
     assert {"step_4/random_states_1.pkl", "step_8/random_states_1.pkl"} <= set(final.files)
     assert f"Resuming from {REPO_ID}:step_4 (commit " in result.stderr

