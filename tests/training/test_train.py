@@ -48,7 +48,9 @@ EXACT_METRICS = (
 
 
 def first_log_line(stderr: str) -> str:
-    return next(line for line in stderr.splitlines() if " INFO " in line)
+    """The run's first line of its own log, the one that says what it runs. The bundled sample's loader may log
+    before it: it builds the sample into a Hugging Face home that has none (the README walk's, a new user's)."""
+    return next(line for line in stderr.splitlines() if " INFO fiberbench.training." in line)
 
 
 def one_line(failure_lines, result) -> str:
