@@ -1,6 +1,8 @@
 """From a folder of videos to a scored FIBER model on other features than I3D: extract-features (a CLIP-like image
 encoder and a VideoMAE-like video encoder, D 48 and 40) -> build-dataset --features_dir -> accelerate launch
-training/train.py -> predict -> evaluate, on the bundled sample's clips (synthetic videos)."""
+training/train.py -> predict -> evaluate, on the bundled sample's clips (synthetic videos). The chain of one encoder
+is docs/your-own-features.md's own (a tiny CLIP, config `tiny-clip`), run once by its walk (tests/readme_walks.py):
+here its outputs are checked and scored."""
 
 import json
 
@@ -11,6 +13,7 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.cli import main
 
 from ..built_once import built_once
+from ..readme_walks import DOCS, document_walk, kept_runs, walk_blocks
 from ..training.conftest import error_lines, run_train
 
 pytestmark = pytest.mark.slow
@@ -33,28 +36,41 @@ def built(encoders, sample_videos, tmp_path_factory):
     return built_once(tmp_path_factory, "end_to_end", build) / "fiber"
 
 
-def test_a_model_trains_on_new_features_and_is_scored(built, tmp_path):
+# The page whose blocks run the chain with a tiny CLIP on the sample, into these paths of its walk's repository.
+FEATURES_PAGE = DOCS / "your-own-features.md"
+PAGE_DATASET, PAGE_RUN, PAGE_PREDICTIONS = "outputs/my_fiber", "outputs/tiny_clip", "outputs/tiny_clip.jsonl"
+
+
+@pytest.fixture(scope="module")
+def features_page(tmp_path_factory):
+    """The walk's repository after docs/your-own-features.md's chain ran, and the chain's finished block: once per
+    test run, for the README test and this one."""
+    walk = document_walk(tmp_path_factory, FEATURES_PAGE)
+    [run] = [run for block, run in zip(walk_blocks(FEATURES_PAGE), kept_runs(walk)) if PAGE_RUN in block.code]
+    assert run.returncode == 0, run.stderr[-8000:]
+    return walk / "repository", run
+
+
+def test_a_model_trains_on_new_features_and_is_scored(built, features_page, tmp_path):
     assert {path.name for path in built.iterdir() if path.is_dir()} == {"text", "clip", "videomae"}
     videomae = load_dataset(str(built), "videomae", split="test", cache_dir=str(tmp_path / "cache"))
     assert videomae.features["video_features"].shape == (None, 40)
     assert {len(row) for row in videomae.with_format("numpy")["video_features"]} == {2}  # 4 frames, tubelets of 2
 
-    run = tmp_path / "run"
-    settings = ["--dataset_name", built, "--dataset_config_name", "clip", "--num_train_epochs", 2, *SPACY]
-    result = run_train([*settings, "--output_dir", run])
+    # The page's chain: the tiny CLIP's features of the sample, built into a dataset, trained on for 2 epochs.
+    repository, result = features_page
+    dataset, run = repository / PAGE_DATASET, repository / PAGE_RUN
     assert "FIBER results" in result.stdout
     config = json.loads((run / "model" / "config.json").read_text())
-    assert (config["video_feature_size"], config["video_features_name"], config["fusion"]) == (48, "clip", "early")
+    assert (config["video_feature_size"], config["video_features_name"], config["fusion"]) == (48, "tiny-clip", "early")
     results = json.loads((run / "results.json").read_text())
-    assert results["dataset_config_name"] == "clip" and results["synthetic"] is True
-    assert "`clip` features" in (run / "model" / "README.md").read_text()
+    assert results["dataset_config_name"] == "tiny-clip" and results["synthetic"] is True
+    assert "`tiny-clip` features" in (run / "model" / "README.md").read_text()
 
-    # predict reads the config the model was trained on, and gives the answers train.py scored.
-    predictions = tmp_path / "predictions.jsonl"
-    arguments = ["--model_name_or_path", run / "model", "--dataset_name", built, *SPACY, "--output_file", predictions]
-    assert main(["predict", *map(str, arguments)]) == 0
-    settings = json.loads(predictions.with_name("predictions.metadata.json").read_text())["settings"]
-    assert settings["dataset"]["config"] == "clip" and "clip features" in settings["prompt"]["video"]
+    # predict read the config the model was trained on, and gave the answers train.py scored.
+    predictions = repository / PAGE_PREDICTIONS
+    settings = json.loads(predictions.with_suffix(".metadata.json").read_text())["settings"]
+    assert settings["dataset"]["config"] == "tiny-clip" and "tiny-clip features" in settings["prompt"]["video"]
     rows = [json.loads(line) for line in predictions.read_text().splitlines()]
     trained = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
     assert [row["prediction"] for row in rows] == [
@@ -62,9 +78,9 @@ def test_a_model_trains_on_new_features_and_is_scored(built, tmp_path):
     ]
 
     evaluation = tmp_path / "evaluation"
-    arguments = [predictions, "--dataset_name", built, "--num_bootstrap", 100, "--output_dir", evaluation]
+    arguments = [predictions, "--dataset_name", dataset, "--num_bootstrap", 100, "--output_dir", evaluation]
     assert main(["evaluate", *map(str, arguments)]) == 0
-    scores = json.loads((evaluation / "results.json").read_text())["systems"]["predictions"]
+    scores = json.loads((evaluation / "results.json").read_text())["systems"]["tiny_clip"]
     assert scores["f1"] == pytest.approx(results["test"]["f1"]) and scores["exact_match"] == pytest.approx(
         results["test"]["exact_match"]
     )

@@ -1,4 +1,5 @@
-"""Fixtures of the training tests: `accelerate launch training/train.py` in a subprocess, and the main job's outputs."""
+"""Fixtures of the training tests: `accelerate launch training/train.py` in a subprocess, and the outputs of the
+documents' runs of it (the main job, and the main job without video)."""
 
 import os
 import signal
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import fiberbench.training
+from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
-from ..built_once import built_once, load_process, save_process
+from ..readme_walks import DOCS, MAIN_JOB, after_main_job, document_walk, kept_runs, walk_blocks
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
 # Training tests run offline, as the main job must.
@@ -106,17 +108,35 @@ def launch():
 
 @pytest.fixture(scope="session")
 def main_job(tmp_path_factory):
-    """The README's main command, `accelerate launch training/train.py`, writing into a temporary folder: run once
-    per test run, for the tests that read what it wrote.
+    """The README's main job, `accelerate launch --config_file training/accelerate.yaml training/train.py`, as the
+    README test runs it (tests/readme_walks.py's `after_main_job`, offline, in a copy of the repository): run once per
+    test run, for the README test and the tests that read what it wrote.
 
-    Returns (output folder, the completed process).
+    Returns (output folder, the finished process: its `returncode`, `stdout` and `stderr`).
     """
+    walk = after_main_job(tmp_path_factory)
+    [run] = kept_runs(walk)
+    if run.returncode != 0:
+        pytest.fail(f"{MAIN_JOB} exited with {run.returncode}\n--- stderr ---\n{run.stderr[-8000:]}")
+    return walk / "repository" / read_config(SAMPLE_DEMO_CONFIG)["output_dir"], run
 
-    def run(folder):
-        save_process(run_train(["--output_dir", folder / "sample_demo"]), folder / "process.json")
 
-    folder = built_once(tmp_path_factory, "main_job", run)
-    return folder / "sample_demo", load_process(folder / "process.json")
+# The page whose blocks train the main job's model without video, into TEXT_ONLY_OUTPUT.
+TEXT_ONLY_PAGE = DOCS / "score-your-own-system.md"
+TEXT_ONLY_OUTPUT = "outputs/text_only"
+
+
+@pytest.fixture(scope="session")
+def text_only_job(tmp_path_factory):
+    """The main job without video, `... training/train.py --fusion none --output_dir outputs/text_only`, as
+    docs/score-your-own-system.md runs it after the main job (tests/readme_walks.py's walk of that page): run once per
+    test run, for the README test and the tests that compare with it. Returns its output folder."""
+    walk = document_walk(tmp_path_factory, TEXT_ONLY_PAGE)
+    [run] = [run for block, run in zip(walk_blocks(TEXT_ONLY_PAGE), kept_runs(walk)) if TEXT_ONLY_OUTPUT in block.code]
+    if run.returncode != 0:
+        pytest.fail(f"The block of {TEXT_ONLY_PAGE.name} that trains into {TEXT_ONLY_OUTPUT} exited with "
+                    f"{run.returncode}\n--- stderr ---\n{run.stderr[-8000:]}")
+    return walk / "repository" / TEXT_ONLY_OUTPUT
 
 
 # A short run that writes checkpoints (every 2 of its 4 steps) and nothing else: tests/conftest.py's
