@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -80,3 +81,15 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
             build(folder)
             (folder / COMPLETE).write_text(json.dumps({"name": name, "project": project_digest()}) + "\n")
     return folder
+
+
+def save_process(process: subprocess.CompletedProcess, path: Path) -> None:
+    """Keep a finished process's command, exit status and output beside what it built, for `load_process`."""
+    fields = {"args": process.args, "returncode": process.returncode}
+    path.write_text(json.dumps(fields | {"stdout": process.stdout, "stderr": process.stderr}), encoding="utf-8")
+
+
+def load_process(path: Path) -> subprocess.CompletedProcess:
+    """The finished process that `save_process` kept, as `subprocess.run` returned it to the worker that ran it."""
+    fields = json.loads(path.read_text(encoding="utf-8"))
+    return subprocess.CompletedProcess(**fields)
