@@ -81,6 +81,43 @@ def short_checkpointed_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def two_processes_pushed_run(tmp_path_factory):
+    """`TWO_PROCESS_RUN` in two processes, pushing every checkpoint (`--hub_strategy all_checkpoints`) to
+    `TWO_PROCESS_REPO_ID` on a local Hub: run once per test run, for the Hub test that resumes it from the Hub and the
+    training test that resumes it from its folder (pushing changes none of what it trains or saves there).
+
+    Returns (its output folder, its finished process, the Hub it pushed to as `HubStore.save` wrote it: `load` it
+    into a test's `hub_server`). All three are to read: a test that changes one copies it first.
+    """
+    from .built_once import load_process, save_process
+    from .hub.hub_server import LocalHub
+    from .training.conftest import TRAIN_SCRIPT, TWO_PROCESS_REPO_ID, TWO_PROCESS_RUN, TWO_PROCESSES, train_command
+
+    def run(folder):
+        with LocalHub() as hub:
+            push = ["--push_to_hub", "--hub_model_id", TWO_PROCESS_REPO_ID, "--hub_strategy", "all_checkpoints"]
+            args = [*TWO_PROCESS_RUN, *push, "--output_dir", folder / "run"]
+            # As `hub_server` points a test's processes at its Hub (never the developer's own login).
+            env = {name: value for name, value in os.environ.items() if name != "HF_OIDC_RESOURCE"}
+            env |= {**hub.client_env(folder / "hf_home"), "TOKENIZERS_PARALLELISM": "false"}
+            process = subprocess.run(
+                train_command(args, TWO_PROCESSES),
+                cwd=TRAIN_SCRIPT.parents[1],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            if process.returncode != 0:
+                pytest.fail(f"the 2-process pushing run exited with {process.returncode}\n{process.stderr[-8000:]}")
+            save_process(process, folder / "process.json")
+            hub.store.save(folder / "hub")
+
+    folder = built_once(tmp_path_factory, "two_processes_pushed_run", run)
+    return folder / "run", load_process(folder / "process.json"), folder / "hub"
+
+
+@pytest.fixture(scope="session")
 def uninterrupted_resumable_run(tmp_path_factory):
     """The output folder of tests/training's `RESUMABLE_RUN` (`accelerate launch training/train.py`, offline, two
     epochs with checkpoints step_15, step_30 and step_45) run to its end: once per test run, the reference that the

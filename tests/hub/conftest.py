@@ -1,5 +1,4 @@
-"""Fixtures of the Hub tests: a local Hub server and the client settings that point at it; a 2-process training run
-that pushed every checkpoint to one, made once per test run."""
+"""Fixtures of the Hub tests: a local Hub server and the client settings that point at it."""
 
 import os
 import subprocess
@@ -13,15 +12,6 @@ from huggingface_hub import constants
 # test folders on sys.path.
 sys.path.insert(0, str(Path(__file__).parent))
 from hub_server import LocalHub  # noqa: E402
-
-from ..built_once import built_once, load_process, save_process  # noqa: E402
-from ..training.conftest import TRAIN_SCRIPT, train_command  # noqa: E402
-
-# `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
-TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
-# 8 steps, a checkpoint every 4 (step_4 and step_8), nothing evaluated: what `two_processes_pushed_run` trains.
-TWO_PROCESS_RUN = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
-TWO_PROCESS_REPO_ID = "fiber-org/fiber-t5-run"
 
 
 @pytest.fixture
@@ -82,37 +72,3 @@ def run_client():
         return result
 
     return run
-
-
-@pytest.fixture(scope="session")
-def two_processes_pushed_run(tmp_path_factory):
-    """`TWO_PROCESS_RUN` in two processes, pushing every checkpoint (`--hub_strategy all_checkpoints`) to
-    `TWO_PROCESS_REPO_ID` on a local Hub: run once per test run, for the Hub test that resumes it from the Hub and the
-    training test that resumes it from its folder (pushing changes none of what it trains or saves there).
-
-    Returns (its output folder, its finished process, the Hub it pushed to as `HubStore.save` wrote it: `load` it
-    into a test's `hub_server`). All three are to read: a test that changes one copies it first.
-    """
-
-    def run(folder):
-        with LocalHub() as hub:
-            push = ["--push_to_hub", "--hub_model_id", TWO_PROCESS_REPO_ID, "--hub_strategy", "all_checkpoints"]
-            args = [*TWO_PROCESS_RUN, *push, "--output_dir", folder / "run"]
-            # As `hub_server` points a test's processes at its Hub (never the developer's own login).
-            env = {name: value for name, value in os.environ.items() if name != "HF_OIDC_RESOURCE"}
-            env |= {**hub.client_env(folder / "hf_home"), "TOKENIZERS_PARALLELISM": "false"}
-            process = subprocess.run(
-                train_command(args, TWO_PROCESSES),
-                cwd=TRAIN_SCRIPT.parents[1],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            if process.returncode != 0:
-                pytest.fail(f"the 2-process pushing run exited with {process.returncode}\n{process.stderr[-8000:]}")
-            save_process(process, folder / "process.json")
-            hub.store.save(folder / "hub")
-
-    folder = built_once(tmp_path_factory, "two_processes_pushed_run", run)
-    return folder / "run", load_process(folder / "process.json"), folder / "hub"

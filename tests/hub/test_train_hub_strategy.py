@@ -19,8 +19,8 @@ from fiberbench.hub import push_files
 from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
-from ..training.conftest import RESUMABLE_RUN
-from .conftest import TWO_PROCESS_REPO_ID, TWO_PROCESS_RUN, TWO_PROCESSES
+from ..training.conftest import RESUMABLE_RUN, TWO_PROCESS_REPO_ID, TWO_PROCESS_RUN, TWO_PROCESSES
+
 
 pytestmark = pytest.mark.slow
 

@@ -146,6 +146,12 @@ SHORT_RUN = ["--max_train_steps", 4, "--checkpointing_steps", 2, "--no-do_eval",
 # kill-and-resume tests (here and on the Hub) kill, resume, and compare with tests/conftest.py's
 # `uninterrupted_resumable_run`, the same run left to finish.
 RESUMABLE_RUN = ["--num_train_epochs", 2, "--checkpointing_steps", 15, "--dataloader_num_workers", 1]
+# `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
+TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
+# 8 steps, a checkpoint every 4 (step_4 and step_8), nothing evaluated: what tests/conftest.py's
+# `two_processes_pushed_run` trains (and pushes to TWO_PROCESS_REPO_ID).
+TWO_PROCESS_RUN = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
+TWO_PROCESS_REPO_ID = "fiber-org/fiber-t5-run"
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
-from ..hub.conftest import TWO_PROCESS_RUN, TWO_PROCESSES, two_processes_pushed_run  # noqa: F401 (a fixture)
+from .conftest import TWO_PROCESS_RUN, TWO_PROCESSES
 
 pytestmark = pytest.mark.slow
 
