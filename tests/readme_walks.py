@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import pytest
 import yaml
 
 from .built_once import built_once
@@ -254,3 +255,16 @@ def document_walk(tmp_path_factory, document: Path) -> Path:
     else:
         start = after_main_job(tmp_path_factory)
     return walked(tmp_path_factory, f"walk_{document.stem}", start, walk_blocks(document))
+
+
+def block_run(tmp_path_factory, document: Path, output: str) -> tuple[Path, Run]:
+    """The run of `document`'s one block that writes `output`, in its walk (`document_walk`, once per test run): the
+    walk's repository, where `output` is, and the finished run. A block that failed fails the test that reads it."""
+    walk = document_walk(tmp_path_factory, document)
+    [run] = [run for block, run in zip(walk_blocks(document), kept_runs(walk)) if output in block.code]
+    if run.returncode != 0:
+        pytest.fail(
+            f"The block of {document.name} that writes {output} exited with {run.returncode}\n"
+            f"--- stderr ---\n{run.stderr[-8000:]}"
+        )
+    return walk / "repository", run

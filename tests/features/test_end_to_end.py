@@ -13,7 +13,7 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.cli import main
 
 from ..built_once import built_once
-from ..readme_walks import DOCS, document_walk, kept_runs, walk_blocks
+from ..readme_walks import DOCS, block_run
 from ..training.conftest import error_lines, run_train
 
 pytestmark = pytest.mark.slow
@@ -45,10 +45,7 @@ PAGE_DATASET, PAGE_RUN, PAGE_PREDICTIONS = "outputs/my_fiber", "outputs/tiny_cli
 def features_page(tmp_path_factory):
     """The walk's repository after docs/your-own-features.md's chain ran, and the chain's finished block: once per
     test run, for the README test and this one."""
-    walk = document_walk(tmp_path_factory, FEATURES_PAGE)
-    [run] = [run for block, run in zip(walk_blocks(FEATURES_PAGE), kept_runs(walk)) if PAGE_RUN in block.code]
-    assert run.returncode == 0, run.stderr[-8000:]
-    return walk / "repository", run
+    return block_run(tmp_path_factory, FEATURES_PAGE, PAGE_RUN)
 
 
 def test_a_model_trains_on_new_features_and_is_scored(built, features_page, tmp_path):

@@ -14,7 +14,7 @@ import fiberbench.training
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
-from ..readme_walks import DOCS, MAIN_JOB, after_main_job, document_walk, kept_runs, walk_blocks
+from ..readme_walks import DOCS, MAIN_JOB, after_main_job, block_run, kept_runs
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
 # Training tests run offline, as the main job must.
@@ -131,12 +131,8 @@ def text_only_job(tmp_path_factory):
     """The main job without video, `... training/train.py --fusion none --output_dir outputs/text_only`, as
     docs/score-your-own-system.md runs it after the main job (tests/readme_walks.py's walk of that page): run once per
     test run, for the README test and the tests that compare with it. Returns its output folder."""
-    walk = document_walk(tmp_path_factory, TEXT_ONLY_PAGE)
-    [run] = [run for block, run in zip(walk_blocks(TEXT_ONLY_PAGE), kept_runs(walk)) if TEXT_ONLY_OUTPUT in block.code]
-    if run.returncode != 0:
-        pytest.fail(f"The block of {TEXT_ONLY_PAGE.name} that trains into {TEXT_ONLY_OUTPUT} exited with "
-                    f"{run.returncode}\n--- stderr ---\n{run.stderr[-8000:]}")
-    return walk / "repository" / TEXT_ONLY_OUTPUT
+    repository, _ = block_run(tmp_path_factory, TEXT_ONLY_PAGE, TEXT_ONLY_OUTPUT)
+    return repository / TEXT_ONLY_OUTPUT
 
 
 # A short run that writes checkpoints (every 2 of its 4 steps) and nothing else: tests/conftest.py's
