@@ -22,7 +22,6 @@ exception would come wrapped in its traceback).
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fiberbench.errors import DataError
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     import torch
 
     from fiberbench.data.fiber.validation import ClipKey
-    from fiberbench.videos import ClipVideo, FrameSampling
+    from fiberbench.videos import ClipVideo
 
     from .predictors import Predictor
 
@@ -66,28 +65,6 @@ def clip_keys(split, described: str) -> "list[ClipKey]":
             raise DataError(f"{described}: rows {first_row[key]} and {index} are the same clip {key}")
         first_row[key] = index
     return keys
-
-
-def find_videos(
-    video_dir: Path, keys: "list[ClipKey]", sampling: "FrameSampling", skip_missing: bool
-) -> "tuple[list[ClipVideo | None], list[int | None]]":
-    """Each clip's video, checked to give the frames of `sampling` (`check_clip_videos`), and how many frames it
-    gives; None for a missing one with `skip_missing` (--skip_missing_videos)."""
-    from fiberbench.videos import Clip, check_clip_videos, find_clip_video
-
-    clips = [
-        Clip(f"{video_id}, {start}-{end} s", find_clip_video(video_dir, video_id, start, end), (video_id, start, end))
-        for video_id, start, end in keys
-    ]
-    spans = check_clip_videos(
-        clips,
-        sampling,
-        video_dir,
-        skip_missing,
-        skipping="predict the others (the skipped clips get an empty answer)",
-        skipped="skipped, with an empty answer",
-    )
-    return [clip.video for clip in clips], [None if span is None else sampling.count(span) for span in spans]
 
 
 def dataset_fingerprint(split, reads_features: bool) -> str:

@@ -2,30 +2,35 @@
 
 Everything that can refuse the run is checked before the dataset or the model's weights are read
 where it can be: the flags (`settings`), the model's config (its kind, the class that loads it,
-its safetensors weights: `kinds`); then, before any generation, the dataset split, each clip's
-video (opened: `clips`), and an existing output (resumed only when it was written with the same
-settings: `describe_run`). Then each process (several under `accelerate launch`) predicts its
+its safetensors weights: `kinds`); then, before any generation, the dataset split (`clips`), what
+the model's kind reads beyond its rows (each clip's video, opened; every prompt, rendered: the
+predictor's `prepare_clips`), and an existing output (resumed only when it was written with the
+same settings: `describe_run`). Then each process (several under `accelerate launch`) predicts its
 share of the clips not done yet, batch by batch (inputs made ahead by data loader workers:
 `clips`), each batch's answers picked (`fiberbench.answers`) and written as a part file, and the
 first process merges all rows in dataset order (`outputs`).
+
+`fiberbench predict --reread PREDICTIONS_FILE` is the command's other flow (`reread`): a file's
+kept replies read again, without the model.
 """
 
 import argparse
+import copy
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 from fiberbench.answers import Answerer
 from fiberbench.cli import default_num_workers
-from fiberbench.errors import DataError, alike_on_every_process
+from fiberbench.errors import DataError, UsageError, alike_on_every_process
 from fiberbench.models import inference_dtype, load_config, locate_model, model_commit
 from fiberbench.predictions import KEY_FIELDS
 
-from .arguments import add_arguments
-from .clips import clip_keys, dataset_fingerprint, find_videos, load_split, make_loader
-from .kinds import KINDS, check_max_new_tokens, choose_kind, make_predictor
-from .outputs import SKIPPED, PredictionsFile
+from .arguments import add_arguments, parse_settings
+from .clips import clip_keys, dataset_fingerprint, load_split, make_loader
+from .kinds import KIND_NAMES, KINDS, PROMPTED_KINDS, check_max_new_tokens, choose_kind, make_predictor
+from .outputs import SKIPPED, PredictionsFile, check_settings_fields, metadata_path
 from .settings import PredictSettings, Request, request_of
 
 if TYPE_CHECKING:
@@ -48,8 +53,6 @@ def run(args: argparse.Namespace) -> int:
     """`fiberbench predict` with the parsed command line `args` (read once, as `PredictSettings`)."""
     settings = PredictSettings.from_args(args)
     if settings.reread is not None:
-        from .reread import reread
-
         return reread(settings)
     # Every process makes these checks alike: a refusal is said once, by the main process.
     with alike_on_every_process():
@@ -121,7 +124,7 @@ def describe_run(prepared: Run) -> dict:
         "prompt": predictor.prompt(prepared.split[0]["masked_caption"]),
         "decoding": predictor.decoding() | prepared.answerer.decoding,
         "reader": prepared.answerer.reader,
-        "video": predictor.video_settings() if predictor.reads_video else None,
+        "video": predictor.video_settings(),
     }
 
 
@@ -139,11 +142,7 @@ def prepare_run(settings: PredictSettings, request: Request, predictions: Predic
     keys = clip_keys(split, described_split(settings))
     if not keys:
         raise DataError(f"{described_split(settings)}: has no clips")
-    videos, frame_counts = None, None
-    if predictor.reads_video:
-        videos, frame_counts = find_videos(settings.video_dir, keys, predictor.sampling, settings.skip_missing_videos)
-    if predictor.prompted:
-        predictor.render_texts(list(split["masked_caption"]), frame_counts)
+    videos = predictor.prepare_clips(split, keys)  # what its kind reads beyond the rows, checked; prompts rendered
     answerer = Answerer.load(
         predictor.num_beams,
         predictor.prompted,
@@ -252,3 +251,126 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
             records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]
             predictions.append(accelerator.process_index, records)
             progress.update(len(indices))
+
+
+# The flags --reread reads; every other one belongs to generation, which --reread does not do.
+REREAD_FLAGS = (
+    "reread",
+    "output_file",
+    "overwrite_output_file",
+    "read_noun_phrases",
+    "only_noun_phrases",
+    "spacy_model",
+)
+# The recorded settings --reread reads: (section, field) -> the JSON types it may have.
+READ_SETTINGS = {
+    ("model", "kind"): (str,),
+    ("dataset", "name"): (str, type(None)),
+    ("dataset", "config"): (str,),
+    ("dataset", "split"): (str,),
+    ("dataset", "clips"): (int,),
+    ("dataset", "fingerprint"): (str,),
+    ("decoding", "num_beams"): (int,),
+}
+
+
+def check_reread_flags(settings: PredictSettings) -> None:
+    """Refuse a flag that --reread would ignore (model, data, prompt, generation): a UsageError naming it."""
+    defaults = parse_settings([])
+    names = [field.name for field in fields(PredictSettings) if field.name not in REREAD_FLAGS]
+    given = [name for name in names if getattr(settings, name) != getattr(defaults, name)]
+    if given:
+        raise UsageError(
+            f"--{given[0]} does not apply to --reread, which reads the replies kept in {settings.reread} again with "
+            "the model, data and prompt recorded in its metadata"
+        )
+
+
+def reread(settings: PredictSettings) -> int:
+    """Read the replies of `settings.reread` again into `settings.output_file`, without the model.
+
+    A causal or video-language model's predictions keep its replies (`raw`, one per beam). Reading
+    them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_phrases`,
+    `--spacy_model`) or another beam choice (`--only_noun_phrases`) gives the rows and metadata that
+    `fiberbench predict` with those settings writes, because it is the same code: `Answerer`. The
+    masked captions come from the dataset split named in the file's metadata, which must still hold
+    the same clips and masked captions: its fingerprint must equal the one recorded, as for a
+    resumed run. Metadata that is not in predict's shape is one line naming the field.
+    """
+    check_reread_flags(settings)
+    source = settings.reread
+    if not source.is_file():
+        raise DataError(f"--reread {source}: no such file")
+    if not metadata_path(source).is_file():
+        raise DataError(
+            f"--reread {source}: no {metadata_path(source).name} beside it: not a finished fiberbench predict output"
+        )
+    inputs = [source, metadata_path(source)]
+    output = PredictionsFile(settings.output_file, {}, overwrite=settings.overwrite_output_file)
+    output.check_ours(inputs)
+    recorded, rows = PredictionsFile(source, settings={}).read_finished()
+    check_settings_fields(recorded, READ_SETTINGS, metadata_path(source))
+    kind = recorded["model"]["kind"]
+    if kind not in PROMPTED_KINDS:
+        made_by = KIND_NAMES.get(kind, f"a model of kind {kind!r}")
+        raise UsageError(
+            f"--reread {source}: its predictions were made by {made_by}, which keeps no replies (only causal and "
+            "video-language models reply in words)"
+        )
+    for row, where in rows:
+        if "raw" not in row:
+            raise DataError(f"{where}: field 'raw' is missing: the model's replies were not kept to be read again")
+        if not row["raw"] and not row.get(SKIPPED):
+            raise DataError(f"{where}: field 'raw' is empty, but the clip was not skipped for a missing video")
+
+    dataset = recorded["dataset"]
+    split = load_split(dataset["name"], dataset["split"], dataset["clips"], dataset["config"])
+    keys = [tuple(row[field] for field in KEY_FIELDS) for row, _ in rows]
+    expected = clip_keys(split, f"{source}'s dataset split")
+    for (row, where), key, expected_key in zip(rows, keys, expected):
+        if key != expected_key:
+            raise DataError(
+                f"{where}: clip {key} is not the clip {expected_key} of the dataset at that row: the dataset in the "
+                "metadata changed since the predictions were made"
+            )
+    if len(keys) != len(expected):
+        raise DataError(f"{source}: {len(keys)} rows for the {len(expected)} clips its metadata names")
+    fingerprint, found = dataset["fingerprint"], dataset_fingerprint(split, reads_features=False)
+    if found != fingerprint:
+        raise DataError(
+            f"{source}: the masked captions of {dataset['name'] or 'the bundled sample'}, split {dataset['split']}, "
+            f"changed since the predictions were made (fingerprint {found[:19]}... now, {fingerprint[:19]}... in "
+            f"{metadata_path(source).name}): the replies answer other blanks; predict again"
+        )
+
+    num_beams = recorded["decoding"]["num_beams"]
+    answerer = Answerer.load(
+        num_beams,
+        prompted=True,
+        only_noun_phrases=settings.only_noun_phrases,
+        read_noun_phrases=settings.read_noun_phrases,
+        spacy_model=settings.spacy_model,
+    )
+    # Clips skipped for a missing video have no reply: they keep their empty answer.
+    present = [index for index, (row, _) in enumerate(rows) if not row.get(SKIPPED)]
+    all_captions = split["masked_caption"]
+    masked_captions = [all_captions[index] for index in present]
+    replies = [rows[index][0]["raw"] for index in present]
+    answered = dict(zip(present, answerer.fields(masked_captions, replies)))
+    records = [row | answered.get(index, {}) for index, (row, _) in enumerate(rows)]
+    recorded = copy.deepcopy(recorded)
+    recorded["decoding"] |= answerer.decoding
+    recorded["reader"] = answerer.reader
+    predictions = output.with_settings(recorded)
+    with predictions.open(inputs):
+        predictions.append(0, records)
+        predictions.merge(keys, num_beams)
+    changed = sum(record["prediction"] != row["prediction"] for record, (row, _) in zip(records, rows))
+    logger.info(
+        "Read the replies of %s again into %s: %d of %d answers changed",
+        source,
+        settings.output_file,
+        changed,
+        len(rows),
+    )
+    return 0

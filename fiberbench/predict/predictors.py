@@ -22,7 +22,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import datasets
     import torch
+
+    from fiberbench.data.fiber.validation import ClipKey
+    from fiberbench.videos import ClipVideo
 
     from .settings import PredictSettings
 
@@ -88,9 +92,19 @@ class Predictor:
         # A predictor is copied to data loader workers (pickled where they are spawned) to make inputs: not its model.
         return self.__dict__ | {"model": None}
 
+    def prepare_clips(self, split: "datasets.Dataset", keys: "list[ClipKey]") -> "list[ClipVideo | None] | None":
+        """What this kind reads beyond each row of `split` (its clips, `keys`), found and checked before any
+        generation: each clip's video for the kinds that read one, else None. The kinds that reply in words also
+        render every prompt here (`PromptedPredictor.render_texts`), so that a broken template stops the run first."""
+        return None
+
     def decoding(self) -> dict:
         """The generation settings, exactly as `generate` gets them."""
         return {"num_beams": self.num_beams, "max_new_tokens": self.settings.max_new_tokens, "do_sample": False}
+
+    def video_settings(self) -> dict | None:
+        """How the clips' videos reach the model, as the predictions' metadata records it (None: it reads none)."""
+        return None
 
     def prompt(self, masked_caption: str) -> dict:
         """How a caption is put to the model, with the exact input of `masked_caption`."""

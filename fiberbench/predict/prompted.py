@@ -39,6 +39,9 @@ class PromptedPredictor(Predictor):
         depend on the clip)."""
         return None
 
+    def prepare_clips(self, split, keys):
+        self.render_texts(list(split["masked_caption"]))
+
     def render_texts(self, masked_captions: list[str], frame_counts: list[int | None] | None = None) -> None:
         """Render the text of every caption of the run (each clip's, given its frame count), a chat template in a
         bounded child process (a `DataError` names what went wrong), and keep them for `rendered`.

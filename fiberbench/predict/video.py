@@ -4,17 +4,31 @@ Frames are sampled from the clip's video in --video_dir (`fiberbench.videos`, by
 `choose_sampling`: --num_frames, --fps, else the video processor's own sampling), then put to the
 model with the prompt; it replies in words. The frames go in as a video when the processor has a
 video processor (`videos=`, the chat template's video part, the frames' times as video metadata),
-else as images through its image processor (`--video_input`).
+else as images through its image processor (`--video_input`). Every clip's video is found and
+checked to give those frames before any generation (`find_videos`, as `prepare_clips`).
 """
 
 from typing import TYPE_CHECKING
 
-from fiberbench.videos import ClipFrames, FrameSampling, choose_sampling, sample_frames
+from fiberbench.videos import (
+    Clip,
+    ClipFrames,
+    FrameSampling,
+    check_clip_videos,
+    choose_sampling,
+    find_clip_video,
+    sample_frames,
+)
 
 from .prompted import PromptedPredictor
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from transformers import BatchFeature
+
+    from fiberbench.data.fiber.validation import ClipKey
+    from fiberbench.videos import ClipVideo
 
     from .settings import PredictSettings
 
@@ -48,6 +62,26 @@ def frame_sampling(settings: "PredictSettings", video_processor) -> tuple[FrameS
     sampling = choose_sampling(settings.num_frames, settings.fps, settings.max_frames, default)
     flag = next((f"--{name}" for name in ("num_frames", "fps") if getattr(settings, name) is not None), None)
     return sampling, flag or default_by
+
+
+def find_videos(
+    video_dir: "Path", keys: "list[ClipKey]", sampling: "FrameSampling", skip_missing: bool
+) -> "tuple[list[ClipVideo | None], list[int | None]]":
+    """Each clip's video, checked to give the frames of `sampling` (`check_clip_videos`), and how many frames it
+    gives; None for a missing one with `skip_missing` (--skip_missing_videos)."""
+    clips = [
+        Clip(f"{video_id}, {start}-{end} s", find_clip_video(video_dir, video_id, start, end), (video_id, start, end))
+        for video_id, start, end in keys
+    ]
+    spans = check_clip_videos(
+        clips,
+        sampling,
+        video_dir,
+        skip_missing,
+        skipping="predict the others (the skipped clips get an empty answer)",
+        skipped="skipped, with an empty answer",
+    )
+    return [clip.video for clip in clips], [None if span is None else sampling.count(span) for span in spans]
 
 
 class VideoPredictor(PromptedPredictor):
@@ -96,6 +130,15 @@ class VideoPredictor(PromptedPredictor):
         self.processor_defaults = sampling_defaults(video_processor) if video_processor is not None else {}
         self.sampling, self.sampling_chosen_by = frame_sampling(settings, video_processor)
         self._pad_on_the_left(self.processor.tokenizer)
+
+    def prepare_clips(self, split, keys):
+        """Each clip's video in --video_dir, checked to give the frames of the sampling (`find_videos`), then every
+        prompt rendered for its clip's frames (`render_texts`)."""
+        videos, frame_counts = find_videos(
+            self.settings.video_dir, keys, self.sampling, self.settings.skip_missing_videos
+        )
+        self.render_texts(list(split["masked_caption"]), frame_counts)
+        return videos
 
     def render_texts(self, masked_captions, frame_counts=None):
         """As every prompted kind renders its texts; then a chat template that writes no placeholder for the clip's
