@@ -2,11 +2,7 @@
 
 A command that runs work in another process (predict's chat-template renderer, blank's spaCy
 parsers) must work however it was called: from the `fiberbench` command line, from a script
-without an `def _message(requests, header: bytes) -> bytes:
-    return requests.read(_LENGTH.unpack(header)[0])
-
-
-if __name__ == "__main__":` guard, from a script read on standard input.
+without an `if __name__ == "__main__":` guard, from a script read on standard input.
 multiprocessing's spawn and forkserver children re-import the caller's main module first, which
 runs such a script again (and fails), or looks for a file named `<stdin>`. A child started as
 `python -m fiberbench.helper_processes` imports only this module and what the calls sent to it
