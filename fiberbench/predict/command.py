@@ -253,6 +253,8 @@ def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> 
             progress.update(len(indices))
 
 
+# --reread, the command's other flow: a predictions file's kept replies read again, without the model.
+
 # The flags --reread reads; every other one belongs to generation, which --reread does not do.
 REREAD_FLAGS = (
     "reread",
