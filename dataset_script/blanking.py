@@ -14,12 +14,13 @@ transformers) are imported where they are used, so that `fiberbench blank --help
 import argparse
 import contextlib
 import errno
+import functools
 import itertools
 import logging
 import os
 import random
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ from .json_records import JsonRecordError, read_json_values, write_json_records
 
 if TYPE_CHECKING:
     from spacy.language import Language
+    from spacy.tokens import Doc
 
 logger = logging.getLogger(__name__)
 
@@ -109,17 +111,16 @@ def clip_from_record(
 
 
 def first_captions_with_noun_chunks(
-    nlp: "Language", caption_lists: list[tuple[str, ...]], batch_size: int | None = None
+    parse: Callable[[Iterable[str]], Iterable["Doc"]], caption_lists: list[tuple[str, ...]]
 ) -> list[Candidate | None]:
-    """For each clip, its first tidied caption with a noun chunk and the chunks' spans (or None).
+    """For each clip, its first tidied caption with a noun chunk and the chunks' spans (or None); `parse` gives the
+    spaCy doc of each text, in order (`parse_texts` with the run's pipeline).
 
     Parsing goes in rounds, the first caption of every clip, then the next caption of the clips
     still without a chunk, and so on: the result is the same as parsing every caption, with about
     a tenth of the work on VaTeX (almost every first caption has a chunk). Blank captions are
     skipped (the official script failed on them).
     """
-    from fiberbench.modeling.noun_phrases import parse_texts
-
     found: list[Candidate | None] = [None] * len(caption_lists)
     pending = [
         (index, [tidy_caption(caption) for caption in captions if caption.strip()])
@@ -128,7 +129,7 @@ def first_captions_with_noun_chunks(
     pending = [(index, captions) for index, captions in pending if captions]
     while pending:
         still_pending = []
-        docs = parse_texts(nlp, (captions[0] for _, captions in pending), batch_size)
+        docs = parse((captions[0] for _, captions in pending))
         for (index, captions), doc in zip(pending, docs):
             spans = [(chunk.start_char, chunk.end_char) for chunk in doc.noun_chunks]
             if spans:
@@ -156,14 +157,18 @@ def blank_record(clip: Clip, candidate: Candidate, rng: random.Random) -> dict:
 _worker_state: dict = {}
 
 
-def _start_worker(pipeline_path: str, batch_size: int | None) -> None:
-    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+def _start_worker(pipeline_path: str, batch_size: int | None, disable: list[str]) -> None:
+    """Load, in a parser process, the pipeline that this run loaded (from its folder), to parse as `parse_texts` does
+    (`disable`: its `unused_components`). spaCy alone: not `fiberbench.modeling`, whose package loads transformers'
+    model classes to register them, which costs a parser about 2.3 s of CPU and 115 MB more."""
+    import spacy
 
-    _worker_state.update(nlp=load_spacy_pipeline(pipeline_path), batch_size=batch_size)
+    nlp = spacy.load(pipeline_path)
+    _worker_state["parse"] = functools.partial(nlp.pipe, batch_size=batch_size, disable=disable)
 
 
 def _find_in_worker(caption_lists: list[tuple[str, ...]]) -> list[Candidate | None]:
-    return first_captions_with_noun_chunks(_worker_state["nlp"], caption_lists, _worker_state["batch_size"])
+    return first_captions_with_noun_chunks(_worker_state["parse"], caption_lists)
 
 
 def _candidates_per_batch(
@@ -177,9 +182,12 @@ def _candidates_per_batch(
     without a main guard works); each loads the parent's pipeline from its folder. Batches go to the
     workers in turn, and each answers in order.
     """
+    from fiberbench.modeling.noun_phrases import parse_texts, unused_components
+
     if num_proc == 1:
+        parse = functools.partial(parse_texts, nlp, batch_size=batch_size)
         for batch in batches:
-            yield batch, first_captions_with_noun_chunks(nlp, [clip.captions for clip in batch], batch_size)
+            yield batch, first_captions_with_noun_chunks(parse, [clip.captions for clip in batch])
         return
     if nlp.path is None:
         raise UsageError("--num_proc > 1 needs a spaCy pipeline loaded from disk (a package or a folder)")
@@ -189,7 +197,7 @@ def _candidates_per_batch(
             for number in range(1, num_proc + 1)
         ]
         for worker in workers:
-            worker.send(_start_worker, str(nlp.path), batch_size)
+            worker.send(_start_worker, str(nlp.path), batch_size, unused_components(nlp))
         for worker in workers:
             worker.receive()
         in_flight = deque()

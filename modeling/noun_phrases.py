@@ -101,10 +101,14 @@ def pipeline_name(nlp) -> str:
     return f"{nlp.meta['lang']}_{nlp.meta['name']}-{nlp.meta['version']}"
 
 
+def unused_components(nlp) -> list[str]:
+    """The components of `nlp` that neither the rule nor noun chunks read, which parsing skips."""
+    return [component for component in _UNUSED_COMPONENTS if component in nlp.pipe_names]
+
+
 def parse_texts(nlp, texts: Iterable[str], batch_size: int | None = None) -> Iterator:
     """Parse `texts` in batches with `nlp.pipe`, skipping the components the rule does not read."""
-    disable = [component for component in _UNUSED_COMPONENTS if component in nlp.pipe_names]
-    return nlp.pipe(texts, batch_size=batch_size, disable=disable)
+    return nlp.pipe(texts, batch_size=batch_size, disable=unused_components(nlp))
 
 
 def fill_blank(masked_caption: str, answer: str) -> tuple[str, int, int]:

@@ -1,5 +1,6 @@
 """Tests of `fiberbench blank`: the release's blanking procedure, processes, streaming and inputs."""
 
+import functools
 import json
 import logging
 import random
@@ -94,6 +95,26 @@ def test_two_processes_give_the_same_bytes_as_one(tmp_path, monkeypatch):
     blank(str(VATEX_SAMPLE), "--output_file", str(one))
     blank(str(VATEX_SAMPLE), "--output_file", str(two), "--num_proc", "2")
     assert two.read_bytes() == one.read_bytes()
+
+
+@pytest.mark.slow
+def test_a_parser_process_parses_as_this_one_with_spacy_alone(nlp):
+    """A parser process finds what this process finds, and loads spaCy without `fiberbench.modeling` (whose package
+    loads transformers' model classes: about 2.3 s and 115 MB a process)."""
+    from fiberbench.helper_processes import HelperProcess
+    from fiberbench.modeling.noun_phrases import parse_texts, unused_components
+
+    caption_lists = [("Wow.", "a man cuts a cake in the kitchen"), ("So cool!",), ("two kids play with a red ball",)]
+    loaded = "[name for name in ('spacy', 'transformers', 'fiberbench.modeling') if name in __import__('sys').modules]"
+    with HelperProcess("a parser process") as worker:
+        worker.send(blanking._start_worker, str(nlp.path), None, unused_components(nlp))
+        worker.send(blanking._find_in_worker, caption_lists)
+        worker.send(eval, loaded)
+        worker.receive()
+        found, modules = worker.receive(), worker.receive()
+    here = blanking.first_captions_with_noun_chunks(functools.partial(parse_texts, nlp), caption_lists)
+    assert found == here and here[1] is None and here[2][1], here
+    assert modules == ["spacy"]
 
 
 def test_json_lines_input_and_output(tmp_path):
