@@ -129,7 +129,7 @@ def first_captions_with_noun_chunks(
     pending = [(index, captions) for index, captions in pending if captions]
     while pending:
         still_pending = []
-        docs = parse((captions[0] for _, captions in pending))
+        docs = parse(captions[0] for _, captions in pending)
         for (index, captions), doc in zip(pending, docs):
             spans = [(chunk.start_char, chunk.end_char) for chunk in doc.noun_chunks]
             if spans:
