@@ -91,6 +91,7 @@ def two_processes_pushed_run(tmp_path_factory):
     """
     from .built_once import load_process, save_process
     from .hub.hub_server import LocalHub
+    from .processes import run_to_end
     from .training.conftest import TRAIN_SCRIPT, TWO_PROCESS_REPO_ID, TWO_PROCESS_RUN, TWO_PROCESSES, train_command
 
     def run(folder):
@@ -100,7 +101,7 @@ def two_processes_pushed_run(tmp_path_factory):
             # As `hub_server` points a test's processes at its Hub (never the developer's own login).
             env = {name: value for name, value in os.environ.items() if name != "HF_OIDC_RESOURCE"}
             env |= {**hub.client_env(folder / "hf_home"), "TOKENIZERS_PARALLELISM": "false"}
-            process = subprocess.run(
+            process = run_to_end(
                 train_command(args, TWO_PROCESSES),
                 cwd=TRAIN_SCRIPT.parents[1],
                 env=env,

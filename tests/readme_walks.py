@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from .built_once import built_once
+from .processes import run_to_end
 
 REPOSITORY = Path(__file__).parents[1]
 README = REPOSITORY / "README.md"
@@ -175,9 +176,9 @@ def run_block(block: Block, walk: Path) -> Run:
     env.update(OFFLINE, HF_HOME=str(walk / "hf_home"))
     started, cpu_started = time.monotonic(), children_cpu_seconds()
     # A new session, no terminal and no input: nothing can prompt (`hf auth login`) or wait.
-    result = subprocess.run(
+    result = run_to_end(
         command, cwd=walk / "repository", env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-        timeout=600, start_new_session=True,
+        timeout=600,
     )
     seconds, cpu_seconds = time.monotonic() - started, children_cpu_seconds() - cpu_started
     return Run(result.returncode, result.stdout, result.stderr, seconds, cpu_seconds)

@@ -6,6 +6,7 @@
 
 import argparse
 import dataclasses
+import functools
 from pathlib import Path
 
 import datasets
@@ -14,7 +15,7 @@ from accelerate import Accelerator
 
 from fiberbench.training.checkpointing import TrainingProgress
 from fiberbench.training.hub_checkpoints import HubPusher
-from fiberbench.training.inputs import video_feature_size
+from fiberbench.training.inputs import forkserver_context, video_feature_size
 from fiberbench.training.models import VideoFeatures
 from fiberbench.training.outputs import RunFolder
 
@@ -64,6 +65,15 @@ class Run:
         """Whether every save (a new best model, a checkpoint) is pushed too: --push_to_hub with a --hub_strategy
         other than end (`HubPusher` itself runs on the main process only)."""
         return self.args.push_to_hub and self.args.hub_strategy != "end"
+
+    @functools.cached_property
+    def worker_context(self):
+        """How this process's data loader workers start: from a forkserver in the process that pushes in the
+        background while it trains (`forkserver_context` says why; it starts at the first call), forked elsewhere
+        (None)."""
+        if self.num_workers and self.pushes_each_save and self.accelerator.is_main_process:
+            return forkserver_context()
+        return None
 
 
 @dataclasses.dataclass

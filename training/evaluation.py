@@ -55,7 +55,7 @@ class Evaluator:
         with_video: whether the model reads `video_features`.
         batch_size: examples per process and batch.
         num_beams, only_noun_phrases, nlp: decoding, as in `fill_blanks`.
-        num_workers: data loader worker processes (see `make_dataloader`).
+        num_workers, worker_context: data loader worker processes and how they start (see `make_dataloader`).
     """
 
     accelerator: Accelerator
@@ -67,6 +67,7 @@ class Evaluator:
     only_noun_phrases: bool
     nlp: Any  # a spaCy pipeline, or None
     num_workers: int = 0
+    worker_context: Any = None  # a multiprocessing context, or None
 
     def __post_init__(self) -> None:
         self.metric = load_metric()
@@ -78,6 +79,7 @@ class Evaluator:
                     shuffle=False,
                     seed=0,
                     num_workers=self.num_workers,
+                    worker_context=self.worker_context,
                 )
             )
             for name, split in self.splits.items()

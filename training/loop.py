@@ -49,6 +49,7 @@ def train(run: Run, model, processor: FiberProcessor, evaluator: Evaluator) -> t
             seed=args.seed,
             processor=processor,
             num_workers=run.num_workers,
+            worker_context=run.worker_context,
             pin_memory=accelerator.device.type == "cuda",
             lengths=examples.lengths(processor) if args.group_by_length else None,
         )

@@ -19,6 +19,7 @@ from fiberbench.hub import push_files
 from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
+from ..processes import run_to_end
 from ..training.conftest import RESUMABLE_RUN, TWO_PROCESS_REPO_ID, TWO_PROCESS_RUN, TWO_PROCESSES
 
 
@@ -44,7 +45,7 @@ def train_env() -> dict:
 
 def train(args: list, check: bool = True, push: bool = True) -> subprocess.CompletedProcess:
     """Run train.py to its end with this test's environment (pointed at the local Hub)."""
-    result = subprocess.run(
+    result = run_to_end(
         train_command(args, push),
         env=train_env(),
         cwd=TRAIN_SCRIPT.parents[1],
@@ -260,7 +261,9 @@ def test_two_processes_push_every_checkpoint_and_resume_one_from_the_hub_bit_ide
     command = [*LAUNCH, *map(str, TWO_PROCESSES), str(TRAIN_SCRIPT)]
     command += map(str, [*settings, "--resume_from_checkpoint", f"{REPO_ID}:step_4", "--output_dir", resumed])
     command += ["--push_to_hub", "--hub_model_id", REPO_ID]
-    result = subprocess.run(command, env=train_env(), cwd=TRAIN_SCRIPT.parents[1], capture_output=True, text=True)
+    result = run_to_end(
+        command, env=train_env(), cwd=TRAIN_SCRIPT.parents[1], capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-5000:]
     for run in (first_result, result):
         assert "8 steps of 32 examples (2 processes)" in run.stderr

@@ -14,6 +14,7 @@ import fiberbench.training
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
+from ..processes import run_to_end
 from ..readme_walks import DOCS, MAIN_JOB, after_main_job, block_run, kept_runs
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
@@ -45,7 +46,7 @@ def run_train(
 ) -> subprocess.CompletedProcess:
     """Run the training script to its end, from the repository root; output captured."""
     command = train_command(args, launch_args)
-    result = subprocess.run(
+    result = run_to_end(
         command, cwd=TRAIN_SCRIPT.parents[1], env=train_env(env), capture_output=True, text=True, timeout=600
     )
     if check and result.returncode != 0:

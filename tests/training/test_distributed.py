@@ -2,7 +2,6 @@
 
 import json
 import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -11,6 +10,7 @@ from safetensors.torch import load_file
 
 from fiberbench.training.outputs import read_run_outputs as read_outputs
 
+from ..processes import run_to_end
 from .conftest import TWO_PROCESS_RUN, TWO_PROCESSES
 
 pytestmark = pytest.mark.slow
@@ -139,7 +139,7 @@ UNSHARDED_COPY = textwrap.dedent(
 def test_the_evaluation_copy_of_an_fsdp_model_has_every_weight_on_every_process(tmp_path):
     script = tmp_path / "unsharded_copy.py"
     script.write_text(UNSHARDED_COPY, encoding="utf-8")
-    result = subprocess.run(
+    result = run_to_end(
         [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script), str(tmp_path)],
         capture_output=True,
         text=True,

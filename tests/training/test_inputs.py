@@ -1,9 +1,11 @@
 """The data side of training: splits, examples read a batch at a time, the collator, workers, length grouping."""
 
 import pickle
+import threading
 
 import pytest
 import torch
+from huggingface_hub.utils import get_session
 from transformers import AutoTokenizer
 
 from fiberbench.errors import DataError
@@ -12,6 +14,7 @@ from fiberbench.training.inputs import (
     FiberDataCollator,
     FiberExamples,
     LengthGroupedSampler,
+    forkserver_context,
     load_splits,
     make_dataloader,
 )
@@ -81,6 +84,35 @@ def test_workers_give_the_same_batches_as_the_training_process(splits, processor
     assert_same_batches(
         make_dataloader(examples, **settings), make_dataloader(examples, **settings, num_workers=2), epochs=(0,)
     )
+
+
+def test_the_workers_of_a_pushing_process_start_while_a_push_holds_the_hub_clients_lock(splits, processor):
+    # A push holds this lock for a moment in each request; huggingface_hub takes it in every forked child, where
+    # it closes its client (`os.register_at_fork`): a worker forked then would wait for it forever.
+    pool_lock = get_session()._transport._pool._optional_thread_lock
+    held, pushed = threading.Event(), threading.Event()
+
+    def push():
+        with pool_lock:
+            held.set()
+            pushed.wait()
+
+    threading.Thread(target=push, daemon=True).start()
+    held.wait()
+    examples = FiberExamples(splits["train"], True)
+    settings = {"batch_size": 16, "shuffle": True, "seed": 3, "processor": processor}
+    loader = make_dataloader(examples, **settings, num_workers=2, worker_context=forkserver_context())
+    batches = []
+    loading = threading.Thread(target=lambda: batches.extend(loader), daemon=True)
+    try:
+        loading.start()
+        loading.join(timeout=120)
+    finally:
+        pushed.set()
+    assert not loading.is_alive(), "the workers hang"
+    expected = list(make_dataloader(examples, **settings))
+    assert len(batches) == len(expected)
+    assert all(torch.equal(batch[key], other[key]) for batch, other in zip(batches, expected) for key in batch)
 
 
 def test_the_collator_and_examples_survive_pickling_for_spawned_workers(splits, processor):
