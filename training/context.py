@@ -15,7 +15,8 @@ from accelerate import Accelerator
 
 from fiberbench.training.checkpointing import TrainingProgress
 from fiberbench.training.hub_checkpoints import HubPusher
-from fiberbench.training.inputs import forkserver_context, video_feature_size
+from fiberbench.training.inputs import video_feature_size
+from fiberbench.training.launch import forkserver_context, pushes_while_training
 from fiberbench.training.models import VideoFeatures
 from fiberbench.training.outputs import RunFolder
 
@@ -64,7 +65,7 @@ class Run:
     def pushes_each_save(self) -> bool:
         """Whether every save (a new best model, a checkpoint) is pushed too: --push_to_hub with a --hub_strategy
         other than end (`HubPusher` itself runs on the main process only)."""
-        return self.args.push_to_hub and self.args.hub_strategy != "end"
+        return pushes_while_training(self.args)
 
     @functools.cached_property
     def worker_context(self):

@@ -8,7 +8,6 @@ while the training process runs the step.
 """
 
 import multiprocessing
-import multiprocessing.forkserver
 from collections.abc import Iterator, Sequence
 
 import datasets
@@ -22,9 +21,6 @@ from fiberbench.errors import DataError
 
 VIDEO_COLUMN = "video_features"
 TEXT_COLUMNS = ("masked_caption", "label")
-# What the forkserver of `forkserver_context` imports once, before it starts any worker: the caller's script (a
-# guarded `train.py`), this module (torch, datasets) and the processor the collator pickles.
-FORKSERVER_PRELOAD = ["__main__", __name__, "fiberbench.modeling.processing_fiber"]
 # Length-grouped batches (--group_by_length) are sorted within windows of this many batches, so
 # that batches still come in random order and hold different examples every epoch.
 BATCHES_PER_LENGTH_GROUP = 50
@@ -196,7 +192,7 @@ def make_dataloader(
             epochs, each with 4 batches in flight); 0 reads in the calling process.
         pin_memory: page-locked batches, for fast copies to a GPU.
         lengths: with `shuffle`, group examples of similar length (`LengthGroupedSampler`).
-        worker_context: how the workers start (None: forked, the platform's default; see `forkserver_context`).
+        worker_context: how the workers start (None: forked, the platform's default; see `launch.forkserver_context`).
 
     The loader has its own seeded generator, so starting an iteration draws nothing from the
     global torch RNG: dropout then sees the same random numbers in a run resumed from a
@@ -219,23 +215,3 @@ def make_dataloader(
         multiprocessing_context=worker_context if num_workers > 0 else None,
     )
 
-
-def forkserver_context() -> multiprocessing.context.BaseContext | None:
-    """The start of loader workers in a process with a thread that talks to the Hub: from a forkserver, not forked.
-
-    A forked worker inherits every lock that another thread held at the fork, and `huggingface_hub` closes its HTTP
-    client in each forked child (`os.register_at_fork`), which takes the lock of the client's connection pool: a
-    worker forked while a push held that lock waits for it forever, and the run with it. A forkserver is a process
-    of its own, without threads, started by fork and exec; the workers are forked from it.
-
-    The forkserver starts now and imports `FORKSERVER_PRELOAD` (seconds) while the caller goes on; each worker then
-    starts without importing torch again. Like spawn, it imports the caller's script: one with an
-    `if __name__ == "__main__":` guard, as `train.py` has. None where the platform has no forkserver (Windows):
-    workers are spawned there, never forked.
-    """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return None
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(FORKSERVER_PRELOAD)
-    multiprocessing.forkserver.ensure_running()
-    return context

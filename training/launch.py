@@ -1,4 +1,5 @@
-"""The processes of a `train.py` run: one `Accelerator` over the launched processes, and their logging.
+"""The processes of a `train.py` run: one `Accelerator` over the launched processes, their logging, and how their
+data loader workers start.
 
 `accelerate launch` may start processes that do not form one group (several independent runs all
 writing the same folder); `check_launch` refuses a launch that started one process of several, and
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
+import multiprocessing.forkserver
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +35,9 @@ HOW_TO_LAUNCH = (
     "once with `accelerate config`; `accelerate launch --num_processes N` without --multi_gpu, or with --cpu, "
     "starts a single process."
 )
+# What the forkserver of `forkserver_context` imports once, before it starts any worker: the caller's script (a
+# guarded `train.py`), the loaders' module (torch, datasets) and the processor that the collator pickles.
+FORKSERVER_PRELOAD = ["__main__", "fiberbench.training.inputs", "fiberbench.modeling.processing_fiber"]
 
 
 def check_launch() -> None:
@@ -107,3 +113,38 @@ def setup_logging(accelerator: Accelerator) -> None:
         logging.getLogger("fiberbench.data").setLevel(logging.ERROR)
     datasets.disable_progress_bars()
     transformers.utils.logging.disable_progress_bar()
+
+
+def forkserver_context() -> multiprocessing.context.BaseContext | None:
+    """The start of loader workers in a process with a thread that talks to the Hub: from a forkserver, not forked.
+
+    A forked worker inherits every lock that another thread held at the fork, and `huggingface_hub` closes its HTTP
+    client in each forked child (`os.register_at_fork`), which takes the lock of the client's connection pool: a
+    worker forked while a push held that lock waits for it forever, and the run with it. A forkserver is a process
+    of its own, without threads, started by fork and exec; the workers are forked from it.
+
+    The forkserver starts now and imports `FORKSERVER_PRELOAD` (seconds) while the caller goes on; each worker then
+    starts without importing torch again. Like spawn, it imports the caller's script: one with an
+    `if __name__ == "__main__":` guard, as `train.py` has. None where the platform has no forkserver (Windows):
+    workers are spawned there, never forked.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return None
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(FORKSERVER_PRELOAD)
+    multiprocessing.forkserver.ensure_running()
+    return context
+
+
+def pushes_while_training(args: argparse.Namespace) -> bool:
+    """Whether the run pushes each save (a new best model, a checkpoint) to the Hub while it trains: --push_to_hub
+    with a --hub_strategy other than end (the main process pushes, in a thread of its own)."""
+    return args.push_to_hub and args.hub_strategy != "end"
+
+
+def start_worker_server(args: argparse.Namespace) -> None:
+    """Start the forkserver of `forkserver_context` now on the process that will push while it trains (the main
+    one, RANK 0) and may have loader workers (no --dataloader_num_workers 0): train.py calls it before torch loads,
+    so that the forkserver's imports run beside this process's own, not while the first batch is awaited."""
+    if pushes_while_training(args) and args.dataloader_num_workers != 0 and int(os.environ.get("RANK", "0")) == 0:
+        forkserver_context()

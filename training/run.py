@@ -181,8 +181,6 @@ def run_baseline(run: Run) -> None:
 def run_model(run: Run, options: dict) -> None:
     """Train (unless --no-do_train) and evaluate a model; save, describe and push it."""
     args, accelerator = run.args, run.accelerator
-    # A forkserver for the loaders' workers, if any, starts now and makes its imports while the model loads.
-    worker_context = run.worker_context
     model, processor = build_model(args, run.fusion, options, run.video)
     num_beams = model.generation_config.num_beams
     nlp = load_spacy_pipeline(args.spacy_model) if args.only_noun_phrases else None
@@ -196,7 +194,7 @@ def run_model(run: Run, options: dict) -> None:
         only_noun_phrases=args.only_noun_phrases,
         nlp=nlp,
         num_workers=run.num_workers,
-        worker_context=worker_context,
+        worker_context=run.worker_context,
     )
     if accelerator.is_main_process:
         run.output.claim()

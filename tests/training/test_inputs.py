@@ -14,10 +14,10 @@ from fiberbench.training.inputs import (
     FiberDataCollator,
     FiberExamples,
     LengthGroupedSampler,
-    forkserver_context,
     load_splits,
     make_dataloader,
 )
+from fiberbench.training.launch import forkserver_context
 
 
 @pytest.fixture(scope="module")
