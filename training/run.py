@@ -116,9 +116,10 @@ def run_with_the_folder(
         resumed_from=resumed_from,
     )
     logger.info(describe_run(run))
+    forkserver = " (started from a forkserver: this process pushes while it trains)" if run.worker_context else ""
     logger.info(
         f"Process {accelerator.process_index} of {accelerator.num_processes} on {accelerator.device} "
-        f"({accelerator.distributed_type.value}), {run.num_workers} data loader workers",
+        f"({accelerator.distributed_type.value}), {run.num_workers} data loader workers{forkserver}",
         main_process_only=False,
     )
     try:

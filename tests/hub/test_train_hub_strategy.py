@@ -165,6 +165,8 @@ def test_a_run_killed_after_its_second_save_resumes_from_the_hub_in_a_fresh_fold
     resume = ["--resume_from_checkpoint", REPO_ID, "--output_dir", resumed]
     result = train([*RESUMABLE_RUN, "--hub_strategy", "checkpoint", *resume])
     assert f"Resuming from {REPO_ID} (commit " in result.stderr
+    # Its workers were not forked from a process whose pushing thread may hold the Hub client's lock.
+    assert "1 data loader workers (started from a forkserver: this process pushes while it trains)" in result.stderr
     results = json.loads((resumed / "results.json").read_text(encoding="utf-8"))
     # What the resume read is what the killed run had saved: the cache's copy equals its local checkpoint.
     downloaded = Path(os.environ["HF_HUB_CACHE"]) / f"models--{REPO_ID.replace('/', '--')}" / "snapshots"
