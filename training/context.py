@@ -70,8 +70,8 @@ class Run:
     @functools.cached_property
     def worker_context(self):
         """How this process's data loader workers start: from a forkserver in the process that pushes in the
-        background while it trains (`forkserver_context` says why; it starts at the first call), forked elsewhere
-        (None)."""
+        background while it trains (`forkserver_context` says why; train.py has started it, `start_worker_server`),
+        forked elsewhere (None)."""
         if self.num_workers and self.pushes_each_save and self.accelerator.is_main_process:
             return forkserver_context()
         return None

@@ -214,4 +214,3 @@ def make_dataloader(
         prefetch_factor=4 if num_workers > 0 else None,
         multiprocessing_context=worker_context if num_workers > 0 else None,
     )
-

@@ -137,9 +137,9 @@ def forkserver_context() -> multiprocessing.context.BaseContext | None:
 
 
 def pushes_while_training(args: argparse.Namespace) -> bool:
-    """Whether the run pushes each save (a new best model, a checkpoint) to the Hub while it trains: --push_to_hub
-    with a --hub_strategy other than end (the main process pushes, in a thread of its own)."""
-    return args.push_to_hub and args.hub_strategy != "end"
+    """Whether the run pushes each save (a new best model, a checkpoint) to the Hub while it trains: a model it trains
+    with --push_to_hub and a --hub_strategy other than end (the main process pushes, in a thread of its own)."""
+    return args.push_to_hub and args.hub_strategy != "end" and args.do_train and args.baseline is None
 
 
 def start_worker_server(args: argparse.Namespace) -> None:
