@@ -12,6 +12,7 @@ import pytest
 
 from fiberbench.cli import main
 
+from ..processes import run_to_end
 from .conftest import read_evaluate_format, sample_test_records, scored_by_evaluate, videos_but_one
 
 pytestmark = pytest.mark.slow
@@ -37,24 +38,29 @@ def predict_command(model, output_file, *flags) -> list[str]:
     return ["predict", "--model_name_or_path", str(model), "--output_file", str(output_file), *SPACY, *map(str, flags)]
 
 
-def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) -> subprocess.Popen:
-    """`fiberbench ARGV` in a new process (under `accelerate launch LAUNCH` when given)."""
+def fiberbench_command(argv: list[str], launch: list[str] | None = None) -> list[str]:
+    """`fiberbench ARGV` as a command line (under `accelerate launch LAUNCH` when given)."""
     prefix = (
         [sys.executable, "-m", "accelerate.commands.launch", *launch, "-m"]
         if launch is not None
         else [sys.executable, "-m"]
     )
+    return [*prefix, "fiberbench.cli", *argv]
+
+
+def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) -> subprocess.Popen:
+    """`fiberbench ARGV` in a new process (under `accelerate launch LAUNCH` when given), offline."""
     environment = {**os.environ, **OFFLINE, **popen.pop("env", {})}
-    return subprocess.Popen([*prefix, "fiberbench.cli", *argv], env=environment, text=True, **popen)
+    return subprocess.Popen(fiberbench_command(argv, launch), env=environment, text=True, **popen)
 
 
 def run_in_two_cpu_processes(argv: list[str], timeout: float) -> tuple[int, str]:
-    """`fiberbench ARGV` under `accelerate launch` as two processes on the CPU: its exit status and stderr."""
-    process = run_in_a_process(
-        argv, launch=TWO_CPU_PROCESSES, env={"ACCELERATE_USE_CPU": "1"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    _, stderr = process.communicate(timeout=timeout)
-    return process.returncode, stderr
+    """`fiberbench ARGV` under `accelerate launch` as two processes on the CPU, offline, to its end (stopped whole
+    after `timeout` seconds): its exit status and stderr."""
+    environment = {**os.environ, **OFFLINE, "ACCELERATE_USE_CPU": "1"}
+    command = fiberbench_command(argv, TWO_CPU_PROCESSES)
+    result = run_to_end(command, timeout=timeout, env=environment, capture_output=True, text=True)
+    return result.returncode, result.stderr
 
 
 def part_rows(output_file) -> int:
