@@ -6,7 +6,6 @@
 
 import argparse
 import dataclasses
-import functools
 from pathlib import Path
 
 import datasets
@@ -16,7 +15,7 @@ from accelerate import Accelerator
 from fiberbench.training.checkpointing import TrainingProgress
 from fiberbench.training.hub_checkpoints import HubPusher
 from fiberbench.training.inputs import video_feature_size
-from fiberbench.training.launch import forkserver_context, pushes_while_training
+from fiberbench.training.launch import loader_worker_context, pushes_while_training
 from fiberbench.training.models import VideoFeatures
 from fiberbench.training.outputs import RunFolder
 
@@ -63,18 +62,13 @@ class Run:
 
     @property
     def pushes_each_save(self) -> bool:
-        """Whether every save (a new best model, a checkpoint) is pushed too: --push_to_hub with a --hub_strategy
-        other than end (`HubPusher` itself runs on the main process only)."""
+        """Whether every save is pushed too (`pushes_while_training`; `HubPusher` runs on the main process only)."""
         return pushes_while_training(self.args)
 
-    @functools.cached_property
+    @property
     def worker_context(self):
-        """How this process's data loader workers start: from a forkserver in the process that pushes in the
-        background while it trains (`forkserver_context` says why; train.py has started it, `start_worker_server`),
-        forked elsewhere (None)."""
-        if self.num_workers and self.pushes_each_save and self.accelerator.is_main_process:
-            return forkserver_context()
-        return None
+        """How this process's data loader workers start (`loader_worker_context`); None without workers."""
+        return loader_worker_context(self.args) if self.num_workers else None
 
 
 @dataclasses.dataclass

@@ -142,9 +142,11 @@ def pushes_while_training(args: argparse.Namespace) -> bool:
     return args.push_to_hub and args.hub_strategy != "end" and args.do_train and args.baseline is None
 
 
-def start_worker_server(args: argparse.Namespace) -> None:
-    """Start the forkserver of `forkserver_context` now on the process that will push while it trains (the main
-    one, RANK 0) and may have loader workers (no --dataloader_num_workers 0): train.py calls it before torch loads,
-    so that the forkserver's imports run beside this process's own, not while the first batch is awaited."""
+def loader_worker_context(args: argparse.Namespace) -> multiprocessing.context.BaseContext | None:
+    """How this process's data loader workers start: from the forkserver of `forkserver_context` (started at the
+    first call) on the process that pushes while it trains (the main one, RANK 0) unless --dataloader_num_workers is
+    0; forked elsewhere (None). train.py calls it first before torch loads, so that the forkserver's imports run
+    beside this process's own, not while the first batch is awaited."""
     if pushes_while_training(args) and args.dataloader_num_workers != 0 and int(os.environ.get("RANK", "0")) == 0:
-        forkserver_context()
+        return forkserver_context()
+    return None

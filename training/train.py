@@ -27,7 +27,7 @@ import sys
 
 from fiberbench.errors import alike_on_every_process, run_reporting_errors
 from fiberbench.training.arguments import PROG, parse_args
-from fiberbench.training.launch import check_launch, start_worker_server
+from fiberbench.training.launch import check_launch, loader_worker_context
 from fiberbench.training.outputs import check_output_dir
 
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             args = parse_args(argv)
             check_launch()
             output = check_output_dir(args)
-        start_worker_server(args)
+        loader_worker_context(args)  # starts the forkserver of a pushing run's workers now, before torch loads
         from fiberbench.training.run import train_and_evaluate
 
         train_and_evaluate(args, output)
