@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError, UsageError
 from fiberbench.files import check_input_files
 from fiberbench.ownership import Output, arguments_of, open_all
@@ -426,9 +427,10 @@ def run(args: argparse.Namespace) -> int:
         if args.keep_non_noun_phrases:
             nlp = None
         else:
-            from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+            with collector_held_off():
+                from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-            nlp = load_spacy_pipeline(args.spacy_model)
+                nlp = load_spacy_pipeline(args.spacy_model)
         all_records = [record for records in files.values() for record in records]
         merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
         kept = {clip_key(record): record for record in merged}

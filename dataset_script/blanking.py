@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError, UsageError
 from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
@@ -161,9 +162,10 @@ def _start_worker(pipeline_path: str, batch_size: int | None, disable: list[str]
     """Load, in a parser process, the pipeline that this run loaded (from its folder), to parse as `parse_texts` does
     (`disable`: its `unused_components`). spaCy alone: not `fiberbench.modeling`, whose package loads transformers'
     model classes to register them, which costs a parser about 2.3 s of CPU and 115 MB more."""
-    import spacy
+    with collector_held_off():
+        import spacy
 
-    nlp = spacy.load(pipeline_path)
+        nlp = spacy.load(pipeline_path)
     _worker_state["parse"] = functools.partial(nlp.pipe, batch_size=batch_size, disable=disable)
 
 
@@ -332,9 +334,10 @@ def run(args: argparse.Namespace) -> int:
     with output.open([args.input if Path(args.input).exists() else None], **arguments_of(args)):
         records, total = _input_records(args)
         # Imported once the input is known to be there: the modeling package loads torch and transformers.
-        from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+        with collector_held_off():
+            from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-        nlp = load_spacy_pipeline(args.spacy_model)
+            nlp = load_spacy_pipeline(args.spacy_model)
         summary = Counter()
         clips = _read_clips(records, args, nlp.max_length, summary)
         pairs = blank_clips(clips, nlp, seed=args.seed, num_proc=args.num_proc, batch_size=args.batch_size)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError
 from fiberbench.files import write_json, write_text
 from fiberbench.ownership import Output, arguments_of, names_pattern
@@ -275,9 +276,10 @@ def run(args: argparse.Namespace) -> int:
                 sample_file,
             )
         # Imported once the input is read: the modeling package loads torch and transformers.
-        from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+        with collector_held_off():
+            from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-        nlp = load_spacy_pipeline(args.spacy_model)
+            nlp = load_spacy_pipeline(args.spacy_model)
         check_lengths(records, nlp, str(args.file))
         stats = compute_stats(records, nlp, args.batch_size) | {"synthetic": sample_file is not None}
         with output.atomic_folder(**arguments_of(args)) as staging:

@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from .collector import collector_held_off
 from .errors import FiberbenchError
 
 _LENGTH = struct.Struct("!Q")  # each message: its length, then its pickle
@@ -165,7 +166,10 @@ def serve() -> None:
     while header := requests.read(_LENGTH.size):
         call = _message(requests, header)
         try:
-            function, args = pickle.loads(call)  # a module the caller could import and this process cannot fails here
+            # Loads the modules the call names and builds what it carries (a tokenizer, a processor); a module the
+            # caller could import and this process cannot fails here.
+            with collector_held_off():
+                function, args = pickle.loads(call)
             answer = ("ok", function(*args))
         except Exception as error:  # noqa: BLE001 - the caller says what failed, in one line
             message = " ".join(str(error).split())

@@ -29,6 +29,16 @@ def selected_by_name(config, marker: str) -> bool:
     return marker in (config.option.markexpr or "")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    """Collect (which imports torch, transformers, datasets, spaCy, gradio) with Python's cyclic garbage collector held
+    off, and what it built frozen: as the commands load (`fiberbench.collector`)."""
+    from fiberbench.collector import collector_held_off
+
+    with collector_held_off():
+        return (yield)
+
+
 def pytest_report_header(config):
     return [f"{text} (README, Tests)" for marker, text in OTHER_ENVIRONMENTS.items() if not selected_by_name(config, marker)]
 

@@ -25,6 +25,7 @@ transformers and datasets load (seconds per process): the run itself is `fiberbe
 
 import sys
 
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import alike_on_every_process, run_reporting_errors
 from fiberbench.training.arguments import PROG, parse_args
 from fiberbench.training.launch import check_launch, loader_worker_context
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
             check_launch()
             output = check_output_dir(args)
         loader_worker_context(args)  # starts the forkserver of a pushing run's workers now, before torch loads
-        from fiberbench.training.run import train_and_evaluate
+        with collector_held_off():
+            from fiberbench.training.run import train_and_evaluate
 
         train_and_evaluate(args, output)
 

@@ -16,11 +16,11 @@ system's scores, and a line says so when the systems compared were read differen
 
 import argparse
 import contextlib
-import gc
 import logging
 from pathlib import Path
 
 from fiberbench.cli import positive_int, seed
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import UsageError
 from fiberbench.files import file_identity, write_json, write_text
 from fiberbench.ownership import Output, names_pattern
@@ -149,24 +149,6 @@ def check_flags(args: argparse.Namespace) -> tuple[list[str], Output | None, lis
     return names, output, [*args.predictions, dataset if dataset.is_dir() else None]
 
 
-@contextlib.contextmanager
-def _cycle_collection_paused():
-    """Python's cycle collector off for the block: scoring builds millions of small lists and dicts (rows,
-    answers, scores) and no reference cycle, and the collector scanned them again and again as they grew,
-    a third of the time for 100,000 blanks."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            # What is still alive sits in the youngest generation: move it to the oldest without a scan
-            # (freeze, then unfreeze), or the first collection would scan it all (2 s at 100,000 blanks).
-            gc.freeze()
-            gc.enable()
-            gc.unfreeze()
-
-
 def run(args: argparse.Namespace) -> int:
     names, output, inputs = check_flags(args)
     with contextlib.ExitStack() as stack:
@@ -174,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         if output is not None:
             stack.enter_context(output.open(inputs))
             plot = stack.enter_context(CategoryPlot())  # its process imports matplotlib while this one scores
-        stack.enter_context(_cycle_collection_paused())
+        stack.enter_context(collector_held_off())  # rows, answers and scores: millions of small objects
         results, with_categories = score_files(args, names)
         return write_results(args, names, output, results, plot if with_categories else None)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fiberbench.cli import default_num_workers
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError
 
 from .arguments import add_arguments, check_flags, default_features_name, frame_sampling
@@ -68,16 +69,24 @@ class Plan:
 def run(args) -> int:
     import dataclasses
 
-    from accelerate import Accelerator
+    with collector_held_off():
+        from accelerate import Accelerator
 
-    import fiberbench
-    from fiberbench.data.fiber.features_info import FeaturesInfo
-    from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model, model_commit, model_files
-    from fiberbench.ownership import arguments_of
+        import fiberbench
+        from fiberbench.data.fiber.features_info import FeaturesInfo
+        from fiberbench.models import (
+            inference_dtype,
+            load_config,
+            local_or_hub,
+            locate_model,
+            model_commit,
+            model_files,
+        )
+        from fiberbench.ownership import arguments_of
 
-    from .clips import check_videos, dataset_clips, dataset_keys, folder_clips
-    from .encoders import ClipPreparer, Encoder, encoder_spec
-    from .folder import FeaturesFolder
+        from .clips import check_videos, dataset_clips, dataset_keys, folder_clips
+        from .encoders import ClipPreparer, Encoder, encoder_spec
+        from .folder import FeaturesFolder
 
     check_flags(args)
     source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
@@ -115,12 +124,14 @@ def run(args) -> int:
     folder = FeaturesFolder(args.output_dir, args.overwrite_output_dir)
     folder.check(local_inputs(args), info.settings())
     loading = source.loading()
-    preparer = ClipPreparer.load(spec, args.model_name_or_path, loading)
+    with collector_held_off():
+        preparer = ClipPreparer.load(spec, args.model_name_or_path, loading)
     done = folder.done([clip.name for clip in clips])
     pending = check_videos(
         [clip for clip in clips if clip.name not in done], sampling, args.skip_missing_videos, args.video_dir
     )
-    encoder = Encoder.load(spec, args.model_name_or_path, loading, accelerator.device, dtype)
+    with collector_held_off():
+        encoder = Encoder.load(spec, args.model_name_or_path, loading, accelerator.device, dtype)
     feature_size = encoder.probe(preparer, args.model_name_or_path)
     if folder.previous is not None and folder.previous.feature_size != feature_size:
         raise DataError(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from fiberbench.answers import Answerer
 from fiberbench.cli import default_num_workers
+from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError, UsageError, alike_on_every_process
 from fiberbench.models import inference_dtype, load_config, locate_model, model_commit
 from fiberbench.predictions import KEY_FIELDS
@@ -66,11 +67,13 @@ def run(args: argparse.Namespace) -> int:
         if predictions.answered_by_the_record(request.inputs):
             logger.info("%s is complete, made with these settings: nothing to do", settings.output_file)
             return 0
-        prepared, predictions, accelerator = prepare_run(settings, request, predictions)
+        with collector_held_off():  # the libraries, the dataset, the pipelines and processors
+            prepared, predictions, accelerator = prepare_run(settings, request, predictions)
 
     def load_model() -> None:
         # Loaded before anything is written: weights that do not match the config are refused with nothing written.
-        prepared.predictor.load_model(accelerator.device, prepared.dtype)
+        with collector_held_off():
+            prepared.predictor.load_model(accelerator.device, prepared.dtype)
 
     # Locked by the main process until the rows are merged.
     with predictions.open(request.inputs, accelerator, under_the_lock=load_model):

@@ -6,6 +6,7 @@ import io
 import logging
 from pathlib import Path
 
+from fiberbench.collector import collector_held_off
 from fiberbench.files import atomic_path
 from fiberbench.helper_processes import HelperError, HelperProcess
 
@@ -124,7 +125,8 @@ def png_by_category(results: dict) -> bytes:
 
 
 def _import_matplotlib() -> None:
-    import matplotlib.figure  # noqa: F401 - imported ahead, to draw at once when asked
+    with collector_held_off():
+        import matplotlib.figure  # noqa: F401 - imported ahead, to draw at once when asked
 
 
 class CategoryPlot:

@@ -1,0 +1,70 @@
+"""`fiberbench.collector.collector_held_off`: no cyclic collection inside the block; afterwards what it built is
+frozen (never walked again, still freed by refcounting) and the collector runs as before."""
+
+import gc
+import weakref
+
+import pytest
+
+from fiberbench.collector import collector_held_off
+
+
+class Node:
+    """An object the collector tracks, which a weak reference can watch."""
+
+
+@pytest.fixture
+def collector_on():
+    was_enabled = gc.isenabled()
+    gc.enable()
+    yield
+    if not was_enabled:
+        gc.disable()
+
+
+def test_the_block_runs_without_collections_and_what_it_built_is_frozen(collector_on):
+    frozen_before = gc.get_freeze_count()
+    collections = []
+    gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
+    try:
+        with collector_held_off():
+            assert not gc.isenabled()
+            built = [Node() for _ in range(50_000)]  # far past the youngest generation's threshold of 700
+    finally:
+        gc.callbacks.pop()
+    assert collections == []
+    assert gc.isenabled()
+    assert gc.get_freeze_count() >= frozen_before + len(built)
+
+
+def test_a_frozen_object_is_still_freed_by_refcounting(collector_on):
+    with collector_held_off():
+        node = Node()
+    watched = weakref.ref(node)
+    del node
+    assert watched() is None
+
+
+def test_nested_blocks_hold_the_collector_off_until_the_outermost_ends(collector_on):
+    with collector_held_off():
+        with collector_held_off():
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_block_entered_with_the_collector_off_leaves_it_off_and_freezes_nothing(collector_on):
+    gc.disable()
+    frozen_before = gc.get_freeze_count()
+    with collector_held_off():
+        built = [Node() for _ in range(1000)]
+    assert not gc.isenabled()
+    assert gc.get_freeze_count() == frozen_before
+    assert built
+
+
+def test_the_collector_runs_again_after_a_block_that_raised(collector_on):
+    with pytest.raises(KeyError):
+        with collector_held_off():
+            raise KeyError("a model that cannot be read")
+    assert gc.isenabled()
