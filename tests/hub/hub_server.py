@@ -197,7 +197,6 @@ class HubStore:
             if (repo_type, repo_id) in self.repos:
                 raise HubError(409, f"You already created this {repo_type} repo: {repo_id}")
             repo = Repo(repo_type, repo_id, private, sdk, created_at=now_iso())
-            self.repos[(repo_type, repo_id)] = repo
             gitattributes = GITATTRIBUTES.encode()
             self._add_commit(
                 repo,
@@ -206,6 +205,8 @@ class HubStore:
                 "",
                 {".gitattributes": StoredFile(len(gitattributes), self.put_blob(gitattributes), lfs=False)},
             )
+            # Seen by other threads (a test polling the history) only with its main branch, as the Hub shows it.
+            self.repos[(repo_type, repo_id)] = repo
             return repo
 
     def commit(self, repo: Repo, branch: str, operations: list[dict], header: dict) -> Commit:
@@ -445,11 +446,12 @@ class LocalHub:
 
     def history(self, repo_id: str, repo_type: str = "model") -> list[Commit]:
         """The commits of the repo's main branch, oldest first."""
-        repo = self.store.repos[(repo_type, repo_id)]
-        oid, found = repo.branches[DEFAULT_BRANCH], []
-        while oid is not None:
-            found.append(repo.commits[oid])
-            oid = repo.commits[oid].parent
+        with self.store.lock:  # not while a commit is being added
+            repo = self.store.repos[(repo_type, repo_id)]
+            oid, found = repo.branches[DEFAULT_BRANCH], []
+            while oid is not None:
+                found.append(repo.commits[oid])
+                oid = repo.commits[oid].parent
         return found[::-1]
 
     def repo_url(self, repo_type: str, repo_id: str) -> str:
