@@ -23,10 +23,11 @@ def collector_held_off() -> Iterator[None]:
     documentation has it for what a program loads at its start) and let the collector run again.
 
     No later collection walks the frozen objects, not even at exit; refcounting still frees them. The garbage
-    cycles made in the block are kept for the rest of the process: for the imports of torch and transformers about
-    10,000 small objects (closures, classes), for an evaluation about 500 (at 1,000 blanks and at 100,000). So the block
-    is for imports, for reading a model, a pipeline or a processor, and for building plain data, never for a loop
-    that runs a model. Nested blocks hold the collector off until the outermost ends.
+    cycles still there when the block ends, its own and any left from before, are kept for the rest of the process:
+    for the imports of torch and transformers about 10,000 small objects (closures, classes), for an evaluation
+    about 500 (at 1,000 blanks and at 100,000). So a block is for what a process loads once (imports; reading a
+    model, a pipeline or a processor) or builds as plain data, never for a loop that runs a model, and a process
+    enters few. Nested blocks hold the collector off until the outermost ends.
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -16,6 +16,7 @@ status and the last line it wrote on stderr), never only that "a process ended".
 """
 
 import collections
+import contextlib
 import os
 import pickle
 import queue
@@ -163,12 +164,17 @@ def serve() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     requests = sys.stdin.buffer
     sys.path[:] = pickle.loads(_message(requests, requests.read(_LENGTH.size)))
+    first_call = True
     while header := requests.read(_LENGTH.size):
         call = _message(requests, header)
+        # Unpickling imports the modules the call names (a module the caller could import and this process cannot
+        # fails here). The first call's also builds what the process works with (a tokenizer, a processor): its
+        # loading, with the collector held off. Not the later calls': each block freezes what the process holds,
+        # and a parser's thousands of batches would freeze their garbage with it.
+        unpickling = collector_held_off() if first_call else contextlib.nullcontext()
+        first_call = False
         try:
-            # Loads the modules the call names and builds what it carries (a tokenizer, a processor); a module the
-            # caller could import and this process cannot fails here.
-            with collector_held_off():
+            with unpickling:
                 function, args = pickle.loads(call)
             answer = ("ok", function(*args))
         except Exception as error:  # noqa: BLE001 - the caller says what failed, in one line
