@@ -22,12 +22,14 @@ def collector_held_off() -> Iterator[None]:
     """Run the block with the collector held off, then freeze everything the process holds (`gc.freeze`, as the gc
     documentation has it for what a program loads at its start) and let the collector run again.
 
-    No later collection walks the frozen objects, not even at exit; refcounting still frees them. The garbage
-    cycles still there when the block ends, its own and any left from before, are kept for the rest of the process:
-    for the imports of torch and transformers about 10,000 small objects (closures, classes), for an evaluation
-    about 500 (at 1,000 blanks and at 100,000). So a block is for what a process loads once (imports; reading a
-    model, a pipeline or a processor) or builds as plain data, never for a loop that runs a model, and a process
-    enters few. Nested blocks hold the collector off until the outermost ends.
+    No later collection walks the frozen objects, not even at exit; refcounting still frees them, but a frozen
+    object that ends up in a garbage cycle stays for the rest of the process, and so do the garbage cycles still
+    there when the block ends, its own and any left from before: for the imports of torch and transformers about
+    10,000 small objects (closures, classes), for an evaluation about 500 (at 1,000 blanks and at 100,000). So a
+    block is for what a process loads once (imports; reading a model, a pipeline or a processor) or builds as plain
+    data, never for a loop that runs a model, and a process enters few. Nested blocks (in one thread) hold the
+    collector off until the outermost ends; a block entered with the collector off leaves it off and freezes
+    nothing.
     """
     was_enabled = gc.isenabled()
     gc.disable()

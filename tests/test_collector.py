@@ -15,10 +15,13 @@ class Node:
 
 @pytest.fixture
 def collector_on():
+    """The collector on for the test, and afterwards as it was (the next tests in this process need it as it was)."""
     was_enabled = gc.isenabled()
     gc.enable()
     yield
-    if not was_enabled:
+    if was_enabled:
+        gc.enable()
+    else:
         gc.disable()
 
 

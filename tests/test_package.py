@@ -1,6 +1,7 @@
 """The distribution: one `fiberbench` namespace in the wheel, installable as a wheel and editable."""
 
 import json
+import shutil
 import site
 import tomllib
 import subprocess
@@ -10,6 +11,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
+from .readme_walks import REPOSITORY, not_copied
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUBPACKAGES = [
@@ -51,10 +54,20 @@ PACKAGE_DATA = [
 
 
 @pytest.fixture(scope="module")
-def wheel_path(tmp_path_factory) -> Path:
+def source(tmp_path_factory) -> Path:
+    """A copy of the checkout's files to build and install: pip builds in the source tree (its build/ and
+    *.egg-info), where an install of the project may be writing at the same moment (.ci/run installs its other
+    environments while the suite runs), and where a test should leave nothing."""
+    copy = tmp_path_factory.mktemp("source") / "repository"
+    shutil.copytree(REPOSITORY, copy, ignore=not_copied, symlinks=True)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def wheel_path(source, tmp_path_factory) -> Path:
     out_dir = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out_dir, REPO_ROOT],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", out_dir, source],
         check=True,
     )
     (wheel,) = out_dir.glob("fiber_benchmark-*.whl")
@@ -112,15 +125,15 @@ def test_wheel_install_imports_every_subpackage(wheel_path, tmp_path):
     assert "build-dataset" in help_text
 
 
-def test_editable_install_maps_namespace_onto_artifact_folders(tmp_path):
+def test_editable_install_maps_namespace_onto_artifact_folders(source, tmp_path):
     python = make_venv_reusing_dependencies(tmp_path / "venv")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-build-isolation", "-q",
-         "-e", REPO_ROOT],
+         "-e", source],
         check=True,
     )
     files = import_everything(python)
-    folders = {name: Path(file).parent.relative_to(REPO_ROOT).as_posix() for name, file in files.items()}
+    folders = {name: Path(file).parent.relative_to(source).as_posix() for name, file in files.items()}
     assert folders["fiberbench.data"] == "dataset_script"
     assert folders["fiberbench.data.fiber"] == "dataset_script/fiber"
     assert folders["fiberbench.metric"] == "metric"
