@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fiberbench.cli import add_output_arguments
-from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.ownership import FOLDER_RECORD, Output
 
@@ -240,8 +239,7 @@ def dataset_output(output_dir: Path, sources: Sources, overwrite: bool) -> tuple
 
 
 def _check_max_shard_size(max_shard_size: str) -> None:
-    with collector_held_off():  # the build's first import of datasets
-        from datasets.utils.py_utils import convert_file_size_to_int
+    from datasets.utils.py_utils import convert_file_size_to_int
 
     try:
         valid = convert_file_size_to_int(max_shard_size) > 0
