@@ -34,6 +34,7 @@ from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
 from fiberbench.predictions import KEY_FIELDS
 
+from .fiber.release import BLANK
 from .fiber.validation import ClipKey, check_plain_video_id
 from .json_records import JsonRecordError, read_json_values, write_json_records
 
@@ -143,8 +144,6 @@ def first_captions_with_noun_chunks(
 
 def blank_record(clip: Clip, candidate: Candidate, rng: random.Random) -> dict:
     """The release-format record of `clip`, with one randomly chosen noun chunk blanked."""
-    from fiberbench.modeling.processing_fiber import BLANK
-
     caption, spans = candidate
     start, end = rng.choice(spans)
     return {

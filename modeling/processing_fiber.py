@@ -6,7 +6,8 @@ import numpy as np
 import torch
 from transformers import BatchFeature, ProcessorMixin
 
-# The blank of a masked caption, as the release writes it; every part of the package uses this one.
+# The blank of a masked caption, as the release writes it (`fiberbench.data.fiber.release.BLANK`, which the data tools
+# read without loading torch): the model and its decoding look for this one, in this file that ships with the model.
 BLANK = "_____"
 BLANK_TOKEN = "<extra_id_0>"
 ANSWER_END_TOKEN = "<extra_id_1>"

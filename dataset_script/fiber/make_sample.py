@@ -23,9 +23,8 @@ import numpy as np
 
 from fiberbench.errors import UsageError
 from fiberbench.files import atomic_folder
-from fiberbench.modeling.processing_fiber import BLANK
 
-from .release import SAMPLE_DIR
+from .release import BLANK, SAMPLE_DIR
 from .validation import VIDEO_FEATURE_SIZE, feature_file_name
 
 SEED = 2022

@@ -15,6 +15,7 @@ from fiberbench.errors import DataError, quoted
 from fiberbench.metric import normalize_answer
 
 from ..json_records import NOT_UTF8_PATTERN, read_json_records
+from .release import BLANK
 
 VIDEO_FEATURE_SIZE = 1024
 # Times are stored as int32 (seconds into the video); larger ones cannot be written.
@@ -113,10 +114,6 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     `additional_answers` may be absent (as in train) and becomes `[]`; `caption` may be absent and
     becomes None, but when present the label put into the blank must give it back.
     """
-    # Imported here: the modeling package loads torch and transformers, which the commands that
-    # only need `clip_key` or `clip_id` (`fiberbench answers --help`, ...) should not wait for.
-    from fiberbench.modeling.processing_fiber import BLANK
-
     if not isinstance(record, dict):
         raise InvalidRecordError(file, index, "(record)", f"expected a JSON object, got {type(record).__name__}")
     for field in ("video_id", "video_start_time", "video_end_time", "masked_caption", "label"):
