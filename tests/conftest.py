@@ -13,8 +13,14 @@ import subprocess
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 from .built_once import built_once  # noqa: E402
+
+# Hypothesis' properties: no deadline per example (a busy machine stalls one for longer than its 200 ms, which is no
+# failure of the code), and in CI the same examples on every run (`derandomize`), so that CI's verdict is the code's.
+settings.register_profile("fiber", deadline=None, derandomize=bool(os.environ.get("CI")))
+settings.load_profile("fiber")
 
 # Tests that need another environment than the main one, deselected unless `-m` names their marker.
 OTHER_ENVIRONMENTS = {

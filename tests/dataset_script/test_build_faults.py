@@ -8,6 +8,7 @@ import hashlib
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -77,17 +78,23 @@ def test_a_killed_build_leaves_a_hidden_folder_that_the_next_build_removes(tmp_p
 @pytest.mark.slow
 def test_two_builds_into_one_folder_at_once_the_second_is_refused_naming_the_first(tmp_path):
     output_dir = tmp_path / "fiber"
-    processes = [
-        subprocess.Popen(build_command(output_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]
-    results = [(process.wait(timeout=300), process.stderr.read()) for process in processes]
-    assert sorted(status for status, _ in results) == [0, 2], results
-    _, loser_stderr = next(result for result in results if result[0])
-    error_lines = [line for line in loser_stderr.splitlines() if line.startswith("fiberbench build-dataset: error:")]
-    winner = next(process for process, (status, _) in zip(processes, results) if status == 0)
-    assert len(error_lines) == 1 and "Traceback" not in loser_stderr, loser_stderr
-    assert f"is being written by another run (fiberbench build-dataset, PID {winner.pid} on" in error_lines[0]
+    first = subprocess.Popen(build_command(output_dir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Once its staging folder is there, the first build holds the output's lock; it is held still there while the
+    # second runs: a build of the sample takes about a second, and the second would otherwise meet a finished one.
+    deadline = time.monotonic() + 300
+    while not list(tmp_path.glob(".fiber.incomplete-*")) and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = subprocess.run(build_command(output_dir), capture_output=True, text=True, timeout=300)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    first_stderr = first.communicate(timeout=300)[1]
+    assert first.returncode == 0, first_stderr
+    assert second.returncode == 2, second.stderr
+    error_lines = [line for line in second.stderr.splitlines() if line.startswith("fiberbench build-dataset: error:")]
+    assert len(error_lines) == 1 and "Traceback" not in second.stderr, second.stderr
+    assert f"is being written by another run (fiberbench build-dataset, PID {first.pid} on" in error_lines[0]
     assert [path.name for path in tmp_path.iterdir()] == ["fiber"]
     assert rows(output_dir) == {
         f"{config}/{split}": count

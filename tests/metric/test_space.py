@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -36,17 +37,18 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(folder: Path, env: dict, log: Path, timeout: float):
-    """`python app.py` in a Space folder, as the Hub runs it, on the port of `env`'s GRADIO_SERVER_PORT, until the block
-    ends; a test fails with the app's log if it does not say it is running within `timeout` seconds."""
+    """`python app.py` in a Space folder, as the Hub runs it, until the block ends: the URL it says it runs on (the port
+    of `env`'s GRADIO_SERVER_PORT, or the next free one, where Gradio goes if another process took that one since); a
+    test fails with the app's log if it does not say it is running within `timeout` seconds."""
     with open(log, "w") as output:
         app = subprocess.Popen([sys.executable, "app.py"], cwd=folder, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
-        while "Running on local URL" not in log.read_text():
+        while not (running := re.search(r"Running on local URL:\s+(http://\S+?)/?\s", log.read_text())):
             if app.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"app.py did not start:\n{log.read_text()}")
             time.sleep(0.2)
-        yield f"http://127.0.0.1:{env['GRADIO_SERVER_PORT']}/"
+        yield f"{running[1]}/"
     finally:
         app.terminate()
         app.wait(timeout=30)

@@ -31,6 +31,8 @@ TWO_CPU_PROCESSES = [
     "no",
     "--dynamo_backend",
     "no",
+    "--main_process_port",  # a free port: two launches of the suite's at once never collide on accelerate's 29500
+    "0",
 ]
 
 
