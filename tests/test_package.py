@@ -14,7 +14,6 @@ import pytest
 
 from .readme_walks import REPOSITORY, not_copied
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SUBPACKAGES = [
     "fiberbench",
     "fiberbench.cli",
@@ -146,11 +145,11 @@ def test_editable_install_maps_namespace_onto_artifact_folders(source, tmp_path)
 
 def test_the_wheel_lists_every_package_of_the_tree():
     """A package folder left out of pyproject.toml's `packages` would be missing from the wheel, silently."""
-    setuptools = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    setuptools = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     found = set()
     for package, folder in setuptools["package-dir"].items():
-        for init in (REPO_ROOT / folder).rglob("__init__.py"):
-            parts = init.parent.relative_to(REPO_ROOT / folder).parts
+        for init in (REPOSITORY / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPOSITORY / folder).parts
             found.add(".".join([package, *parts]))
     assert len(found) > 10
     assert sorted(found - set(setuptools["packages"])) == []  # (data folders without code are listed too)
