@@ -3,7 +3,9 @@ and the predictions format `fiberbench evaluate` reads.
 """
 
 import json
+import shutil
 import struct
+from pathlib import Path
 
 import pytest
 from fiberbench.data.fiber.validation import clip_key
@@ -24,6 +26,36 @@ def tiny_models(tmp_path_factory):
 
     root = built_once(tmp_path_factory, "tiny_models", save_all)
     return {kind: root / kind for kind in SAVERS}
+
+
+# Finished `fiberbench predict` runs of the tiny causal LM on the sample's first 2 test clips, by name: the flags beside
+# its --model_name_or_path and --output_file NAME.jsonl.
+FINISHED_RUNS = {
+    "predictions": ["--max_predict_samples", "2"],  # the reader's noun-phrase step on, as by default
+    "causal": ["--max_predict_samples", "2", "--no_read_noun_phrases"],
+}
+
+
+@pytest.fixture(scope="session")
+def finished_runs(tiny_models, tmp_path_factory):
+    """The folder of the `FINISHED_RUNS`, each NAME.jsonl with its NAME.metadata.json, made once per test run: the
+    tests that read or damage a finished output copy one (`copy_finished_run`) instead of predicting again."""
+    from fiberbench.cli import main
+
+    def predict_all(folder):
+        for name, flags in FINISHED_RUNS.items():
+            model = ["--model_name_or_path", str(tiny_models["causal"])]
+            assert main(["predict", *model, "--output_file", str(folder / f"{name}.jsonl"), *flags]) == 0
+
+    return built_once(tmp_path_factory, "finished_predict_runs", predict_all)
+
+
+def copy_finished_run(finished_runs: Path, name: str, folder: Path) -> Path:
+    """The finished run `name` (of `FINISHED_RUNS`) copied into `folder`, its output and metadata under their names:
+    the copy's output file, as if predict had written it there."""
+    for file in (f"{name}.jsonl", f"{name}.metadata.json"):
+        shutil.copyfile(finished_runs / file, folder / file)
+    return folder / f"{name}.jsonl"
 
 
 def write_zero_duration_video(path):

@@ -24,7 +24,15 @@ from transformers import (
 from fiberbench.predict.clips import clip_keys
 from fiberbench.testing.tiny_models import save_fiber
 
-from .conftest import refused, sample_test_records, write_video, write_video_claiming, write_zero_duration_video
+from .conftest import (
+    FINISHED_RUNS,
+    copy_finished_run,
+    refused,
+    sample_test_records,
+    write_video,
+    write_video_claiming,
+    write_zero_duration_video,
+)
 
 USAGE, DATA = 2, 1
 
@@ -74,22 +82,6 @@ def seq2seq_without_sentinels(tmp_path, tiny_models):
 def foreign_output(tmp_path, tiny_models):
     (tmp_path / "predictions.jsonl").write_text("my own notes\n")
     return ["--model_name_or_path", tiny_models["causal"]]
-
-
-def output_of_other_settings(tmp_path, tiny_models):
-    from fiberbench.cli import main
-
-    flags = ["--model_name_or_path", tiny_models["causal"], "--output_file", tmp_path / "predictions.jsonl"]
-    assert main(["predict", *map(str, flags), "--max_predict_samples", "2"]) == 0
-    return [
-        "--model_name_or_path",
-        tiny_models["causal"],
-        "--max_predict_samples",
-        "2",
-        "--num_beams",
-        "3",
-        "--no_only_noun_phrases",
-    ]
 
 
 def missing_video(tmp_path, tiny_models):
@@ -174,39 +166,6 @@ def a_bad_video(write):
         "--num_frames",
         "2",
     ]
-
-
-def predicted(tmp_path, tiny_models) -> list:
-    """The flags of a finished run (the causal model, 2 clips) into tmp_path/predictions.jsonl."""
-    from fiberbench.cli import main
-
-    flags = [
-        "--model_name_or_path",
-        tiny_models["causal"],
-        "--output_file",
-        tmp_path / "predictions.jsonl",
-        "--max_predict_samples",
-        "2",
-    ]
-    assert main(["predict", *map(str, flags)]) == 0
-    return flags
-
-
-def damaged(edit_metadata=None, edit_row=None):
-    """A finished run whose metadata (or first row) was changed by `edit_metadata` (`edit_row`)."""
-
-    def make(tmp_path, tiny_models):
-        flags = predicted(tmp_path, tiny_models)
-        if edit_metadata:
-            metadata = tmp_path / "predictions.metadata.json"
-            metadata.write_text(json.dumps(edit_metadata(json.loads(metadata.read_text()))))
-        if edit_row:
-            output = tmp_path / "predictions.jsonl"
-            first, *others = output.read_text().splitlines()
-            output.write_text("".join(line + "\n" for line in [json.dumps(edit_row(json.loads(first))), *others]))
-        return flags
-
-    return make
 
 
 def damaged_part(tmp_path, tiny_models):
@@ -332,11 +291,6 @@ CASES = {
         "is a folder; give a file name",
     ),
     "an output this command did not write": (foreign_output, USAGE, "exists and was not written by fiberbench predict"),
-    "an output made with other settings": (
-        output_of_other_settings,
-        USAGE,
-        r"holds predictions made with other settings \(decoding.num_beams: 3 here, 1 there",
-    ),
     "a clip without a video": (
         missing_video,
         DATA,
@@ -469,6 +423,60 @@ CASES = {
     ),
     "--fps 0": (video_model("--fps", "0"), USAGE, "--fps: must be a finite number greater than 0, got 0"),
     "--fps nan": (video_model("--fps", "nan"), USAGE, "--fps: must be a finite number greater than 0, got nan"),
+    "a run in progress whose settings are not an object": (
+        damaged_part,
+        DATA,
+        r"\.predictions\.jsonl\.parts/settings\.json: expected a JSON object, got list$",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_refused_in_one_line(case, tiny_models, tmp_path, cli_error):
+    make_flags, status, pattern = CASES[case]
+    exit_status, line = refused(cli_error, tmp_path, make_flags(tmp_path, tiny_models), "predictions.jsonl")
+    assert exit_status == status, line
+    assert re.search(pattern, line), line
+
+
+def predicted(tmp_path, tiny_models, finished_runs) -> list:
+    """The flags of a finished run (the causal model, 2 clips), copied into tmp_path/predictions.jsonl."""
+    output_file = copy_finished_run(finished_runs, "predictions", tmp_path)
+    return ["--model_name_or_path", tiny_models["causal"], "--output_file", output_file, *FINISHED_RUNS["predictions"]]
+
+
+def other_settings(tmp_path, tiny_models, finished_runs) -> list:
+    """A run over a finished one with other decoding settings."""
+    predicted(tmp_path, tiny_models, finished_runs)
+    return ["--model_name_or_path", tiny_models["causal"], *FINISHED_RUNS["predictions"], "--num_beams", "3",
+            "--no_only_noun_phrases"]
+
+
+def damaged(edit_metadata=None, edit_row=None):
+    """A finished run whose metadata (or first row) was changed by `edit_metadata` (`edit_row`)."""
+
+    def make(tmp_path, tiny_models, finished_runs):
+        flags = predicted(tmp_path, tiny_models, finished_runs)
+        if edit_metadata:
+            metadata = tmp_path / "predictions.metadata.json"
+            metadata.write_text(json.dumps(edit_metadata(json.loads(metadata.read_text()))))
+        if edit_row:
+            output = tmp_path / "predictions.jsonl"
+            first, *others = output.read_text().splitlines()
+            output.write_text("".join(line + "\n" for line in [json.dumps(edit_row(json.loads(first))), *others]))
+        return flags
+
+    return make
+
+
+# A finished output in the way: id -> (the flags, made in the test's folder from the tiny models and a finished run;
+# the exit status; the pattern of the one line)
+FINISHED_OUTPUT_CASES = {
+    "an output made with other settings": (
+        other_settings,
+        USAGE,
+        r"holds predictions made with other settings \(decoding.num_beams: 3 here, 1 there",
+    ),
     "an output's metadata that is a list": (
         damaged(edit_metadata=lambda metadata: [metadata]),
         USAGE,
@@ -485,18 +493,14 @@ CASES = {
         DATA,
         "predictions.jsonl: line 1: field 'video_end_time' is missing$",
     ),
-    "a run in progress whose settings are not an object": (
-        damaged_part,
-        DATA,
-        r"\.predictions\.jsonl\.parts/settings\.json: expected a JSON object, got list$",
-    ),
 }
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_refused_in_one_line(case, tiny_models, tmp_path, cli_error):
-    make_flags, status, pattern = CASES[case]
-    exit_status, line = refused(cli_error, tmp_path, make_flags(tmp_path, tiny_models), "predictions.jsonl")
+@pytest.mark.parametrize("case", FINISHED_OUTPUT_CASES)
+def test_a_finished_output_in_the_way_is_refused_in_one_line(case, tiny_models, finished_runs, tmp_path, cli_error):
+    make_flags, status, pattern = FINISHED_OUTPUT_CASES[case]
+    flags = make_flags(tmp_path, tiny_models, finished_runs)
+    exit_status, line = refused(cli_error, tmp_path, flags, "predictions.jsonl")
     assert exit_status == status, line
     assert re.search(pattern, line), line
 

