@@ -30,13 +30,15 @@ def answers_and_candidates(
     """Each blank's answer and its distinct candidates; with `nlp` the answer is the first candidate that is a noun
     phrase in the blank, else the first candidate (without `nlp`, the first)."""
     from fiberbench.metric import distinct_candidates
-    from fiberbench.modeling.decoding import choose_noun_phrases
 
     candidates = [distinct_candidates(ranked) for ranked in beams]
     choices = [distinct or list(ranked[:1]) for distinct, ranked in zip(candidates, beams)]
     if nlp is None:
         answers = [ranked[0] for ranked in choices]
     else:
+        # The model's package (its import loads torch and transformers), only where a noun phrase is chosen.
+        from fiberbench.modeling.decoding import choose_noun_phrases
+
         answers = choose_noun_phrases(masked_captions, choices, nlp)
     return answers, candidates
 
@@ -68,10 +70,14 @@ class Answerer:
         --no_read_noun_phrases; where no pipeline can be loaded for it, a UsageError says so (never
         a silent reading without the step, which gives other answers).
         """
-        from fiberbench.modeling.noun_phrases import load_spacy_pipeline, pipeline_name
+        nlp, decoding = None, {"only_noun_phrases": False, "spacy_model": None}
+        if only_noun_phrases and num_beams > 1:
+            # The model's package (its import loads torch and transformers), only where there is a choice: a --reread
+            # or a one-beam run without the reader's step loads neither.
+            from fiberbench.modeling.noun_phrases import load_spacy_pipeline, pipeline_name
 
-        nlp = load_spacy_pipeline(spacy_model) if only_noun_phrases and num_beams > 1 else None
-        decoding = {"only_noun_phrases": nlp is not None, "spacy_model": None if nlp is None else pipeline_name(nlp)}
+            nlp = load_spacy_pipeline(spacy_model)
+            decoding = {"only_noun_phrases": True, "spacy_model": pipeline_name(nlp)}
         reader_nlp, reader = None, None
         if prompted:
             reader_nlp = None if read_noun_phrases is False else load_reader_pipeline(spacy_model)
