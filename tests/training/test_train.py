@@ -231,13 +231,22 @@ def test_a_checkpoint_that_cannot_be_resumed_is_one_line_and_writes_nothing(
     RunFolder.check(str(output_dir), overwrite=False, resume_from_checkpoint=None, inputs=[])
 
 
-def test_most_frequent_answer_baseline_writes_outputs(launch, tmp_path):
-    launch(["--baseline", "most_frequent_answer", "--output_dir", tmp_path])
-    results, records = read_outputs(tmp_path)
+@pytest.fixture(scope="module")
+def most_frequent_answer_run(launch, built_sample, tmp_path_factory):
+    """The most-frequent-answer baseline on the built sample, once for the tests of its outputs and its label: its
+    output folder and the finished launch."""
+    output_dir = tmp_path_factory.mktemp("most_frequent_answer") / "run"
+    result = launch(["--baseline", "most_frequent_answer", "--dataset_name", built_sample, "--output_dir", output_dir])
+    return output_dir, result
+
+
+def test_most_frequent_answer_baseline_writes_outputs(most_frequent_answer_run):
+    output_dir, _ = most_frequent_answer_run
+    results, records = read_outputs(output_dir)
     assert len(records) == sum(SAMPLE_SPLIT_SIZES.values())
     assert {record["prediction"] for record in records} == {results["answer"]}
-    assert results["test"]["label_probability"] is None and results["synthetic"] is True
-    assert not (tmp_path / "model").exists()
+    assert results["test"]["label_probability"] is None
+    assert not (output_dir / "model").exists()
 
 
 def test_zero_shot_baseline_writes_outputs(launch, tmp_path):
@@ -292,8 +301,8 @@ def test_compiled_length_grouped_tracked_training_saves_a_plain_model_and_logs_i
     assert f"Logging metrics to tensorboard: {output_dir / 'logs' / 'fiber'}" in result.stderr
 
 
-def test_a_dataset_built_from_the_sample_is_labelled_synthetic(launch, built_sample, tmp_path):
-    result = launch(["--baseline", "most_frequent_answer", "--dataset_name", built_sample, "--output_dir", tmp_path])
+def test_a_dataset_built_from_the_sample_is_labelled_synthetic(most_frequent_answer_run, built_sample):
+    output_dir, result = most_frequent_answer_run
     assert f"on {built_sample} (SYNTHETIC: built from the bundled sample)" in first_log_line(result.stderr)
-    results = read_outputs(tmp_path)[0]
+    results = read_outputs(output_dir)[0]
     assert results["synthetic"] is True and results["dataset_name"] == str(built_sample)
