@@ -37,7 +37,7 @@ def selected_by_name(config, marker: str) -> bool:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collection(session):
-    """Collect (which imports torch, transformers, datasets, spaCy, gradio) with Python's cyclic garbage collector held
+    """Collect (which imports torch, transformers, datasets, spaCy) with Python's cyclic garbage collector held
     off, and what it built frozen: as the commands load (`fiberbench.collector`)."""
     from fiberbench.collector import collector_held_off
 
