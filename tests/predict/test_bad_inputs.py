@@ -448,8 +448,14 @@ def predicted(tmp_path, tiny_models, finished_runs) -> list:
 def other_settings(tmp_path, tiny_models, finished_runs) -> list:
     """A run over a finished one with other decoding settings."""
     predicted(tmp_path, tiny_models, finished_runs)
-    return ["--model_name_or_path", tiny_models["causal"], *FINISHED_RUNS["predictions"], "--num_beams", "3",
-            "--no_only_noun_phrases"]
+    return [
+        "--model_name_or_path",
+        tiny_models["causal"],
+        *FINISHED_RUNS["predictions"],
+        "--num_beams",
+        "3",
+        "--no_only_noun_phrases",
+    ]
 
 
 def damaged(edit_metadata=None, edit_row=None):
