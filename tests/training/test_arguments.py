@@ -2,8 +2,6 @@
 
 import argparse
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -20,6 +18,11 @@ from fiberbench.training.arguments import (
     read_config,
 )
 from fiberbench.training.models import resolve_fusion
+
+from ..processes import modules_loaded
+
+# What a run loads and `--help` or a refusal must not.
+HEAVY_LIBRARIES = ("spacy", "torch", "transformers", "datasets", "evaluate", "accelerate")
 
 TABLE_3_CONFIGS = (
     "most_frequent_answer",
@@ -212,15 +215,13 @@ def test_the_tracker_project_is_fiber_by_default():
 def test_help_imports_no_heavy_library():
     """`train.py --help` answers at once: torch, transformers, datasets, accelerate and spaCy load only for a run."""
     code = (
-        "import sys, contextlib, io\n"
+        "import contextlib, io\n"
         "from fiberbench.training.train import main\n"
         "with contextlib.redirect_stdout(io.StringIO()) as help, contextlib.suppress(SystemExit):\n"
         "    main(['--help'])\n"
         "assert '--lr_scheduler_type' in help.getvalue()\n"
-        "print(sorted({'spacy', 'torch', 'transformers', 'datasets', 'evaluate', 'accelerate'} & set(sys.modules)))\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert result.stdout.strip() == "[]"
+    assert modules_loaded(code, HEAVY_LIBRARIES)[0] == []
 
 
 @pytest.mark.parametrize(
@@ -243,12 +244,10 @@ def test_a_main_job_refused_for_its_output_folder_or_launch_loads_no_heavy_libra
         "import sys\n"
         "from fiberbench.training.train import main\n"
         f"assert main(['--output_dir', {str(tmp_path / 'run')!r}]) == 2\n"
-        "print(sorted({'spacy', 'torch', 'transformers', 'datasets', 'evaluate', 'accelerate'} & set(sys.modules)))\n"
     )
     env = {name: value for name, value in os.environ.items() if name not in ("WORLD_SIZE", "MASTER_ADDR")}
-    result = subprocess.run([sys.executable, "-c", code], env=env | environment, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "[]" and expected in result.stderr
+    loaded, result = modules_loaded(code, HEAVY_LIBRARIES, env=env | environment)
+    assert loaded == [] and expected in result.stderr
 
 
 def test_the_flag_and_its_help_name_every_fusion_of_the_model():
