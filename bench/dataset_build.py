@@ -18,7 +18,7 @@ import torch
 from datasets import load_dataset
 
 from fiberbench.data.fiber.make_sample import make_sample
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 
 import quick
 

@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fiberbench.features.clips import Clip
-from fiberbench.features.arguments import frame_sampling
-from fiberbench.features.encoders import ClipPreparer, Encoder, encoder_spec
-from fiberbench.features.extraction import encode_clips, make_loader
+from fiberbench.data.features.clips import Clip
+from fiberbench.data.features.arguments import frame_sampling
+from fiberbench.data.features.encoders import ClipPreparer, Encoder, encoder_spec
+from fiberbench.data.features.extraction import encode_clips, make_loader
 from fiberbench.testing.tiny_encoders import (
     BASE_CLIP,
     BASE_VIDEOMAE,

@@ -22,7 +22,7 @@ from spacy.language import Language
 from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,

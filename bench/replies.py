@@ -26,7 +26,7 @@ from fiberbench.data import load_sample
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
 from fiberbench.cli import main as fiberbench
-from fiberbench.replies import read_answers
+from fiberbench.predict.replies import read_answers
 from fiberbench.testing.tiny_models import save_causal
 
 SHORT = 6  # words

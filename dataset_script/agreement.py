@@ -70,7 +70,7 @@ def agreement_of_file(path: Path, answers_files: list[Path] | None = None) -> di
     """`human_agreement` of a release-format file: of its `additional_answers`, or of the crowd answers of CSVs."""
     from fiberbench.metric import human_agreement
 
-    from .fiber.validation import InvalidRecordError, read_release_records
+    from fiberbench.records import InvalidRecordError, read_release_records
 
     records = read_release_records(path)
     if answers_files:

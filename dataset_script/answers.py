@@ -28,8 +28,8 @@ from fiberbench.files import check_input_files
 from fiberbench.ownership import Output, arguments_of, open_all
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavailable_video, task_input_value
-from .fiber.validation import ClipKey, clip_key
-from .json_records import write_json_records
+from fiberbench.records import ClipKey, clip_key
+from fiberbench.json_records import write_json_records
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -158,7 +158,7 @@ class CsvTable:
             raise DataError(f"{self.path}: the {layout} layout needs the columns {missing}, which are missing")
 
     def whole_seconds(self, row: dict[str, str], line: int, column: str) -> int:
-        from .fiber.validation import whole_seconds
+        from fiberbench.records import whole_seconds
 
         try:
             return whole_seconds(row[column], text=True)
@@ -404,7 +404,7 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .fiber.validation import read_release_records
+    from fiberbench.records import read_release_records
 
     check_input_files([*args.blanked_files, *args.answers_files])
     if len({path.name for path in args.blanked_files}) != len(args.blanked_files):

@@ -34,9 +34,8 @@ from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
 from fiberbench.predictions import KEY_FIELDS
 
-from .fiber.release import BLANK
-from .fiber.validation import ClipKey, check_plain_video_id
-from .json_records import JsonRecordError, read_json_values, write_json_records
+from fiberbench.records import BLANK, ClipKey, check_plain_video_id
+from fiberbench.json_records import JsonRecordError, read_json_values, write_json_records
 
 if TYPE_CHECKING:
     from spacy.language import Language

@@ -29,7 +29,7 @@ from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, 
 if TYPE_CHECKING:
     from .fiber.features_info import FeaturesInfo
     from .fiber.fiber import DroppedAnswers, Fiber
-    from .fiber.validation import InvalidRecordError
+    from fiberbench.records import InvalidRecordError
 
 logger = logging.getLogger(__name__)
 
@@ -410,7 +410,7 @@ def run(args: argparse.Namespace) -> int:
     """Build, report, and push when asked; errors are one line (see `fiberbench.errors`)."""
     from fiberbench.hub import HubPushError, check_can_push, push_folder
 
-    from .fiber.validation import InvalidRecordError
+    from fiberbench.records import InvalidRecordError
 
     if args.push_to_hub:
         # A wrong repo id or a missing login fails now, not after the build.

@@ -76,7 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .answers import check_unique_clips
-    from .fiber.validation import read_release_records
+    from fiberbench.records import read_release_records
 
     flags = {"--output_file": args.output_file}
     if args.page_file is not None:

@@ -144,7 +144,7 @@ def check_video_ids(tables: dict, flag: str) -> None:
     """
     import pyarrow.compute
 
-    from .fiber.validation import VIDEO_ID_PATTERN, check_plain_video_id
+    from fiberbench.records import VIDEO_ID_PATTERN, check_plain_video_id
 
     for name, table in tables.items():
         if "video_id" not in table.column_names:

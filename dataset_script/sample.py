@@ -19,11 +19,13 @@ logger = logging.getLogger(__name__)
 
 def sample_fingerprint() -> str:
     """A hash of the sample's files and of the code that builds them, naming its cache folder."""
-    from . import build, json_records
-    from .fiber import card, features_info, fiber, release, validation
+    from fiberbench import json_records, records
+
+    from . import build
+    from .fiber import card, features_info, fiber, release
 
     digest = hashlib.sha256()
-    code_modules = (build, json_records, card, features_info, fiber, release, validation)
+    code_modules = (build, json_records, card, features_info, fiber, release, records)
     code_files = [Path(module.__file__) for module in code_modules] + [card.CARD_TEMPLATE_PATH]
     sample_files = sorted(path for path in SAMPLE_DIR.rglob("*") if path.is_file())
     for path in code_files + sample_files:

@@ -262,7 +262,7 @@ def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .fiber.validation import read_release_records
+    from fiberbench.records import read_release_records
 
     output = _output(args)
     with output.open([args.file]):

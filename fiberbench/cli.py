@@ -39,7 +39,7 @@ COMMANDS = {
         "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
     ),
     "evaluate": (
-        "fiberbench.evaluate.command",
+        "fiberbench.metric.evaluate.command",
         "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
     ),
     "leaderboard": (
@@ -51,7 +51,7 @@ COMMANDS = {
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
     ),
     "extract-features": (
-        "fiberbench.features.command",
+        "fiberbench.data.features.command",
         "Video features of every clip from its video with an image or video encoder (CLIP, SigLIP, DINOv2, VideoMAE, "
         "V-JEPA 2), for build-dataset --features_dir.",
     ),

@@ -5,7 +5,7 @@ dataset's), with the system's answer in `prediction` and, optionally, its ranked
 CSV, a JSON-encoded list), as JSON Lines, a JSON array or CSV (`FORMATS`). Here: reading the rows
 (`read_rows`; `read_columns`, its fast path for JSON Lines), the checks of one row (`blank_key`, `ranked_candidates`), and how the answers were read
 from a model's replies where the file records it (`recorded_reading`). Joining the rows to a split's
-blanks is `fiberbench.scoring.split.join_predictions`.
+blanks is `fiberbench.metric.scoring.split.join_predictions`.
 """
 
 import csv
@@ -26,7 +26,7 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
     suffix = path.suffix.lower()
     if suffix not in FORMATS:
         raise DataError(f"{path}: cannot tell its format from {suffix or 'no suffix'!r}: use .jsonl, .json or .csv")
-    from fiberbench.data.json_records import too_long_integer
+    from fiberbench.json_records import too_long_integer
 
     try:
         with path.open(encoding="utf-8-sig", newline="") as file:  # utf-8-sig: a byte-order mark is not data
@@ -161,7 +161,7 @@ def _json_value(text: str) -> object:
 def blank_key(row: dict, path: Path, where: str) -> BlankKey:
     """The blank a row predicts; times may be text (CSV) but must be whole seconds (`whole_seconds`, the dataset's
     definition of a time)."""
-    from fiberbench.data.fiber.validation import whole_seconds
+    from fiberbench.records import whole_seconds
 
     for field in (*KEY_FIELDS, "prediction"):
         if field not in row:

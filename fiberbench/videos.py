@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fiberbench.data.fiber.validation import ClipKey, clip_id
+from fiberbench.records import ClipKey, clip_id
 from fiberbench.errors import DataError
 
 logger = logging.getLogger(__name__)

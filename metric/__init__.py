@@ -1,7 +1,7 @@
 """FIBER scoring: the `fiber_metric` evaluate module, its plain functions, the baseline and `push-metric`.
 
-`fiberbench evaluate`, which joins predictions files with a dataset's split, is `fiberbench.evaluate` (its scoring
-`fiberbench.scoring`).
+`fiberbench evaluate`, which joins predictions files with a dataset's split, is `fiberbench.metric.evaluate` (its scoring
+`fiberbench.metric.scoring`).
 
 The functions are read from `fiber_metric/` (scores.py, statistics.py, agreement.py) on first use (PEP 562):
 they import numpy, which `fiberbench push-metric --help` and the other commands that only need `METRIC_PATH`

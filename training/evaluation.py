@@ -12,7 +12,7 @@ from accelerate import Accelerator
 from tqdm.auto import tqdm
 
 import fiberbench.metric
-from fiberbench.answers import answers_and_candidates
+from fiberbench.predict.answers import answers_and_candidates
 from fiberbench.metric import references_from_example
 from fiberbench.modeling import FiberProcessor, FiberT5ForConditionalGeneration
 from fiberbench.training.inputs import VIDEO_COLUMN, FiberExamples, make_dataloader
@@ -95,7 +95,7 @@ class Evaluator:
 
         The loader yields raw rows (`FiberDataCollator` without a processor), and each process
         fills the blanks of its shard with the model's own `fill_blanks`, the API users call; the
-        answers and candidates recorded are `fiberbench.answers`', as `predict` records them.
+        answers and candidates recorded are `fiberbench.predict.answers`', as `predict` records them.
         `gather_for_metrics` drops the examples repeated to even out the last batch, so every
         example comes back exactly once; the result is in split order.
         """

@@ -28,7 +28,7 @@ import torch
 from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer
 from transformers.trainer_utils import HubStrategy
 
-from fiberbench.answers import answers_and_candidates
+from fiberbench.predict.answers import answers_and_candidates
 from fiberbench.files import write_text
 from fiberbench.metric import references_from_example
 from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor

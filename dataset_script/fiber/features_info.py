@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fiberbench.errors import DataError
 
-from .validation import VIDEO_FEATURE_SIZE
+from fiberbench.records import VIDEO_FEATURE_SIZE
 
 FEATURES_INFO_FILE = "features.json"
 I3D_CONFIG = "i3d"

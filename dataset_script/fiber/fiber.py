@@ -20,9 +20,9 @@ from fiberbench import CITATION
 from fiberbench.errors import DataError
 from fiberbench.metric import normalize_answer
 
-from ..json_records import JsonRecordError, read_json_values
+from fiberbench.json_records import JsonRecordError, read_json_values
 from .release import SPLIT_FILES
-from .validation import (
+from fiberbench.records import (
     VIDEO_FEATURE_SIZE,
     ClipKey,
     InvalidRecordError,

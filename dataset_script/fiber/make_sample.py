@@ -24,8 +24,10 @@ import numpy as np
 from fiberbench.errors import UsageError
 from fiberbench.files import atomic_folder
 
-from .release import BLANK, SAMPLE_DIR
-from .validation import VIDEO_FEATURE_SIZE, feature_file_name
+from fiberbench.records import BLANK
+
+from .release import SAMPLE_DIR
+from fiberbench.records import VIDEO_FEATURE_SIZE, feature_file_name
 
 SEED = 2022
 # Keyed by the release's file stems. Enough clips for a tiny model to learn the items in minutes

@@ -6,11 +6,6 @@ and the checks made before a build import nothing heavy.
 
 from pathlib import Path
 
-# The blank of a masked caption, as the release writes it: what the data tools write (`fiberbench blank`, the
-# sample's generator) and check (`validation`). The model's processor has its own copy
-# (`fiberbench.modeling.processing_fiber.BLANK`, the same string, a test says): its file ships alone with every model,
-# and this one is read without loading torch and transformers.
-BLANK = "_____"
 
 # The official release files, as linked from the project's GitHub README
 # (https://github.com/MichiganNLP/video-fill-in-the-blank) and used by its data module; the category

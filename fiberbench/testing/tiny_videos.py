@@ -11,7 +11,7 @@ import numpy as np
 
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.release import SPLIT_FILES
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.records import clip_id
 
 from .tiny_models import FRAME_SIZE
 

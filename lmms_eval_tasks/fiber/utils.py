@@ -2,7 +2,7 @@
 
 lmms-eval imports this file by its path (`--include_path`); it imports the installed `fiberbench`:
 the record checks of the dataset builder, the video file naming and checks of `fiberbench predict`,
-its default prompt and its answer reader (`fiberbench.replies.read_answer`), and the
+its default prompt and its answer reader (`fiberbench.predict.replies.read_answer`), and the
 metric's plain functions, so a score here is the score `fiberbench evaluate` gives the same answers.
 
 The reader's noun-phrase step needs an English spaCy pipeline (the `video` extra installs one);
@@ -15,12 +15,12 @@ import functools
 import os
 from pathlib import Path
 
-from fiberbench.data.fiber.validation import clip_id, validate_record
+from fiberbench.records import clip_id, validate_record
 from fiberbench.errors import DataError, UsageError
 from fiberbench.metric import exact_match, f1, references_from_example
 from fiberbench.predictions import KEY_FIELDS
-from fiberbench.prompts import DEFAULT_PROMPT, check_template
-from fiberbench.replies import load_reader_pipeline, read_answer, reader_settings
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.predict.replies import load_reader_pipeline, read_answer, reader_settings
 from fiberbench.videos import ClipVideo, FrameSampling, check_video, expected_names, find_clip_video
 
 VIDEO_DIR_ENV = "FIBER_VIDEO_DIR"

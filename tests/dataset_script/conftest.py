@@ -10,7 +10,7 @@ import time
 import pytest
 
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 
 SPLIT_FILES = {"train": "train.json", "validation": "val.json", "test": "test.json"}
 CLIPS = {"train": 20, "validation": 10, "test": 10}

@@ -14,7 +14,7 @@ import pytest
 
 from fiberbench.cli import main
 from fiberbench.data import blanking
-from fiberbench.data.json_records import read_json_records, write_json_records
+from fiberbench.json_records import read_json_records, write_json_records
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
 DATA = Path(__file__).parent / "data"

@@ -16,7 +16,7 @@ import fiberbench.data.fiber.card as card_module
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.build import Sources, build_dataset
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 from fiberbench.errors import UsageError
 from fiberbench.ownership import FOLDER_RECORD
 
@@ -234,7 +234,7 @@ def test_a_build_of_release_files_loads_neither_torch_nor_transformers(tmp_path)
 
 
 def test_the_data_tools_and_the_model_read_one_blank():
-    from fiberbench.data.fiber.release import BLANK
+    from fiberbench.records import BLANK
     from fiberbench.modeling.processing_fiber import BLANK as MODEL_BLANK
 
     assert BLANK == MODEL_BLANK == "_____"

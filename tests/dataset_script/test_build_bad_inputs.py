@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 
 BAD_INDEX = 3  # the broken record of val.json, where one record is broken
 

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from fiberbench.data import json_records
-from fiberbench.data.json_records import JsonRecordError, read_json_records, read_json_values, write_json_records
+from fiberbench import json_records
+from fiberbench.json_records import JsonRecordError, read_json_records, read_json_values, write_json_records
 from fiberbench.errors import DataError
 
 RECORDS = [{"index": index, "text": "é" * index * 700, "numbers": [index, 1.5, None]} for index in range(40)]

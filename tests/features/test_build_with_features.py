@@ -10,7 +10,7 @@ import pytest
 from datasets import Array2D, load_dataset
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.fiber.release import SPLIT_FILES
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.records import clip_id
 from huggingface_hub import DatasetCard
 
 from fiberbench.cli import main

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.records import clip_id
 from transformers import (
     CLIPImageProcessorPil,
     CLIPModel,
@@ -26,7 +26,7 @@ from transformers import (
 )
 
 from fiberbench.cli import main
-from fiberbench.features.encoders import EncoderSpec
+from fiberbench.data.features.encoders import EncoderSpec
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
 from ..predict.conftest import write_video, write_video_claiming
@@ -323,7 +323,7 @@ def test_a_damaged_features_file_is_named_on_resume(encoders, video_dir, tmp_pat
 
 
 def test_the_default_name_is_the_models():
-    from fiberbench.features.arguments import default_features_name
+    from fiberbench.data.features.arguments import default_features_name
 
     assert default_features_name("openai/clip-vit-large-patch14") == "clip-vit-large-patch14"
     assert default_features_name("facebook/dinov2-base") == "dinov2-base"
@@ -347,7 +347,7 @@ def test_v_jepa_2_is_read_as_a_video_encoder_of_its_windows():
     """Its processor is a video processor, which needs torchvision (not installed here): the model alone."""
     from transformers import VJEPA2Config, VJEPA2Model
 
-    from fiberbench.features.encoders import Encoder, encoder_spec
+    from fiberbench.data.features.encoders import Encoder, encoder_spec
 
     config = VJEPA2Config(
         crop_size=32,

@@ -9,7 +9,7 @@ from huggingface_hub import ModelCard, hf_hub_download
 
 import fiberbench.training
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 from fiberbench.training.launch import ACCELERATE_CONFIG
 
 REPO_ID = "fiber-org/fiber-t5-sample"

@@ -17,8 +17,8 @@ from fiberbench.cli import main
 from fiberbench.errors import DataError, UsageError
 from fiberbench.lmms_eval_tasks import TASK_PATH
 from fiberbench.metric import exact_match, f1, references_from_example
-from fiberbench.prompts import DEFAULT_PROMPT
-from fiberbench.replies import read_answer, reader_settings
+from fiberbench.predict.prompts import DEFAULT_PROMPT
+from fiberbench.predict.replies import read_answer, reader_settings
 from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos, write_video
 from fiberbench.testing.video_families import save_video_family
 

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoTokenizer
 
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.validation import feature_file_name
+from fiberbench.records import feature_file_name
 from fiberbench.modeling import (
     SAMPLE_TOKENIZER_PATH,
     FiberProcessor,

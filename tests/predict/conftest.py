@@ -8,7 +8,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from fiberbench.data.fiber.validation import clip_key
+from fiberbench.records import clip_key
 
 from fiberbench.testing.tiny_models import SAVERS
 from fiberbench.testing.tiny_videos import sample_test_records, write_sample_videos, write_video

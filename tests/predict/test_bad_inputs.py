@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fiberbench.data.fiber.validation import clip_id
+from fiberbench.records import clip_id
 from tokenizers import Tokenizer, models
 from transformers import (
     PreTrainedTokenizerFast,

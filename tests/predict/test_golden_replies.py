@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fiberbench.replies import READER_VERSION, read_answers, reader_settings, reading
+from fiberbench.predict.replies import READER_VERSION, read_answers, reader_settings, reading
 
 HERE = Path(__file__).parent
 TABLE_FILE, GOLDEN_FILE = HERE / "replies_table.json", HERE / "replies_golden.json"
@@ -74,7 +74,7 @@ def test_the_replies_read_as_the_golden_list_says(nlp, golden):
 
 
 def test_the_table_covers_every_reading_and_the_hardened_cases(golden):
-    from fiberbench.replies import READINGS
+    from fiberbench.predict.replies import READINGS
 
     assert {row["reading"] for row in golden["answers"]} == set(READINGS)
     cases = {row["case"] for row in table()}

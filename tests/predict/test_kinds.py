@@ -9,8 +9,8 @@ from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.cli import main
 from fiberbench.files import file_digest, folder_fingerprint
 from fiberbench.predict.kinds import KIND_NAMES, KINDS, PROMPTED_KINDS, detect_kind
-from fiberbench.prompts import DEFAULT_PROMPT
-from fiberbench.replies import read_answers
+from fiberbench.predict.prompts import DEFAULT_PROMPT
+from fiberbench.predict.replies import read_answers
 from fiberbench.testing.tiny_models import save_causal, save_video
 
 from .conftest import clip_keys, read_evaluate_format, sample_test_records, scored_by_evaluate

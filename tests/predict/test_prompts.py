@@ -2,7 +2,7 @@
 
 import pytest
 
-from fiberbench.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 
 
 def test_the_default_prompt_is_a_valid_template():

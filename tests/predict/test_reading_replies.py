@@ -7,9 +7,9 @@ import pytest
 from fiberbench.metric import normalize_answer
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 
-from fiberbench.answers import answer_fields
+from fiberbench.predict.answers import answer_fields
 from fiberbench.cli import main
-from fiberbench.replies import READER_VERSION, READINGS, read_answers
+from fiberbench.predict.replies import READER_VERSION, READINGS, read_answers
 
 from ..processes import modules_loaded
 from .conftest import (
@@ -50,7 +50,7 @@ def test_the_replies_are_kept_and_read_by_the_reader(tiny_models, tmp_path, nlp)
     captions = [record["masked_caption"] for record in sample_test_records()[:8]]
     assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], captions, nlp)
     assert metadata(output_file)["settings"]["reader"] == {
-        "reader": "fiberbench.replies.read_answer",
+        "reader": "fiberbench.predict.replies.read_answer",
         "version": READER_VERSION,
         "readings": [*READINGS, "noun_phrase"],
         "noun_phrase_step": True,

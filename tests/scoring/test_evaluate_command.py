@@ -12,7 +12,7 @@ from fiberbench.metric import human_agreement, references_from_example
 from fiberbench.ownership import FOLDER_RECORD
 from fiberbench.metric.baselines import most_frequent_answer
 from fiberbench.predictions import KEY_FIELDS
-from fiberbench.scoring.figure import BASELINE_STYLES, category_figure, plot_layout, system_colours
+from fiberbench.metric.scoring.figure import BASELINE_STYLES, category_figure, plot_layout, system_colours
 
 SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
 FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]

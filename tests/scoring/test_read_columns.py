@@ -9,7 +9,7 @@ import pytest
 
 from fiberbench.errors import DataError
 from fiberbench.predictions import KEY_FIELDS, read_columns, read_rows, recorded_reading
-from fiberbench.scoring.split import join_predictions, load_split, read_splits, read_system
+from fiberbench.metric.scoring.split import join_predictions, load_split, read_splits, read_system
 
 
 @pytest.fixture(scope="module")

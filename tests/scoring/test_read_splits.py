@@ -9,7 +9,7 @@ import pytest
 
 from fiberbench.data import load_fiber
 from fiberbench.errors import DataError, UsageError
-from fiberbench.scoring.split import SCORED_COLUMNS, built_folder_tables, read_splits
+from fiberbench.metric.scoring.split import SCORED_COLUMNS, built_folder_tables, read_splits
 
 
 def through_load_fiber(dataset_name: str, config_name: str) -> dict:
@@ -36,7 +36,7 @@ def test_a_built_folder_gives_the_rows_load_fiber_gives_in_its_order(built_sampl
 
 def test_a_built_folder_is_read_without_importing_datasets(built_sample):
     code = (
-        "import sys\nfrom fiberbench.scoring.split import read_splits\n"
+        "import sys\nfrom fiberbench.metric.scoring.split import read_splits\n"
         f"splits = read_splits({str(built_sample)!r}, 'text')\n"
         "print(list(splits), 'datasets' in sys.modules, 'pandas' in sys.modules)"
     )

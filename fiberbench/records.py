@@ -1,0 +1,262 @@
+"""Validation of FIBER release-format records, category files and video feature files.
+
+Every check raises `InvalidRecordError`, whose message names the file, the record index and the
+field, so that a bad record in a 28,000-record file can be found at once.
+"""
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fiberbench.errors import DataError, quoted
+from fiberbench.metric import normalize_answer
+
+from fiberbench.json_records import NOT_UTF8_PATTERN, read_json_records
+
+# The blank of a masked caption, as the release writes it. The model's processor has its own copy
+# (`fiberbench.modeling.processing_fiber.BLANK`, the same string, a test says): its file ships alone with every model.
+BLANK = "_____"
+VIDEO_FEATURE_SIZE = 1024
+# Times are stored as int32 (seconds into the video); larger ones cannot be written.
+MAX_TIME = 2**31 - 1
+# A time written as text: ASCII digits only (`str.isdigit` takes "²", which `int` refuses, and `int`
+# takes fullwidth "１２３"), and few enough that `int` never meets Python's limit of 4,300 digits.
+TIME_TEXT_PATTERN = re.compile(r"[0-9]{1,%d}" % len(str(MAX_TIME)))
+# A .npz archive is a zip file: its first bytes.
+ZIP_MAGIC = b"PK\x03\x04"
+# A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
+# id is turned into a file name, so ids are checked before any path is built from them.
+VIDEO_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
+# A run of five or more underscores: a blank, well formed only when it is exactly `_____`.
+UNDERSCORE_RUN_PATTERN = re.compile(r"_{5,}")
+
+
+class InvalidRecordError(DataError):
+    """A record (or category row, or feature file) that breaks the release format.
+
+    `index` and `field` are None for errors of a whole file (not JSON, a missing column).
+    """
+
+    def __init__(self, file: str, index: int | None, field: str | None, problem: str) -> None:
+        self.file = file
+        self.index = index
+        self.field = field
+        self.problem = problem
+        where = [file] + ([f"record {index}"] if index is not None else []) + ([f"field '{field}'"] if field else [])
+        super().__init__(": ".join(where + [problem]))
+
+
+def whole_seconds(value: Any, *, text: bool = False) -> int:
+    """A clip's time: whole seconds from 0 to `MAX_TIME`, a JSON integer (not a bool) or, with `text`
+    (a CSV cell), ASCII digits.
+
+    The one definition of a time, for the dataset's records, predictions files and crowd answers;
+    anything else raises a ValueError saying what a time is and what `value` was.
+    """
+    if text and isinstance(value, str) and TIME_TEXT_PATTERN.fullmatch(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TIME:
+        return value
+    raise ValueError(f"must be a whole number of seconds from 0 to {MAX_TIME:,}, got {quoted(value)}")
+
+
+def _require_type(value: Any, expected: type, *, file: str, index: int, field: str) -> None:
+    # `bool` is a subclass of `int`, but `true` is no time in seconds.
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
+
+
+def check_plain_video_id(video_id: str) -> str:
+    """The id itself if it is a plain YouTube-style id (`[A-Za-z0-9_-]+`), else a ValueError saying why.
+
+    Every reader of ids checks them (the builder, `blank`, `fiberbench.data.load_fiber`): an id is
+    part of file names, and `../x` or `/x` would lead out of the folder it is looked up in.
+    """
+    if not VIDEO_ID_PATTERN.fullmatch(video_id):
+        raise ValueError(f"{video_id[:100]!r} is not a plain video id (only A-Z, a-z, 0-9, '_' and '-')")
+    return video_id
+
+
+def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
+    """The id itself if it is a plain YouTube-style id (`check_plain_video_id`)."""
+    _require_type(video_id, str, file=file, index=index, field="video_id")
+    try:
+        return check_plain_video_id(video_id)
+    except ValueError as error:
+        raise InvalidRecordError(file, index, "video_id", str(error)) from None
+
+
+def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[list[str]]:
+    field = "additional_answers"
+    _require_type(value, list, file=file, index=index, field=field)
+    for annotator, answers in enumerate(value):
+        if not isinstance(answers, list) or not answers:
+            raise InvalidRecordError(file, index, field, f"annotator {annotator}: expected a non-empty list of answers")
+        for position, answer in enumerate(answers):
+            if not isinstance(answer, str) or not answer.strip():
+                raise InvalidRecordError(
+                    file, index, field, f"annotator {annotator}, answer {position}: expected a non-empty string"
+                )
+    return value
+
+
+def _time(record: dict, field: str, *, file: str, index: int) -> int:
+    try:
+        return whole_seconds(record[field])
+    except ValueError as error:
+        raise InvalidRecordError(file, index, field, str(error)) from None
+
+
+def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
+    """Check one release-format record and return its example fields (without category or features).
+
+    `additional_answers` may be absent (as in train) and becomes `[]`; `caption` may be absent and
+    becomes None, but when present the label put into the blank must give it back.
+    """
+    if not isinstance(record, dict):
+        raise InvalidRecordError(file, index, "(record)", f"expected a JSON object, got {type(record).__name__}")
+    for field in ("video_id", "video_start_time", "video_end_time", "masked_caption", "label"):
+        if field not in record:
+            raise InvalidRecordError(file, index, field, "missing")
+
+    video_id = validate_video_id(record["video_id"], file=file, index=index)
+    start, end = (_time(record, field, file=file, index=index) for field in ("video_start_time", "video_end_time"))
+    if start >= end:
+        problem = f"must be greater than video_start_time ({end} <= {start})"
+        raise InvalidRecordError(file, index, "video_end_time", problem)
+
+    masked_caption, label = record["masked_caption"], record["label"]
+    _require_type(masked_caption, str, file=file, index=index, field="masked_caption")
+    blanks = UNDERSCORE_RUN_PATTERN.findall(masked_caption)
+    if blanks != [BLANK]:
+        raise InvalidRecordError(
+            file, index, "masked_caption", f"expected exactly one blank {BLANK!r}, found {blanks or 'none'}"
+        )
+    _require_type(label, str, file=file, index=index, field="label")
+    if not label.strip():
+        raise InvalidRecordError(file, index, "label", "empty")
+    if not normalize_answer(label):
+        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
+        raise InvalidRecordError(file, index, "label", problem)
+
+    caption = record.get("caption")
+    if caption is not None:
+        _require_type(caption, str, file=file, index=index, field="caption")
+        if masked_caption.replace(BLANK, label) != caption:
+            raise InvalidRecordError(
+                file, index, "caption", f"the label {label!r} put into the blank does not give the caption {caption!r}"
+            )
+
+    additional_answers = record.get("additional_answers", [])
+    return {
+        "video_id": video_id,
+        "video_start_time": start,
+        "video_end_time": end,
+        "caption": caption,
+        "masked_caption": masked_caption,
+        "label": label,
+        "additional_answers": _validate_additional_answers(additional_answers, file=file, index=index),
+    }
+
+
+def read_release_records(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a release-format file (JSON array or JSON Lines), each checked by `validate_record`."""
+    return [validate_record(record, file=str(path), index=index) for index, record in enumerate(read_json_records(path))]
+
+
+def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:
+    """The rows of a tab-separated category file whose header row names `video_id` and `category`.
+
+    The release's files have these two columns among others (ignored); so does the bundled sample.
+    A UTF-8 byte order mark and Windows line ends are accepted; bytes that are not UTF-8 are kept
+    (as lone surrogates) for `validate_category_row` to report in the row that holds them.
+    """
+    with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as stream:
+        reader = csv.DictReader(stream, delimiter="\t")
+        header = reader.fieldnames or ()
+        if _has_bytes_not_utf8(*header):
+            raise InvalidRecordError(file, None, None, "the header row holds bytes that are not UTF-8 text")
+        missing = {"video_id", "category"} - set(header)
+        if missing:
+            raise InvalidRecordError(file, None, None, f"no {' or '.join(sorted(missing))} column in the header row")
+        return list(reader)
+
+
+def _has_bytes_not_utf8(*texts: str | None) -> bool:
+    """Whether any text holds a byte that was not UTF-8 (read with errors="surrogateescape")."""
+    return any(text is not None and NOT_UTF8_PATTERN.search(text) for text in texts)
+
+
+def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tuple[str, str]:
+    """(video_id, category) of one category row."""
+    for field in ("video_id", "category"):
+        if _has_bytes_not_utf8(row.get(field)):
+            raise InvalidRecordError(file, index, field, "holds bytes that are not UTF-8 text")
+    video_id = validate_video_id(row["video_id"], file=file, index=index)
+    category = (row["category"] or "").strip()
+    if not category:
+        raise InvalidRecordError(file, index, "category", "empty")
+    return video_id, category
+
+
+def load_video_features(path: Path, *, file: str, index: int, feature_size: int = VIDEO_FEATURE_SIZE) -> np.ndarray:
+    """The clip's features as float32 (T, D), from a `.npy` of shape (1, T, D): the release's I3D layout (D = 1024),
+    which `fiberbench extract-features` writes too (D = `feature_size`).
+
+    The file must lie in its features folder (`path.parent`): a symbolic link that leads out of
+    it is refused, so that a crafted folder cannot make the build read (and publish) other files.
+    """
+    field = "video_features"
+    if path.is_dir():
+        raise InvalidRecordError(file, index, field, f"{path} is a folder, not a .npy file")
+    if not path.is_file():
+        raise InvalidRecordError(file, index, field, f"feature file not found: {path}")
+    if not path.resolve().is_relative_to(path.parent.resolve()):
+        raise InvalidRecordError(
+            file, index, field, f"{path} is a symbolic link to {path.resolve()}, outside the features folder"
+        )
+    try:
+        with open(path, "rb") as stream:
+            if stream.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
+                raise ValueError("it is a .npz (zip) archive")
+            stream.seek(0)
+            features = np.lib.format.read_array(stream, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise InvalidRecordError(file, index, field, f"{path}: not a readable .npy array ({error})") from error
+    if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != feature_size:
+        raise InvalidRecordError(
+            file, index, field, f"{path.name}: expected shape (1, T, {feature_size}), got {features.shape}"
+        )
+    if not np.issubdtype(features.dtype, np.floating):
+        raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")
+    # Checked after the cast: float64 values beyond float32's range (about 3.4e38) become infinite.
+    with np.errstate(over="ignore"):
+        features = features[0].astype(np.float32, copy=False)
+    if not np.isfinite(features).all():
+        raise InvalidRecordError(
+            file, index, field, f"{path.name}: contains NaN or infinite values (or values beyond float32's range)"
+        )
+    return features
+
+
+# A clip as the release identifies it: (video_id, video_start_time, video_end_time).
+ClipKey = tuple[str, int, int]
+
+
+def clip_key(record: dict) -> ClipKey:
+    """The (video_id, video_start_time, video_end_time) of a release-format record."""
+    return record["video_id"], record["video_start_time"], record["video_end_time"]
+
+
+def clip_id(video_id: str, start: int, end: int) -> str:
+    """VaTeX's id of a clip, `{video_id}_{start:06d}_{end:06d}`: the stem of its feature (and video) files."""
+    return f"{video_id}_{start:06d}_{end:06d}"
+
+
+def feature_file_name(video_id: str, start: int, end: int) -> str:
+    """The release's I3D file name for a clip: `{video_id}_{start:06d}_{end:06d}.npy`."""
+    return f"{clip_id(video_id, start, end)}.npy"
+

@@ -1,0 +1,50 @@
+"""The prompt of language models that were not trained on FIBER (causal and video-language), and its check.
+
+Their replies are read by `fiberbench.predict.replies`; the FIBER lmms-eval task imports both.
+"""
+
+import string
+
+# Asks for the missing phrase alone; what a model replies instead is read by `replies.read_answer`.
+DEFAULT_PROMPT = (
+    "Fill in the blank (_____) in this caption of a video. Reply with only the missing noun phrase.\n"
+    "Caption: {masked_caption}\n"
+    "Missing noun phrase:"
+)
+PROMPT_FIELD = "masked_caption"
+
+
+def check_template(template: str) -> str:
+    """The template if it is usable: it must hold `{masked_caption}`, plain, and no other field.
+
+    A format spec or conversion (`{masked_caption:d}`, `{masked_caption!r}`, `{masked_caption:>99999999}`)
+    is refused too: it would fail on a caption, change it, or pad it to any size.
+
+    `fiberbench predict` checks --prompt with it as the command line is parsed.
+
+    Raises:
+        ValueError: with the reason, to follow the template's name ("must contain {masked_caption}, ..."): a
+            missing field, another field, a format spec, a lone brace.
+    """
+    try:
+        parsed = [(field, spec, conversion) for _, field, spec, conversion in string.Formatter().parse(template)]
+    except ValueError as error:
+        raise ValueError(
+            f"not a valid template ({error}); write a literal brace as {{{{ or }}}}"
+        ) from error
+    fields = {field for field, _, _ in parsed if field is not None}
+    if PROMPT_FIELD not in fields:
+        raise ValueError(f"must contain {{{PROMPT_FIELD}}}, where each clip's masked caption goes")
+    if fields != {PROMPT_FIELD}:
+        others = ", ".join(sorted("{" + field + "}" for field in fields - {PROMPT_FIELD}))
+        raise ValueError(
+            f"may only use {{{PROMPT_FIELD}}}, got {others}; write a literal brace as {{{{ or }}}}"
+        )
+    for field, spec, conversion in parsed:
+        if spec or conversion:
+            written = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise ValueError(
+                f"{written[:100]} has a format spec or conversion; write {{{PROMPT_FIELD}}} alone"
+            )
+    return template
+
