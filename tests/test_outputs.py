@@ -1,0 +1,207 @@
+"""The output guarantees (`fiberbench.outputs`, docs/reliability.md): what is refused, what is replaced, what a
+killed run leaves, and that a second run into an output being written is refused naming the first."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fiberbench.errors import UsageError
+from fiberbench.outputs import (
+    atomic_folder,
+    atomic_path,
+    check_output,
+    finish_output,
+    output_lock,
+    read_record,
+    start_output,
+    write_json,
+)
+
+COMMAND = "fiberbench evaluate"
+
+
+def earlier_run(folder: Path, command: str = COMMAND, files=("results.json", "plots/a.png")) -> None:
+    """A complete output of `command` in `folder`, written as a command writes it."""
+    record = start_output(folder, command, None, folder=True)
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(name)
+    finish_output(folder, record)
+
+
+def edit(folder: Path, how: str) -> None:
+    """The cases' setups: what stands at `folder` before a run."""
+    folder.mkdir(exist_ok=True)
+    if how == "a user's file":
+        (folder / "notes.txt").write_text("mine")
+    elif how.startswith("an earlier run"):
+        earlier_run(folder, command="fiberbench stats" if "other command" in how else COMMAND)
+        if "a user's file" in how:
+            (folder / "plots" / "notes.txt").write_text("mine")
+    elif how == "a link":
+        folder.rmdir()
+        folder.with_name("elsewhere").mkdir()
+        folder.symlink_to(folder.with_name("elsewhere"))
+
+
+# (what stands at the output, overwrite flag, the refusal; None: accepted)
+CASES = [
+    ("nothing", False, None),
+    ("an empty folder", False, None),
+    ("a user's file", False, r"out exists and has no record fiberbench_output.json, not fiberbench evaluate's"),
+    ("a user's file", True, r"nothing is replaced, even with --overwrite_output_dir"),
+    ("an earlier run", False, r"holds the output of an earlier run of fiberbench evaluate \(complete\); pass "
+     r"--overwrite_output_dir"),
+    ("an earlier run", True, None),
+    ("an earlier run of another command", True, r"was written by fiberbench stats, not fiberbench evaluate's"),
+    ("an earlier run with a user's file in it", True, r"holds plots/notes.txt, which fiberbench evaluate did not write"),
+    ("a link", True, r"is a symbolic link"),
+]
+
+
+@pytest.mark.parametrize(("there", "overwrite", "refusal"), CASES, ids=[f"{c[0]}{', overwrite' * c[1]}" for c in CASES])
+def test_what_stands_at_an_output_folder(tmp_path, there, overwrite, refusal):
+    folder = tmp_path / "out"
+    if there != "nothing":
+        edit(folder, there)
+    if refusal is None:
+        check_output(folder, command=COMMAND, flag="--output_dir", overwrite=overwrite, folder=True)
+    else:
+        with pytest.raises(UsageError, match=refusal):
+            check_output(folder, command=COMMAND, flag="--output_dir", overwrite=overwrite, folder=True)
+
+
+@pytest.mark.parametrize(
+    ("output", "refusal"),
+    [
+        (".", "is the current directory or a folder above it"),
+        ("..", "is the current directory or a folder above it"),
+        ("~", "is the home directory or a folder above it"),
+        ("/", "is the root folder"),
+        ("data/val.json", "is an input of this command"),
+        ("data/hard_link.json", "is an input of this command"),
+        ("data/new.json", "lies inside the input folder"),
+        ("data", "holds the input"),
+    ],
+)
+def test_never_an_input_or_a_folder_above_the_user(tmp_path, monkeypatch, output, refusal):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "val.json").write_text("[]")
+    os.link(tmp_path / "data" / "val.json", tmp_path / "data" / "hard_link.json")
+    inputs = ["data/val.json"] if output.endswith(".json") and "new" not in output else ["data"]
+    if output == "data":
+        inputs = ["data/val.json"]
+    with pytest.raises(UsageError, match=refusal):
+        check_output(output, command=COMMAND, flag="--output_dir", folder=True, inputs=inputs)
+
+
+def test_replacing_an_earlier_run_deletes_only_what_it_wrote(tmp_path):
+    folder = tmp_path / "out"
+    earlier_run(folder)
+    (tmp_path / "neighbour.txt").write_text("beside the folder")
+    previous = check_output(folder, command=COMMAND, flag="--output_dir", overwrite=True, folder=True)
+    record = start_output(folder, COMMAND, previous, folder=True)
+    assert sorted(p.name for p in folder.iterdir()) == ["fiberbench_output.json"]
+    assert read_record(folder, folder=True)["state"] == "running"
+    write_json(folder / "results.json", {"f1": 1.0})
+    finish_output(folder, record, arguments={"seed": 0})
+    record = read_record(folder, folder=True)
+    assert (record["state"], record["files"], record["arguments"]) == ("complete", ["results.json"], {"seed": 0})
+    assert (tmp_path / "neighbour.txt").exists()
+
+
+def test_a_file_output_has_its_record_beside_it(tmp_path):
+    output = tmp_path / "val.json"
+    record = start_output(output, "fiberbench blank", None, folder=False, arguments={"seed": 2})
+    output.write_text("[]")
+    finish_output(output, record)
+    assert read_record(output, folder=False)["arguments"] == {"seed": 2}
+    with pytest.raises(UsageError, match="pass --overwrite_output_file"):
+        check_output(output, command="fiberbench blank", flag="--output_file")
+    assert check_output(output, command="fiberbench blank", flag="--output_file", overwrite=True)["state"] == "complete"
+    with pytest.raises(UsageError, match="not fiberbench answers's"):
+        check_output(output, command="fiberbench answers", flag="--output_file", overwrite=True)
+
+
+HOLD = textwrap.dedent(
+    """
+    import sys
+    from fiberbench.outputs import output_lock, start_output
+    with output_lock(sys.argv[1], "--output_dir"):
+        start_output(sys.argv[1], "fiberbench other-run", None, folder=True)
+        print("held", flush=True)
+        sys.stdin.read()
+    """
+)
+
+
+def test_a_second_run_is_refused_naming_the_first_and_a_killed_runs_lock_is_free(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "out")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UsageError, match=rf"out is being written by another run \(fiberbench other-run, PID {holder.pid} on"):
+            with output_lock(tmp_path / "out", "--output_dir"):
+                pass
+        with pytest.raises(UsageError, match="being written by another run"):  # another spelling of the same output
+            with output_lock(tmp_path / "out" / "sub" / ".." / ".." / "out", "--output_dir"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with output_lock(tmp_path / "out", "--output_dir"):  # the kernel released the killed run's lock
+        assert read_record(tmp_path / "out", folder=True)["state"] == "running"  # and its output says unfinished
+
+
+KILLED = textwrap.dedent(
+    """
+    import os, sys
+    from fiberbench.outputs import atomic_folder, atomic_path
+    with atomic_path(sys.argv[1]) as temporary:
+        temporary.write_text("half")
+        with atomic_folder(sys.argv[2]) as staging:
+            (staging / "half").write_text("half")
+            os.kill(os.getpid(), 9)
+    """
+)
+
+
+def test_a_killed_write_leaves_the_previous_output_whole(tmp_path):
+    (tmp_path / "results.json").write_text("previous")
+    (tmp_path / "built").mkdir()
+    (tmp_path / "built" / "data").write_text("previous")
+    subprocess.run([sys.executable, "-c", KILLED, str(tmp_path / "results.json"), str(tmp_path / "built")])
+    assert (tmp_path / "results.json").read_text() == "previous"
+    assert [p.name for p in (tmp_path / "built").iterdir()] == ["data"]
+    assert len(list(tmp_path.iterdir())) == 4  # the killed run's two hidden leftovers
+    with atomic_path(tmp_path / "results.json") as temporary:
+        temporary.write_text("new")
+    with atomic_folder(tmp_path / "built") as staging:
+        (staging / "data").write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["built", "results.json"]  # the next write removed them
+    assert (tmp_path / "built" / "data").read_text() == "new"
+
+
+def test_what_is_written_is_readable_by_others(tmp_path):
+    umask = os.umask(0o022)
+    try:
+        write_json(tmp_path / "results.json", {})
+        with atomic_folder(tmp_path / "built") as staging:
+            (staging / "sub").mkdir(mode=0o700)
+    finally:
+        os.umask(umask)
+    assert oct((tmp_path / "results.json").stat().st_mode & 0o777) == "0o644"
+    assert oct((tmp_path / "built" / "sub").stat().st_mode & 0o777) == "0o755"
+
+
+def test_json_that_is_not_json_is_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError):
+        write_json(tmp_path / "results.json", {"f1": float("nan")})
+    assert list(tmp_path.iterdir()) == []
