@@ -117,7 +117,10 @@ def compile_lock(name: str, folder: Path) -> Path:
     with tempfile.TemporaryDirectory() as scratch:
         pins = Path(scratch, "torch.in")
         pins.write_text("\n".join(TORCH[name]) + "\n")
+        # No pre-release unless a pin asks for one: uv's default takes one where it is the newest release that fits
+        # (sympy 1.14.0rc1 beside mpmath 1.4, which sympy 1.14.0 excludes).
         command = [*uv(), "pip", "compile", "pyproject.toml", str(pins), "--universal", "--python-version", python]
+        command += ["--prerelease", "disallow"]
         command += [arg for extra in environment.extras for arg in ("--extra", extra)]
         if environment.lower_bounds:
             bounds = Path(scratch, "lower-bounds.txt")
