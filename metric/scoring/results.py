@@ -1,5 +1,5 @@
-"""The scores of every system and baseline on a split: means, bootstrap confidence intervals, scores by category and
-paired comparisons, all through the metric's own functions (results.json's `systems`, `baselines`, `comparisons`).
+"""The scores of every system and baseline on a split (results.json's `systems`, `baselines`, `comparisons`), all from
+the metric's functions: per-blank scores, their means, bootstrap intervals and scores by category, and comparisons.
 
 Each interval and p-value depends only on its own per-blank scores and the seed, so each equals what
 `evaluate.load("metric/fiber_metric").compute` (or the metric's plain functions) gives for the same inputs.
@@ -8,89 +8,47 @@ Each interval and p-value depends only on its own per-blank scores and the seed,
 import json
 from itertools import combinations
 
-from fiberbench.metric.scoring.split import Split, System
+import numpy as np
+
+from fiberbench.metric import compare_systems, human_agreement, mcnemar_p_value, score_predictions, summarize
+from fiberbench.metric.baselines import most_frequent_answer
+from fiberbench.metric.scoring.predictions import Split, System
 
 MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT = "most frequent answer", "human agreement"
 
 
-def _nest(values: dict) -> dict:
-    """{"f1": x, ("correct_at_k", "1"): y} -> {"f1": x, "correct_at_k": {"1": y}}."""
-    nested = {}
-    for name, value in values.items():
-        if isinstance(name, tuple):
-            nested.setdefault(name[0], {})[name[1]] = value
-        else:
-            nested[name] = value
-    return nested
-
-
-
 def score_columns(system: System, split: Split) -> dict:
-    """The per-blank scores behind every mean of the system's leaderboard row, by name (percent), as arrays."""
-    import numpy as np
-
-    all_answers = split.answers.score(system.predictions, system.candidates)
-    label_only = split.labels.score(system.predictions)
+    """The per-blank scores (percent) behind every mean of the system's row: the metric's per-example scores against
+    every answer and against the label alone, and of its ranked candidates."""
+    every = score_predictions(system.predictions, split.references, per_example=True, candidates=system.candidates)
+    label_only = score_predictions(system.predictions, [[label] for label in split.labels], per_example=True)
     columns = {
-        "exact_match": all_answers["exact_match"],
-        "f1": all_answers["f1"],
-        "exact_match_label_only": label_only["exact_match"],
-        "f1_label_only": label_only["f1"],
+        "exact_match": every["exact_match_per_example"],
+        "f1": every["f1_per_example"],
+        "exact_match_label_only": label_only["exact_match_per_example"],
+        "f1_label_only": label_only["f1_per_example"],
     }
     if system.candidates is not None:
-        columns.update({("correct_at_k", k): column for k, column in all_answers["correct_at_k"].items()})
-        columns["map"] = all_answers["average_precision"]
-    return {name: np.asarray(column, dtype=float) for name, column in columns.items()}
+        columns.update({("correct_at_k", k): column for k, column in every["correct_at_k_per_example"].items()})
+        columns["map"] = every["average_precision_per_example"]
+    return columns
 
 
-def _means_and_intervals(rows: dict[str, dict], blanks, settings: dict) -> dict[str, dict]:
-    """Each row's means over `blanks` (an index array; None: every blank) and their confidence intervals."""
-    import numpy as np
-
-    from fiberbench.metric import column_means, confidence_interval
-
-    names = [(row, name) for row, columns in rows.items() for name in columns]
-    matrix = np.stack([rows[row][name] if blanks is None else rows[row][name][blanks] for row, name in names], axis=1)
-    bounds = confidence_interval(matrix, **settings).reshape(-1, 2)
-    results = {row: ({}, {}) for row in rows}
-    for (row, name), mean, (low, high) in zip(names, column_means(matrix).tolist(), bounds):
-        means, intervals = results[row]
-        means[name], intervals[name] = mean, [float(low), float(high)]
-    return {
-        row: {**_nest(means), "confidence_intervals": _nest(intervals)} for row, (means, intervals) in results.items()
-    }
-
-
-def score_rows(rows: dict[str, dict], split: Split, blanks, settings: dict, progress) -> dict:
-    """Each leaderboard row's means, confidence intervals and scores by category, over `blanks` of the split.
-
-    `rows` maps a row to its per-blank columns; `blanks` is an index array (None: every blank).
-    Each interval depends only on its own scores and the seed, so it is the one
-    `compute(..., confidence_level=...)` gives for that row alone (a category's, for its blanks).
-    """
-    import numpy as np
-
-    results = _means_and_intervals(rows, blanks, settings)
-    progress.update()
-    if split.categories is None:
-        return results
-    kept = np.arange(len(split)) if blanks is None else np.asarray(blanks)
-    categories = np.asarray(split.categories, dtype=object)[kept]
-    for category in sorted(set(categories)):
-        in_category = kept[categories == category]
-        em_f1 = {row: {name: columns[name] for name in ("exact_match", "f1")} for row, columns in rows.items()}
-        for row, scores in _means_and_intervals(em_f1, in_category, settings).items():
-            results[row].setdefault("by_category", {})[category] = {"count": len(in_category), **scores}
-        progress.update()
-    return results
+def row_scores(columns: dict, categories: list[str] | None, settings: dict) -> dict:
+    """A leaderboard row: the means of its per-blank `columns`, their intervals and the scores by category."""
+    summary = summarize(columns, categories, **settings)
+    row = {**summary["means"], "confidence_intervals": summary["intervals"]}
+    if categories is not None:
+        row["by_category"] = {
+            category: {"count": scores["count"], **scores["means"], "confidence_intervals": scores["intervals"]}
+            for category, scores in summary["by_category"].items()
+        }
+    return row
 
 
 def compare_pairs(rows: dict[str, dict], ranked: list[str], settings: dict) -> list[dict]:
-    """Every pair of systems (the better-ranked first) on F1 and EM, as `compare_systems` compares one pair."""
-    import numpy as np
-
-    from fiberbench.metric import compare_systems, mcnemar_p_value
-
+    """Every pair of systems (the better-ranked first) on F1 and EM, as `compare_systems` compares one pair, with
+    McNemar's test for EM."""
     pairs = [(a, b, metric) for a, b in combinations(ranked, 2) for metric in ("f1", "exact_match")]
     if not pairs:
         return []
@@ -104,45 +62,30 @@ def compare_pairs(rows: dict[str, dict], ranked: list[str], settings: dict) -> l
     return comparisons
 
 
-
-def evaluate_systems(systems: list[System], split: Split, settings: dict, train_labels: list[str] | None) -> dict:
-    """The `systems` and `comparisons` of results.json, and its `baselines` given the training labels."""
-    from tqdm.auto import tqdm
-
-    from fiberbench.metric.baselines import most_frequent_answer
-
-    with tqdm(systems, desc="Scoring") as progress:  # closed before an error is printed, so it starts a line
-        rows = {system.name: score_columns(system, split) for system in progress}
-    num_categories = len(set(split.categories)) if split.categories else 0
-    with tqdm(total=(1 + num_categories) * (1 if train_labels is None else 2) + 1, desc="Bootstrap") as progress:
-        if train_labels is not None:
-            answer = most_frequent_answer(train_labels)
-            baseline = System(MOST_FREQUENT_ANSWER, "", [answer] * len(split), None)
-            rows[MOST_FREQUENT_ANSWER] = score_columns(baseline, split)
-        scored = score_rows(rows, split, None, settings, progress)
-        ranked = sorted((system.name for system in systems), key=lambda name: -scored[name]["f1"])
-        results = {
-            "systems": {
-                system.name: {
-                    "file": system.file,
-                    "reading": system.reading,
-                    "correct_at_k": None,
-                    "map": None,
-                    **scored[system.name],
-                }
-                for system in systems
-            },
-            "readings_differ": len({json.dumps(s.reading, sort_keys=True) for s in systems if s.reading}) > 1,
-            "comparisons": compare_pairs(rows, ranked, settings),
+def evaluate_systems(systems: list[System], split: Split, settings: dict, with_baselines: bool) -> dict:
+    """The `systems`, `readings_differ` and `comparisons` of results.json, and with `with_baselines` its `baselines`:
+    the most frequent training answer, and human agreement (each annotator's first answer against the others)."""
+    columns = {system.name: score_columns(system, split) for system in systems}
+    rows = {
+        system.name: {"file": system.file, "reading": system.reading, "correct_at_k": None, "map": None,
+                      **row_scores(columns[system.name], split.categories, settings)}
+        for system in systems
+    }
+    results = {
+        "systems": rows,
+        "readings_differ": len({json.dumps(s.reading, sort_keys=True) for s in systems if s.reading}) > 1,
+        "comparisons": compare_pairs(columns, sorted(rows, key=lambda name: -rows[name]["f1"]), settings),
+    }
+    if with_baselines:
+        answer = most_frequent_answer(split.train_labels or [])
+        guessed = score_columns(System(MOST_FREQUENT_ANSWER, "", [answer] * len(split.keys), None), split)
+        agreement = human_agreement(split.labels, split.additional_answers, per_example=True, first_answers_only=True)
+        per_caption = {metric: agreement[f"first_answers_{metric}_per_caption"] for metric in ("exact_match", "f1")}
+        kept = [blank for blank, score in enumerate(per_caption["f1"]) if score is not None]
+        human = {metric: [column[blank] for blank in kept] for metric, column in per_caption.items()}
+        categories = None if split.categories is None else [split.categories[blank] for blank in kept]
+        results["baselines"] = {
+            MOST_FREQUENT_ANSWER: {"answer": answer, **row_scores(guessed, split.categories, settings)},
+            HUMAN_AGREEMENT: {"num_blanks": len(kept), **row_scores(human, categories, settings)},
         }
-        progress.update()
-        if train_labels is not None:
-            human_columns, human_blanks = split.human_agreement
-            (human,) = score_rows({HUMAN_AGREEMENT: human_columns}, split, human_blanks, settings, progress).values()
-            results["baselines"] = {
-                MOST_FREQUENT_ANSWER: {"answer": answer, **scored[MOST_FREQUENT_ANSWER]},
-                HUMAN_AGREEMENT: {"num_blanks": len(human_blanks), **human},
-            }
     return results
-
-

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fiberbench.data import load_sample
-from fiberbench.files import write_jsonl
-from fiberbench.predictions import KEY_FIELDS
+from fiberbench.outputs import write_jsonl
+from fiberbench.records import KEY_FIELDS
 
 # Few resamples: the sample has 60 blanks, and each board is computed in seconds on a busy machine.
 SETTINGS = {"confidence_level": 0.95, "num_bootstrap": 1000, "seed": 0}

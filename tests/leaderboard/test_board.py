@@ -11,12 +11,9 @@ from hypothesis import strategies as st
 
 from fiberbench.cli import main
 from fiberbench.errors import DataError
-from fiberbench.files import staging_folder
-from fiberbench.leaderboard.board import compute_board, load_benchmark
-from fiberbench.leaderboard.display import table_rows
-from fiberbench.leaderboard.ranks import holm, rank_intervals
-from fiberbench.leaderboard.store import LocalStore, read_entries
-from fiberbench.leaderboard.submission import Refused, check_metadata, submit
+from fiberbench.leaderboard.src.display import table_rows
+from fiberbench.leaderboard.src.populate import LocalStore, compute_board, holm, load_benchmark, rank_intervals, read_entries
+from fiberbench.leaderboard.src.submission import Refused, check_metadata, submit
 
 from .conftest import FLAGS, SETTINGS
 
@@ -52,12 +49,12 @@ def test_the_board_is_what_fiberbench_evaluate_gives_for_the_same_files(board, p
             theirs = {name: {**row, "file": None} for name, row in theirs.items()}
         assert ours == theirs, section
     # Each stored results.json is evaluate's for that file alone.
-    for entry in read_entries(store.folder, "test"):
-        name = entry.metadata["system"]
+    for metadata, predictions in read_entries(store.folder, "test"):
+        name = metadata["system"]
         alone = tmp_path / f"alone {name}"
         assert main(["evaluate", str(predictions_files[name]), "--names", name, "--output_dir", str(alone), *FLAGS]) == 0
         expected = json.loads((alone / "results.json").read_text())["systems"][name]
-        stored = json.loads((entry.predictions.parent / "results.json").read_text())["systems"][name]
+        stored = json.loads((predictions.parent / "results.json").read_text())["systems"][name]
         assert {**stored, "file": None} == {**expected, "file": None}
 
 
@@ -105,7 +102,7 @@ def test_holm_rejects_what_its_definition_rejects(p_values, level):
 @pytest.mark.parametrize(
     ("bad", "name", "message"),
     [
-        ("other split", "fine", r"not in the test split of the bundled sample"),
+        ("other split", "fine", r"not in the test split of the bundled sample, but in its validation split"),
         ("missing", "fine", r"no prediction for 1 of the 60 blanks"),
         ("extra", "fine", r"line 61: blank \('zzzzzzzzzzz'.* is not in the test split"),
         ("not json", "fine", r"not_json\.jsonl: line 1: invalid JSON"),
@@ -137,7 +134,7 @@ def test_two_submissions_at_once_are_both_kept(benchmark, predictions_files, tmp
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(entry.metadata["system"] for entry in read_entries(store.folder, "test")) == ["tied A", "tied B"]
+    assert sorted(metadata["system"] for metadata, _ in read_entries(store.folder, "test")) == ["tied A", "tied B"]
 
 
 def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions_files, tmp_path):
@@ -145,9 +142,10 @@ def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions
     store = LocalStore(tmp_path / "store")
     submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
     head = store.head("test")
-    staging = staging_folder(store.folder / "submissions" / "test" / "next")
+    staging = store.folder / "submissions" / "test" / ".next.tmp-1-x"  # as `fiberbench.outputs.atomic_folder` names it
+    staging.mkdir()
     (staging / "predictions.jsonl").write_text("{}\n", encoding="utf-8")
-    assert [entry.metadata["system"] for entry in read_entries(store.folder, "test")] == ["best"]
+    assert [metadata["system"] for metadata, _ in read_entries(store.folder, "test")] == ["best"]
     assert store.head("test") == head
 
 

@@ -35,7 +35,8 @@ from hub_server import LocalHub  # noqa: E402
 from ..metric.test_space import free_port, serving  # noqa: E402
 
 RESULTS_REPO, SPACE_REPO = "fiber-org/fiber-results", "fiber-org/fiber-leaderboard"
-BUILT_FILES = ["README.md", "app.py", "leaderboard.json", "requirements.txt"]
+BUILT_FILES = ["README.md", "app.py", "leaderboard.json", "requirements.txt", "src/__init__.py", "src/display.py",
+               "src/populate.py", "src/submission.py"]
 DOCS_PICTURE = Path(__file__).parents[2] / "docs" / "leaderboard.png"
 
 
@@ -68,7 +69,8 @@ def pulled_space(hub, predictions_files, tmp_path_factory):
                    "--overwrite_output_dir", *FLAGS, *push)
     pulled = Path(snapshot_download(SPACE_REPO, repo_type="space", endpoint=local_hub.url, token=env["HF_TOKEN"],
                                     local_dir=tmp_path_factory.mktemp("pulled") / "space"))
-    pushed = sorted(path.name for path in pulled.iterdir() if path.is_file() and not path.name.startswith("."))
+    pushed = sorted(path.relative_to(pulled).as_posix() for path in pulled.rglob("*")
+                    if path.is_file() and not path.relative_to(pulled).as_posix().startswith("."))
     assert pushed == BUILT_FILES
     for name in BUILT_FILES:
         assert (pulled / name).read_bytes() == (built / name).read_bytes()

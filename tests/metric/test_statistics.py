@@ -7,13 +7,11 @@ import pytest
 
 from fiberbench.metric import (
     bootstrap_means,
-    column_means,
     compare_systems,
     confidence_interval,
     mcnemar_p_value,
     mean_std,
     randomization_p_value,
-    score_predictions,
 )
 
 
@@ -104,13 +102,6 @@ def test_compute_adds_intervals_only_when_asked(fiber_metric):
     assert results["exact_match_ci_by_category"]["animal"] == animals == [100.0, 100.0]
 
 
-def test_score_predictions_intervals_equal_the_plain_function():
-    predictions, references = ["a b", "c", "d e f"] * 30, [["a"], ["c"], ["d e"]] * 30
-    results = score_predictions(predictions, references, per_example=True, confidence_level=0.95, num_bootstrap=1000)
-    expected = confidence_interval(np.array(results["f1_per_example"]), 0.95, num_bootstrap=1000)
-    assert results["f1_ci"] == pytest.approx(expected.tolist(), rel=1e-12)
-
-
 def test_a_system_compared_with_itself_differs_by_nothing():
     scores = exact_matches(0.55, 300)
     comparison = compare_systems(scores, scores)
@@ -186,17 +177,3 @@ def test_mcnemar_by_hand():
 def test_bad_settings_are_refused(settings, message):
     with pytest.raises(ValueError, match=message):
         confidence_interval([1.0, 2.0], **settings)
-
-
-def test_column_means_are_mean_std_means_to_the_last_bit():
-    rng = np.random.default_rng(3)
-    columns = [
-        exact_matches(0.37, 1001),
-        rng.choice([0.0, 50.0, 200 / 3, 100.0], 1001),  # F1-like: fractions whose plain sum is rounded
-        rng.random(1001) * 100,
-        np.full(1001, 2.0**53),  # whole numbers whose plain sum is no longer exact
-        np.full(1001, 0.1),
-    ]
-    scores = np.stack(columns, axis=1)
-    assert column_means(scores).tolist() == [mean_std(column).mean for column in columns]
-    assert column_means(np.zeros((0, 2))).tolist() == [0.0, 0.0]

@@ -1,18 +1,12 @@
-"""The examples in the docstrings of the scoring modules run and give what they show."""
+"""The examples in the docstrings of the scoring and leaderboard modules run and give what they show."""
 
 import doctest
 
-import pytest
-
-from fiberbench import predictions
-from fiberbench.metric.scoring import figure, report, results, split
+from fiberbench.leaderboard.src import populate
+from fiberbench.metric.scoring import figure, report
 
 
-@pytest.mark.parametrize("module", [predictions, split, results, report, figure], ids=lambda module: module.__name__)
-def test_docstring_examples_run(module):
-    assert doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE).failed == 0
-
-
-def test_there_are_examples_to_run():
-    attempted = sum(doctest.testmod(module).attempted for module in (report, figure))
-    assert attempted >= 3  # markdown_text, p_value_text, system_colours
+def test_docstring_examples_run():
+    results = [doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE) for module in (report, figure, populate)]
+    assert sum(result.failed for result in results) == 0
+    assert sum(result.attempted for result in results) >= 6  # markdown_text, p_value_text, system_colours, ranks, holm

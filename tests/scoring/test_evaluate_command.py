@@ -1,18 +1,21 @@
-"""`fiberbench evaluate` on the bundled sample: the metric's scores to the last digit, baselines, the join, the plot."""
+"""`fiberbench evaluate` on the bundled sample: the metric's scores to the last digit, baselines, the formats, results.md,
+the chart and the model card's model-index."""
 
 import csv
 import json
+import re
 
 import pytest
 
+from huggingface_hub import ModelCard
+
 from fiberbench.cli import main
 from fiberbench.data import load_sample
-from fiberbench.files import write_jsonl
-from fiberbench.metric import human_agreement, references_from_example
-from fiberbench.ownership import FOLDER_RECORD
+from fiberbench.metric import human_agreement, references_from_example, score_predictions
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.predictions import KEY_FIELDS
 from fiberbench.metric.scoring.figure import BASELINE_STYLES, category_figure, plot_layout, system_colours
+from fiberbench.outputs import FOLDER_RECORD, write_jsonl
+from fiberbench.records import KEY_FIELDS
 
 SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
 FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]
@@ -151,20 +154,18 @@ def test_the_plot_is_a_png_of_the_expected_size(evaluated, test_split):
         assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
 
 
-def test_train_py_predictions_are_accepted(sample, tmp_path, capsys):
-    from fiberbench.training.evaluation import load_metric, score
-
-    # The records train.py writes to predictions.jsonl, for validation and test.
-    records = []
-    for split_name in ("validation", "test"):
-        split = sample[split_name]
-        outputs = [{"index": i, "prediction": "a man", "candidates": ["a man", "a woman"]} for i in range(len(split))]
-        records += score(load_metric(), split, outputs, split_name)[1]
+def test_train_py_predictions_are_accepted_other_splits_skipped(sample, test_split, tmp_path):
+    # The rows train.py writes to predictions.jsonl: validation's and test's, with their own fields beside.
+    records = [
+        {"split": name, "index": index, **{field: row[field] for field in (*KEY_FIELDS, "masked_caption", "label")},
+         "prediction": "a man", "candidates": ["a man", "a woman"], "exact_match": 0.0}
+        for name in ("validation", "test") for index, row in enumerate(sample[name].to_list())
+    ]
     write_jsonl(tmp_path / "predictions.jsonl", records)
     assert main(["evaluate", str(tmp_path / "predictions.jsonl"), "--output_dir", str(tmp_path / "out"), *FLAGS]) == 0
     system = json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["predictions"]
-    test_records = [record for record in records if record["split"] == "test"]
-    assert system["exact_match"] == pytest.approx(sum(record["exact_match"] for record in test_records) / 60)
+    references = [references_from_example(blank) for blank in test_split]
+    assert system["exact_match"] == score_predictions(["a man"] * 60, references)["exact_match"]
     assert system["correct_at_k"]["2"] >= system["correct_at_k"]["1"]
 
 
@@ -191,46 +192,6 @@ def write_rows(path, rows):
     return path
 
 
-def join_error_cases(rows):
-    extra = {**rows[0], "video_id": "notInSplit0"}
-    return {
-        "blanks without a prediction": (
-            rows[3:],
-            r"no prediction for 3 of the 60 blanks of the test split of the bundled sample: \('",
-        ),
-        "a blank given twice": (rows + [rows[5]], r"line 61: blank \(.*\) is predicted twice \(first on line 6\)"),
-        "a blank not in the split": (rows + [extra], r"line 61: blank \('notInSplit0', .*\) is not in the test split"),
-        "no prediction field": (
-            [{key: value for key, value in row.items() if key != "prediction"} for row in rows],
-            r"line 1: field 'prediction' is missing",
-        ),
-        "a prediction that is not a string": (
-            rows[:2] + [{**rows[2], "prediction": 3}] + rows[3:],
-            r"line 3: field 'prediction' must be a string, got int",
-        ),
-    }
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        "blanks without a prediction",
-        "a blank given twice",
-        "a blank not in the split",
-        "no prediction field",
-        "a prediction that is not a string",
-    ],
-)
-def test_join_errors_name_the_file_line_and_key(case, test_split, tmp_path, cli_error):
-    import re
-
-    rows, message = join_error_cases(prediction_rows(test_split, label_half_the_time))[case]
-    path = write_rows(tmp_path / "system.jsonl", rows)
-    status, line = cli_error("evaluate", path, "--output_dir", tmp_path / "out", "--num_bootstrap", "10")
-    assert status == 1 and re.search(re.escape(str(path)) + ".*" + message, line), line
-    assert not (tmp_path / "out").exists()
-
-
 def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
     path = write_rows(tmp_path / "empty.jsonl", prediction_rows(test_split, lambda index, blank: ""))
     assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "10"]) == 0
@@ -240,8 +201,6 @@ def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
 
 def table_rows(markdown: str) -> list[list[str]]:
     """The cells of every table row of a Markdown text, split at the pipes that are not escaped."""
-    import re
-
     return [
         [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
         for line in markdown.splitlines()
@@ -358,3 +317,37 @@ def test_a_matplotlib_that_fails_to_import_costs_the_plot_only(predictions_dir, 
     assert "Traceback" not in result.stderr
     assert {path.name for path in output_dir.iterdir()} >= {"results.json", "results.md"}
     assert not (output_dir / "by_category.png").exists()
+
+
+def test_the_model_card_holds_the_scores_of_results_json(predictions_dir, tmp_path):
+    card_path, output = tmp_path / "README.md", tmp_path / "evaluation"
+    args = ["evaluate", str(predictions_dir / "half.jsonl"), "--names", "T5 (tiny)", "--output_dir", str(output), *FLAGS]
+    assert main([*args, "--model_index", str(card_path)]) == 0
+    row = json.loads((output / "results.json").read_text())["systems"]["T5 (tiny)"]
+    card = ModelCard.load(card_path)
+    assert card.data.model_name == "T5 (tiny)"
+    assert {(result.metric_type, result.metric_name): result.metric_value for result in card.data.eval_results} == {
+        ("exact_match", "EM"): round(row["exact_match"], 2),
+        ("f1", "F1"): round(row["f1"], 2),
+        ("exact_match", "EM, label only"): round(row["exact_match_label_only"], 2),
+        ("f1", "F1, label only"): round(row["f1_label_only"], 2),
+        ("correct_at_1", "Correct@1"): round(row["correct_at_k"]["1"], 2),
+        ("map", "MAP"): round(row["map"], 2),
+    }
+    result = card.data.eval_results[0]
+    assert (result.task_type, result.dataset_type, result.dataset_split, result.dataset_config, result.dataset_name) == (
+        "video-text-to-text", "fiber", "test", "text", "FIBER (SYNTHETIC sample)")
+    # An existing card keeps its text and other metadata.
+    card_path.write_text("---\nlicense: apache-2.0\n---\n\n# My model\n\nTrained on FIBER.\n")
+    assert main([*args[:4], "--model_index", str(card_path), *FLAGS]) == 0
+    card = ModelCard.load(card_path)
+    assert card.data.license == "apache-2.0" and card.text.strip() == "# My model\n\nTrained on FIBER."
+    assert {result.metric_name for result in card.data.eval_results} >= {"EM", "F1"}
+
+
+def test_several_systems_for_one_card_are_refused_in_one_line(predictions_dir, tmp_path, cli_error):
+    files = [predictions_dir / f"{name}.jsonl" for name in SYSTEMS]
+    status, line = cli_error("evaluate", *files, "--model_index", tmp_path / "README.md")
+    assert (status, line) == (2, "fiberbench evaluate: error: --model_index: a model card describes one model; give one "
+                                 "predictions file, not 3")
+    assert not (tmp_path / "README.md").exists()
