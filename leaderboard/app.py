@@ -1,10 +1,8 @@
 """The FIBER leaderboard Space: the board of the stored results, and a Submit tab that scores on the server.
 
-`fiberbench leaderboard` copies this file and `src/` into the Space folder with leaderboard.json, which says where the
-results are (a Hub dataset repo, or the results folder copied beside) and which split they score; `python app.py`
-there serves it. The split's answers are loaded here, on the server, and never sent to the browser: the page gets
-scores only. The board is computed once per revision of the store, and again when the store moves (a page load or a
-submission notices it).
+leaderboard.json, beside this file, says where the results are and which split they score. The split's answers are
+loaded here and never sent to the browser: the page gets scores only. The board is computed once per revision of the
+store, and again when a page load or a submission finds the store moved.
 """
 
 import json
@@ -13,9 +11,10 @@ from pathlib import Path
 
 import gradio as gr
 
+from fiberbench.metric.evaluate.predictions import load_split
 from src.display import (COLUMN_WIDTHS, COLUMNS, DATATYPES, PAIRWISE_TEXT, RANKS_TEXT, REPORTED, category_chart,
                          introduction, pairwise_html, paper_rows, sorted_rows, table_rows)
-from src.populate import compute_board, load_benchmark, open_store, read_entries
+from src.populate import compute_board, open_store, read_entries
 from src.submission import BOUNDS, KINDS, MAX_FILE_BYTES, Refused, check_metadata, submit
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +22,7 @@ CONFIG = json.loads((HERE / "leaderboard.json").read_text(encoding="utf-8"))
 CHART_SYSTEMS = 3  # the by-category chart shows the best three systems until others are chosen
 UPLOADS_KEPT_S = 3600  # an uploaded predictions file is deleted between one and two hours after it came
 
-benchmark = load_benchmark(CONFIG["dataset_name"], CONFIG["dataset_config_name"], CONFIG["split"], CONFIG["settings"])
+split = load_split(CONFIG["dataset_name"], CONFIG["dataset_config_name"], CONFIG["split"])
 store = open_store(CONFIG["results_repo"], HERE / CONFIG["results_dir"] if CONFIG["results_dir"] else None)
 _computing, _board = threading.Lock(), {}
 
@@ -34,7 +33,7 @@ def current_board() -> tuple[str, dict]:
     with _computing:
         if _board.get("head") != head:
             entries = read_entries(store.snapshot(CONFIG["split"], head), CONFIG["split"])
-            _board.update(head=head, board=compute_board(benchmark, entries))
+            _board.update(head=head, board=compute_board(split, CONFIG["settings"], entries))
         return head, _board["board"]
 
 
@@ -56,7 +55,7 @@ def send(upload, system, link, kind, video_input, frames, answer_reading, seen_h
         if upload is None:
             raise Refused("predictions file: choose one")
         metadata = check_metadata(system, link, kind, video_input, frames, answer_reading)
-        submit(benchmark, store, Path(upload), metadata, Path(upload).name, parent=seen_head)
+        submit(split, CONFIG["settings"], store, Path(upload), metadata, Path(upload).name, parent=seen_head)
         message = f"Stored: {metadata['system']} is on the board."
     except Refused as refusal:
         message = f"Refused: {refusal}"
@@ -69,7 +68,7 @@ def send(upload, system, link, kind, video_input, frames, answer_reading, seen_h
 # Gradio keeps an upload at a path made of its content's digest and its name, so the same file sent twice at once is
 # one path: deleting it after one submission would take it from under the other. Gradio's own sweep deletes old ones.
 with gr.Blocks(title=CONFIG["title"], delete_cache=(UPLOADS_KEPT_S, UPLOADS_KEPT_S)) as demo:
-    gr.Markdown(introduction(CONFIG["title"], benchmark.dataset, benchmark.settings))
+    gr.Markdown(introduction(CONFIG["title"], split.dataset, CONFIG["settings"]))
     head = gr.State(None)
     with gr.Tab("Leaderboard"):
         sort_by = gr.Dropdown([c for c in COLUMNS if c != "rank interval"], value="F1", label="sort by", elem_id="sort")

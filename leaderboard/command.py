@@ -24,10 +24,11 @@ from fiberbench.cli import positive_int, seed
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.errors import UsageError
 from fiberbench.hub import check_can_push, push_folder
+from fiberbench.metric.evaluate.predictions import load_split
 from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json, write_text
 
 from .src.display import table_rows
-from .src.populate import SUBMISSIONS, compute_board, load_benchmark, open_store, read_entries, submission_folders
+from .src.populate import SUBMISSIONS, compute_board, open_store, read_entries, submission_folders
 from .src.submission import KINDS, Refused, check_metadata, submit
 
 COMMAND, HERE = "fiberbench leaderboard", Path(__file__).resolve().parent
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True,
                                 overwrite=args.overwrite_output_dir, inputs=[args.results_dir, args.add, dataset])
         settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
-        benchmark = load_benchmark(args.dataset_name, args.dataset_config_name, args.split, settings)
+        split = load_split(args.dataset_name, args.dataset_config_name, args.split)
         store = open_store(args.results_repo, args.results_dir, args.hub_token)
         if args.add is not None:
             if not args.add.is_file():
@@ -114,12 +115,12 @@ def run(args: argparse.Namespace) -> int:
                 metadata = check_metadata(args.name, args.link, args.kind, args.video_input, args.frames,
                                           args.answer_reading)
                 store.create()
-                submit(benchmark, store, args.add, metadata, str(args.add))
+                submit(split, settings, store, args.add, metadata, str(args.add))
             except Refused as refusal:
                 raise UsageError(f"--add: {refusal}") from None
             print(f"Added {args.name} to {store.describe()}")
         entries = read_entries(store.snapshot(args.split, store.head(args.split)), args.split)
-        for row in table_rows(compute_board(benchmark, entries)):
+        for row in table_rows(compute_board(split, settings, entries)):
             print(" | ".join("" if cell is None else str(cell) for cell in row[:6]))
         config = {
             "title": args.title,
@@ -134,7 +135,8 @@ def run(args: argparse.Namespace) -> int:
         record = start_output(args.output_dir, COMMAND, previous, folder=True)
         write_space(args.output_dir, config, args.package_requirement, args.results_dir, sdk_version)
         finish_output(args.output_dir, record)
-    print(f"Wrote the Space folder {args.output_dir} ({len(entries)} systems); run it with `python app.py` there")
+    print(f"Wrote the Space folder {args.output_dir} ({len(entries)} system{'s' * (len(entries) != 1)}); run it with "
+          "`python app.py` there")
     if args.push_to_hub is not None:
         url = push_folder(args.output_dir, args.push_to_hub, repo_type="space", token=args.hub_token,
                           private=args.private, paths=record["files"],

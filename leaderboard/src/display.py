@@ -6,8 +6,7 @@ evaluate`'s, rounded for display. Names are shown as text: the table holds plain
 
 import html
 
-from fiberbench.metric.scoring.figure import category_figure
-from fiberbench.metric.scoring.report import leaderboard_rows
+from fiberbench.metric.evaluate.report import category_figure, leaderboard_rows
 
 # The paper's Table 3 (EM, F1 in percent) by split: shown as reported, with no interval and never ranked.
 PAPER_TABLE_3 = {
@@ -42,6 +41,7 @@ DATATYPES = ["str", "str", "str"] + ["number", "str"] * 2 + ["number"] * 5 + ["s
 
 
 def introduction(title: str, dataset: dict, settings: dict) -> str:
+    """The page's heading: the split, how it is scored, and whether the data is SYNTHETIC."""
     synthetic = "\n\n**SYNTHETIC data** (the bundled sample): these numbers say nothing about FIBER." * dataset["synthetic"]
     return (
         f"# {title}\n\nThe {dataset['split']} split of {dataset['name']} ({dataset['num_blanks']:,} blanks), scored by "

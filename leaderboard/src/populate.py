@@ -1,16 +1,14 @@
-"""The board's data: the store of submissions (a Hub dataset repo, or a local folder to try it) and the board
-computed from it by `fiberbench evaluate`'s own code, with rank intervals and Holm-corrected p-values.
+"""The board's data: the store of submissions (a Hub dataset repo, or a local folder to try it), and the board computed
+from it by `fiberbench evaluate`'s code, with rank intervals and Holm-corrected p-values.
 
-As the Hub's leaderboards keep their requests and results, each submission is a folder `submissions/SPLIT/ID/` holding
-the predictions file as it was sent, `results.json` (what `fiberbench evaluate` writes for that file alone) and
-`metadata.json` (the system's name, link and how it was run). A submission is added in one commit on top of the
-revision it was checked against: when another came in meanwhile, the commit is refused (`HeadMoved`), and the caller
-checks again against the new head, so neither is lost.
+As the Hub's leaderboards keep their requests and results, each submission is a folder `submissions/SPLIT/ID/`: the
+predictions file as sent, `results.json` (evaluate's, for that file alone) and `metadata.json` (name, link, how it
+was run). A submission is committed on top of the revision it was checked against; when another came in meanwhile the
+commit is refused (`HeadMoved`) and the caller checks again on the new head, so neither is lost.
 """
 
 import hashlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
@@ -18,17 +16,13 @@ import numpy as np
 from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError
 from fiberbench.metric import paired_bootstrap_means
-from fiberbench.metric.scoring.predictions import Split, System, join, load_split, read_rows
-from fiberbench.metric.scoring.results import evaluate_systems, score_columns
+from fiberbench.metric.evaluate.predictions import Split, System, join, read_rows
+from fiberbench.metric.evaluate.results import evaluate_systems, score_columns
 from fiberbench.outputs import atomic_folder
 
 SUBMISSIONS, METADATA_FILE, RESULTS_FILE = "submissions", "metadata.json", "results.json"
-# Two means closer than this are a tie in a resample: sums of the same scores in another order may differ in their
-# last digits, and a tie must not become a rank.
-TIE_TOLERANCE = 1e-9
 
 
 class HeadMoved(Exception):
@@ -36,8 +30,8 @@ class HeadMoved(Exception):
 
 
 def submission_folders(root: Path, split: str) -> list[Path]:
-    """The complete submission folders for `split` under `root`, oldest first: a submission being written is a hidden
-    staging folder until it is whole. A link is refused, never followed (it would make another folder a submission)."""
+    """The complete submissions for `split` under `root`, oldest first (one being written is a hidden staging folder);
+    a link is refused, never followed (it would make another folder a submission)."""
     folders = sorted(folder for folder in (root / SUBMISSIONS / split).glob("*/") if not folder.name.startswith("."))
     for folder in folders:
         if folder.is_symlink():
@@ -55,7 +49,7 @@ def read_entries(root: Path, split: str) -> list[tuple[dict, Path]]:
 
 
 class LocalStore:
-    """A store in a local folder; adding takes a file lock, so two processes (or threads) adding at once take turns."""
+    """A store in a local folder; adding takes a file lock, so processes (or threads) adding at once take turns."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
@@ -67,7 +61,6 @@ class LocalStore:
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def head(self, split: str) -> str:
-        """A revision of the folder: the digest of its submission folders' names."""
         names = "\n".join(folder.name for folder in submission_folders(self.folder, split))
         return hashlib.sha256(names.encode()).hexdigest()
 
@@ -75,7 +68,6 @@ class LocalStore:
         return self.folder
 
     def add(self, split: str, submission_id: str, files: dict[str, bytes], parent: str, message: str) -> str:
-        """Write `files` (name -> content) as `submissions/SPLIT/ID/`; the new head (`HeadMoved` off `parent`)."""
         self.create()
         with filelock.FileLock(self.folder / ".lock"):
             if self.head(split) != parent:
@@ -99,7 +91,6 @@ class HubStore:
         self.api.create_repo(self.repo_id, repo_type="dataset", exist_ok=True)
 
     def head(self, split: str) -> str:
-        """The commit at the head of the repo's main branch."""
         try:
             return self.api.repo_info(self.repo_id, repo_type="dataset").sha
         except RepositoryNotFoundError:
@@ -107,23 +98,19 @@ class HubStore:
                             "in); `fiberbench leaderboard --add` creates it") from None
 
     def snapshot(self, split: str, revision: str) -> Path:
-        """The repo's submissions for `split` at `revision`, downloaded (once) into the Hugging Face cache."""
         return Path(snapshot_download(self.repo_id, repo_type="dataset", revision=revision, token=self.api.token,
                                       allow_patterns=[f"{SUBMISSIONS}/{split}/**"]))
 
     def add(self, split: str, submission_id: str, files: dict[str, bytes], parent: str, message: str) -> str:
-        """Commit `files` as `submissions/SPLIT/ID/` on top of `parent`; the new head (`HeadMoved`: the Hub answers
-        412 Precondition Failed when `parent` is no longer the head)."""
         operations = [CommitOperationAdd(f"{SUBMISSIONS}/{split}/{submission_id}/{name}", content)
                       for name, content in files.items()]
         try:
-            commit = self.api.create_commit(self.repo_id, operations, commit_message=message, repo_type="dataset",
-                                            parent_commit=parent)
-        except HfHubHTTPError as error:
+            return self.api.create_commit(self.repo_id, operations, commit_message=message, repo_type="dataset",
+                                          parent_commit=parent).oid
+        except HfHubHTTPError as error:  # 412 Precondition Failed: `parent` is no longer the head
             if error.response is not None and error.response.status_code == 412:
                 raise HeadMoved(f"{self.describe()} moved past {parent}") from error
             raise
-        return commit.oid
 
 
 def open_store(results_repo: str | None, results_dir: Path | None, token: str | None = None):
@@ -131,43 +118,16 @@ def open_store(results_repo: str | None, results_dir: Path | None, token: str | 
     return HubStore(results_repo, token) if results_repo is not None else LocalStore(results_dir)
 
 
-@dataclass
-class Benchmark:
-    """The split the board scores against, loaded once: its blanks and answers stay on the server."""
-
-    split: Split
-    dataset: dict  # results.json's "dataset" section
-    settings: dict  # confidence_level, num_bootstrap, seed
-
-    def join(self, path: Path, name: str) -> System:
-        """A predictions file joined to the split as `fiberbench evaluate` joins it (a `DataError` says what is wrong)."""
-        return System(name, str(path), *join(path, read_rows(path), self.split))
-
-    def results(self, systems: list[System], with_baselines: bool) -> dict:
-        """results.json as `fiberbench evaluate` writes it for these systems (with --with_baselines)."""
-        return {
-            "dataset": self.dataset,
-            "settings": {**self.settings, "num_permutations": self.settings["num_bootstrap"]},
-            **evaluate_systems(systems, self.split, self.settings, with_baselines),
-        }
-
-
-def load_benchmark(dataset_name: str | None, config_name: str, split_name: str, settings: dict) -> Benchmark:
-    """Split `split_name` of `dataset_name` (None: the bundled sample), which needs a train split for its baseline."""
-    split = load_split(dataset_name, config_name, split_name)
-    if split.train_labels is None:
-        raise DataError(f"{split.described}: the dataset has no train split, which the most frequent answer needs")
-    dataset = {"name": dataset_name or "the bundled sample", "config": config_name, "split": split_name,
-               "num_blanks": len(split.keys), "synthetic": is_synthetic(dataset_name)}
-    return Benchmark(split, dataset, dict(settings))
+def join_file(split: Split, path: Path, name: str) -> System:
+    """A predictions file joined to the split as `fiberbench evaluate` joins it (a `DataError` says what is wrong)."""
+    return System(name, str(path), *join(path, read_rows(path), split))
 
 
 def rank_intervals(columns: dict, confidence_level=0.95, num_bootstrap=10_000, seed=0) -> dict[str, tuple[int, int]]:
-    """Each system's rank interval (best rank 1) from its per-blank scores (`columns`: name -> scores, same blanks).
-
-    In each paired resample of the blanks (`paired_bootstrap_means`: the same blanks for every system), a system's
-    rank is 1 + the number of systems with a higher mean (tied systems share the better rank); its interval runs
-    from the (1 - level) / 2 to the (1 + level) / 2 quantile of those ranks, taken at ranks that occur.
+    """Each system's rank interval (best rank 1) from its per-blank scores (`columns`: name -> scores, same blanks):
+    in each paired resample of the blanks (the same blanks for every system), a system's rank is 1 + the systems with
+    a higher mean (ties share the better rank); the interval runs from the (1 - level) / 2 to the (1 + level) / 2
+    quantile of those ranks, taken at ranks that occur.
 
     >>> rank_intervals({"a": [100.0] * 40, "b": [0.0, 100.0] * 20, "c": [0.0] * 40})
     {'a': (1, 1), 'b': (2, 2), 'c': (3, 3)}
@@ -175,10 +135,10 @@ def rank_intervals(columns: dict, confidence_level=0.95, num_bootstrap=10_000, s
     if not columns:
         return {}
     means = paired_bootstrap_means(np.stack(list(columns.values()), axis=1), num_bootstrap, seed)
-    ranks = 1 + (means[:, None, :] > means[:, :, None] + TIE_TOLERANCE).sum(axis=2)
+    # Closer than 1e-9 is a tie: sums of the same scores in another order may differ in their last digits.
+    ranks = 1 + (means[:, None, :] > means[:, :, None] + 1e-9).sum(axis=2)
     tail = (1 - confidence_level) / 2
-    low = np.quantile(ranks, tail, axis=0, method="lower")
-    high = np.quantile(ranks, 1 - tail, axis=0, method="higher")
+    low, high = np.quantile(ranks, tail, axis=0, method="lower"), np.quantile(ranks, 1 - tail, axis=0, method="higher")
     return {name: (int(lowest), int(highest)) for name, lowest, highest in zip(columns, low, high)}
 
 
@@ -190,27 +150,23 @@ def holm(p_values) -> list[float]:
     [0.03, 0.06, 0.06]
     """
     p_values = np.asarray(p_values, dtype=float)
-    order = np.argsort(p_values, kind="stable")
-    adjusted = np.empty(len(p_values))
+    order, adjusted = np.argsort(p_values, kind="stable"), np.empty(len(p_values))
     adjusted[order] = np.maximum.accumulate(np.minimum(1.0, (len(p_values) - np.arange(len(p_values))) * p_values[order]))
     return adjusted.tolist()
 
 
-def compute_board(benchmark: Benchmark, entries: list[tuple[dict, Path]]) -> dict:
-    """The board of the stored `entries`: evaluate's results for all of them with the baselines, each system's
-    metadata and rank interval (by F1), and each comparison's Holm-corrected p-value (within its metric's pairs)."""
-    systems = [benchmark.join(path, metadata["system"]) for metadata, path in entries]
-    results = benchmark.results(systems, with_baselines=True)
-    columns = {system.name: score_columns(system, benchmark.split)["f1"] for system in systems}
-    comparisons = results["comparisons"]
-    adjusted = [None] * len(comparisons)
+def compute_board(split: Split, settings: dict, entries: list[tuple[dict, Path]]) -> dict:
+    """The board of the stored `entries`: evaluate's results for all of them with the baselines, each system's metadata
+    and rank interval (by F1), and each comparison's Holm-corrected p-value (within its metric's pairs)."""
+    systems = [join_file(split, path, metadata["system"]) for metadata, path in entries]
+    results = evaluate_systems(systems, split, settings, with_baselines=True)
+    comparisons, adjusted = results["comparisons"], {}
     for metric in ("f1", "exact_match"):
         family = [index for index, comparison in enumerate(comparisons) if comparison["metric"] == metric]
-        for index, p_value in zip(family, holm([comparisons[index]["p_value"] for index in family])):
-            adjusted[index] = p_value
+        adjusted.update(zip(family, holm([comparisons[index]["p_value"] for index in family])))
     return {
         "results": results,
         "metadata": {metadata["system"]: metadata for metadata, _ in entries},
-        "rank_intervals": rank_intervals(columns, **benchmark.settings),
-        "holm_p_values": adjusted,
+        "rank_intervals": rank_intervals({s.name: score_columns(s, split)["f1"] for s in systems}, **settings),
+        "holm_p_values": [adjusted[index] for index in range(len(comparisons))],
     }

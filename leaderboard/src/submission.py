@@ -1,10 +1,8 @@
-"""A submission to the board: checked, scored by `fiberbench evaluate`'s code, and stored in one commit.
+"""A submission to the board: checked, scored by `fiberbench evaluate`'s code on the server, and stored in one commit.
 
-Everything a person sends is checked before anything is stored, and a refusal is one line (`Refused`) naming the
-field, the file and the record: the name and the other texts are plain text (no markup), the file at most
-`MAX_FILE_BYTES` in a format `fiberbench evaluate` reads, with one prediction for every blank of the board's split
-and no other. The split's answers are read on the server only. Two submissions at once are both kept: a commit whose
-parent moved is checked again on the new head and made there (`MAX_ATTEMPTS` times at most).
+Everything a person sends is checked before anything is stored, and a refusal is one line (`Refused`) naming the field,
+the file and the record: texts are plain (no markup), the file at most `MAX_FILE_BYTES` in a format evaluate reads,
+with one prediction for every blank of the split. Two submissions at once are both kept (see `submit`).
 """
 
 import datetime
@@ -15,9 +13,10 @@ import uuid
 from pathlib import Path
 
 from fiberbench.errors import DataError
-from fiberbench.metric.scoring.predictions import FORMATS
+from fiberbench.metric.evaluate.predictions import FORMATS, Split
+from fiberbench.metric.evaluate.results import evaluate_systems
 
-from .populate import METADATA_FILE, RESULTS_FILE, Benchmark, HeadMoved, read_entries
+from .populate import METADATA_FILE, RESULTS_FILE, HeadMoved, join_file, read_entries
 
 MAX_FILE_BYTES = 20 * 2**20  # an lmms-eval samples file of 1,000 blanks is a few MB
 MAX_NAME_CHARS, MAX_TEXT_CHARS, MAX_ATTEMPTS = 80, 200, 5
@@ -74,7 +73,7 @@ def _json_bytes(data) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def scored_submission(benchmark: Benchmark, path: Path, metadata: dict, shown: str) -> dict[str, bytes]:
+def scored_submission(split: Split, settings: dict, path: Path, metadata: dict, shown: str) -> dict[str, bytes]:
     """The files of the submission's folder: the predictions as sent, evaluate's results.json, the metadata."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
@@ -82,7 +81,7 @@ def scored_submission(benchmark: Benchmark, path: Path, metadata: dict, shown: s
     if path.suffix.lower() not in FORMATS:
         raise Refused(f"{shown}: a {path.suffix or 'file without a suffix'}; give {', '.join(FORMATS)}")
     try:
-        system = benchmark.join(path, metadata["system"])
+        system = join_file(split, path, metadata["system"])
     except DataError as error:  # it names the uploaded file by its path on the server
         raise Refused(str(error).replace(str(path), shown)) from None
     content = path.read_bytes()
@@ -90,30 +89,27 @@ def scored_submission(benchmark: Benchmark, path: Path, metadata: dict, shown: s
     metadata = {
         **metadata,
         "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
-        "dataset": benchmark.dataset,
+        "dataset": split.dataset,
         "file": shown,
         "sha256": hashlib.sha256(content).hexdigest(),
         "predictions": predictions,
     }
-    results = benchmark.results([system], with_baselines=False)
+    results = evaluate_systems([system], split, settings, with_baselines=False)
     return {predictions: content, RESULTS_FILE: _json_bytes(results), METADATA_FILE: _json_bytes(metadata)}
 
 
-def submit(benchmark: Benchmark, store, path: Path, metadata: dict, shown: str, parent: str | None = None) -> str:
-    """Check, score and store one submission; the store's new head. `Refused` when it is not stored.
-
-    `parent` is the revision the person saw the board at (default: the store's head now); when the store moved past
-    it, the name is checked again against the new head and the commit made there.
-    """
-    split = benchmark.dataset["split"]
-    files = scored_submission(benchmark, path, metadata, shown)
+def submit(split: Split, settings: dict, store, path: Path, metadata: dict, shown: str, parent: str | None = None) -> str:
+    """Check, score and store one submission; the store's new head (`Refused` when it is not stored). `parent` is the
+    revision the person saw (default: the head now); when the store moved past it, the name is checked again against
+    the new head and the commit made there (`MAX_ATTEMPTS` times at most)."""
+    files = scored_submission(split, settings, path, metadata, shown)
     submission_id = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S.%fZ}-{uuid.uuid4().hex[:8]}"
     for _ in range(MAX_ATTEMPTS):
-        head = store.head(split) if parent is None else parent
-        if metadata["system"] in {entry["system"] for entry, _ in read_entries(store.snapshot(split, head), split)}:
+        head = store.head(split.name) if parent is None else parent
+        if metadata["system"] in {entry["system"] for entry, _ in read_entries(store.snapshot(split.name, head), split.name)}:
             raise Refused(f"system name: {metadata['system']!r} is on the board already; choose another name")
         try:
-            return store.add(split, submission_id, files, head, f"Add {metadata['system']} ({split})")
+            return store.add(split.name, submission_id, files, head, f"Add {metadata['system']} ({split.name})")
         except HeadMoved:
             parent = None  # checked again on the new head
     raise Refused(f"{store.describe()} kept changing during {MAX_ATTEMPTS} attempts: submit again")

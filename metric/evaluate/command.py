@@ -1,17 +1,11 @@
 """`fiberbench evaluate`: score any system's predictions on a FIBER split, with confidence intervals and comparisons.
 
-Each predictions file holds one row per blank of the split (JSON Lines, a JSON array or CSV), keyed
-by `video_id`, `video_start_time` and `video_end_time`, with the answer in `prediction` and,
-optionally, the ranked `candidates` (in CSV, a JSON-encoded list). training/train.py's
-predictions.jsonl is one: its rows of other splits are skipped; so is the samples file that lmms-eval
-logs for the FIBER task (--log_samples: `*_samples_fiber_test.jsonl`). The join with the split is
-strict: a missing, repeated or unknown blank is an error naming the file and the line, and each file
-is one system (a file given twice is refused). Every score comes from the metric's own functions, so
-it equals `evaluate.load("metric/fiber_metric").compute` on the same inputs, and so do the bootstrap
-confidence intervals and the p-values (each depends only on its own per-blank scores and the seed).
-Where a file records how its answers were read from a model's replies (`fiberbench predict`'s
-record beside it, or the `reader` of each lmms-eval sample), the reading is shown with the
-system's scores, and a line says so when the systems compared were read differently.
+Each predictions file (JSON Lines, a JSON array or CSV) holds one row per blank of the split, keyed by `video_id`,
+`video_start_time` and `video_end_time`, with the answer in `prediction` and, optionally, ranked `candidates`.
+training/train.py's predictions.jsonl and lmms-eval's samples of the FIBER task (--log_samples) are such files. The
+join is strict: a missing, repeated or unknown blank is an error naming the file and the line; each file is one
+system. Every score, interval and p-value is the metric's own (`evaluate.load("metric/fiber_metric").compute` gives
+the same); how a file's answers were read from replies, where it records it, is shown with its scores.
 """
 
 import argparse
@@ -21,13 +15,11 @@ from pathlib import Path
 
 from fiberbench.cli import positive_int, seed
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import UsageError
 from fiberbench.metric.evaluate import model_index
-from fiberbench.metric.scoring.figure import write_chart
-from fiberbench.metric.scoring.predictions import FORMATS, load_split, read_rows, read_system
-from fiberbench.metric.scoring.report import READ_DIFFERENTLY, leaderboard_markdown
-from fiberbench.metric.scoring.results import evaluate_systems
+from fiberbench.metric.evaluate.predictions import FORMATS, load_split, read_rows, read_system
+from fiberbench.metric.evaluate.report import READ_DIFFERENTLY, leaderboard_markdown, write_chart
+from fiberbench.metric.evaluate.results import evaluate_systems
 from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json, write_text
 
 logger = logging.getLogger(__name__)
@@ -137,19 +129,8 @@ def score_files(args: argparse.Namespace, names: list[str]) -> dict:
     split = load_split(args.dataset_name, args.dataset_config_name, args.split)
     if args.with_baselines and split.train_labels is None:
         raise UsageError(f"--with_baselines needs a train split (for the most frequent answer); {split.described} has none")
-    synthetic = is_synthetic(args.dataset_name)
-    if synthetic:
+    if split.dataset["synthetic"]:
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", split.described)
     systems = [read_system(path, name, split) for path, name in zip(args.predictions, names)]
     settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
-    return {
-        "dataset": {
-            "name": args.dataset_name or "the bundled sample",
-            "config": args.dataset_config_name,
-            "split": args.split,
-            "num_blanks": len(split.keys),
-            "synthetic": synthetic,
-        },
-        "settings": {**settings, "num_permutations": args.num_bootstrap},
-        **evaluate_systems(systems, split, settings, args.with_baselines),
-    }
+    return evaluate_systems(systems, split, settings, args.with_baselines)

@@ -1,11 +1,11 @@
-"""Statistics over per-blank scores (percent) of shape (blanks,) or (blanks, columns): mean and deviation, percentile
-bootstrap intervals, and paired comparisons of two systems (paired bootstrap, approximate randomization, McNemar).
+"""Statistics over per-blank scores (percent), (blanks,) or (blanks, columns): mean and deviation, bootstrap intervals,
+paired comparisons (paired bootstrap, approximate randomization, McNemar's exact test).
 
-Each column's numbers depend only on its own scores, the settings and the seed, not on its neighbours. A column with
-at most one distinct value per 16 blanks (exact matches, Correct@K, most differences) is drawn through its value
-counts, which give the same distribution at a cost that does not grow with the blanks: a resample's mean depends only
-on how many draws land on each value, Multinomial(blanks, frequencies); a randomization trial's sum only on how many
-blanks of each difference are swapped, Binomial(count, 1/2). Other columns are drawn blank by blank, alike.
+Each column's numbers depend only on its own scores, the settings and the seed. A column with at most one distinct
+value per 16 blanks (exact matches, Correct@K) is drawn through its value counts, the same distribution at a cost
+that does not grow with the blanks: a resample's mean depends only on how many draws land on each value,
+Multinomial(blanks, frequencies), a randomization trial's sum only on how many blanks of each difference are swapped,
+Binomial(count, 1/2). Other columns are drawn blank by blank, alike.
 """
 
 import math
@@ -44,13 +44,12 @@ def mean_std(values):
 
 def _check_settings(**settings):
     for name, value in settings.items():
-        if name == "confidence_level":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"confidence_level must be a number between 0 and 1, got {value!r}")
-            if not 0 < value < 1:
-                raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if name != "confidence_level" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+        if name == "confidence_level" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"confidence_level must be a number between 0 and 1, got {value!r}")
+        if name == "confidence_level" and not 0 < value < 1:
+            raise ValueError(f"confidence_level must be between 0 and 1 (e.g. 0.95), got {value!r}")
 
 
 def _chunks(total, width):

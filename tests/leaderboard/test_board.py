@@ -12,15 +12,16 @@ from hypothesis import strategies as st
 from fiberbench.cli import main
 from fiberbench.errors import DataError
 from fiberbench.leaderboard.src.display import table_rows
-from fiberbench.leaderboard.src.populate import LocalStore, compute_board, holm, load_benchmark, rank_intervals, read_entries
+from fiberbench.leaderboard.src.populate import LocalStore, compute_board, holm, rank_intervals, read_entries
+from fiberbench.metric.evaluate.predictions import load_split
 from fiberbench.leaderboard.src.submission import Refused, check_metadata, submit
 
 from .conftest import FLAGS, SETTINGS
 
 
 @pytest.fixture(scope="module")
-def benchmark():
-    return load_benchmark(None, "text", "test", SETTINGS)
+def split():
+    return load_split(None, "text", "test")
 
 
 def metadata(name: str) -> dict:
@@ -28,11 +29,11 @@ def metadata(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def board(benchmark, predictions_files, tmp_path_factory):
+def board(split, predictions_files, tmp_path_factory):
     store = LocalStore(tmp_path_factory.mktemp("store"))
     for name, path in predictions_files.items():
-        submit(benchmark, store, path, metadata(name), path.name)
-    return store, compute_board(benchmark, read_entries(store.folder, "test"))
+        submit(split, SETTINGS, store, path, metadata(name), path.name)
+    return store, compute_board(split, SETTINGS, read_entries(store.folder, "test"))
 
 
 def test_the_board_is_what_fiberbench_evaluate_gives_for_the_same_files(board, predictions_files, tmp_path):
@@ -111,23 +112,23 @@ def test_holm_rejects_what_its_definition_rejects(p_values, level):
         (None, "best", r"'best' is on the board already"),
     ],
 )
-def test_a_bad_submission_is_refused_in_one_line_and_stored_nowhere(board, benchmark, bad_files, predictions_files,
+def test_a_bad_submission_is_refused_in_one_line_and_stored_nowhere(board, split, bad_files, predictions_files,
                                                                      bad, name, message):
     store, _ = board
     before = sorted(path.relative_to(store.folder) for path in store.folder.rglob("*"))
     path = bad_files[bad] if bad else predictions_files["tied A"]
     with pytest.raises(Refused, match=message) as refusal:
-        submit(benchmark, store, path, metadata(name), path.name)
+        submit(split, SETTINGS, store, path, metadata(name), path.name)
     assert "\n" not in str(refusal.value) and str(path.parent) not in str(refusal.value)
     assert sorted(path.relative_to(store.folder) for path in store.folder.rglob("*")) == before
 
 
-def test_two_submissions_at_once_are_both_kept(benchmark, predictions_files, tmp_path):
+def test_two_submissions_at_once_are_both_kept(split, predictions_files, tmp_path):
     store = LocalStore(tmp_path / "store")
     store.create()
     seen = store.head("test")  # both people saw the board empty
     threads = [
-        threading.Thread(target=submit, args=(benchmark, store, predictions_files[name], metadata(name), name, seen))
+        threading.Thread(target=submit, args=(split, SETTINGS, store, predictions_files[name], metadata(name), name, seen))
         for name in ("tied A", "tied B")
     ]
     for thread in threads:
@@ -137,10 +138,10 @@ def test_two_submissions_at_once_are_both_kept(benchmark, predictions_files, tmp
     assert sorted(metadata["system"] for metadata, _ in read_entries(store.folder, "test")) == ["tied A", "tied B"]
 
 
-def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions_files, tmp_path):
+def test_a_submission_still_being_written_is_not_read_yet(split, predictions_files, tmp_path):
     # What a reader met when another submission's staging folder had no metadata.json yet.
     store = LocalStore(tmp_path / "store")
-    submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
+    submit(split, SETTINGS, store, predictions_files["best"], metadata("best"), "best")
     head = store.head("test")
     staging = store.folder / "submissions" / "test" / ".next.tmp-1-x"  # as `fiberbench.outputs.atomic_folder` names it
     staging.mkdir()
@@ -149,9 +150,9 @@ def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions
     assert store.head("test") == head
 
 
-def test_a_link_among_the_submissions_is_refused_not_followed(benchmark, predictions_files, tmp_path):
+def test_a_link_among_the_submissions_is_refused_not_followed(split, predictions_files, tmp_path):
     store = LocalStore(tmp_path / "store")
-    submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
+    submit(split, SETTINGS, store, predictions_files["best"], metadata("best"), "best")
     (original,) = (store.folder / "submissions" / "test").iterdir()
     planted = store.folder / "submissions" / "test" / "planted"
     planted.symlink_to(original, target_is_directory=True)

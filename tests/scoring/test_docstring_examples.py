@@ -3,10 +3,10 @@
 import doctest
 
 from fiberbench.leaderboard.src import populate
-from fiberbench.metric.scoring import figure, report
+from fiberbench.metric.evaluate import report
 
 
 def test_docstring_examples_run():
-    results = [doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE) for module in (report, figure, populate)]
+    results = [doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE) for module in (report, populate)]
     assert sum(result.failed for result in results) == 0
     assert sum(result.attempted for result in results) >= 6  # markdown_text, p_value_text, system_colours, ranks, holm

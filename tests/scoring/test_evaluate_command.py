@@ -13,7 +13,7 @@ from fiberbench.cli import main
 from fiberbench.data import load_sample
 from fiberbench.metric import human_agreement, references_from_example, score_predictions
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.metric.scoring.figure import BASELINE_STYLES, category_figure, plot_layout, system_colours
+from fiberbench.metric.evaluate.report import BASELINE_STYLES, category_figure, plot_layout, system_colours
 from fiberbench.outputs import FOLDER_RECORD, write_jsonl
 from fiberbench.records import KEY_FIELDS
 

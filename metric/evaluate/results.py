@@ -12,7 +12,7 @@ import numpy as np
 
 from fiberbench.metric import compare_systems, human_agreement, mcnemar_p_value, score_predictions, summarize
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.metric.scoring.predictions import Split, System
+from fiberbench.metric.evaluate.predictions import Split, System
 
 MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT = "most frequent answer", "human agreement"
 
@@ -63,8 +63,9 @@ def compare_pairs(rows: dict[str, dict], ranked: list[str], settings: dict) -> l
 
 
 def evaluate_systems(systems: list[System], split: Split, settings: dict, with_baselines: bool) -> dict:
-    """The `systems`, `readings_differ` and `comparisons` of results.json, and with `with_baselines` its `baselines`:
-    the most frequent training answer, and human agreement (each annotator's first answer against the others)."""
+    """results.json: the `dataset`, the `settings` (confidence_level, num_bootstrap, seed), every system's scores, how
+    their replies were read, the `comparisons` of every pair and, `with_baselines`, the most frequent training answer
+    and human agreement (each annotator's first answer against the others)."""
     columns = {system.name: score_columns(system, split) for system in systems}
     rows = {
         system.name: {"file": system.file, "reading": system.reading, "correct_at_k": None, "map": None,
@@ -72,6 +73,8 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, with_b
         for system in systems
     }
     results = {
+        "dataset": split.dataset,
+        "settings": {**settings, "num_permutations": settings["num_bootstrap"]},
         "systems": rows,
         "readings_differ": len({json.dumps(s.reading, sort_keys=True) for s in systems if s.reading}) > 1,
         "comparisons": compare_pairs(columns, sorted(rows, key=lambda name: -rows[name]["f1"]), settings),

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fiberbench.data import load_fiber
+from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, UsageError
 from fiberbench.json_records import too_long_integer
 from fiberbench.metric import references_from_example
@@ -27,6 +28,7 @@ class Split:
 
     name: str
     described: str  # "the test split of the bundled sample", for messages
+    dataset: dict  # results.json's "dataset": name, config, split, num_blanks, synthetic
     keys: list[ClipKey]
     references: list[list[str]]  # each blank's label and annotators' answers (`references_from_example`)
     labels: list[str]
@@ -61,9 +63,12 @@ def load_split(dataset_name: str | None, config_name: str, split_name: str) -> S
             "use validation or test"
         )
     categories = [row.get("category") for row in rows]
+    dataset = {"name": dataset_name or "the bundled sample", "config": config_name, "split": split_name,
+               "num_blanks": len(rows), "synthetic": is_synthetic(dataset_name)}
     return Split(
         split_name,
         described,
+        dataset,
         [tuple(row[field] for field in KEY_FIELDS) for row in rows],
         [references_from_example(row) for row in rows],
         [row["label"] for row in rows],
