@@ -100,18 +100,15 @@ def test_holm_rejects_what_its_definition_rejects(p_values, level):
     assert all(value >= p for value, p in zip(adjusted, p_values)) and max(adjusted) <= 1
 
 
-@pytest.mark.parametrize(
-    ("bad", "name", "message"),
-    [
-        ("other split", "fine", r"not in the test split of the bundled sample, but in its validation split"),
-        ("missing", "fine", r"no prediction for 1 of the 60 blanks"),
-        ("extra", "fine", r"line 61: blank \('zzzzzzzzzzz'.* is not in the test split"),
-        ("not json", "fine", r"not_json\.jsonl: line 1: invalid JSON"),
-        ("too large", "fine", r"too_large\.json: 50\.\d MB, more than the 20 MB a submission may be"),
-        (None, "<script>alert(1)</script>", r"system name: '<' is not allowed"),
-        (None, "best", r"'best' is on the board already"),
-    ],
-)
+@pytest.mark.parametrize(("bad", "name", "message"), [
+    ("other split", "fine", r"not in the test split of the bundled sample, but in its validation split"),
+    ("missing", "fine", r"no prediction for 1 of the 60 blanks"),
+    ("extra", "fine", r"line 61: blank \('zzzzzzzzzzz'.* is not in the test split"),
+    ("not json", "fine", r"not_json\.jsonl: line 1: invalid JSON"),
+    ("too large", "fine", r"too_large\.json: 50\.\d MB, more than the 20 MB a submission may be"),
+    (None, "<script>alert(1)</script>", r"system name: '<' is not allowed"),
+    (None, "best", r"'best' is on the board already"),
+])
 def test_a_bad_submission_is_refused_in_one_line_and_stored_nowhere(board, split, bad_files, predictions_files,
                                                                      bad, name, message):
     store, _ = board

@@ -1,4 +1,5 @@
-"""The evaluate module: loading from its folder and from a copy, batches, input checks, doctests, card."""
+"""The evaluate module: loading from its folder and from a copy, batches, input checks, the doctests (the scoring's and
+the leaderboard's too) and the card."""
 
 import doctest
 import json
@@ -12,7 +13,9 @@ import pytest
 
 from fiberbench.metric import METRIC_PATH, score_predictions
 from fiberbench.metric.fiber_metric import fiber_metric as metric_module
-from fiberbench.metric.fiber_metric import agreement, inputs, scores, statistics
+from fiberbench.leaderboard.src import populate
+from fiberbench.metric.evaluate import report
+from fiberbench.metric.fiber_metric import agreement, scores, statistics
 
 from ..processes import modules_loaded
 
@@ -39,10 +42,8 @@ def test_loads_in_a_fresh_process_from_the_repository_and_from_a_copy(tmp_path):
     copy = tmp_path / "elsewhere" / "fiber_metric"
     shutil.copytree(METRIC_PATH, copy, ignore=shutil.ignore_patterns("__pycache__"))
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "HF_EVALUATE_OFFLINE": "1"}
-    completed = subprocess.run(
-        [sys.executable, "-c", LOAD_AND_SCORE, "metric/fiber_metric", str(copy)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True,
-    )
+    completed = subprocess.run([sys.executable, "-c", LOAD_AND_SCORE, "metric/fiber_metric", str(copy)],
+                               cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True)
     output = json.loads(completed.stdout.strip().splitlines()[-1])
     expected = {"scores": {"exact_match": 50.0, "f1": 50.0}, "agreement": 2}
     assert output == {"outputs": [expected, expected], "project_imported": False}
@@ -51,21 +52,15 @@ def test_loads_in_a_fresh_process_from_the_repository_and_from_a_copy(tmp_path):
 def test_the_plain_functions_load_without_evaluate_and_datasets():
     # `fiberbench evaluate` scores through them: importing `evaluate` costs seconds (it imports
     # transformers' pipelines, hence torch) and the command never needs it.
-    code = (
-        "from fiberbench.metric import score_predictions, confidence_interval, human_agreement; "
-        "score_predictions(['a dog'], [['dog']])"
-    )
+    code = "from fiberbench.metric import score_predictions, human_agreement; score_predictions(['a dog'], [['dog']])"
     assert modules_loaded(code, ["evaluate", "datasets", "torch"])[0] == []
 
 
 def test_add_batch_then_compute_equals_one_compute(fiber_metric, table_7_references):
     predictions = ["a mountain", "a room", "viewers!", "a tree", "The!"]
     references = [*table_7_references, ["tree", "forest"], "the"]
-    kwargs = {
-        "per_example": True,
-        "categories": ["Location", "Location", "Person", "Object", "Object"],
-        "candidates": [["a hill", "mountain"], ["room"], [], ["bush", "Tree", "a tree"], ["The!"]],
-    }
+    kwargs = {"per_example": True, "categories": ["Location", "Location", "Person", "Object", "Object"],
+              "candidates": [["a hill", "mountain"], ["room"], [], ["bush", "Tree", "a tree"], ["The!"]]}
     at_once = fiber_metric.compute(predictions=predictions, references=references, **kwargs)
     fiber_metric.add_batch(predictions=predictions[:2], references=references[:2])
     fiber_metric.add_batch(predictions=predictions[2:], references=references[2:])
@@ -140,17 +135,12 @@ def test_unknown_config_is_refused():
         evaluate.load(str(METRIC_PATH), "table_2")
 
 
-def test_docstring_examples_run(monkeypatch):
+@pytest.mark.parametrize("module", [metric_module, scores, statistics, agreement, report, populate],
+                         ids=lambda module: module.__name__)
+def test_docstring_examples_run(module, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)  # the examples load "metric/fiber_metric"
-    results = doctest.testmod(metric_module, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert results.failed == 0
-    assert results.attempted >= 5
-    attempted = 0
-    for module in (scores, statistics, agreement, inputs):  # the plain functions, wherever they moved
-        results = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
-        assert results.failed == 0, module.__name__
-        attempted += results.attempted
-    assert attempted >= 10
+    results = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert results.failed == 0 and results.attempted >= 2
     assert ">>> fiber_metric.compute(" in metric_module.FiberMetric.__doc__  # _KWARGS_DESCRIPTION is tested
 
 

@@ -68,45 +68,37 @@ def test_ascii_text_is_normalized_as_the_release_normalized_it(text):
     assert normalize_answer(text) == official_normalization(text)
 
 
-@pytest.mark.parametrize(
-    ("text", "plain"),
-    [
-        ("cafe\u0301", "caf\u00e9"),  # NFD and NFC
-        ("\uff44\uff4f\uff47", "dog"),  # fullwidth
-        ("do\u200bg", "dog"),  # a zero-width space
-        ("do\u00adg", "dog"),  # a soft hyphen
-        ("\ufb01sh", "fish"),  # the ligature fi
-        ("\uff34\uff48\uff45 \uff44\uff4f\uff47\uff01", "dog"),  # fullwidth "The dog!"
-        ("\ufeffa dog", "dog"),  # a byte order mark
-    ],
-)
+@pytest.mark.parametrize(("text", "plain"), [
+    ("cafe\u0301", "caf\u00e9"),  # NFD and NFC
+    ("\uff44\uff4f\uff47", "dog"),  # fullwidth
+    ("do\u200bg", "dog"),  # a zero-width space
+    ("do\u00adg", "dog"),  # a soft hyphen
+    ("\ufb01sh", "fish"),  # the ligature fi
+    ("\uff34\uff48\uff45 \uff44\uff4f\uff47\uff01", "dog"),  # fullwidth "The dog!"
+    ("\ufeffa dog", "dog"),  # a byte order mark
+])
 def test_unicode_forms_of_an_answer_score_as_its_plain_form(text, plain):
     assert normalize_answer(text) == normalize_answer(plain)
     assert exact_match(text, [plain]) == f1(text, [plain]) == 100.0
 
 
-@pytest.mark.parametrize(
-    ("text", "normalized"),
-    [
-        ("Water-filled balloons.", "waterfilled balloons"),  # punctuation is deleted, not replaced by a space
-        ("a-team", "team"),  # whole words are found before punctuation goes
-        ("The dog's bowl", "dogs bowl"),
-        ("the's", "s"),
-        ("theater", "theater"),
-        ("a_", "a"),  # `\b` counts "_" as part of a word, as the FIBER release's regex does
-        ("  A   MAN \t on\nthe  street ", "man on street"),
-        ("The!", ""),
-    ],
-)
+@pytest.mark.parametrize(("text", "normalized"), [
+    ("Water-filled balloons.", "waterfilled balloons"),  # punctuation is deleted, not replaced by a space
+    ("a-team", "team"),  # whole words are found before punctuation goes
+    ("The dog's bowl", "dogs bowl"),
+    ("the's", "s"),
+    ("theater", "theater"),
+    ("a_", "a"),  # `\b` counts "_" as part of a word, as the FIBER release's regex does
+    ("  A   MAN \t on\nthe  street ", "man on street"),
+    ("The!", ""),
+])
 def test_one_pass_normalization(text, normalized):
     assert normalize_answer(text) == normalized
 
 
-@pytest.mark.parametrize(
-    ("predictions", "exact_matches"),
-    [(["a mountain", "a room", "a camera"], [100, 100, 100]), (["a tree", "a gym", "a woman"], [0, 0, 0])],
-    ids=["T5 + I3D", "T5 fine-tuned"],
-)
+@pytest.mark.parametrize(("predictions", "exact_matches"), [
+    (["a mountain", "a room", "a camera"], [100, 100, 100]), (["a tree", "a gym", "a woman"], [0, 0, 0])
+], ids=["T5 + I3D", "T5 fine-tuned"])
 def test_table_7_answers_score_as_in_the_paper(predictions, exact_matches, table_7_references):
     results = score_predictions(predictions, table_7_references, per_example=True)
     assert results["exact_match_per_example"] == exact_matches
@@ -122,17 +114,14 @@ def test_figure_1_answers_give_partial_f1():
     assert f1("red balloons", answers) == pytest.approx(200 / 3)  # "balloons"
 
 
-@pytest.mark.parametrize(
-    ("prediction", "references", "scores"),
-    [
-        ("The!", ["the"], (100, 100)),  # both normalize to nothing
-        ("", ["An.", "dog"], (100, 100)),
-        ("The!", ["dog"], (0, 0)),
-        ("dog", ["", "the"], (0, 0)),
-        ("red red car", ["car red"], (0, 100)),  # token SETS: order and repeats do not count
-        ("red car", ["red"], (0, 200 / 3)),
-    ],
-)
+@pytest.mark.parametrize(("prediction", "references", "scores"), [
+    ("The!", ["the"], (100, 100)),  # both normalize to nothing
+    ("", ["An.", "dog"], (100, 100)),
+    ("The!", ["dog"], (0, 0)),
+    ("dog", ["", "the"], (0, 0)),
+    ("red red car", ["car red"], (0, 100)),  # token SETS: order and repeats do not count
+    ("red car", ["red"], (0, 200 / 3)),
+])
 def test_edge_cases(prediction, references, scores):
     assert (exact_match(prediction, references), f1(prediction, references)) == pytest.approx(scores)
 
@@ -152,11 +141,9 @@ def test_flat_references_score_against_the_label_alone():
 
 
 def test_scores_by_category(table_7_references):
-    results = score_predictions(
-        ["a mountain", "a gym", "a camera"], table_7_references, categories=["Location", "Location", "Object"]
-    )
-    assert results["exact_match_by_category"] == {"Location": 50.0, "Object": 100.0}
-    assert results["f1_by_category"] == {"Location": 50.0, "Object": 100.0}
+    results = score_predictions(["a mountain", "a gym", "a camera"], table_7_references,
+                                categories=["Location", "Location", "Object"])
+    assert results["exact_match_by_category"] == results["f1_by_category"] == {"Location": 50.0, "Object": 100.0}
     assert results["count_by_category"] == {"Location": 2, "Object": 1}
 
 
@@ -181,17 +168,14 @@ def test_references_from_example():
 CANDIDATES_REFERENCES = ["cliff", "hill", "mountain"]
 
 
-@pytest.mark.parametrize(
-    ("candidates", "first_correct_rank", "expected_average_precision"),
-    [
-        (["a cliff", "tree", "hill"], 1, 100 * (1 / 1 + 2 / 3) / 2),
-        (["tree", "a cliff", "Cliff", "hill"], 2, 100 * (1 / 2 + 2 / 3) / 2),  # "Cliff" is "a cliff" again
-        (["mountain", "The Mountain!", "tree", "hill"], 1, 100 * (1 / 1 + 2 / 3) / 2),  # one hit, not two
-        (["tree", "Tree.", "the tree", "hill"], 2, 100 / 2),  # "hill" is the second distinct candidate
-        (["tree", "rock", "sky"], None, 0.0),
-        ([], None, 0.0),
-    ],
-)
+@pytest.mark.parametrize(("candidates", "first_correct_rank", "expected_average_precision"), [
+    (["a cliff", "tree", "hill"], 1, 100 * (1 / 1 + 2 / 3) / 2),
+    (["tree", "a cliff", "Cliff", "hill"], 2, 100 * (1 / 2 + 2 / 3) / 2),  # "Cliff" is "a cliff" again
+    (["mountain", "The Mountain!", "tree", "hill"], 1, 100 * (1 / 1 + 2 / 3) / 2),  # one hit, not two
+    (["tree", "Tree.", "the tree", "hill"], 2, 100 / 2),  # "hill" is the second distinct candidate
+    (["tree", "rock", "sky"], None, 0.0),
+    ([], None, 0.0),
+])
 def test_hand_worked_rankings(candidates, first_correct_rank, expected_average_precision):
     for k in (1, 2, 3, 4, 8):
         found = first_correct_rank is not None and first_correct_rank <= k
@@ -213,13 +197,10 @@ def test_correct_at_k_and_map_over_blanks_with_k_up_to_the_longest_list():
     assert list(ks) == ["1", "2", "4", "8"]
 
 
-@pytest.mark.parametrize(
-    ("beams", "distinct"),
-    [
-        (["a police officer", "A police officer", "the officer"], ["a police officer", "the officer"]),
-        (["a", "a man", "The!", "A man."], ["a man"]),
-        (["a", "the"], []),
-    ],
-)
+@pytest.mark.parametrize(("beams", "distinct"), [
+    (["a police officer", "A police officer", "the officer"], ["a police officer", "the officer"]),
+    (["a", "a man", "The!", "A man."], ["a man"]),
+    (["a", "the"], []),
+])
 def test_distinct_candidates_keep_the_first_spelling_and_drop_what_names_nothing(beams, distinct):
     assert distinct_candidates(beams) == distinct

@@ -138,15 +138,12 @@ def test_a_bad_input_is_one_line_and_writes_nothing(case, rows, tmp_path, cli_er
     assert [item.name for item in tmp_path.iterdir() if not item.name.startswith(".")] == ([name] if content else [])
 
 
-@pytest.mark.parametrize(
-    ("where", "problem"),
-    [
-        ("the predictions file", "is an input of this command"),
-        ("the predictions file's folder", "holds the input"),
-        ("a folder that is not empty", "not fiberbench evaluate's; nothing is replaced"),
-        ("a file", "is a file, not a folder"),
-    ],
-)
+@pytest.mark.parametrize(("where", "problem"), [
+    ("the predictions file", "is an input of this command"),
+    ("the predictions file's folder", "holds the input"),
+    ("a folder that is not empty", "not fiberbench evaluate's; nothing is replaced"),
+    ("a file", "is a file, not a folder"),
+])
 def test_an_output_that_would_overwrite_something_is_refused(where, problem, rows, tmp_path, cli_error):
     predictions, other = tmp_path / "runs" / "system.jsonl", tmp_path / "other"
     predictions.parent.mkdir()

@@ -33,13 +33,8 @@ def test_split(sample):
 
 def prediction_rows(blanks, answer, candidates=None) -> list[dict]:
     """One row per blank: `answer(index, blank)`, and `candidates(index, blank)` when given."""
-    rows = []
-    for index, blank in enumerate(blanks):
-        row = {field: blank[field] for field in KEY_FIELDS} | {"prediction": answer(index, blank)}
-        if candidates is not None:
-            row["candidates"] = candidates(index, blank)
-        rows.append(row)
-    return rows
+    return [{field: blank[field] for field in KEY_FIELDS} | {"prediction": answer(index, blank)}
+            | ({"candidates": candidates(index, blank)} if candidates else {}) for index, blank in enumerate(blanks)]
 
 
 def label_half_the_time(index, blank):
@@ -69,36 +64,27 @@ def evaluated(predictions_dir, tmp_path_factory):
     return output_dir, json.loads((output_dir / "results.json").read_text())
 
 
-def test_scores_equal_the_evaluate_module(evaluated, test_split, fiber_metric):
+def test_scores_equal_the_evaluate_module_to_the_last_digit(evaluated, test_split, fiber_metric):
     _, results = evaluated
     references = [references_from_example(blank) for blank in test_split]
-    labels = [references_from_example(blank, label_only=True) for blank in test_split]
     categories = [blank["category"] for blank in test_split]
     for name, (answer, candidates) in SYSTEMS.items():
         rows = prediction_rows(test_split, answer, candidates)
-        predictions = [row["prediction"] for row in rows]
-        ranked = [row["candidates"] for row in rows] if candidates else None
-        expected = fiber_metric.compute(
-            predictions=predictions, references=references, categories=categories, candidates=ranked, **SETTINGS
-        )
-        label_only = fiber_metric.compute(predictions=predictions, references=labels, **SETTINGS)
-        system = results["systems"][name]
-        assert system["file"].endswith(f"{name}.jsonl")
-        assert (system["exact_match"], system["f1"]) == (expected["exact_match"], expected["f1"])
-        assert system["exact_match_label_only"] == label_only["exact_match"]
-        assert system["f1_label_only"] == label_only["f1"]
-        assert system["correct_at_k"] == expected.get("correct_at_k") and system["map"] == expected.get("map")
-        intervals = system["confidence_intervals"]
-        for key in ("exact_match", "f1", "map"):
-            if f"{key}_ci" in expected:
-                assert intervals[key] == pytest.approx(expected[f"{key}_ci"], abs=1e-9)
-        assert intervals["f1_label_only"] == pytest.approx(label_only["f1_ci"], abs=1e-9)
-        for category, scores in system["by_category"].items():
-            assert scores["count"] == expected["count_by_category"][category]
-            assert scores["f1"] == expected["f1_by_category"][category]
-            assert scores["exact_match"] == expected["exact_match_by_category"][category]
-            expected_interval = expected["f1_ci_by_category"][category]
-            assert scores["confidence_intervals"]["f1"] == pytest.approx(expected_interval, abs=1e-9)
+        predictions, ranked = [row["prediction"] for row in rows], [row["candidates"] for row in rows] if candidates else None
+        every = fiber_metric.compute(predictions=predictions, references=references, categories=categories,
+                                     candidates=ranked, **SETTINGS)
+        label = fiber_metric.compute(predictions=predictions, references=[blank["label"] for blank in test_split],
+                                     **SETTINGS)
+        system, intervals = results["systems"][name], results["systems"][name]["confidence_intervals"]
+        keys = ("exact_match", "f1", "correct_at_k", "map")
+        assert [system[key] for key in keys] == [every.get(key) for key in keys]
+        assert [intervals.get(key) for key in keys] == [every.get(f"{key}_ci") for key in keys]
+        assert [system["exact_match_label_only"], system["f1_label_only"], intervals["f1_label_only"]] == [
+            label["exact_match"], label["f1"], label["f1_ci"]]
+        assert {category: (scores["count"], scores["exact_match"], scores["f1"], scores["confidence_intervals"]["f1"])
+                for category, scores in system["by_category"].items()} == {
+            category: (count, every["exact_match_by_category"][category], every["f1_by_category"][category],
+                       every["f1_ci_by_category"][category]) for category, count in every["count_by_category"].items()}
     assert results["systems"]["half"]["correct_at_k"] == {"1": 0.0, "2": 100.0}  # K up to the 3 candidates
 
 
@@ -107,9 +93,7 @@ def test_baselines_equal_the_most_frequent_answer_and_human_agreement(evaluated,
     answer = most_frequent_answer(sample["train"]["label"])
     baseline = results["baselines"]["most frequent answer"]
     assert baseline["answer"] == answer
-    expected = fiber_metric.compute(
-        predictions=[answer] * len(test_split), references=[references_from_example(blank) for blank in test_split]
-    )
+    expected = fiber_metric.compute(predictions=[answer] * 60, references=[references_from_example(b) for b in test_split])
     assert (baseline["exact_match"], baseline["f1"]) == (expected["exact_match"], expected["f1"])
     labels, answers = ([blank[field] for blank in test_split] for field in ("label", "additional_answers"))
     agreement = human_agreement(labels, answers)
@@ -141,17 +125,6 @@ def test_results_layout_comparisons_and_leaderboard(evaluated, capsys):
     assert json.loads((output_dir / FOLDER_RECORD).read_text())["written_by"] == "fiberbench evaluate"
     for path in output_dir.iterdir():
         assert path.stat().st_mode & 0o777 == 0o644
-
-
-def test_the_plot_is_a_png_of_the_expected_size(evaluated, test_split):
-    from PIL import Image
-
-    output_dir, results = evaluated
-    with Image.open(output_dir / "by_category.png") as image:
-        assert image.format == "PNG"
-        _, _, width, height = plot_layout(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
-        assert image.size == (round(100 * width), round(100 * height))
-        assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
 
 
 def test_train_py_predictions_are_accepted_other_splits_skipped(sample, test_split, tmp_path):
@@ -201,11 +174,7 @@ def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
 
 def table_rows(markdown: str) -> list[list[str]]:
     """The cells of every table row of a Markdown text, split at the pipes that are not escaped."""
-    return [
-        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
-        for line in markdown.splitlines()
-        if line.startswith("|")
-    ]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in markdown.splitlines() if line[:1] == "|"]
 
 
 def test_names_holding_markdown_stay_in_their_cells(test_split, tmp_path):
@@ -238,17 +207,19 @@ def bar_styles(figure) -> list[dict]:
     """Per panel, each legend name -> (face colour, hatch) of its bars."""
     from matplotlib.colors import to_hex
 
-    return [
-        {container.get_label(): (to_hex(container[0].get_facecolor()), container[0].get_hatch()) for container in ax.containers
-         if container.get_label() and not container.get_label().startswith("_")}
-        for ax in figure.axes
-    ]
+    return [{bars.get_label(): (to_hex(bars[0].get_facecolor()), bars[0].get_hatch()) for bars in ax.containers
+             if bars.get_label() and not bars.get_label().startswith("_")} for ax in figure.axes]
 
 
-def test_the_plot_shows_em_beside_f1_with_a_colour_per_system_whatever_its_rank(evaluated):
+def test_the_plot_shows_em_beside_f1_with_a_colour_per_system_whatever_its_rank(evaluated, test_split):
     from matplotlib.colors import to_hex
+    from PIL import Image
 
-    _, results = evaluated
+    output_dir, results = evaluated
+    with Image.open(output_dir / "by_category.png") as image:
+        _, _, width, height = plot_layout(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
+        assert image.format == "PNG" and image.size == (round(100 * width), round(100 * height))
+        assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
     figure = category_figure(results)
     assert [ax.get_title() for ax in figure.axes] == ["F1 by category", "EM by category"]
     styles = bar_styles(figure)
@@ -270,8 +241,7 @@ def test_every_bar_has_its_whisker_even_at_zero_and_one_resample_plots(test_spli
     from matplotlib.container import ErrorbarContainer
     from PIL import Image
 
-    rows = prediction_rows(test_split, lambda index, blank: "")
-    path = write_rows(tmp_path / "nothing.jsonl", rows)
+    path = write_rows(tmp_path / "nothing.jsonl", prediction_rows(test_split, lambda index, blank: ""))
     # One resample: an interval need not hold the mean (the whisker was a negative length, a traceback).
     assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "1"]) == 0
     with Image.open(tmp_path / "out" / "by_category.png") as image:
