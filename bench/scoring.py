@@ -96,7 +96,8 @@ def make_inputs(folder: Path, num_blanks: int, seed: int) -> tuple[Path, Path, l
             answers = [answer for annotator in blank["additional_answers"] for answer in annotator]
             prediction = rng.choice(answers) if rng.random() < 0.3 + 0.08 * system else crowd_answer(rng)
             keys = {field: blank[field] for field in ("video_id", "video_start_time", "video_end_time")}
-            rows.append({**keys, "prediction": prediction, "candidates": [prediction, crowd_answer(rng), rng.choice(answers)]})
+            candidates = [prediction, crowd_answer(rng), rng.choice(answers)]
+            rows.append({**keys, "prediction": prediction, "candidates": candidates})
         files.append(folder / f"system_{system}.jsonl")
         files[-1].write_text("".join(json.dumps(row) + "\n" for row in rows))
     return folder / "fiber", release / "test.json", files
@@ -143,11 +144,12 @@ def main() -> None:
             plain = json.loads(loop[3])
             for path in files:
                 ours = results[path.stem]
-                if [round(ours["exact_match"], 9), round(ours["f1"], 9)] != [round(score, 9) for score in plain[str(path)]]:
+                theirs = [round(score, 9) for score in plain[str(path)]]
+                if [round(ours["exact_match"], 9), round(ours["f1"], 9)] != theirs:
                     raise SystemExit(f"the loop and evaluate disagree on {path.name}: {plain[str(path)]} vs {ours}")
             peaks[num_blanks], walls[num_blanks] = (loop[2], evaluate[2]), evaluate[0]
-            print(f"| {num_blanks:,} | {loop[0]:.2f} | {evaluate[0]:.2f} | {evaluate[1]:.2f} | {evaluate[0] / loop[0]:.1f}x "
-                  f"| {loop[2]:.0f} | {evaluate[2]:.0f} |", flush=True)
+            print(f"| {num_blanks:,} | {loop[0]:.2f} | {evaluate[0]:.2f} | {evaluate[1]:.2f} | "
+                  f"{evaluate[0] / loop[0]:.1f}x | {loop[2]:.0f} | {evaluate[2]:.0f} |", flush=True)
     smallest, largest = min(peaks), max(peaks)
     growth = [(peaks[largest][side] - peaks[smallest][side]) / (largest - smallest) * 1000 for side in (0, 1)]
     print(f"\nMemory per 1,000 more blanks ({smallest:,} to {largest:,}): loop {growth[0]:.1f} MB, evaluate "

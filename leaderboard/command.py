@@ -5,8 +5,8 @@ The store is a Hub dataset repo (`--results_repo ORG/fiber-results`) or a local 
 evaluate` results and its metadata. `--add FILE --name NAME ...` first adds a predictions file
 to the store, checked and scored as the Space's Submit tab does. The board is then computed once
 (a stored file that no longer joins the split stops the command with one line) and printed, and
-the Space folder is written into `--output_dir`: app.py and src/ (the page), README.md (the
-Space's card), requirements.txt and leaderboard.json (plus a copy of a local store). `--push_to_hub
+the Space folder is written into `--output_dir`: this folder's app.py, src/ and README.md (the Space's
+card), requirements.txt and leaderboard.json (plus a copy of a local store). `--push_to_hub
 ORG/NAME` pushes it as a Gradio Space; `python app.py` in the folder runs it locally.
 
 The Space installs this package (requirements.txt) rather than a copy of its scoring code, so that the board
@@ -14,10 +14,11 @@ scores with the very code of `fiberbench evaluate`; the requirement pins the ver
 """
 
 import argparse
-import json
 import shutil
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+
+from huggingface_hub import RepoCard
 
 from fiberbench import __version__
 from fiberbench.cli import positive_int, seed
@@ -32,27 +33,6 @@ from .src.populate import SUBMISSIONS, compute_board, open_store, read_entries, 
 from .src.submission import KINDS, Refused, check_metadata, submit
 
 COMMAND, HERE = "fiberbench leaderboard", Path(__file__).resolve().parent
-CARD = """---
-title: {title}
-emoji: 🎬
-colorFrom: blue
-colorTo: green
-sdk: gradio
-sdk_version: {sdk_version}
-app_file: app.py
-pinned: false
-tags:
-- leaderboard
-- fiber
----
-
-# {heading}
-
-The FIBER video fill-in-the-blanks leaderboard: every system's EM and F1 on the {split} split with their confidence
-intervals, rank intervals from paired bootstrap resamples of the blanks, and pairwise comparisons with Holm-corrected
-p-values, all computed by `fiberbench evaluate`'s code from the predictions stored in {where}. Submissions are scored
-the same way; the split's answers stay on the server. Made with `fiberbench leaderboard`.
-"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,11 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--package_requirement", help="How the Space's requirements.txt names the FIBER package "
                         "(default: fiber-benchmark[plots]==VERSION).")
     data = parser.add_argument_group("the scores (as fiberbench evaluate takes them)")
-    data.add_argument("--dataset_name", help="A Hub dataset id, or a built folder (default: the bundled SYNTHETIC sample).")
+    data.add_argument("--dataset_name", help="A Hub dataset id or a built folder (default: the SYNTHETIC sample).")
     data.add_argument("--dataset_config_name", default="text", help="The dataset config.")
     data.add_argument("--split", default="test", help="The split the board scores.")
     data.add_argument("--confidence_level", type=float, default=0.95, help="Of the bootstrap intervals.")
-    data.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples; also randomization trials.")
+    data.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples, randomization trials.")
     data.add_argument("--seed", type=seed, default=0, help="Seed of the resamples and the randomization trials.")
     add = parser.add_argument_group("adding a system to the store first")
     add.add_argument("--add", type=Path, metavar="PREDICTIONS", help="A predictions file to add (as evaluate reads).")
@@ -145,14 +125,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_space(folder: Path, config: dict, requirement: str | None, results_dir: Path | None, sdk_version: str) -> None:
-    """The Space folder: the page (app.py and src/), its card, requirements.txt, leaderboard.json, a local store's copy."""
+def write_space(folder: Path, config: dict, requirement: str | None, results_dir: Path | None, sdk_version: str):
+    """The Space folder: the page (app.py and src/), its card, requirements.txt, leaderboard.json, a local store."""
     for source in [HERE / "app.py", *sorted((HERE / "src").glob("*.py"))]:
         write_text(folder / source.relative_to(HERE), source.read_text(encoding="utf-8"))
-    where = config["results_repo"] or "the results folder copied into this Space"
-    card = CARD.format(title=json.dumps(config["title"]), heading=config["title"], sdk_version=sdk_version,
-                       split=config["split"], where=where)
-    write_text(folder / "README.md", card)
+    card = RepoCard.load(HERE / "README.md")  # the Space's card, with this build's title and Gradio
+    card.data.title, card.data.sdk_version = config["title"], sdk_version
+    write_text(folder / "README.md", str(card).replace("# FIBER leaderboard", f"# {config['title']}", 1))
     write_text(folder / "requirements.txt", f"{requirement or f'fiber-benchmark[plots]=={__version__}'}\n")
     write_json(folder / "leaderboard.json", config)
     if results_dir is not None:

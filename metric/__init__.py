@@ -1,5 +1,5 @@
 """FIBER scoring: the `fiber_metric` evaluate module, its plain functions (given here without importing `evaluate`),
-and beside them the scoring of systems: `fiberbench evaluate` (`evaluate`, over `scoring`) and `push-metric` (`push`)."""
+and beside them the scoring of systems: `fiberbench evaluate` (`evaluate`) and `push-metric` (`push`)."""
 
 from pathlib import Path
 

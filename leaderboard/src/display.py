@@ -37,17 +37,17 @@ SCORE_COLUMNS = ["F1", "F1 interval", "EM", "EM interval", "F1, label only", "EM
 COLUMNS = ["rank", "rank interval", "system", *SCORE_COLUMNS, "blanks", *METADATA_COLUMNS.values()]
 # Pixels: the scores narrow, the system and the texts wide enough to read without scrolling far.
 COLUMN_WIDTHS = [60, 70, 200] + [60, 110] * 2 + [70] * 5 + [80, 120, 60, 140, 100, 160]
-DATATYPES = ["str", "str", "str"] + ["number", "str"] * 2 + ["number"] * 5 + ["str", "str", "number", "str", "str", "str"]
+DATATYPES = ["str"] * 3 + ["number", "str"] * 2 + ["number"] * 5 + ["str", "str", "number", "str", "str", "str"]
 
 
 def introduction(title: str, dataset: dict, settings: dict) -> str:
     """The page's heading: the split, how it is scored, and whether the data is SYNTHETIC."""
-    synthetic = "\n\n**SYNTHETIC data** (the bundled sample): these numbers say nothing about FIBER." * dataset["synthetic"]
+    synthetic = "\n\n**SYNTHETIC data**: the numbers say nothing about FIBER." * dataset["synthetic"]
+    level = f"{100 * settings['confidence_level']:g}%"
     return (
         f"# {title}\n\nThe {dataset['split']} split of {dataset['name']} ({dataset['num_blanks']:,} blanks), scored by "
-        f"`fiberbench evaluate`: EM and F1 in percent, each with its {100 * settings['confidence_level']:g}% confidence "
-        f"interval (percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, seed "
-        f"{settings['seed']}).{synthetic}"
+        f"`fiberbench evaluate`: EM and F1 in percent, each with its {level} confidence interval (percentile bootstrap "
+        f"over the blanks, {settings['num_bootstrap']:,} resamples, seed {settings['seed']}).{synthetic}"
     )
 
 
@@ -70,7 +70,8 @@ def table_rows(board: dict) -> list[list]:
             ranks = (str(rank), str(low) if low == high else f"{low}-{high}")
         else:
             ranks = ("baseline", "")
-        intervals = {metric: "[{:.1f}, {:.1f}]".format(*row["confidence_intervals"][metric]) for metric in ("f1", "exact_match")}
+        intervals = {metric: "[{:.1f}, {:.1f}]".format(*row["confidence_intervals"][metric])
+                     for metric in ("f1", "exact_match")}
         scores = [_value(row, "f1"), intervals["f1"], _value(row, "exact_match"), intervals["exact_match"],
                   _value(row, "f1_label_only"), _value(row, "exact_match_label_only"),
                   _value(row, "correct_at_k", "1"), _value(row, "map")]
@@ -124,7 +125,7 @@ def pairwise_html(board: dict, metric: str) -> str:
 
 
 def category_chart(board: dict, chosen: list[str]):
-    """`fiberbench evaluate`'s by-category figure for the `chosen` systems and the baselines (None without categories)."""
+    """evaluate's by-category figure of the `chosen` systems and the baselines (None without categories)."""
     results = board["results"]
     systems = {name: row for name, row in results["systems"].items() if name in chosen}
     if not all("by_category" in row for row in [*systems.values(), *results.get("baselines", {}).values()]):

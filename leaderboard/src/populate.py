@@ -151,7 +151,8 @@ def holm(p_values) -> list[float]:
     """
     p_values = np.asarray(p_values, dtype=float)
     order, adjusted = np.argsort(p_values, kind="stable"), np.empty(len(p_values))
-    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, (len(p_values) - np.arange(len(p_values))) * p_values[order]))
+    multipliers = len(p_values) - np.arange(len(p_values))
+    adjusted[order] = np.maximum.accumulate(np.minimum(1.0, multipliers * p_values[order]))
     return adjusted.tolist()
 
 

@@ -98,7 +98,7 @@ def scored_submission(split: Split, settings: dict, path: Path, metadata: dict, 
     return {predictions: content, RESULTS_FILE: _json_bytes(results), METADATA_FILE: _json_bytes(metadata)}
 
 
-def submit(split: Split, settings: dict, store, path: Path, metadata: dict, shown: str, parent: str | None = None) -> str:
+def submit(split: Split, settings: dict, store, path: Path, metadata: dict, shown: str, parent: str | None = None):
     """Check, score and store one submission; the store's new head (`Refused` when it is not stored). `parent` is the
     revision the person saw (default: the head now); when the store moved past it, the name is checked again against
     the new head and the commit made there (`MAX_ATTEMPTS` times at most)."""
@@ -106,7 +106,8 @@ def submit(split: Split, settings: dict, store, path: Path, metadata: dict, show
     submission_id = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S.%fZ}-{uuid.uuid4().hex[:8]}"
     for _ in range(MAX_ATTEMPTS):
         head = store.head(split.name) if parent is None else parent
-        if metadata["system"] in {entry["system"] for entry, _ in read_entries(store.snapshot(split.name, head), split.name)}:
+        taken = {entry["system"] for entry, _ in read_entries(store.snapshot(split.name, head), split.name)}
+        if metadata["system"] in taken:
             raise Refused(f"system name: {metadata['system']!r} is on the board already; choose another name")
         try:
             return store.add(split.name, submission_id, files, head, f"Add {metadata['system']} ({split.name})")

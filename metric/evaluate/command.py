@@ -33,15 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n", 2)[2]
     parser.add_argument("predictions", nargs="+", type=Path, help="Predictions files (.jsonl, .json or .csv).")
     parser.add_argument("--names", nargs="+", help="The systems' names (default: the files' stems, made unique).")
-    parser.add_argument(
-        "--dataset_name", help="A folder built by build-dataset, or a Hub dataset id (default: the bundled SYNTHETIC sample)."
-    )
+    parser.add_argument("--dataset_name", help="A folder built by build-dataset, or a Hub dataset id (default: the "
+                        "bundled SYNTHETIC sample).")
     parser.add_argument("--dataset_config_name", default="text", help="The dataset config (text is all scoring needs).")
     parser.add_argument("--split", default="test", help="The split the predictions are for.")
-    parser.add_argument("--output_dir", type=Path, help=f"Where {RESULTS_FILE}, {LEADERBOARD_FILE} and {CHART_FILE} go.")
+    parser.add_argument("--output_dir", type=Path, help=f"Where {RESULTS_FILE}, {LEADERBOARD_FILE}, {CHART_FILE} go.")
     parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace an earlier run's --output_dir.")
     parser.add_argument("--confidence_level", type=float, default=0.95, help="Of the bootstrap confidence intervals.")
-    parser.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples; also the randomization trials.")
+    parser.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples, randomization trials.")
     parser.add_argument("--seed", type=seed, default=0, help="Seed of the resamples and of the randomization trials.")
     parser.add_argument(
         "--model_index",
@@ -67,7 +66,8 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     if names is None:
         stems = [path.stem for path in paths]
         names = [f"{path.parent.name}/{path.stem}" if stems.count(path.stem) > 1 else path.stem for path in paths]
-        names = [f"{name} ({names[:i].count(name) + 1})" if names.count(name) > 1 else name for i, name in enumerate(names)]
+        names = [f"{name} ({names[:i].count(name) + 1})" if names.count(name) > 1 else name
+                 for i, name in enumerate(names)]
     elif len(names) != len(paths):
         raise UsageError(f"--names gives {len(names)} names for {len(paths)} predictions files")
     elif len(set(names)) != len(names):
@@ -128,7 +128,8 @@ def score_files(args: argparse.Namespace, names: list[str]) -> dict:
             read_rows(path)
     split = load_split(args.dataset_name, args.dataset_config_name, args.split)
     if args.with_baselines and split.train_labels is None:
-        raise UsageError(f"--with_baselines needs a train split (for the most frequent answer); {split.described} has none")
+        raise UsageError(f"--with_baselines needs a train split (for the most frequent answer); {split.described} "
+                         "has none")
     if split.dataset["synthetic"]:
         logger.warning("Scoring on SYNTHETIC data (%s): the numbers say nothing about FIBER", split.described)
     systems = [read_system(path, name, split) for path, name in zip(args.predictions, names)]

@@ -11,14 +11,15 @@ from fiberbench.hub import is_hub_id
 from fiberbench.outputs import write_text
 
 # results.json's scores -> their names on the page; the metric type is the key less "_label_only" (the same metric).
-METRICS = {"exact_match": "EM", "f1": "F1", "exact_match_label_only": "EM, label only", "f1_label_only": "F1, label only",
-           "correct_at_1": "Correct@1", "map": "MAP"}
+METRICS = {"exact_match": "EM", "f1": "F1", "exact_match_label_only": "EM, label only",
+           "f1_label_only": "F1, label only", "correct_at_1": "Correct@1", "map": "MAP"}
 
 
 def check_flag(card: Path | None, names: list[str]) -> None:
     """Refuse --model_index for several systems (a model card describes one model), before any work."""
     if card is not None and len(names) != 1:
-        raise UsageError(f"--model_index: a model card describes one model; give one predictions file, not {len(names)}")
+        raise UsageError(f"--model_index: a model card describes one model; give one predictions file, not "
+                         f"{len(names)}")
 
 
 def eval_results(results: dict, name: str) -> list[EvalResult]:

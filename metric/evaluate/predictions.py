@@ -74,7 +74,8 @@ def load_split(dataset_name: str | None, config_name: str, split_name: str) -> S
         [row["label"] for row in rows],
         [row["additional_answers"] or [] for row in rows],
         categories if all(isinstance(category, str) for category in categories) else None,
-        {name: set(zip(*(split[field] for field in KEY_FIELDS))) for name, split in splits.items() if name != split_name},
+        {name: set(zip(*(other[field] for field in KEY_FIELDS)))
+         for name, other in splits.items() if name != split_name},
         list(splits["train"]["label"]) if "train" in splits else None,
     )
 
@@ -97,7 +98,8 @@ def read_rows(path: Path) -> list[tuple[str, object]]:
                 if not isinstance(records, list):
                     raise DataError(f"{path}: expected a JSON array of objects, got {type(records).__name__}")
                 return [(f"record {index}", record) for index, record in enumerate(records)]
-            return [(f"line {n}", _json_value(line, path, f"line {n}")) for n, line in enumerate(file, 1) if line.strip()]
+            lines = [(f"line {number}", line) for number, line in enumerate(file, 1) if line.strip()]
+            return [(where, _json_value(line, path, where)) for where, line in lines]
     except RecursionError:
         raise DataError(f"{path}: JSON nested too deeply to read (more than about 1,000 levels)") from None
     except UnicodeDecodeError as error:
@@ -169,7 +171,8 @@ def join(path: Path, rows: list, split: Split) -> tuple[list[str], list | None]:
             hint = f", but in its {found[0]} split: is the file for --split {found[0]}?" if found else ""
             raise DataError(f"{path}: {where}: blank {key} is not in {split.described}{hint}")
         if not isinstance(row["prediction"], str):
-            raise DataError(f"{path}: {where}: field 'prediction' must be a string, got {type(row['prediction']).__name__}")
+            got = type(row["prediction"]).__name__
+            raise DataError(f"{path}: {where}: field 'prediction' must be a string, got {got}")
         first_seen[key] = where
         predictions[index] = row["prediction"]
         if row.get("candidates") not in (None, ""):
@@ -181,7 +184,8 @@ def join(path: Path, rows: list, split: Split) -> tuple[list[str], list | None]:
         raise DataError(f"{path}: no prediction for {counted}: {shown}")
     with_candidates = sum(ranked is not None for ranked in candidates)
     if 0 < with_candidates < len(split.keys):
-        raise DataError(f"{path}: {with_candidates} of {len(split.keys)} rows have 'candidates': give them in every row or in none")
+        raise DataError(f"{path}: {with_candidates} of {len(split.keys)} rows have 'candidates': give them in every "
+                        "row or in none")
     return predictions, candidates if with_candidates else None
 
 
@@ -221,17 +225,13 @@ def recorded_reading(path: Path, rows: list) -> dict | None:
     if record is not None and record["written_by"] == "fiberbench predict":
         reader = (record.get("settings") or {}).get("reader")
         if reader is not None and not isinstance(reader, dict):
-            raise DataError(f"{path}: its record's field 'settings.reader' must be an object, got {type(reader).__name__}")
+            raise DataError(f"{path}: its record's 'settings.reader' must be an object, got {type(reader).__name__}")
         return reader
-    carried = [(where, row["reader"]) for where, row in rows if isinstance(row, dict) and "reader" in row]
-    if not carried:
-        return None
-    first_where, first = carried[0]
-    for where, reader in carried:
-        if not isinstance(reader, dict):
-            raise DataError(f"{path}: {where}: field 'reader' must be an object, got {type(reader).__name__}")
+    readers = [(where, row.get("reader")) for where, row in rows if isinstance(row, dict)]
+    first_where, first = readers[0] if readers else (None, None)
+    for where, reader in readers:  # lmms-eval's samples each carry it: one file, one reading
         if reader != first:
             raise DataError(f"{path}: {where}: field 'reader' differs from {first_where}'s: one file, one reading")
-    if len(carried) < len(rows):
-        raise DataError(f"{path}: {len(carried)} of {len(rows)} rows have 'reader': give it in every row or in none")
+    if first is not None and not isinstance(first, dict):
+        raise DataError(f"{path}: {first_where}: field 'reader' must be an object, got {type(first).__name__}")
     return first

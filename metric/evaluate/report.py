@@ -41,8 +41,9 @@ def describe_reading(settings: dict) -> str:
     """
     version = settings.get("version")
     reader = f"reader {version}" if version is not None else "reader 1 (before versions were recorded)"
-    step = f"noun-phrase step with {settings['spacy_model']}" if settings.get("spacy_model") else "without the noun-phrase step"
-    return f"{reader}, {step}"
+    if settings.get("spacy_model"):
+        return f"{reader}, noun-phrase step with {settings['spacy_model']}"
+    return f"{reader}, without the noun-phrase step"
 
 
 def p_value_text(p_value: float, num_permutations: int) -> str:
@@ -102,9 +103,9 @@ def leaderboard_markdown(results: dict) -> str:
         lines.append(f"| {rank} | {markdown_text(name)} | {' | '.join(cells)} | {_cell(row, 'correct_at_k', '1')} | "
                      f"{_cell(row, 'map')} |")
     if HUMAN_AGREEMENT in results.get("baselines", {}):
-        lines += ["", "Human agreement: per blank, the mean over its annotators of their first answer scored against the "
-                  "other annotators and the label (leave one annotator out, the human row of the paper's Table 3), on "
-                  f"the {results['baselines'][HUMAN_AGREEMENT]['num_blanks']} blanks with an annotator to score."]
+        lines += ["", "Human agreement: per blank, the mean over its annotators of their first answer scored against "
+                  "the other annotators and the label (leave one annotator out, the human row of the paper's Table 3), "
+                  f"on the {results['baselines'][HUMAN_AGREEMENT]['num_blanks']} blanks with an annotator to score."]
     read = {name: row["reading"] for name, row in results["systems"].items() if row.get("reading") is not None}
     if read:
         lines += ["", "Answers read from the models' replies by fiberbench's answer reader:", ""]
@@ -184,16 +185,17 @@ def category_figure(results: dict):
         for index, (name, row) in enumerate(rows.items()):
             scores = [row["by_category"].get(category) for category in categories]
             values = np.array([score[metric] if score else np.nan for score in scores])
-            low, high = np.array([score["confidence_intervals"][metric] if score else [np.nan] * 2 for score in scores]).T
+            low, high = np.array([s["confidence_intervals"][metric] if s else [np.nan] * 2 for s in scores]).T
             x = np.arange(len(categories)) + (index - (len(rows) - 1) / 2) * bar_width
             ax.bar(x, values, bar_width, color=styles[name][0], hatch=styles[name][1], edgecolor="0.25", linewidth=0.6,
                    label=name)
-            ax.errorbar(x, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor="0.15", elinewidth=1.2, capsize=3)
+            ax.errorbar(x, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor="0.15", elinewidth=1.2,
+                        capsize=3)
             for position, value, top in zip(x, values, high):
                 if not np.isnan(value):
                     ax.text(position, max(top, value) + 1.5, f"{value:.0f}", ha="center", va="bottom", fontsize=9)
         ax.set_title(f"{shown} by category", fontsize=14)
-        ax.set_xticks(np.arange(len(categories)), [f"{category}\n({counts[category]:,} blanks)" for category in categories])
+        ax.set_xticks(np.arange(len(categories)), [f"{name}\n({counts[name]:,} blanks)" for name in categories])
         ax.tick_params(labelsize=11)
         ax.set_xlabel("category of the blanked phrase", fontsize=12)
         ax.set_ylabel(f"{shown} (%)", fontsize=12)
@@ -214,7 +216,7 @@ def write_chart(results: dict, path: Path) -> bool:
     try:
         import matplotlib
     except Exception as error:  # noqa: BLE001 - a broken install too costs the chart only
-        logger.warning("matplotlib cannot be imported (%s): no %s (`pip install fiber-benchmark[plots]`)", error, path.name)
+        logger.warning("matplotlib cannot be imported (%s): no %s (the `plots` extra)", error, path.name)
         return False
     # Names, categories and the dataset's name are text: a '$' in them is a dollar, not the start of mathtext.
     with matplotlib.rc_context({"text.parse_math": False}), atomic_path(path) as temporary:

@@ -70,7 +70,8 @@ Examples:
     {'exact_match': 100.0, 'f1': 100.0}
     >>> fiber_metric.compute(predictions=["a tree", "a gym"], references=references)
     {'exact_match': 0.0, 'f1': 0.0}
-    >>> results = fiber_metric.compute(predictions=["icy mountain", "The house!"], references=references, per_example=True)
+    >>> predictions = ["icy mountain", "The house!"]
+    >>> results = fiber_metric.compute(predictions=predictions, references=references, per_example=True)
     >>> print(round(results["f1"], 2), results["f1_per_example"], results["exact_match_per_example"])
     83.33 [66.66666666666667, 100.0] [0.0, 100.0]
 
@@ -105,7 +106,8 @@ class FiberMetric(evaluate.Metric):
         elif self.config_name == "default":
             # Nested references only: with a flat option listed first, `evaluate` silently stores lists as strings
             # such as "['a', 'b']"; `add_batch` turns a blank's single string into a list.
-            features = {"predictions": datasets.Value("string"), "references": datasets.Sequence(datasets.Value("string"))}
+            features = {"predictions": datasets.Value("string"),
+                        "references": datasets.Sequence(datasets.Value("string"))}
         else:
             raise ValueError(f"Unknown config {self.config_name!r}: use 'default' or 'human_agreement'")
         return evaluate.MetricInfo(

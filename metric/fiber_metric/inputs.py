@@ -30,7 +30,8 @@ def _answers(answers, name):
 def _check_same_length(name, values, other_name, others):
     if len(values) != len(others):
         missing = f"{other_name}[{len(others)}]" if len(values) > len(others) else f"{name}[{len(values)}]"
-        raise ValueError(f"{name} and {other_name} differ in length ({len(values)} != {len(others)}): {missing} is missing")
+        lengths = f"({len(values)} != {len(others)})"
+        raise ValueError(f"{name} and {other_name} differ in length {lengths}: {missing} is missing")
 
 
 def check_predictions(predictions, references, categories=None, candidates=None):

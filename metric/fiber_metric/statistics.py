@@ -97,7 +97,8 @@ def bootstrap_means(scores, num_bootstrap=10_000, seed=0):
             continue
         values, counts = distinct
         rng = np.random.default_rng(seed)
-        draws = [rng.multinomial(len(column), counts / len(column), size=size) for size in _chunks(num_bootstrap, len(values))]
+        chunks = _chunks(num_bootstrap, len(values))
+        draws = [rng.multinomial(len(column), counts / len(column), size=size) for size in chunks]
         means[:, index] = np.concatenate([_product(drawn, values) for drawn in draws]) / len(column)
     if by_blank:
         means[:, by_blank] = _resample_means(columns[:, by_blank], num_bootstrap, seed)
@@ -111,7 +112,8 @@ def paired_bootstrap_means(scores, num_bootstrap=10_000, seed=0):
     scores = np.asarray(scores, dtype=float)
     if not len(scores):
         return np.zeros((num_bootstrap, *scores.shape[1:]))
-    return _resample_means(scores.reshape(len(scores), -1), num_bootstrap, seed).reshape(num_bootstrap, *scores.shape[1:])
+    means = _resample_means(scores.reshape(len(scores), -1), num_bootstrap, seed)
+    return means.reshape(num_bootstrap, *scores.shape[1:])
 
 
 def confidence_interval(scores, confidence_level=0.95, num_bootstrap=10_000, seed=0):
