@@ -14,6 +14,8 @@ def _strings(values, name, depth=1):
         if not isinstance(values, str):
             raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
         return values
+    if depth == 1 and type(values) is list and all(type(value) is str for value in values):
+        return values  # as it is: the check alone, without a call per item
     return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(_list(values, name))]
 
 

@@ -52,14 +52,21 @@ def _normalized(text):
     return normalized, frozenset(normalized.split())
 
 
+@functools.lru_cache(maxsize=2**14)
+def _correct(references):
+    """A blank's correct answers (a tuple) normalized: the set of their texts, and their token sets."""
+    normalized = [_normalized(answer) for answer in references]
+    return {text for text, _ in normalized}, [tokens for _, tokens in normalized]
+
+
 def _best_match(prediction, references):
     """(EM, best token-set F1) of one answer against its correct answers, in percent. Token-set F1 is
     TP / (TP + (FP + FN) / 2) = 2 TP / (|answer| + |correct answer|), whose denominator is 0 only for an exact match."""
     normalized, tokens = _normalized(prediction)
-    correct = [_normalized(answer) for answer in references]
-    if any(normalized == other for other, _ in correct):
+    texts, token_sets = _correct(tuple(references))
+    if normalized in texts:
         return 100.0, 100.0
-    return 0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for _, other in correct)
+    return 0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in token_sets)
 
 
 def exact_match(prediction, references):
