@@ -24,15 +24,11 @@ _METRICS = ("exact_match", "f1")
 def normalize_answer(text):
     """Lower-cases, deletes ASCII punctuation and the words "a", "an", "the", collapses white space.
 
-    One pass over the lower-cased text, as in the FIBER release: whole words are found before any
-    punctuation is deleted, and deleted characters leave no space behind, so "a-team" becomes
-    "team" and "water-filled" becomes "waterfilled". Every run of white space, even a lone tab or
-    no-break space, becomes one space (the release kept a lone tab, which broke exact matches).
-
-    Text that is not ASCII is first put in Unicode's NFKC form and stripped of its format
-    characters (category Cf): "café" typed as "e" + a combining accent, fullwidth "ｄｏｇ", the
-    ligature "ﬁ", a zero-width space or a soft hyphen inside a word then read as their plain
-    forms, as a reader sees them. ASCII text is left as the release normalized it.
+    One pass over the lower-cased text, as in the FIBER release: whole words are found before punctuation goes, and
+    nothing deleted leaves a space ("a-team" becomes "team", "water-filled" "waterfilled"); any run of white space,
+    a lone tab too, becomes one space. Text that is not ASCII is first put in NFKC form without format characters
+    (category Cf), so "café" with a combining accent, fullwidth "ｄｏｇ", the ligature "ﬁ", a zero-width space or a
+    soft hyphen read as their plain forms. ASCII text is normalized as the release normalized it.
 
     >>> normalize_answer("  The Water-filled   balloons!")
     'waterfilled balloons'
