@@ -32,7 +32,7 @@ from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError, UsageError
 from fiberbench.helper_processes import HelperProcess
 from fiberbench.ownership import Output, arguments_of
-from fiberbench.predictions import KEY_FIELDS
+from fiberbench.records import KEY_FIELDS
 
 from fiberbench.records import BLANK, ClipKey, check_plain_video_id
 from fiberbench.json_records import JsonRecordError, read_json_values, write_json_records

@@ -176,6 +176,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         # mkstemp's files are 0600: colleagues on shared storage could not read them.
         os.chmod(temporary, 0o666 & ~_UMASK)
         os.replace(temporary, path)
+    except OSError as error:
+        if error.filename is None:  # a full disk shows when a file is written or closed, naming no file: name the output
+            raise OSError(error.errno, error.strerror, str(path)) from error
+        raise
     finally:
         temporary.unlink(missing_ok=True)
 

@@ -242,6 +242,8 @@ def load_video_features(path: Path, *, file: str, index: int, feature_size: int 
     return features
 
 
+# The fields that name a blank's clip, in the dataset and in every predictions file.
+KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
 # A clip as the release identifies it: (video_id, video_start_time, video_end_time).
 ClipKey = tuple[str, int, int]
 

@@ -1,8 +1,3 @@
-"""The FIBER leaderboard: a Gradio Space built from a store of results (`fiberbench leaderboard`).
-
-`store` keeps the submissions (a Hub dataset repo or a local folder), `board` scores them with
-`fiberbench evaluate`'s code (`fiberbench.metric.scoring`), `ranks` adds rank intervals and Holm's
-correction, `display` turns a board into the page's table, matrix and chart, `submission` checks
-and stores what a person submits, `app` is the Gradio page, `space` writes the Space folder and
-`command` is the CLI.
-"""
+"""The FIBER leaderboard: a Gradio Space shaped like the Hub's leaderboard template (`app.py` over `src/`: `populate`
+reads the store and computes the board with `fiberbench evaluate`'s code, `display` shows it, `submission` checks,
+scores and stores what a person sends), and `command`, `fiberbench leaderboard`, which builds (and pushes) it."""

@@ -8,15 +8,9 @@ from . import normalize_answer
 
 
 def most_frequent_answer(labels: list[str]) -> str:
-    """The training set's most frequent label after normalization ("a man" in the paper).
-
-    Labels are counted by their normalized form, so "A man" and "a man" count together; the
-    answer returned is the most common spelling of the winning form. Ties go to the form seen
-    first, so the result does not depend on hash order.
-    """
+    """The training set's most frequent label after normalization ("a man" in the paper), in its most common spelling;
+    ties go to the form seen first, so the result does not depend on hash order."""
     if not labels:
         raise DataError("The most-frequent-answer baseline needs a non-empty training split.")
-    by_form = Counter(normalize_answer(label) for label in labels)
-    winner = by_form.most_common(1)[0][0]
-    spellings = Counter(label for label in labels if normalize_answer(label) == winner)
-    return spellings.most_common(1)[0][0]
+    winner = Counter(normalize_answer(label) for label in labels).most_common(1)[0][0]
+    return Counter(label for label in labels if normalize_answer(label) == winner).most_common(1)[0][0]

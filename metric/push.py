@@ -3,12 +3,13 @@
 import argparse
 from pathlib import Path
 
-# What the Space is made of, and all that is uploaded: a token in a `.env`, a scratch file or a cache
-# beside them in the folder never leaves the machine.
-SPACE_FILES = (
-    "fiber_metric.py", "scores.py", "statistics.py", "agreement.py", "inputs.py", "citation.py", "README.md", "app.py",
-    "requirements.txt",
-)
+from fiberbench.hub import push_folder
+
+from . import METRIC_PATH
+
+# All that is uploaded: a token in a `.env`, a scratch file or a cache beside them never leaves the machine.
+SPACE_FILES = ("fiber_metric.py", "scores.py", "statistics.py", "agreement.py", "inputs.py", "citation.py", "README.md",
+               "app.py", "requirements.txt")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,21 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hub_token", default=None, help="Hub token; default: HF_TOKEN or the saved login.")
 
 
-def push_metric(repo_id: str, *, folder: Path | None = None, token: str | None = None, private: bool = False) -> str:
-    """Push the metric's `SPACE_FILES` from `folder` (default: this package's) to the Space `repo_id`; its URL."""
-    from fiberbench.hub import push_folder
-
-    from . import METRIC_PATH
-
-    return push_folder(
-        folder or METRIC_PATH,
-        repo_id,
-        repo_type="space",
-        token=token,
-        private=private,
-        commit_message="Upload fiber_metric with `fiberbench push-metric`",
-        paths=SPACE_FILES,
-    )
+def push_metric(repo_id: str, *, folder: Path = METRIC_PATH, token: str | None = None, private: bool = False) -> str:
+    """Push the metric's `SPACE_FILES` from `folder` to the Space `repo_id`; its URL."""
+    return push_folder(folder, repo_id, repo_type="space", token=token, private=private, paths=SPACE_FILES,
+                       commit_message="Upload fiber_metric with `fiberbench push-metric`")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def dataset_fingerprint(split, reads_features: bool) -> str:
     """The fingerprint of what a model reads of each row (`split_fingerprint`): a rebuilt dataset with other captions
     or features is other data, for a resumed run and for --reread alike."""
     from fiberbench.data.loading import split_fingerprint
-    from fiberbench.predictions import KEY_FIELDS
+    from fiberbench.records import KEY_FIELDS
 
     return split_fingerprint(split, [*KEY_FIELDS, "masked_caption", *(["video_features"] if reads_features else [])])
 

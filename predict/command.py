@@ -26,7 +26,7 @@ from fiberbench.cli import default_num_workers
 from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError, UsageError, alike_on_every_process
 from fiberbench.models import inference_dtype, load_config, locate_model, model_commit
-from fiberbench.predictions import KEY_FIELDS
+from fiberbench.records import KEY_FIELDS
 
 from fiberbench.predict.arguments import add_arguments, parse_settings
 from fiberbench.predict.clips import clip_keys, dataset_fingerprint, load_split, make_loader

@@ -76,7 +76,7 @@ RATIO_COLUMNS = {
     "metric.py": ["speed vs (c)"],
     "model.py": ["vs T5", "vs every beam"],
     "replies.py": ["time vs baseline"],
-    "scoring.py": ["(b) / (a)", "wall / 10 s"],
+    "scoring.py": ["evaluate / loop"],
     "predict.py": ["batched vs one at a time", "images / video tokens", "2 workers / alone"],
     "features.py": ["encode / overlapped time"],
 }

@@ -18,7 +18,7 @@ from pathlib import Path
 from fiberbench.records import clip_id, validate_record
 from fiberbench.errors import DataError, UsageError
 from fiberbench.metric import exact_match, f1, references_from_example
-from fiberbench.predictions import KEY_FIELDS
+from fiberbench.records import KEY_FIELDS
 from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 from fiberbench.predict.replies import load_reader_pipeline, read_answer, reader_settings
 from fiberbench.videos import ClipVideo, FrameSampling, check_video, expected_names, find_clip_video

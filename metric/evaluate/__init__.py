@@ -1,2 +1,2 @@
-"""`fiberbench evaluate`: the command that scores predictions files on a FIBER split (`command`), and writes a
-system's scores into its model card's `model-index` (`model_index`). The scoring itself is `fiberbench.metric.scoring`."""
+"""`fiberbench evaluate` (`command`): predictions files read and joined to a split (`predictions`), scored through the
+metric (`results`), shown as results.md and by_category.png (`report`), and a model card's `model_index`."""

@@ -1,27 +1,11 @@
 """The checks of the FIBER metric's inputs: lists of strings as deep as expected, of equal lengths; an error names the
 index (`predictions[3]`, `references[1][2]`), as `evaluate` itself would not (it checks only a batch's first item)."""
 
-from itertools import chain
-
 
 def _list(values, name):
     if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
         raise ValueError(f"{name} must be a list, got {type(values).__name__}")
     return list(values)
-
-
-def _plain_strings(values, depth):
-    """Whether `values` is a list of lists ... of `str`, `depth` deep: taken as it is, without a copy or a message.
-
-    Checked level by level with `map(type, ...)`, so no Python code runs per item.
-    """
-    if type(values) is not list:
-        return False
-    for _ in range(depth - 1):
-        if not set(map(type, values)) <= {list}:
-            return False
-        values = list(chain.from_iterable(values))
-    return set(map(type, values)) <= {str}
 
 
 def _strings(values, name, depth=1):
@@ -30,22 +14,18 @@ def _strings(values, name, depth=1):
         if not isinstance(values, str):
             raise ValueError(f"{name} must be a string, got {type(values).__name__}: {values!r}")
         return values
-    if _plain_strings(values, depth):
-        return values
-    values = _list(values, name)
-    return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(values)]
+    if depth == 1 and type(values) is list and all(type(value) is str for value in values):
+        return values  # as it is: the check alone, without a call per item
+    return [_strings(value, f"{name}[{index}]", depth - 1) for index, value in enumerate(_list(values, name))]
 
 
-def _answers(answers, name, index=None):
-    """A blank's correct answers (`name`, or `name[index]`) as a non-empty list of strings; one string is a list of one
-    answer (a label)."""
+def _answers(answers, name):
+    """A blank's correct answers as a non-empty list of strings; one string is a list of one answer (a label)."""
     if isinstance(answers, str):
         return [answers]
-    if not (answers and _plain_strings(answers, 1)):
-        name = name if index is None else f"{name}[{index}]"
-        answers = _strings(answers, name)
-        if not answers:
-            raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
+    answers = _strings(answers, name)
+    if not answers:
+        raise ValueError(f"{name} is empty: every prediction needs at least one correct answer")
     return answers
 
 
@@ -59,7 +39,7 @@ def _check_same_length(name, values, other_name, others):
 def check_predictions(predictions, references, categories=None, candidates=None):
     """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
     predictions = _strings(predictions, "predictions")
-    references = [_answers(answers, "references", i) for i, answers in enumerate(_list(references, "references"))]
+    references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
     _check_same_length("predictions", predictions, "references", references)
     if categories is not None:
         categories = _strings(categories, "categories")

@@ -135,7 +135,7 @@ def test_two_first_runs_at_once_build_the_sample_once(tmp_path):
     import os
 
     from fiberbench.files import write_jsonl
-    from fiberbench.predictions import KEY_FIELDS
+    from fiberbench.records import KEY_FIELDS
 
     rows = [{field: record[field] for field in KEY_FIELDS} | {"prediction": "a man"} for record in read_split("test.json")]
     write_jsonl(tmp_path / "predictions.jsonl", rows)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from fiberbench.data import load_sample
-from fiberbench.files import write_jsonl
-from fiberbench.predictions import KEY_FIELDS
+from fiberbench.outputs import write_jsonl
+from fiberbench.records import KEY_FIELDS
 
 # Few resamples: the sample has 60 blanks, and each board is computed in seconds on a busy machine.
 SETTINGS = {"confidence_level": 0.95, "num_bootstrap": 1000, "seed": 0}
@@ -22,15 +22,7 @@ def tied_a(index: int) -> bool:
     return index % 8 in (0, 1, 4)
 
 
-def tied_b(index: int) -> bool:
-    return index % 8 in (2, 3, 5)
-
-
-SYSTEMS = {
-    "best": lambda index: True,
-    "tied A": tied_a,
-    "tied B": tied_b,
-}
+SYSTEMS = {"best": lambda index: True, "tied A": tied_a, "tied B": lambda index: index % 8 in (2, 3, 5)}
 
 
 @pytest.fixture(scope="session")
@@ -41,10 +33,8 @@ def sample_splits() -> dict[str, list[dict]]:
 
 def prediction_rows(blanks: list[dict], right) -> list[dict]:
     """One row per blank: its label where `right(index)`, else "a thing"."""
-    return [
-        {field: blank[field] for field in KEY_FIELDS} | {"prediction": blank["label"] if right(index) else "a thing"}
-        for index, blank in enumerate(blanks)
-    ]
+    return [{field: blank[field] for field in KEY_FIELDS} | {"prediction": blank["label"] if right(index) else "a thing"}
+            for index, blank in enumerate(blanks)]
 
 
 @pytest.fixture(scope="session")

@@ -11,19 +11,17 @@ from hypothesis import strategies as st
 
 from fiberbench.cli import main
 from fiberbench.errors import DataError
-from fiberbench.files import staging_folder
-from fiberbench.leaderboard.board import compute_board, load_benchmark
-from fiberbench.leaderboard.display import table_rows
-from fiberbench.leaderboard.ranks import holm, rank_intervals
-from fiberbench.leaderboard.store import LocalStore, read_entries
-from fiberbench.leaderboard.submission import Refused, check_metadata, submit
+from fiberbench.leaderboard.src.display import table_rows
+from fiberbench.leaderboard.src.populate import LocalStore, compute_board, holm, rank_intervals, read_entries
+from fiberbench.metric.evaluate.predictions import load_split
+from fiberbench.leaderboard.src.submission import Refused, check_metadata, submit
 
 from .conftest import FLAGS, SETTINGS
 
 
 @pytest.fixture(scope="module")
-def benchmark():
-    return load_benchmark(None, "text", "test", SETTINGS)
+def split():
+    return load_split(None, "text", "test")
 
 
 def metadata(name: str) -> dict:
@@ -31,11 +29,11 @@ def metadata(name: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def board(benchmark, predictions_files, tmp_path_factory):
+def board(split, predictions_files, tmp_path_factory):
     store = LocalStore(tmp_path_factory.mktemp("store"))
     for name, path in predictions_files.items():
-        submit(benchmark, store, path, metadata(name), path.name)
-    return store, compute_board(benchmark, read_entries(store.folder, "test"))
+        submit(split, SETTINGS, store, path, metadata(name), path.name)
+    return store, compute_board(split, SETTINGS, read_entries(store.folder, "test"))
 
 
 def test_the_board_is_what_fiberbench_evaluate_gives_for_the_same_files(board, predictions_files, tmp_path):
@@ -52,12 +50,12 @@ def test_the_board_is_what_fiberbench_evaluate_gives_for_the_same_files(board, p
             theirs = {name: {**row, "file": None} for name, row in theirs.items()}
         assert ours == theirs, section
     # Each stored results.json is evaluate's for that file alone.
-    for entry in read_entries(store.folder, "test"):
-        name = entry.metadata["system"]
+    for metadata, predictions in read_entries(store.folder, "test"):
+        name = metadata["system"]
         alone = tmp_path / f"alone {name}"
         assert main(["evaluate", str(predictions_files[name]), "--names", name, "--output_dir", str(alone), *FLAGS]) == 0
         expected = json.loads((alone / "results.json").read_text())["systems"][name]
-        stored = json.loads((entry.predictions.parent / "results.json").read_text())["systems"][name]
+        stored = json.loads((predictions.parent / "results.json").read_text())["systems"][name]
         assert {**stored, "file": None} == {**expected, "file": None}
 
 
@@ -102,58 +100,56 @@ def test_holm_rejects_what_its_definition_rejects(p_values, level):
     assert all(value >= p for value, p in zip(adjusted, p_values)) and max(adjusted) <= 1
 
 
-@pytest.mark.parametrize(
-    ("bad", "name", "message"),
-    [
-        ("other split", "fine", r"not in the test split of the bundled sample"),
-        ("missing", "fine", r"no prediction for 1 of the 60 blanks"),
-        ("extra", "fine", r"line 61: blank \('zzzzzzzzzzz'.* is not in the test split"),
-        ("not json", "fine", r"not_json\.jsonl: line 1: invalid JSON"),
-        ("too large", "fine", r"too_large\.json: 50\.\d MB, more than the 20 MB a submission may be"),
-        (None, "<script>alert(1)</script>", r"system name: '<' is not allowed"),
-        (None, "best", r"'best' is on the board already"),
-    ],
-)
-def test_a_bad_submission_is_refused_in_one_line_and_stored_nowhere(board, benchmark, bad_files, predictions_files,
+@pytest.mark.parametrize(("bad", "name", "message"), [
+    ("other split", "fine", r"not in the test split of the bundled sample, but in its validation split"),
+    ("missing", "fine", r"no prediction for 1 of the 60 blanks"),
+    ("extra", "fine", r"line 61: blank \('zzzzzzzzzzz'.* is not in the test split"),
+    ("not json", "fine", r"not_json\.jsonl: line 1: invalid JSON"),
+    ("too large", "fine", r"too_large\.json: 50\.\d MB, more than the 20 MB a submission may be"),
+    (None, "<script>alert(1)</script>", r"system name: '<' is not allowed"),
+    (None, "best", r"'best' is on the board already"),
+])
+def test_a_bad_submission_is_refused_in_one_line_and_stored_nowhere(board, split, bad_files, predictions_files,
                                                                      bad, name, message):
     store, _ = board
     before = sorted(path.relative_to(store.folder) for path in store.folder.rglob("*"))
     path = bad_files[bad] if bad else predictions_files["tied A"]
     with pytest.raises(Refused, match=message) as refusal:
-        submit(benchmark, store, path, metadata(name), path.name)
+        submit(split, SETTINGS, store, path, metadata(name), path.name)
     assert "\n" not in str(refusal.value) and str(path.parent) not in str(refusal.value)
     assert sorted(path.relative_to(store.folder) for path in store.folder.rglob("*")) == before
 
 
-def test_two_submissions_at_once_are_both_kept(benchmark, predictions_files, tmp_path):
+def test_two_submissions_at_once_are_both_kept(split, predictions_files, tmp_path):
     store = LocalStore(tmp_path / "store")
     store.create()
     seen = store.head("test")  # both people saw the board empty
     threads = [
-        threading.Thread(target=submit, args=(benchmark, store, predictions_files[name], metadata(name), name, seen))
+        threading.Thread(target=submit, args=(split, SETTINGS, store, predictions_files[name], metadata(name), name, seen))
         for name in ("tied A", "tied B")
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(entry.metadata["system"] for entry in read_entries(store.folder, "test")) == ["tied A", "tied B"]
+    assert sorted(metadata["system"] for metadata, _ in read_entries(store.folder, "test")) == ["tied A", "tied B"]
 
 
-def test_a_submission_still_being_written_is_not_read_yet(benchmark, predictions_files, tmp_path):
+def test_a_submission_still_being_written_is_not_read_yet(split, predictions_files, tmp_path):
     # What a reader met when another submission's staging folder had no metadata.json yet.
     store = LocalStore(tmp_path / "store")
-    submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
+    submit(split, SETTINGS, store, predictions_files["best"], metadata("best"), "best")
     head = store.head("test")
-    staging = staging_folder(store.folder / "submissions" / "test" / "next")
+    staging = store.folder / "submissions" / "test" / ".next.tmp-1-x"  # as `fiberbench.outputs.atomic_folder` names it
+    staging.mkdir()
     (staging / "predictions.jsonl").write_text("{}\n", encoding="utf-8")
-    assert [entry.metadata["system"] for entry in read_entries(store.folder, "test")] == ["best"]
+    assert [metadata["system"] for metadata, _ in read_entries(store.folder, "test")] == ["best"]
     assert store.head("test") == head
 
 
-def test_a_link_among_the_submissions_is_refused_not_followed(benchmark, predictions_files, tmp_path):
+def test_a_link_among_the_submissions_is_refused_not_followed(split, predictions_files, tmp_path):
     store = LocalStore(tmp_path / "store")
-    submit(benchmark, store, predictions_files["best"], metadata("best"), "best")
+    submit(split, SETTINGS, store, predictions_files["best"], metadata("best"), "best")
     (original,) = (store.folder / "submissions" / "test").iterdir()
     planted = store.folder / "submissions" / "test" / "planted"
     planted.symlink_to(original, target_is_directory=True)

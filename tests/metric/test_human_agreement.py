@@ -31,14 +31,8 @@ def std(values):
 
 def test_two_blanks_by_hand():
     results = human_agreement(LABELS, ADDITIONAL_ANSWERS)
-    expected = {
-        "num_captions": 2,
-        "num_first_answers": 5,
-        "num_answers": 10,
-        "num_annotators_left_out": 1,
-        "num_empty_answers_dropped": 2,
-        "num_repeated_answers_dropped": 0,
-    }
+    expected = {"num_captions": 2, "num_first_answers": 5, "num_answers": 10, "num_annotators_left_out": 1,
+                "num_empty_answers_dropped": 2, "num_repeated_answers_dropped": 0}
     for metric, first, every in (("exact_match", FIRST_EM, ALL_EM), ("f1", FIRST_F1, ALL_F1)):
         captions = [mean(caption) for caption in first]
         expected[f"first_answers_per_caption_{metric}"] = mean(captions)
@@ -46,8 +40,6 @@ def test_two_blanks_by_hand():
         expected[f"all_answers_per_answer_{metric}"] = mean(every)
         expected[f"all_answers_per_answer_{metric}_std_across_answers"] = std(every)
     assert results == pytest.approx(expected)
-    assert results["first_answers_per_caption_exact_match"] == pytest.approx(100 * 5 / 12)
-    assert results["all_answers_per_answer_f1"] == pytest.approx(200 / 3)
 
 
 def test_an_empty_answer_is_dropped_so_the_first_answer_is_the_first_that_keeps_a_token():
@@ -114,19 +106,16 @@ def test_empty_input_gives_zeros():
     assert set(results.values()) == {0}
 
 
-@pytest.mark.parametrize(
-    ("labels", "additional_answers", "annotator_ids", "message"),
-    [
-        (["a", "b"], [[["a"]]], None, r"additional_answers\[1\] is missing"),
-        (["a", None], [[["a"]], [["b"]]], None, r"labels\[1\] must be a string"),
-        (["a"], [[["a"], ["b", 2]]], None, r"additional_answers\[0\]\[1\]\[1\] must be a string, got int"),
-        (["a"], [["a"]], None, r"additional_answers\[0\]\[0\] must be a list, got str"),
-        (["a"], [[["a"], ["b"]]], [["w1"]], r"annotator_ids\[0\]\[1\] is missing"),
-        (["a"], [[["a"], ["b"]]], [["w1", "w1"]], r"annotator_ids\[0\] names an annotator twice"),
-        (["a"], [[["a"]]], [[1]], r"annotator_ids\[0\]\[0\] must be a string, got int"),
-        (["a"], [[["a"]]], [], r"annotator_ids\[0\] is missing"),
-    ],
-)
+@pytest.mark.parametrize(("labels", "additional_answers", "annotator_ids", "message"), [
+    (["a", "b"], [[["a"]]], None, r"additional_answers\[1\] is missing"),
+    (["a", None], [[["a"]], [["b"]]], None, r"labels\[1\] must be a string"),
+    (["a"], [[["a"], ["b", 2]]], None, r"additional_answers\[0\]\[1\]\[1\] must be a string, got int"),
+    (["a"], [["a"]], None, r"additional_answers\[0\]\[0\] must be a list, got str"),
+    (["a"], [[["a"], ["b"]]], [["w1"]], r"annotator_ids\[0\]\[1\] is missing"),
+    (["a"], [[["a"], ["b"]]], [["w1", "w1"]], r"annotator_ids\[0\] names an annotator twice"),
+    (["a"], [[["a"]]], [[1]], r"annotator_ids\[0\]\[0\] must be a string, got int"),
+    ("a dog", [], None, r"labels must be a list, got str"),
+])
 def test_bad_input_names_the_index(labels, additional_answers, annotator_ids, message):
     with pytest.raises(ValueError, match=message):
         human_agreement(labels, additional_answers, annotator_ids)

@@ -1,18 +1,23 @@
-"""`fiberbench evaluate` on the bundled sample: the metric's scores to the last digit, baselines, the join, the plot."""
+"""`fiberbench evaluate` on the bundled sample: the metric's scores to the last digit, baselines, the formats, results.md,
+the chart and the model card's model-index."""
 
 import csv
 import json
+import os
+import re
+import subprocess
 
 import pytest
 
+from huggingface_hub import ModelCard
+
 from fiberbench.cli import main
 from fiberbench.data import load_sample
-from fiberbench.files import write_jsonl
-from fiberbench.metric import human_agreement, references_from_example
-from fiberbench.ownership import FOLDER_RECORD
+from fiberbench.metric import human_agreement, references_from_example, score_predictions
 from fiberbench.metric.baselines import most_frequent_answer
-from fiberbench.predictions import KEY_FIELDS
-from fiberbench.metric.scoring.figure import BASELINE_STYLES, category_figure, plot_layout, system_colours
+from fiberbench.metric.evaluate.report import BASELINE_STYLES, category_figure, plot_layout, system_colours
+from fiberbench.outputs import FOLDER_RECORD, write_jsonl
+from fiberbench.records import KEY_FIELDS
 
 SETTINGS = {"confidence_level": 0.9, "num_bootstrap": 500, "seed": 3}
 FLAGS = ["--confidence_level", "0.9", "--num_bootstrap", "500", "--seed", "3"]
@@ -30,13 +35,8 @@ def test_split(sample):
 
 def prediction_rows(blanks, answer, candidates=None) -> list[dict]:
     """One row per blank: `answer(index, blank)`, and `candidates(index, blank)` when given."""
-    rows = []
-    for index, blank in enumerate(blanks):
-        row = {field: blank[field] for field in KEY_FIELDS} | {"prediction": answer(index, blank)}
-        if candidates is not None:
-            row["candidates"] = candidates(index, blank)
-        rows.append(row)
-    return rows
+    return [{field: blank[field] for field in KEY_FIELDS} | {"prediction": answer(index, blank)}
+            | ({"candidates": candidates(index, blank)} if candidates else {}) for index, blank in enumerate(blanks)]
 
 
 def label_half_the_time(index, blank):
@@ -66,36 +66,27 @@ def evaluated(predictions_dir, tmp_path_factory):
     return output_dir, json.loads((output_dir / "results.json").read_text())
 
 
-def test_scores_equal_the_evaluate_module(evaluated, test_split, fiber_metric):
+def test_scores_equal_the_evaluate_module_to_the_last_digit(evaluated, test_split, fiber_metric):
     _, results = evaluated
     references = [references_from_example(blank) for blank in test_split]
-    labels = [references_from_example(blank, label_only=True) for blank in test_split]
     categories = [blank["category"] for blank in test_split]
     for name, (answer, candidates) in SYSTEMS.items():
         rows = prediction_rows(test_split, answer, candidates)
-        predictions = [row["prediction"] for row in rows]
-        ranked = [row["candidates"] for row in rows] if candidates else None
-        expected = fiber_metric.compute(
-            predictions=predictions, references=references, categories=categories, candidates=ranked, **SETTINGS
-        )
-        label_only = fiber_metric.compute(predictions=predictions, references=labels, **SETTINGS)
-        system = results["systems"][name]
-        assert system["file"].endswith(f"{name}.jsonl")
-        assert (system["exact_match"], system["f1"]) == (expected["exact_match"], expected["f1"])
-        assert system["exact_match_label_only"] == label_only["exact_match"]
-        assert system["f1_label_only"] == label_only["f1"]
-        assert system["correct_at_k"] == expected.get("correct_at_k") and system["map"] == expected.get("map")
-        intervals = system["confidence_intervals"]
-        for key in ("exact_match", "f1", "map"):
-            if f"{key}_ci" in expected:
-                assert intervals[key] == pytest.approx(expected[f"{key}_ci"], abs=1e-9)
-        assert intervals["f1_label_only"] == pytest.approx(label_only["f1_ci"], abs=1e-9)
-        for category, scores in system["by_category"].items():
-            assert scores["count"] == expected["count_by_category"][category]
-            assert scores["f1"] == expected["f1_by_category"][category]
-            assert scores["exact_match"] == expected["exact_match_by_category"][category]
-            expected_interval = expected["f1_ci_by_category"][category]
-            assert scores["confidence_intervals"]["f1"] == pytest.approx(expected_interval, abs=1e-9)
+        predictions, ranked = [row["prediction"] for row in rows], [row["candidates"] for row in rows] if candidates else None
+        every = fiber_metric.compute(predictions=predictions, references=references, categories=categories,
+                                     candidates=ranked, **SETTINGS)
+        label = fiber_metric.compute(predictions=predictions, references=[blank["label"] for blank in test_split],
+                                     **SETTINGS)
+        system, intervals = results["systems"][name], results["systems"][name]["confidence_intervals"]
+        keys = ("exact_match", "f1", "correct_at_k", "map")
+        assert [system[key] for key in keys] == [every.get(key) for key in keys]
+        assert [intervals.get(key) for key in keys] == [every.get(f"{key}_ci") for key in keys]
+        assert [system["exact_match_label_only"], system["f1_label_only"], intervals["f1_label_only"]] == [
+            label["exact_match"], label["f1"], label["f1_ci"]]
+        assert {category: (scores["count"], scores["exact_match"], scores["f1"], scores["confidence_intervals"]["f1"])
+                for category, scores in system["by_category"].items()} == {
+            category: (count, every["exact_match_by_category"][category], every["f1_by_category"][category],
+                       every["f1_ci_by_category"][category]) for category, count in every["count_by_category"].items()}
     assert results["systems"]["half"]["correct_at_k"] == {"1": 0.0, "2": 100.0}  # K up to the 3 candidates
 
 
@@ -104,9 +95,7 @@ def test_baselines_equal_the_most_frequent_answer_and_human_agreement(evaluated,
     answer = most_frequent_answer(sample["train"]["label"])
     baseline = results["baselines"]["most frequent answer"]
     assert baseline["answer"] == answer
-    expected = fiber_metric.compute(
-        predictions=[answer] * len(test_split), references=[references_from_example(blank) for blank in test_split]
-    )
+    expected = fiber_metric.compute(predictions=[answer] * 60, references=[references_from_example(b) for b in test_split])
     assert (baseline["exact_match"], baseline["f1"]) == (expected["exact_match"], expected["f1"])
     labels, answers = ([blank[field] for blank in test_split] for field in ("label", "additional_answers"))
     agreement = human_agreement(labels, answers)
@@ -140,31 +129,18 @@ def test_results_layout_comparisons_and_leaderboard(evaluated, capsys):
         assert path.stat().st_mode & 0o777 == 0o644
 
 
-def test_the_plot_is_a_png_of_the_expected_size(evaluated, test_split):
-    from PIL import Image
-
-    output_dir, results = evaluated
-    with Image.open(output_dir / "by_category.png") as image:
-        assert image.format == "PNG"
-        _, _, width, height = plot_layout(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
-        assert image.size == (round(100 * width), round(100 * height))
-        assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
-
-
-def test_train_py_predictions_are_accepted(sample, tmp_path, capsys):
-    from fiberbench.training.evaluation import load_metric, score
-
-    # The records train.py writes to predictions.jsonl, for validation and test.
-    records = []
-    for split_name in ("validation", "test"):
-        split = sample[split_name]
-        outputs = [{"index": i, "prediction": "a man", "candidates": ["a man", "a woman"]} for i in range(len(split))]
-        records += score(load_metric(), split, outputs, split_name)[1]
+def test_train_py_predictions_are_accepted_other_splits_skipped(sample, test_split, tmp_path):
+    # The rows train.py writes to predictions.jsonl: validation's and test's, with their own fields beside.
+    records = [
+        {"split": name, "index": index, **{field: row[field] for field in (*KEY_FIELDS, "masked_caption", "label")},
+         "prediction": "a man", "candidates": ["a man", "a woman"], "exact_match": 0.0}
+        for name in ("validation", "test") for index, row in enumerate(sample[name].to_list())
+    ]
     write_jsonl(tmp_path / "predictions.jsonl", records)
     assert main(["evaluate", str(tmp_path / "predictions.jsonl"), "--output_dir", str(tmp_path / "out"), *FLAGS]) == 0
     system = json.loads((tmp_path / "out" / "results.json").read_text())["systems"]["predictions"]
-    test_records = [record for record in records if record["split"] == "test"]
-    assert system["exact_match"] == pytest.approx(sum(record["exact_match"] for record in test_records) / 60)
+    references = [references_from_example(blank) for blank in test_split]
+    assert system["exact_match"] == score_predictions(["a man"] * 60, references)["exact_match"]
     assert system["correct_at_k"]["2"] >= system["correct_at_k"]["1"]
 
 
@@ -191,46 +167,6 @@ def write_rows(path, rows):
     return path
 
 
-def join_error_cases(rows):
-    extra = {**rows[0], "video_id": "notInSplit0"}
-    return {
-        "blanks without a prediction": (
-            rows[3:],
-            r"no prediction for 3 of the 60 blanks of the test split of the bundled sample: \('",
-        ),
-        "a blank given twice": (rows + [rows[5]], r"line 61: blank \(.*\) is predicted twice \(first on line 6\)"),
-        "a blank not in the split": (rows + [extra], r"line 61: blank \('notInSplit0', .*\) is not in the test split"),
-        "no prediction field": (
-            [{key: value for key, value in row.items() if key != "prediction"} for row in rows],
-            r"line 1: field 'prediction' is missing",
-        ),
-        "a prediction that is not a string": (
-            rows[:2] + [{**rows[2], "prediction": 3}] + rows[3:],
-            r"line 3: field 'prediction' must be a string, got int",
-        ),
-    }
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        "blanks without a prediction",
-        "a blank given twice",
-        "a blank not in the split",
-        "no prediction field",
-        "a prediction that is not a string",
-    ],
-)
-def test_join_errors_name_the_file_line_and_key(case, test_split, tmp_path, cli_error):
-    import re
-
-    rows, message = join_error_cases(prediction_rows(test_split, label_half_the_time))[case]
-    path = write_rows(tmp_path / "system.jsonl", rows)
-    status, line = cli_error("evaluate", path, "--output_dir", tmp_path / "out", "--num_bootstrap", "10")
-    assert status == 1 and re.search(re.escape(str(path)) + ".*" + message, line), line
-    assert not (tmp_path / "out").exists()
-
-
 def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
     path = write_rows(tmp_path / "empty.jsonl", prediction_rows(test_split, lambda index, blank: ""))
     assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "10"]) == 0
@@ -240,25 +176,20 @@ def test_an_empty_answer_is_a_valid_wrong_answer(test_split, tmp_path):
 
 def table_rows(markdown: str) -> list[list[str]]:
     """The cells of every table row of a Markdown text, split at the pipes that are not escaped."""
-    import re
-
-    return [
-        [cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]]
-        for line in markdown.splitlines()
-        if line.startswith("|")
-    ]
+    return [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in markdown.splitlines() if line[:1] == "|"]
 
 
 def test_names_holding_markdown_stay_in_their_cells(test_split, tmp_path):
     files = [write_rows(tmp_path / f"{name}.jsonl", prediction_rows(test_split, label_half_the_time)) for name in "ab"]
-    names = ["A | injected | row", "B\n| 1 | fake | 100 |"]
+    names = ["A | injected | $\\alpha^$ row", "B\n| 1 | fake | 100 |"]  # and a '$' is a dollar in the chart
     output_dir = tmp_path / "out"
     assert main(["evaluate", *map(str, files), "--names", *names, "--output_dir", str(output_dir), *FLAGS]) == 0
     leaderboard = (output_dir / "results.md").read_text()
     rows = table_rows(leaderboard)
     assert {len(cells) for cells in rows} == {8, 7}  # the leaderboard's 8 columns, the comparisons' 7
     assert len([cells for cells in rows if cells[0].isdigit()]) == 2
-    assert "A \\| injected \\| row" in leaderboard and "B \\| 1 \\| fake \\| 100 \\|" in leaderboard
+    assert "A \\| injected \\| $\\\\alpha^$ row" in leaderboard and "B \\| 1 \\| fake \\| 100 \\|" in leaderboard
+    assert (output_dir / "by_category.png").stat().st_size > 0
     assert json.loads((output_dir / "results.json").read_text())["systems"].keys() == set(names)
 
 
@@ -279,17 +210,19 @@ def bar_styles(figure) -> list[dict]:
     """Per panel, each legend name -> (face colour, hatch) of its bars."""
     from matplotlib.colors import to_hex
 
-    return [
-        {container.get_label(): (to_hex(container[0].get_facecolor()), container[0].get_hatch()) for container in ax.containers
-         if container.get_label() and not container.get_label().startswith("_")}
-        for ax in figure.axes
-    ]
+    return [{bars.get_label(): (to_hex(bars[0].get_facecolor()), bars[0].get_hatch()) for bars in ax.containers
+             if bars.get_label() and not bars.get_label().startswith("_")} for ax in figure.axes]
 
 
-def test_the_plot_shows_em_beside_f1_with_a_colour_per_system_whatever_its_rank(evaluated):
+def test_the_plot_shows_em_beside_f1_with_a_colour_per_system_whatever_its_rank(evaluated, test_split):
     from matplotlib.colors import to_hex
+    from PIL import Image
 
-    _, results = evaluated
+    output_dir, results = evaluated
+    with Image.open(output_dir / "by_category.png") as image:
+        _, _, width, height = plot_layout(len({blank["category"] for blank in test_split}), len(SYSTEMS) + 2)
+        assert image.format == "PNG" and image.size == (round(100 * width), round(100 * height))
+        assert sum(1 for count in image.convert("L").histogram() if count) > 20  # bars and text, not a blank canvas
     figure = category_figure(results)
     assert [ax.get_title() for ax in figure.axes] == ["F1 by category", "EM by category"]
     styles = bar_styles(figure)
@@ -311,8 +244,7 @@ def test_every_bar_has_its_whisker_even_at_zero_and_one_resample_plots(test_spli
     from matplotlib.container import ErrorbarContainer
     from PIL import Image
 
-    rows = prediction_rows(test_split, lambda index, blank: "")
-    path = write_rows(tmp_path / "nothing.jsonl", rows)
+    path = write_rows(tmp_path / "nothing.jsonl", prediction_rows(test_split, lambda index, blank: ""))
     # One resample: an interval need not hold the mean (the whisker was a negative length, a traceback).
     assert main(["evaluate", str(path), "--output_dir", str(tmp_path / "out"), "--num_bootstrap", "1"]) == 0
     with Image.open(tmp_path / "out" / "by_category.png") as image:
@@ -328,33 +260,53 @@ def test_every_bar_has_its_whisker_even_at_zero_and_one_resample_plots(test_spli
         assert ax.get_ylim()[0] < 0  # the caps at 0 stand clear of the axis
 
 
-def test_names_are_text_in_the_plot(predictions_dir, tmp_path):
-    """A '$' in a name is a dollar: matplotlib's mathtext used to parse '$\\alpha^$', fail, and nothing was written."""
-    output_dir = tmp_path / "out"
-    files = [str(predictions_dir / f"{name}.jsonl") for name in ("half", "annotator")]
-    assert main(["evaluate", *files, "--names", "$\\alpha^$", "US$ 5", "--output_dir", str(output_dir), *FLAGS]) == 0
-    assert (output_dir / "by_category.png").stat().st_size > 0
-    assert set(json.loads((output_dir / "results.json").read_text())["systems"]) == {"$\\alpha^$", "US$ 5"}
-
-
 def test_a_matplotlib_that_fails_to_import_costs_the_plot_only(predictions_dir, tmp_path):
     """An installed matplotlib that cannot be imported (a broken install) is a warning: the results are written, the
     plot is not. The command runs as a user runs it, with such a matplotlib first on its path."""
-    import os
-    import subprocess
-
     broken = tmp_path / "site" / "matplotlib"
     broken.mkdir(parents=True)
     (broken / "__init__.py").write_text("raise ImportError('this matplotlib is broken')\n")
     output_dir = tmp_path / "out"
     path = os.pathsep.join(filter(None, [str(broken.parent), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path}
-    result = subprocess.run(
-        ["fiberbench", "evaluate", str(predictions_dir / "half.jsonl"), "--output_dir", str(output_dir), *FLAGS],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
+    result = subprocess.run(["fiberbench", "evaluate", str(predictions_dir / "half.jsonl"), "--output_dir",
+                             str(output_dir), *FLAGS], env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "this matplotlib is broken" in result.stderr and "no by_category.png" in result.stderr
     assert "Traceback" not in result.stderr
     assert {path.name for path in output_dir.iterdir()} >= {"results.json", "results.md"}
     assert not (output_dir / "by_category.png").exists()
+
+
+def test_the_model_card_holds_the_scores_of_results_json(predictions_dir, tmp_path):
+    card_path, output = tmp_path / "README.md", tmp_path / "evaluation"
+    args = ["evaluate", str(predictions_dir / "half.jsonl"), "--names", "T5 (tiny)", "--output_dir", str(output), *FLAGS]
+    assert main([*args, "--model_index", str(card_path)]) == 0
+    row = json.loads((output / "results.json").read_text())["systems"]["T5 (tiny)"]
+    card = ModelCard.load(card_path)
+    assert card.data.model_name == "T5 (tiny)"
+    assert {(result.metric_type, result.metric_name): result.metric_value for result in card.data.eval_results} == {
+        ("exact_match", "EM"): round(row["exact_match"], 2),
+        ("f1", "F1"): round(row["f1"], 2),
+        ("exact_match", "EM, label only"): round(row["exact_match_label_only"], 2),
+        ("f1", "F1, label only"): round(row["f1_label_only"], 2),
+        ("correct_at_1", "Correct@1"): round(row["correct_at_k"]["1"], 2),
+        ("map", "MAP"): round(row["map"], 2),
+    }
+    result = card.data.eval_results[0]
+    assert (result.task_type, result.dataset_type, result.dataset_split, result.dataset_config, result.dataset_name) == (
+        "video-text-to-text", "fiber", "test", "text", "FIBER (SYNTHETIC sample)")
+    # An existing card keeps its text and other metadata.
+    card_path.write_text("---\nlicense: apache-2.0\n---\n\n# My model\n\nTrained on FIBER.\n")
+    assert main([*args[:4], "--model_index", str(card_path), *FLAGS]) == 0
+    card = ModelCard.load(card_path)
+    assert card.data.license == "apache-2.0" and card.text.strip() == "# My model\n\nTrained on FIBER."
+    assert {result.metric_name for result in card.data.eval_results} >= {"EM", "F1"}
+
+
+def test_several_systems_for_one_card_are_refused_in_one_line(predictions_dir, tmp_path, cli_error):
+    files = [predictions_dir / f"{name}.jsonl" for name in SYSTEMS]
+    status, line = cli_error("evaluate", *files, "--model_index", tmp_path / "README.md")
+    assert (status, line) == (2, "fiberbench evaluate: error: --model_index: a model card describes one model; give one "
+                                 "predictions file, not 3")
+    assert not (tmp_path / "README.md").exists()
