@@ -1,23 +1,23 @@
 """Where a dataset came from: whether it is (built from) the bundled SYNTHETIC sample.
 
-Numbers measured on the synthetic sample say nothing about FIBER, so training, scoring and model
-cards ask this and say "SYNTHETIC" wherever the data came from: the bundled sample itself, a
-folder that `build-dataset` made from it, or a Hub copy of such a folder (its card carries the
-machine-readable `fiberbench.synthetic` field).
+Numbers measured on the synthetic sample say nothing about FIBER, so training, scoring and model cards ask this and
+say "SYNTHETIC" of the bundled sample, a folder that `build-dataset` made from it, or a Hub copy of such a folder
+(its card carries the machine-readable `fiberbench: {synthetic: true}` field).
 """
 
 import logging
 import re
 from pathlib import Path
 
-from .fiber.release import SAMPLE_DIR
+import yaml
+from huggingface_hub import hf_hub_download
+
+from .fiber.release import SAMPLE_DIR, SPLIT_FILES
 
 logger = logging.getLogger(__name__)
 
 # The card's YAML key for what fiberbench knows of the build: `{"built_by": BUILT_BY, "version": ...,
-# "synthetic": bool, "video_features": {config: features.json, or {"name": "i3d", ...}}}`. Machine-readable:
-# training, scoring and model cards read `synthetic` from it, and `build-dataset --overwrite_output_dir`
-# replaces only a folder that carries it.
+# "synthetic": bool, "video_features": {config: its features.json}}`, read by training, scoring and model cards.
 BUILD_INFO_KEY = "fiberbench"
 BUILT_BY = "fiberbench build-dataset"
 # A card's YAML header: between a first line `---` and the next line `---`.
@@ -25,17 +25,8 @@ _CARD_HEADER = re.compile(r"\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re
 
 
 def card_metadata(folder: str | Path) -> dict:
-    """The YAML header of a dataset folder's card (README.md) as a dict: {} without a card or a header.
-
-    Read with yaml alone: huggingface_hub's `DatasetCard.load` reads the same header, at the cost of
-    a third of a second of imports to a command that only wants to know what the folder holds.
-
-    Raises:
-        yaml.YAMLError: the header is not YAML.
-        ValueError: the header is YAML but not a mapping.
-    """
-    import yaml
-
+    """The YAML header of a dataset folder's card (README.md) as a dict ({} without a card or a header); a
+    `yaml.YAMLError` when it is not YAML, a ValueError when it is not a mapping."""
     readme = Path(folder) / "README.md"
     if not readme.is_file():
         return {}
@@ -47,23 +38,18 @@ def card_metadata(folder: str | Path) -> dict:
 
 
 def read_build_info(folder: str | Path) -> dict | None:
-    """The `fiberbench` block of a built folder's card, or None when the folder has no card written by `build-dataset`."""
+    """The `fiberbench` block of a built folder's card; None when no card written by `build-dataset` is there."""
     info = card_metadata(folder).get(BUILD_INFO_KEY)
     return info if isinstance(info, dict) and info.get("built_by") == BUILT_BY else None
 
 
 def is_synthetic(dataset_name: str | None) -> bool:
-    """Whether `dataset_name` (None for the bundled sample, a local folder or a Hub id) is synthetic.
-
-    A folder or Hub dataset whose card was not written by `build-dataset` is not known to be
-    synthetic, and counts as real data.
-    """
+    """Whether `dataset_name` (None for the bundled sample, a local folder or a Hub id) is synthetic; a dataset whose
+    card was not written by `build-dataset` is not known to be, and counts as real data."""
     if dataset_name is None:
         return True
     folder = Path(dataset_name)
     if not folder.is_dir():
-        from huggingface_hub import hf_hub_download
-
         try:
             folder = Path(hf_hub_download(str(dataset_name), "README.md", repo_type="dataset")).parent
         except Exception as error:  # noqa: BLE001 - any failure to read the card means "not known to be synthetic"
@@ -73,13 +59,15 @@ def is_synthetic(dataset_name: str | None) -> bool:
     return bool(info and info.get("synthetic"))
 
 
-def sample_file_name(path: str | Path) -> str | None:
+def sample_file_name(path: str | Path, what: str | None = None) -> str | None:
     """The name of the bundled sample's split file (`val.json`) that the file at `path` is, or is a byte-for-byte copy
-    of; None for any other file. Commands that read a release-format file say SYNTHETIC of these."""
+    of (None for any other file); with `what` ("Statistics"), a warning says that the numbers of it are SYNTHETIC."""
     size = Path(path).stat().st_size
-    for name in ("train.json", "val.json", "test.json"):
-        sample = SAMPLE_DIR / name
-        if sample.stat().st_size == size and sample.read_bytes() == Path(path).read_bytes():
+    for name in SPLIT_FILES.values():
+        if (SAMPLE_DIR / name).stat().st_size == size and (SAMPLE_DIR / name).read_bytes() == Path(path).read_bytes():
+            if what:
+                logger.warning("%s of SYNTHETIC data (the bundled sample's %s): the numbers say nothing about FIBER",
+                               what, name)
             return name
     return None
 

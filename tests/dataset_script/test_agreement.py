@@ -9,6 +9,8 @@ import pytest
 
 from fiberbench.cli import main
 
+from .conftest import snapshot
+
 RECORDS = [
     {
         "video_id": "v1",
@@ -134,116 +136,41 @@ def test_a_clip_an_answer_says_is_an_unavailable_video_is_left_out(tmp_path):
     assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)  # as if v3 had no answers
 
 
-def test_a_record_without_answers_is_named(tmp_path, cli_error):
-    without_answers = {key: value for key, value in RECORDS[1].items() if key != "additional_answers"}
-    source = write_records(tmp_path / "val.json", [RECORDS[0], without_answers])
-    status, line = cli_error("agreement", source)
-    assert status == 1 and re.search(r"val.json: record 1: field 'additional_answers': missing or empty", line)
-
-
-def test_answers_of_no_clip_of_the_file_are_an_error(tmp_path, cli_error):
-    source = write_records(tmp_path / "val.json", RECORDS)
-    answers = write_answers_csv(tmp_path / "answers.csv", CSV_ROWS[-1:])
-    status, line = cli_error("agreement", source, "--answers_files", answers)
-    assert status == 1 and "No row of" in line and "answers a clip of the blanked file" in line
-
-
-def records_bytes(records) -> bytes:
-    return json.dumps(records).encode()
-
-
 TRAIN_RECORD = {key: value for key, value in RECORDS[0].items() if key != "additional_answers"}
-ANSWERS_HEADER = b"video_id,video_start_time,video_end_time,annotator_id,answer_1\n"
-# name -> (the file's bytes, the answers CSV's bytes (or None), the output file's name, exit status, message pattern)
-BAD_INPUTS = {
-    "a file that is not there": (None, None, None, 1, r"val.json: No such file or directory"),
-    "a folder instead of a file": ("folder", None, None, 1, r"val.json: Is a directory"),
-    "non-UTF-8 bytes": (
-        records_bytes(RECORDS)[:30] + b"\xff" + records_bytes(RECORDS)[30:],
-        None,
-        None,
-        1,
-        r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xff\)",
-    ),
-    "not JSON": (b"video_id,label\nv1,a dog\n", None, None, 1, r"val.json: record 0: invalid JSON"),
-    "a JSON array cut short": (records_bytes(RECORDS)[:-20], None, None, 1, r"val.json: record 1: invalid JSON"),
-    "a record that is not an object": (
-        b'["v1"]',
-        None,
-        None,
-        1,
-        r"val.json: record 0: expected a JSON object, got str",
-    ),
-    "a record without a label": (
-        records_bytes([{k: v for k, v in RECORDS[0].items() if k != "label"}]),
-        None,
-        None,
-        1,
-        r"val.json: record 0: field 'label': missing",
-    ),
-    "a split without answers (train)": (
-        records_bytes([TRAIN_RECORD]),
-        None,
-        None,
-        1,
-        r"val.json: record 0: field 'additional_answers': missing or empty",
-    ),
-    "an annotator with no answers": (
-        records_bytes([{**RECORDS[0], "additional_answers": [["dog"], []]}]),
-        None,
-        None,
-        1,
-        r"record 0: field 'additional_answers': annotator 1: expected a non-empty list",
-    ),
-    "an answers file that is not there": (
-        records_bytes(RECORDS),
-        "missing",
-        None,
-        1,
-        r"answers.csv: No such file or directory",
-    ),
-    "an answers CSV without answer columns": (
-        records_bytes(RECORDS),
-        b"video_id,video_start_time,video_end_time,annotator_id\n",
-        None,
-        1,
-        r"answers.csv: the fiber layout needs answer columns",
-    ),
-    "an answers CSV with non-UTF-8 bytes": (
-        records_bytes(RECORDS),
-        ANSWERS_HEADER + b"v1,0,10,w1,caf\xe9\n",
-        None,
-        1,
-        r"answers.csv, line 2: byte 15 of the line \(0xe9\) is not UTF-8",
-    ),
-    "an answers CSV with times that are not seconds": (
-        records_bytes(RECORDS),
-        ANSWERS_HEADER + b"v1,zero,10,w1,dog\n",
-        None,
-        1,
-        r"answers.csv, line 2, column 'video_start_time': must be a whole number of seconds",
-    ),
-    "answers of no clip of the file": (
-        records_bytes(RECORDS),
-        ANSWERS_HEADER + b"v9,0,10,w1,dog\n",
-        None,
-        1,
-        r"No row of .*answers.csv answers a clip of the blanked file",
-    ),
-    "the output is the input": (records_bytes(RECORDS), None, "val.json", 2, r"--output_file .*val.json is an input"),
-    "the output is a folder": (
-        records_bytes(RECORDS),
-        None,
-        "folder_out",
-        2,
-        r"--output_file .*folder_out is a folder",
-    ),
-}
+HEADER = b"video_id,video_start_time,video_end_time,annotator_id,answer_1\n"
+GOOD = json.dumps(RECORDS).encode()
+# (case, the file's bytes ("folder", or None: absent), the answers CSV's bytes (or None), the output, status, the line)
+BAD_INPUTS = [
+    ("no file", None, None, None, 1, r"val.json: No such file or directory"),
+    ("a folder", "folder", None, None, 1, r"val.json: Is a directory"),
+    ("bytes that are not UTF-8", GOOD[:30] + b"\xff" + GOOD[30:], None, None, 1,
+     r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xff\)"),
+    ("not JSON", b"video_id,label\nv1,a dog\n", None, None, 1, r"val.json: record 0: invalid JSON"),
+    ("cut short", GOOD[:-20], None, None, 1, r"val.json: record 1: invalid JSON"),
+    ("a record that is not an object", b'["v1"]', None, None, 1, r"val.json: record 0: expected a JSON object, got str"),
+    ("a record without a label", json.dumps([{k: v for k, v in RECORDS[0].items() if k != "label"}]).encode(), None,
+     None, 1, r"val.json: record 0: field 'label': missing"),
+    ("a split without answers (train)", json.dumps([TRAIN_RECORD]).encode(), None, None, 1,
+     r"val.json: record 0: field 'additional_answers': missing or empty"),
+    ("an annotator with no answers", json.dumps([{**RECORDS[0], "additional_answers": [["dog"], []]}]).encode(), None,
+     None, 1, r"record 0: field 'additional_answers': annotator 1: expected a non-empty list"),
+    ("no answers file", GOOD, "missing", None, 1, r"answers.csv: No such file or directory"),
+    ("answers without answer columns", GOOD, HEADER.replace(b",answer_1", b""), None, 1,
+     r"answers.csv: the fiber layout needs answer columns"),
+    ("answers not UTF-8", GOOD, HEADER + b"v1,0,10,w1,caf\xe9\n", None, 1,
+     r"answers.csv, line 2: byte 15 of the line \(0xe9\) is not UTF-8"),
+    ("answers with times that are not seconds", GOOD, HEADER + b"v1,zero,10,w1,dog\n", None, 1,
+     r"answers.csv, line 2, column 'video_start_time': must be a whole number of seconds"),
+    ("answers of no clip of the file", GOOD, HEADER + b"v9,0,10,w1,dog\n", None, 1,
+     r"No row of .*answers.csv answers a clip of the blanked file"),
+    ("the output is the input", GOOD, None, "val.json", 2, r"--output_file .*val.json is an input"),
+    ("the output is a folder", GOOD, None, "folder_out", 2, r"--output_file .*folder_out is a folder"),
+]
 
 
-@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_a_bad_input_is_one_line_and_writes_nothing(case, tmp_path, cli_error):
-    content, answers, output_name, expected_status, message = BAD_INPUTS[case]
+@pytest.mark.parametrize(("content", "answers", "output", "status", "message"), [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_a_bad_input_is_one_line_and_writes_nothing(tmp_path, cli_error, content, answers, output, status, message):
     source, answers_file = tmp_path / "val.json", tmp_path / "answers.csv"
     if content == "folder":
         source.mkdir()
@@ -251,14 +178,13 @@ def test_a_bad_input_is_one_line_and_writes_nothing(case, tmp_path, cli_error):
         source.write_bytes(content)
     if isinstance(answers, bytes):
         answers_file.write_bytes(answers)
-    if output_name == "folder_out":
-        (tmp_path / output_name).mkdir()
-    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
-    output = tmp_path / (output_name or "agreement.json")
-    flags = ["--output_file", output] + (["--answers_files", answers_file] if answers is not None else [])
-    status, line = cli_error("agreement", source, *flags)
-    assert status == expected_status and re.search(message, line), line
-    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+    if output == "folder_out":
+        (tmp_path / output).mkdir()
+    before = snapshot(tmp_path)
+    flags = ["--output_file", tmp_path / (output or "agreement.json")] + (["--answers_files", answers_file] if answers else [])
+    code, line = cli_error("agreement", source, *flags)
+    assert code == status and re.search(message, line), line
+    assert snapshot(tmp_path) == before
 
 
 def test_answers_csv_with_a_byte_order_mark_and_windows_line_ends_are_read(tmp_path):

