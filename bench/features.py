@@ -28,7 +28,7 @@ import torch
 
 from fiberbench.data.features.command import frame_sampling
 from fiberbench.data.features.encoders import ClipPreparer, Encoder, encoder_spec
-from fiberbench.data.features.extraction import encode_clips, make_loader
+from fiberbench.data.features.encoders import encode_clips, make_loader
 from fiberbench.testing.tiny_encoders import (
     BASE_CLIP,
     BASE_VIDEOMAE,

@@ -1,9 +1,8 @@
 """`fiberbench agreement`: human agreement (the paper's Table 2) of a release-format file or of crowd answers.
 
-The scores come from the metric's `human_agreement`, which computes them as the FIBER release did
-(leave one annotator out, the label counting as one more annotator). The answers are the file's
-`additional_answers`, or, with `--answers_files`, the crowd answers of CSVs joined to the file's
-clips: those carry annotator ids, which the paper's per-answer deviation (across annotators) needs.
+The metric's `human_agreement` computes it as the FIBER release did (leave one annotator out, the label counting as
+one more annotator), of the file's `additional_answers` or, with `--answers_files`, of the crowd answers of CSVs joined
+to its clips: those carry annotator ids, which the paper's per-answer deviation (across annotators) needs.
 """
 
 import argparse
@@ -33,13 +32,9 @@ PAPER_TABLE_2 = {
 
 
 def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list, list]:
-    """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`.
-
-    The answers are taken as written (before the noun-phrase filter), as in the release's analysis.
-    Rows of clips that are not in `records` are skipped and counted; a clip with no row has no
-    annotator, and neither has a clip that an answer says is an unavailable video (`fiberbench
-    answers` leaves those out of the release too).
-    """
+    """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`,
+    as written (before the noun-phrase filter), as in the release's analysis. Rows of other clips are skipped and
+    counted; a clip an answer says is an unavailable video has no annotator (`answers` leaves it out too)."""
     by_clip = {clip_key(record): {} for record in records}  # clip -> annotator id -> answers
     skipped = unavailable = 0
     for submission in (submission for path in answers_files for submission in read_submissions(path)):

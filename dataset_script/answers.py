@@ -31,7 +31,6 @@ from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, is_unavai
 logger = logging.getLogger(__name__)
 
 COMMAND = "fiberbench answers"
-# The layouts read (docs/make-your-own-fiber.md describes them), told apart by their columns.
 CSV_LAYOUTS = """\
 Answers CSVs come in three layouts, told apart by their columns: Mechanical Turk results of the
 annotation page's tasks (WorkerId, Input.video{i}_id, Input.video{i}_start_time,
@@ -43,27 +42,24 @@ rejected assignments are skipped. See docs/make-your-own-fiber.md.
 # Layout name -> (annotator column, clip id columns, answer column pattern with the rank as group 1).
 LAYOUTS = {
     "fiber": ("annotator_id", ("video_id", "video_start_time", "video_end_time"), re.compile(r"answer_(\d+)")),
-    "mturk": (
-        "WorkerId",
-        ("Input.video_id", "Input.video_start_time", "Input.video_end_time"),
-        re.compile(r"Answer\.\D*(\d+)"),
-    ),
+    "mturk": ("WorkerId", tuple(f"Input.{column}" for column in ("video_id", "video_start_time", "video_end_time")),
+              re.compile(r"Answer\.\D*(\d+)")),
 }
 TASK_ANSWERS_COLUMN = "Answer.taskAnswers"
 TASK_CLIP_COLUMN = re.compile(r"Input\.video(\d+)_id")
 # What `merge_answers` counts, in the order it is logged: every answer read is kept or dropped for one reason, and
 # every clip is written or left out for one reason.
 COUNTS = (
-    *("answers read", "answers kept", "dropped: empty after normalization", "dropped: repeated by the same annotator"),
-    *("dropped: not a noun phrase", "dropped: clip in no blanked file", "dropped: the clip is an unavailable video"),
-    *("annotators left with no answer", "clips written", "clips left out: unavailable video"),
+    "answers read", "answers kept", "dropped: empty after normalization", "dropped: repeated by the same annotator",
+    "dropped: not a noun phrase", "dropped: clip in no blanked file", "dropped: the clip is an unavailable video",
+    "annotators left with no answer", "clips written", "clips left out: unavailable video",
     "clips left out: no answers",
 )
 
 
 @dataclass(frozen=True)
 class Submission:
-    """One annotator's answers to one clip, in their order, and where they were read."""
+    """One annotator's answers to one clip, in their order, and where (file, line) they were read."""
 
     source: str
     clip: ClipKey
@@ -238,17 +234,10 @@ def _collect(records: list[dict], submissions: Iterable[Submission], counts: Cou
     return clips
 
 
-def merge_answers(
-    records: list[dict], submissions: Iterable[Submission], nlp, batch_size: int = 256
-) -> tuple[list[dict], Counter]:
-    """The records that end up with answers, with `additional_answers` from the submissions, and the counts.
-
-    `records` are validated release-format records, each clip once (`check_unique_clips`). With a
-    pipeline, the noun-phrase rule parses every answer in its blank's context, all in one
-    `nlp.pipe`; with `nlp=None` every answer is kept. Annotators left with no answer are left out;
-    `additional_answers` already in the records are replaced. The counts hold every reason an answer
-    or a clip was dropped: answers read = answers kept + the answers dropped.
-    """
+def merge_answers(records: list[dict], submissions: Iterable[Submission], nlp, batch_size=256) -> tuple[list, Counter]:
+    """The `records` (each clip once) that end up with answers, their `additional_answers` the submissions' (those
+    that are noun phrases in their blank, parsed in one `nlp.pipe`; all with `nlp=None`), and every reason an answer
+    or a clip was dropped counted: answers read = answers kept + the answers dropped."""
     counts = Counter(dict.fromkeys(COUNTS, 0))
     clips = _collect(records, submissions, counts)
     if nlp is None:
@@ -285,9 +274,8 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
         for index, record in enumerate(records):
             first_path, first_index = first_seen.setdefault(clip_key(record), (path, index))
             if (first_path, first_index) != (path, index):
-                raise DataError(
-                    f"{path}: record {index}: clip {clip_key(record)} is also record {first_index} of {first_path}"
-                )
+                problem = f"clip {clip_key(record)} is also record {first_index} of {first_path}"
+                raise DataError(f"{path}: record {index}: {problem}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,10 +1,9 @@
 """`fiberbench blank`: blank one noun chunk per clip of captioning data, as the FIBER release was made.
 
-The official procedure (paper §3.1): tidy each caption, take a clip's FIRST caption in which
-spaCy finds a noun chunk, pick one of its noun chunks with one `random.choice` (Python's `random`
-seeded with 2, clips in input order) and replace exactly that character span by `_____`. Clips
-with no noun chunk are dropped. The same input, pipeline and seed give the release's records,
-whatever the number of processes that parse (`--num_proc`, spaCy's `nlp.pipe(n_process=...)`).
+The official procedure (paper §3.1): tidy each caption, take a clip's FIRST caption in which spaCy finds a noun
+chunk, pick one of its noun chunks with one `random.choice` (Python's `random` seeded with 2, clips in input order)
+and replace exactly that character span by `_____`; clips with no noun chunk are dropped. The same input, pipeline
+and seed give the release's records, whatever the processes that parse (`--num_proc`: `nlp.pipe(n_process=...)`).
 """
 
 import argparse
@@ -77,11 +76,9 @@ def first_captions_with_noun_chunks(
 ) -> list[Candidate | None]:
     """For each clip, its first tidied caption with a noun chunk and the chunks' spans (None when it has none).
 
-    Parsing goes in rounds: the first caption of every clip, then the next caption of the clips
-    still without a chunk, and so on. The result is that of parsing every caption, with about a
-    tenth of the work on VaTeX (almost every first caption has a chunk). Blank captions are skipped
-    (the official script failed on them).
-    """
+    In rounds: the first caption of every clip, then the next caption of the clips still without a chunk, and so on:
+    the result of parsing every caption, with a tenth of the work on VaTeX. Blank captions are skipped (the official
+    script failed on them)."""
     found: list[Candidate | None] = [None] * len(caption_lists)
     pending = [(index, [tidy_caption(c) for c in captions if c.strip()]) for index, captions in enumerate(caption_lists)]
     pending = [(index, captions) for index, captions in pending if captions]
@@ -100,11 +97,8 @@ def first_captions_with_noun_chunks(
 
 
 def blank_record(key: ClipKey, candidate: Candidate, rng: random.Random) -> dict:
-    """The release-format record of clip `key`, with one noun chunk of `candidate` chosen by `rng` blanked.
-
-    One `rng.choice` per blanked clip, in input order, from `random.Random(seed)`: the same stream
-    as the official `random.seed(seed)` and `random.choice`.
-    """
+    """The record of clip `key`, one noun chunk of `candidate` blanked, chosen by one `rng.choice`: clips in input
+    order, `random.Random(seed)` gives the same stream as the official `random.seed(seed)` and `random.choice`."""
     caption, spans = candidate
     start, end = rng.choice(spans)
     fields = {"caption": caption, "masked_caption": caption[:start] + BLANK + caption[end:], "label": caption[start:end]}
@@ -122,15 +116,11 @@ def _input_records(args: argparse.Namespace) -> Iterable[object]:
             dataset = datasets.load_from_disk(str(path))
         except FileNotFoundError:
             raise
-        # A damaged folder fails in many ways: a truncated .arrow, state.json or dataset_info.json that is not what
-        # save_to_disk writes (ArrowInvalid is a ValueError).
-        except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:  # a damaged folder fails in many ways
             raise DataError(f"{path}: not a readable saved dataset ({type(error).__name__}: {error})") from error
-        if isinstance(dataset, datasets.DatasetDict):
-            if args.split not in dataset:
-                raise DataError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split")
-            dataset = dataset[args.split]
-        return dataset
+        if isinstance(dataset, datasets.DatasetDict) and args.split not in dataset:
+            raise DataError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split")
+        return dataset[args.split] if isinstance(dataset, datasets.DatasetDict) else dataset
     if path.suffix in (".json", ".jsonl") or path.is_absolute() or args.input.startswith("."):
         raise FileNotFoundError(2, "No such file or directory", args.input)
     return datasets.load_dataset(args.input, split=args.split, streaming=True)

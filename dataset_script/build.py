@@ -1,10 +1,8 @@
 """`fiberbench build-dataset`: run the FIBER builder and write a Hub-native Parquet dataset folder.
 
-The folder holds `text/{split}-*.parquet`, one `{config}/{split}-*.parquet` per features folder
-given (`i3d` for VaTeX's I3D, else the name in the folder's `features.json`, written by
-`fiberbench extract-features`) and a README.md card whose YAML declares the configs and their
-features: `load_dataset(folder)` and `load_dataset(folder, "i3d")` read it, and `--push_to_hub`
-publishes it as it is. It is built in a hidden folder beside it, renamed into place at the end.
+The folder holds `text/{split}-*.parquet`, one `{config}/{split}-*.parquet` per features folder (`i3d` for VaTeX's
+I3D, else the name in its `features.json`) and a README.md card whose YAML declares the configs and their features:
+`load_dataset(folder)` and `load_dataset(folder, "i3d")` read it, and `--push_to_hub` publishes it as it is.
 """
 
 import argparse
@@ -18,19 +16,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import pyarrow.parquet as pq
+from datasets.info import DatasetInfosDict
+from datasets.utils.metadata import MetadataConfigs
 from datasets.utils.py_utils import convert_file_size_to_int
+from huggingface_hub import DatasetCard, DatasetCardData
 
+from fiberbench import __version__
 from fiberbench.cli import add_output_arguments
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.hub import HubPushError, check_can_push, push_folder
 from fiberbench.outputs import FOLDER_RECORD, atomic_folder, check_output, finish_output, output_lock, start_output
 from fiberbench.records import InvalidRecordError
 
-from .fiber.card import make_dataset_card
 from .fiber.features_info import FeaturesInfo
 from .fiber.fiber import I3D_WRITER_BATCH_SIZE, Fiber, describe_dropped_answers
 from .fiber.release import CATEGORY_FILES, RELEASE_CATEGORY_URLS, RELEASE_URLS, SAMPLE_DIR, SPLIT_FILES
-from .provenance import sample_file_name
+from .provenance import BUILD_INFO_KEY, BUILT_BY, sample_file_name
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +52,8 @@ class Sources:
 
     @classmethod
     def from_location(cls, location: str | Path, *features_dirs: str | Path) -> "Sources":
-        """A local folder holding train.json, val.json and test.json (and, used when present, categories_val.tsv
-        or val_label_categories.tsv, and the same for test), with `features_dirs`. A folder whose split files are
-        the bundled sample's, byte for byte, is SYNTHETIC."""
+        """A local folder of train/val/test.json (with categories_val.tsv or val_label_categories.tsv, and the same of
+        test, when there), and `features_dirs`; SYNTHETIC when its split files are the bundled sample's."""
         folder = Path(location).absolute()
         if missing := [name for name in SPLIT_FILES.values() if not (folder / name).is_file()]:
             raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (expected the release's train/val/test JSON)")
@@ -73,8 +74,7 @@ class Sources:
 
 
 def read_features(sources: Sources) -> dict[str, tuple[FeaturesInfo, str]]:
-    """Config name -> the features of each features folder (`FeaturesInfo.read`) and the folder, checked before any
-    work (a missing folder, a damaged `features.json`, two folders of one config)."""
+    """Config name -> the features of each features folder (`FeaturesInfo.read`) and the folder, checked first."""
     features = {}
     for features_dir in sources.features_dirs:
         if not Path(features_dir).is_dir():
@@ -131,6 +131,95 @@ def _prepare(config: str, sources: Sources, staging: Path, features: tuple | Non
     return builder
 
 
+CARD_TEMPLATE_PATH = Path(__file__).parent / "fiber" / "card_template.md"
+
+
+def answer_statistics(split: str, parquet_files: list[Path]) -> tuple[dict, Counter]:
+    """The means over a split's clips of the annotators, answers and distinct answers (label included, case
+    ignored), and the split's category counts, read from its built Parquet files."""
+    table = pq.read_table(parquet_files, columns=["label", "additional_answers", "category"])
+    annotators = answers = distinct = 0
+    for label, per_annotator in zip(table["label"].to_pylist(), table["additional_answers"].to_pylist()):
+        annotators += len(per_annotator)
+        answers += sum(map(len, per_annotator))
+        distinct += len({label.lower(), *(answer.lower() for group in per_annotator for answer in group)})
+    clips = max(table.num_rows, 1)
+    means = {"annotators": annotators / clips, "answers": answers / clips, "distinct_answers": distinct / clips}
+    categories = Counter(category for category in table["category"].to_pylist() if category is not None)
+    return {"split": split, "clips": table.num_rows, **means}, categories
+
+
+def make_dataset_card(
+    builders: dict[str, Fiber], folder: Path, *, source: str, synthetic: bool, repo_hint: str,
+    features: dict[str, FeaturesInfo],
+) -> DatasetCard:
+    """The card of the configs `builders` built into `folder` (`{config}/{split}-*.parquet`): YAML `configs` (`text`
+    the default) and `dataset_info` (so that Array2D features survive), and prose: where the data came from
+    (`source`, SYNTHETIC everywhere when `synthetic`), `repo_hint` in its `load_dataset` example, and for each config
+    of `features` the video features it adds (their `features.json` in the YAML)."""
+    infos = {config: builder.info for config, builder in builders.items()}
+    card_data = DatasetCardData(
+        pretty_name="FIBER (SYNTHETIC sample)" if synthetic else "FIBER",
+        language=["en"],
+        license="other",
+        task_categories=["text-generation", "video-text-to-text"],
+        tags=["video", "fill-in-the-blanks", "vatex"]
+        + (["i3d"] if any(info.is_i3d for info in features.values()) else [])
+        + (["synthetic"] if synthetic else []),
+        source_datasets=["extended|vatex"],
+        **{
+            BUILD_INFO_KEY: {
+                "built_by": BUILT_BY,
+                "version": __version__,
+                "synthetic": synthetic,
+                "video_features": {config: info.to_json() for config, info in features.items()},
+            }
+        },
+    )
+    MetadataConfigs(
+        {
+            config: {
+                "data_files": [{"split": split, "path": f"{config}/{split}-*.parquet"} for split in info.splits],
+                **({"default": True} if config == Fiber.DEFAULT_CONFIG_NAME else {}),
+            }
+            for config, info in infos.items()
+        }
+    ).to_dataset_card_data(card_data)
+    DatasetInfosDict(infos).to_dataset_card_data(card_data)
+    info = infos[Fiber.DEFAULT_CONFIG_NAME]
+    per_split = [answer_statistics(split, sorted(folder.glob(f"text/{split}-*"))) for split in info.splits]
+    category_counts = {row["split"]: counts for row, counts in per_split if counts}
+    categories = None
+    if category_counts:
+        totals = sum(category_counts.values(), Counter())
+        by_category = {
+            category: {split: counts[category] for split, counts in category_counts.items()}
+            for category, _ in totals.most_common()
+        }
+        categories = {"splits": list(category_counts), "counts": by_category}
+    return DatasetCard.from_template(
+        card_data,
+        template_path=str(CARD_TEMPLATE_PATH),
+        pretty_name=card_data.pretty_name,
+        synthetic=synthetic,
+        description=info.description.strip(),
+        homepage=info.homepage,
+        splits=list(info.splits),
+        split_sizes={
+            config: {split: size.num_examples for split, size in config_info.splits.items()}
+            for config, config_info in infos.items()
+        },
+        repo_hint=repo_hint,
+        answer_statistics=[row for row, _ in per_split],
+        categories=categories,
+        source=source,
+        skipped={config: len(errors) for config, builder in builders.items() if (errors := builder.invalid_records)},
+        dropped_answers=describe_dropped_answers(builders[Fiber.DEFAULT_CONFIG_NAME].dropped_answers),
+        citation=info.citation.strip(),
+        features=features,
+    )
+
+
 def build_dataset(
     sources: Sources | str | Path,
     output_dir: str | Path,
@@ -141,13 +230,10 @@ def build_dataset(
     repo_id: str | None = None,
 ) -> dict[str, Fiber]:
     """Build FIBER (or data in its release format) into the Hub-native folder `output_dir`: the `text` config, and a
-    config per features folder of `sources` (a `Sources`, or a folder for `Sources.from_location`). Returns each
-    config's builder: its `info` (split sizes), `invalid_records` (`skip_invalid`) and `dropped_answers`.
-
-    A failed or killed build leaves no output, or the previous one whole; a second build into a folder that another
-    is writing is refused; an existing `output_dir` is replaced only with `overwrite`, and only when `build-dataset`
-    wrote it and it holds nothing else. `repo_id` is the Hub repository named in the card's `load_dataset` example.
-    """
+    config per features folder of `sources` (a `Sources`, or a folder). Returns each config's builder (`info`,
+    `invalid_records`, `dropped_answers`). A failed or killed build leaves no output, or the previous one whole; an
+    existing `output_dir` is replaced only with `overwrite`, and only when `build-dataset` wrote it and nothing else
+    is there. `repo_id` is the Hub repository named in the card's `load_dataset` example."""
     if not isinstance(sources, Sources):
         sources = Sources.from_location(sources)
     features = read_features(sources)

@@ -1,10 +1,8 @@
 """`fiberbench hit-inputs`: the input CSV of the crowd tasks that collect answers for blanked clips (§3.2).
 
-As in the paper, each task (a Mechanical Turk HIT) shows several clips, five by default; one row of
-the CSV is one task, with the columns that the annotation page (`fiberbench.data.annotation`) reads.
-Clips go into tasks in the order of the blanked file; the last task holds what remains, its other
-cells empty. Each cell is HTML-escaped, as the release escaped its captions (Mechanical Turk pastes
-the values into the page as they are), and never a spreadsheet formula (`task_input_cell`).
+As in the paper, each task (a Mechanical Turk HIT) shows several clips, five by default: one row of the CSV, with the
+columns the annotation page (`fiberbench.data.annotation`) reads, the clips in the blanked file's order (the last task
+holds what remains). Each cell is HTML, as Mechanical Turk pastes it into the page, and never a spreadsheet formula.
 """
 
 import argparse

@@ -11,20 +11,15 @@ from pathlib import Path
 import datasets
 import filelock
 import numpy as np
-import pyarrow.compute
 import yaml
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.hub import is_hub_id
-from fiberbench.records import check_plain_video_id
+from fiberbench.records import REQUIRED_NON_NULL, check_tables  # noqa: F401 - read here by the scorers
 
 from .build import Sources, build_dataset
 from .fiber.release import SAMPLE_DIR
 
 logger = logging.getLogger(__name__)
-
-# Columns a row cannot do without where the dataset has them.
-REQUIRED_NON_NULL = ("video_id", "masked_caption", "label", "video_features")
-
 
 def check_dataset_name(dataset_name: str) -> None:
     """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (cheap: check it first)."""
@@ -35,12 +30,9 @@ def check_dataset_name(dataset_name: str) -> None:
 
 
 def local_cache_dir(folder: Path) -> str:
-    """A `datasets` cache of its own for the files of `folder` as they are now.
-
-    `datasets` keys the Arrow cache of a local folder by the folder's name and config, not by its
-    files: another folder of the same name (or this one rebuilt) would be read from the first one's
-    cache. Here the key is every file's path, size and modification time.
-    """
+    """A `datasets` cache of its own for the files of `folder` as they are now (each file's path, size and time):
+    `datasets` keys a local folder's cache by its name and config, so that a rebuilt folder, or another of the same
+    name, would be read from the first one's cache."""
     digest = hashlib.sha256(str(folder.resolve()).encode())
     for path in sorted(path for path in folder.rglob("*") if path.is_file()):
         stat = path.stat()
@@ -49,13 +41,9 @@ def local_cache_dir(folder: Path) -> str:
 
 
 def load_fiber(dataset_name: str | None, config_name: str) -> datasets.DatasetDict:
-    """The splits of `dataset_name` (a built folder or a Hub id; the bundled sample when None), config `config_name`.
-
-    A folder gets a cache keyed by its files (`local_cache_dir`). A config the dataset does not
-    have is a `UsageError` listing those it has; a dataset that cannot be found or read is a
-    `DataError` naming --dataset_name and the config; so are a null text field and a video id that
-    is not a plain id (`check_tables`), naming the split and the row.
-    """
+    """The splits of `dataset_name` (a built folder or a Hub id; the bundled sample when None), config `config_name`,
+    a folder's in a cache keyed by its files. A config it has not is a `UsageError` listing those it has; a dataset
+    that cannot be read, a null text field or a video id that is not a plain id (`check_tables`) a `DataError`."""
     if dataset_name is None:
         logger.warning(
             "Loading the bundled SYNTHETIC sample (config %r): made-up data for tests and demos, not FIBER; no number "
@@ -87,27 +75,6 @@ def load_fiber(dataset_name: str | None, config_name: str) -> datasets.DatasetDi
         raise cannot_load from error
     check_tables({name: split.data for name, split in splits.items()}, flag)
     return splits
-
-
-def check_tables(tables: dict, flag: str) -> None:
-    """The checks of a dataset's splits before any work, however they were read (`tables`: each split's name to its
-    Arrow table): no null text or features, and plain video ids, else a `DataError` naming the first bad row.
-
-    A build never writes nulls and checks every id; a Parquet file written by other means can hold
-    a null (which reaches a model as a shape error far from its row) or `../outside/evil` (which
-    `predict` would turn into a path out of --video_dir).
-    """
-    for name, table in tables.items():
-        for column in REQUIRED_NON_NULL:
-            if column in table.column_names and table.column(column).null_count:
-                row = pyarrow.compute.index(table.column(column).is_null(), True).as_py()
-                raise DataError(f"{flag}: split {name}, row {row}: field {column!r} is null")
-        video_ids = table.column("video_id").to_pylist() if "video_id" in table.column_names else []
-        for row, video_id in enumerate(video_ids):
-            try:
-                check_plain_video_id(video_id)
-            except ValueError as error:
-                raise DataError(f"{flag}: split {name}, row {row}: field 'video_id': {error}") from None
 
 
 def split_fingerprint(split: datasets.Dataset, columns: list[str]) -> str:

@@ -1,16 +1,12 @@
-"""Where a dataset came from: whether it is (built from) the bundled SYNTHETIC sample.
-
-Numbers measured on the synthetic sample say nothing about FIBER, so training, scoring and model cards ask this and
-say "SYNTHETIC" of the bundled sample, a folder that `build-dataset` made from it, or a Hub copy of such a folder
-(its card carries the machine-readable `fiberbench: {synthetic: true}` field).
+"""Where a dataset came from: whether it is (built from) the bundled SYNTHETIC sample, whose numbers say nothing about
+FIBER: training, scoring and model cards say "SYNTHETIC" of the sample, a folder that `build-dataset` made from it, or
+a Hub copy of such a folder (its card's machine-readable `fiberbench: {synthetic: true}`).
 """
 
 import logging
-import re
 from pathlib import Path
 
-import yaml
-from huggingface_hub import hf_hub_download
+from huggingface_hub import DatasetCard, hf_hub_download
 
 from .fiber.release import SAMPLE_DIR, SPLIT_FILES
 
@@ -20,27 +16,12 @@ logger = logging.getLogger(__name__)
 # "synthetic": bool, "video_features": {config: its features.json}}`, read by training, scoring and model cards.
 BUILD_INFO_KEY = "fiberbench"
 BUILT_BY = "fiberbench build-dataset"
-# A card's YAML header: between a first line `---` and the next line `---`.
-_CARD_HEADER = re.compile(r"\s*---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|$)", re.DOTALL)
 
 
 def card_metadata(folder: str | Path) -> dict:
-    """The YAML header of a dataset folder's card (README.md) as a dict ({} without a card or a header); a
-    `yaml.YAMLError` when it is not YAML, a ValueError when it is not a mapping."""
+    """The YAML header of a dataset folder's card (README.md) as a dict: {} without a card or a header."""
     readme = Path(folder) / "README.md"
-    if not readme.is_file():
-        return {}
-    header = _CARD_HEADER.match(readme.read_text(encoding="utf-8"))
-    metadata = yaml.safe_load(header.group(1)) if header else None
-    if not isinstance(metadata, dict | None):
-        raise ValueError(f"{readme}: its YAML header is not a mapping")
-    return metadata or {}
-
-
-def read_build_info(folder: str | Path) -> dict | None:
-    """The `fiberbench` block of a built folder's card; None when no card written by `build-dataset` is there."""
-    info = card_metadata(folder).get(BUILD_INFO_KEY)
-    return info if isinstance(info, dict) and info.get("built_by") == BUILT_BY else None
+    return DatasetCard.load(readme).data.to_dict() if readme.is_file() else {}
 
 
 def is_synthetic(dataset_name: str | None) -> bool:
@@ -55,8 +36,8 @@ def is_synthetic(dataset_name: str | None) -> bool:
         except Exception as error:  # noqa: BLE001 - any failure to read the card means "not known to be synthetic"
             logger.warning("Could not read the dataset card of %s (%s); taking it for real data", dataset_name, error)
             return False
-    info = read_build_info(folder)
-    return bool(info and info.get("synthetic"))
+    info = card_metadata(folder).get(BUILD_INFO_KEY)
+    return isinstance(info, dict) and info.get("built_by") == BUILT_BY and info.get("synthetic") is True
 
 
 def sample_file_name(path: str | Path, what: str | None = None) -> str | None:

@@ -30,8 +30,8 @@ GENDER_WORDS = {
     "female": ("daughter", "female", "girl", "her", "herself", "lady", "mother", "she", "sister", "woman"),
     "neutral": ("adult", "baby", "child", "human", "kid", "parent", "people", "person", "sibling"),
 }
-# The paper counts "visual words (color, number, or size)" without publishing its lists; these are
-# ours, and are written into every report beside the numbers they give.
+# The paper counts "visual words (color, number, or size)" without publishing its lists: these are ours, written into
+# every report beside the numbers they give.
 VISUAL_WORDS = {
     "color": tuple("black blue brown gold golden gray green grey orange pink purple red silver white yellow".split()),
     "number": tuple("one two three four five six seven eight nine ten eleven twelve twenty hundred dozen pair".split()),
@@ -98,9 +98,8 @@ def compute_stats(records: list[dict], nlp, batch_size: int = 256) -> dict:
     annotated = [record["additional_answers"] for record in records if record.get("additional_answers")]
     unique = [[{normalize_answer(answer) for answer in answers} - {""} for answers in group] for group in annotated]
     stats["annotations"]["unique_answers_per_caption"] = _mean_std([len(set().union(*sets)) for sets in unique])
-    stats["annotations"]["unique_answers_per_caption_per_annotator"] = _mean_std(
-        [statistics.fmean(len(answers) for answers in sets) for sets in unique]
-    )
+    per_annotator = [statistics.fmean(len(answers) for answers in sets) for sets in unique]
+    stats["annotations"]["unique_answers_per_caption_per_annotator"] = _mean_std(per_annotator)
     stats["word_lists"] = {"gender (paper §A.5)": GENDER_WORDS, "visual (ours; the paper has no list)": VISUAL_WORDS}
     return stats
 
@@ -159,8 +158,8 @@ def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> 
 
 
 def chart_figure(stats: dict, key: str, source: str):
-    """The bar chart of `key` (a `CHART_KEYS` key): the labels' panel beside the answers', on one percent scale
-    (so equal shares are equal bars), each bar labelled with its percent, the title naming `source`."""
+    """The bar chart of `key` (a `CHART_KEYS` key): the labels' panel beside the answers', on one percent scale, each
+    bar labelled with its percent, the title naming `source`."""
     from matplotlib.figure import Figure
 
     height = 0.32 * max(len(stats[group][key]) for group in GROUPS) + 1.8
@@ -210,10 +209,8 @@ def check_lengths(records: list[dict], nlp, file: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with output_lock(args.output_dir, "--output_dir"):
-        check_output(
-            args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
-            inputs=[args.file], folder=True,
-        )
+        overwrite = args.overwrite_output_dir
+        check_output(args.output_dir, command=COMMAND, flag="--output_dir", overwrite=overwrite, inputs=[args.file], folder=True)
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")

@@ -32,6 +32,8 @@ VIDEO_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 UNDERSCORE_RUN_PATTERN = re.compile(r"_{5,}")
 # A .npz archive is a zip file: its first bytes.
 ZIP_MAGIC = b"PK\x03\x04"
+# The columns of a dataset's splits that a row cannot do without where the dataset has them.
+REQUIRED_NON_NULL = ("video_id", "masked_caption", "label", "video_features")
 
 # A clip as the release identifies it: (video_id, video_start_time, video_end_time).
 ClipKey = tuple[str, int, int]
@@ -237,3 +239,20 @@ def clip_id(video_id: str, start: int, end: int) -> str:
 def feature_file_name(video_id: str, start: int, end: int) -> str:
     """The release's I3D file name for a clip: `{video_id}_{start:06d}_{end:06d}.npy`."""
     return f"{clip_id(video_id, start, end)}.npy"
+
+
+def check_tables(tables: dict, flag: str) -> None:
+    """The checks of a dataset's splits (`tables`: each split's name to its Arrow table) before any work: no null text
+    or features (a null reaches a model as a shape error far from its row), and plain video ids (`predict` would make
+    `../outside/evil` a path out of --video_dir); else a `DataError` naming the first bad row, however it was read."""
+    for name, table in tables.items():
+        for column in REQUIRED_NON_NULL:
+            if column in table.column_names and table.column(column).null_count:
+                row = table.column(column).to_pylist().index(None)
+                raise DataError(f"{flag}: split {name}, row {row}: field {column!r} is null")
+        video_ids = table.column("video_id").to_pylist() if "video_id" in table.column_names else []
+        for row, video_id in enumerate(video_ids):
+            try:
+                check_plain_video_id(video_id)
+            except ValueError as error:
+                raise DataError(f"{flag}: split {name}, row {row}: field 'video_id': {error}") from None

@@ -1,13 +1,10 @@
-"""FIBER's crowd task (§3.2, Figure 2): the annotation page and the layout of its inputs and answers.
+"""FIBER's crowd task (§3.2, Figure 2): the annotation page (`annotation.html`, a Mechanical Turk template with
+`${question1}`-style placeholders, also opened in a browser with the inputs in its query string) and its layout.
 
-A task shows several clips (five in the paper). Its inputs are, for clip number `i` from 1, the
-columns `video{i}_id`, `video{i}_start_time`, `video{i}_end_time`, `question{i}` (the masked caption)
-and `label{i}`, each cell written by `task_input_cell`. A worker's answers come back as one JSON
-object whose key `answer-{i}-{rank}` holds the answer of rank `rank` (from 1, most natural first) to
-clip `i`; a clip that would not play is answered "unavailable video". On Mechanical Turk the object
-is the `Answer.taskAnswers` column of the results export, in a JSON list, as a crowd-form returns it.
-`annotation.html` beside this file is the page: a Mechanical Turk template with `${question1}`-style
-placeholders, also usable in a browser with the same inputs in its query string.
+A task's inputs are, for clip `i` from 1, `video{i}_id`, `video{i}_start_time`, `video{i}_end_time`, `question{i}`
+(the masked caption) and `label{i}`. A worker's answers come back as one JSON object whose key `answer-{i}-{rank}`
+holds the answer of rank `rank` (from 1, most natural first) to clip `i` (on Mechanical Turk, the results' column
+`Answer.taskAnswers`, in a JSON list); a clip that would not play is answered "unavailable video".
 """
 
 import html

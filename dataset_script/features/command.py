@@ -4,14 +4,11 @@
         --data_dir release --output_dir features/clip-vit-large-patch14
     fiberbench build-dataset --data_dir release --features_dir features/clip-vit-large-patch14 --output_dir my_fiber
 
-For each clip (of a dataset's splits, or each video of the folder) its frames are decoded with
-PyAV as `fiberbench predict` decodes them (`fiberbench.videos`), encoded (`encoders`) and written
-as `{clip_id}.npy`, float32 of shape (1, T, D): VaTeX's I3D layout, which `build-dataset
---features_dir` reads, beside `features.json` (`fiberbench.data.fiber.features_info`). Everything
-that can refuse the run is checked first: the flags, the model's config, the output folder, every
-clip's video; then each process (several under `accelerate launch`) encodes its share of the clips
-not written yet. The folder's record lists every file before it is written, so that a killed run
-is resumed by running the same command again.
+Each clip's frames are decoded as `fiberbench predict` decodes them (`fiberbench.videos`), encoded (`encoders`) and
+written as `{clip_id}.npy`, float32 (1, T, D): VaTeX's I3D layout, beside `features.json` (`fiber.features_info`).
+All that can refuse the run is checked first; then each process (several under `accelerate launch`) encodes its
+share of the clips not written yet. The folder's record lists every file before it is written: a killed run is
+resumed by the same command.
 """
 
 import argparse
@@ -28,30 +25,20 @@ from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
 import fiberbench
-from fiberbench.cli import (
-    add_output_arguments,
-    add_video_dir_argument,
-    default_num_workers,
-    non_negative_int,
-    positive_float,
-    positive_int,
-)
+from fiberbench.cli import add_output_arguments, add_video_dir_argument, default_num_workers, non_negative_int
+from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, UsageError, alike_on_every_process
-from fiberbench.models import (
-    add_model_arguments,
-    inference_dtype,
-    load_config,
-    local_or_hub,
-    locate_model,
-    model_commit,
-    model_files,
-)
+from fiberbench.models import add_model_arguments, inference_dtype, load_config, local_or_hub, locate_model
+from fiberbench.models import model_commit, model_files
 from fiberbench.outputs import check_output, finish_output, output_lock, record_path, start_output, write_json
-from fiberbench.videos import FrameSampling, choose_sampling
+from fiberbench.records import VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
+from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, choose_sampling
+from fiberbench.videos import find_clip_video
 
 from ..fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo, check_config_name
-from .encoders import IMAGE, ClipPreparer, Encoder, encoder_spec
-from .extraction import check_videos, dataset_clips, encode_clips, folder_clips, make_loader
+from ..fiber.release import SPLIT_FILES
+from ..loading import load_fiber
+from .encoders import IMAGE, ClipPreparer, Encoder, encode_clips, encoder_spec, make_loader
 
 logger = logging.getLogger(__name__)
 
@@ -100,12 +87,9 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--max_frames caps --fps sampling; with --num_frames the number is fixed")
     if args.split is not None and args.dataset_name is None and args.data_dir is None:
         raise UsageError("--split chooses splits of --dataset_name or --data_dir; without them every video is encoded")
-    if args.video_dir.exists() and not args.video_dir.is_dir():
-        raise UsageError(f"--video_dir {args.video_dir} is a file; give the folder of the videos")
-    if not args.video_dir.is_dir():
-        raise DataError(f"--video_dir {args.video_dir}: no such folder")
-    if args.data_dir is not None and not args.data_dir.is_dir():
-        raise DataError(f"--data_dir {args.data_dir}: no such folder")
+    for flag, folder in (("--video_dir", args.video_dir), ("--data_dir", args.data_dir)):
+        if folder is not None and not folder.is_dir():
+            raise DataError(f"{flag} {folder}: {'not a folder' if folder.exists() else 'no such folder'}")
     if args.features_name is not None and (problem := check_config_name(args.features_name)):
         raise UsageError(f"--features_name: {problem}")
 
@@ -124,6 +108,62 @@ def frame_sampling(args: argparse.Namespace, spec) -> FrameSampling:
     --max_frames), else the encoder's default (`DEFAULT_FPS` for image encoders, one window for video encoders)."""
     default = FrameSampling(fps=DEFAULT_FPS) if spec.kind == IMAGE else FrameSampling(num_frames=spec.window_frames)
     return choose_sampling(args.num_frames, args.fps, args.max_frames, default)
+
+
+def dataset_clips(
+    dataset_name: str | None, data_dir: Path | None, splits: list[str] | None, video_dir: Path
+) -> list[Clip]:
+    """The distinct clips of the chosen `splits` (all when None) of a built dataset or a release folder, in order, each
+    named by its clip id, with its video in `video_dir` (None where there is none)."""
+    if data_dir is not None:
+        files = {split: data_dir / name for split, name in SPLIT_FILES.items() if (data_dir / name).is_file()}
+        if not files:
+            raise DataError(f"--data_dir {data_dir}: holds none of {', '.join(SPLIT_FILES.values())}")
+        chosen = _chosen_splits(splits, list(files), f"--data_dir {data_dir}")
+        keys = [clip_key(record) for split in chosen for record in read_release_records(files[split])]
+    else:
+        dataset = load_fiber(dataset_name, "text")
+        chosen = _chosen_splits(splits, list(dataset), f"--dataset_name {dataset_name}")
+        keys = []
+        for split in chosen:
+            columns = dataset[split].select_columns(["video_id", "video_start_time", "video_end_time"])
+            keys += zip(columns["video_id"], columns["video_start_time"], columns["video_end_time"])
+    return [Clip(clip_id(*key), find_clip_video(video_dir, *key), key) for key in dict.fromkeys(keys)]
+
+
+def _chosen_splits(splits: list[str] | None, available: list[str], described: str) -> list[str]:
+    unknown = [split for split in splits or [] if split not in available]
+    if unknown:
+        raise UsageError(f"--split {unknown[0]}: {described} has no such split (it has: {', '.join(available)})")
+    return list(dict.fromkeys(splits)) if splits else available
+
+
+def folder_clips(video_dir: Path) -> list[Clip]:
+    """Every video file of `video_dir` (.mp4, .mkv, .webm), whole, named by its file name without extension; a
+    `DataError` when there is none, a name is not a plain id, or two files have one name."""
+    files = sorted(path for path in video_dir.iterdir() if path.suffix in VIDEO_EXTENSIONS and path.is_file())
+    if not files:
+        raise DataError(f"--video_dir {video_dir}: holds no video ({', '.join(VIDEO_EXTENSIONS)})")
+    clips = {}
+    for path in files:
+        if not VIDEO_ID_PATTERN.fullmatch(path.stem):
+            raise DataError(f"{path}: its name is not a plain id (only A-Z, a-z, 0-9, '_' and '-'): it names its features")
+        if path.stem in clips:
+            raise DataError(f"{clips[path.stem].video.path} and {path} would both be {path.stem}.npy: keep one")
+        clips[path.stem] = Clip(path.stem, ClipVideo(path))
+    return list(clips.values())
+
+
+def check_videos(clips: list[Clip], sampling: FrameSampling, args: argparse.Namespace) -> list[Clip]:
+    """The clips to encode: those with a video, each opened and checked for `sampling` (`check_clip_videos`); a
+    missing video is refused, or skipped (and counted) with --skip_missing_videos."""
+    check_clip_videos(
+        clips, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
+        skipping="encode the others (the skipped ones are counted)",
+        unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
+    )
+    return [clip for clip in clips if clip.video is not None]
+
 
 
 def run(args: argparse.Namespace) -> int:
@@ -145,17 +185,11 @@ def run(args: argparse.Namespace) -> int:
     info = FeaturesInfo(
         name=args.features_name or default_features_name(args.model_name_or_path),
         feature_size=0,  # D, known once the model has run (`Encoder.probe`): not one of the settings compared
-        encoder={
-            "name_or_path": local_or_hub(args.model_name_or_path),
-            "revision": args.revision,
-            "commit": model_commit(source),
-            # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
-            "files": model_files(args.model_name_or_path),
-            "model_type": config.model_type,
-            "architectures": config.architectures,
-            "kind": spec.kind,
-            "dtype": str(dtype).removeprefix("torch."),
-        },
+        # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
+        encoder={"name_or_path": local_or_hub(args.model_name_or_path), "revision": args.revision,
+                 "commit": model_commit(source), "files": model_files(args.model_name_or_path),
+                 "model_type": config.model_type, "architectures": config.architectures, "kind": spec.kind,
+                 "dtype": str(dtype).removeprefix("torch.")},
         output=spec.describe(),
         sampling=dataclasses.asdict(sampling) | {"rule": sampling.rule()},
         fiberbench_version=fiberbench.__version__,
@@ -180,12 +214,6 @@ def run(args: argparse.Namespace) -> int:
         preparer = ClipPreparer.load(spec, args.model_name_or_path, source.loading())
         encoder = Encoder.load(spec, args.model_name_or_path, source.loading(), accelerator.device, dtype)
         info = dataclasses.replace(info, feature_size=encoder.probe(preparer, args.model_name_or_path))
-        if earlier is not None and earlier.feature_size != info.feature_size:
-            raise DataError(
-                f"--output_dir {output_dir}: its features have D = {earlier.feature_size}, but "
-                f"{args.model_name_or_path} now gives {info.feature_size} (its weights changed?); pass "
-                "--overwrite_output_dir"
-            )
         accelerator.wait_for_everyone()  # every process has checked the folder as the earlier run left it
         if main:
             record = start_output(output_dir, COMMAND, previous, folder=True, resume=not args.overwrite_output_dir)

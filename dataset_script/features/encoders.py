@@ -1,27 +1,27 @@
 """The encoders `fiberbench extract-features` runs: image encoders applied to each frame, video encoders to windows.
 
-- Image encoders (`AutoModel` + `AutoImageProcessor`): vision models whose forward reads `pixel_values`
-  (`CLIPVisionModel`, `SiglipVisionModel`, `Dinov2Model`, `ViTModel`, ...) and dual encoders whose
-  `get_image_features` does (CLIP, SigLIP, SigLIP 2). Each sampled frame gives one feature: the
-  pooled output (`pooler_output`), the class token (`cls`) or the mean of the tokens (`mean`).
-- Video encoders: models of tubelets, whose config has an integer `tubelet_size` (VideoMAE with its
-  image processor, V-JEPA 2 with its video processor). They read windows of their own number of
-  frames; each window gives one feature per temporal patch (`tubelet_size` frames), the mean of its
-  tokens. The last window of a clip is filled up with its last frame, and the temporal patches of
-  filler alone are dropped.
-
-`ClipPreparer` turns decoded frames into model inputs (in data loader workers); `Encoder` runs the model.
+Image encoders (`AutoModel` + `AutoImageProcessor`: CLIP, SigLIP, DINOv2, ViT, ..., or a dual encoder's
+`get_image_features`) give one feature per frame: its `pooler_output`, class token (`cls`) or mean of tokens (`mean`).
+Video encoders (a config with an integer `tubelet_size`: VideoMAE, V-JEPA 2) read windows of their own number of
+frames, the last filled up with its last frame, and give the mean of the tokens of each temporal patch (patches of
+filler alone dropped). `ClipPreparer` turns frames into inputs in the workers of a `DataLoader` of `DecodedClips`, which keeps batches coming
+while `encode_clips` runs the `Encoder`. A video that fails while decoding is an item carrying its error, raised in the
+main process as one line.
 """
 
 import inspect
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from transformers import MODEL_MAPPING, AutoImageProcessor, AutoModel, AutoVideoProcessor
 
 from fiberbench.errors import DataError, UsageError
+from fiberbench.outputs import atomic_path
+from fiberbench.videos import Clip, FrameSampling, sample_frames
 
 POOLINGS = {
     "pooler_output": "the model's pooled output",
@@ -201,3 +201,86 @@ class Encoder:
         # (frames, channels, height, width), or SigLIP 2's (frames, patches, values of a patch).
         patches = pixels.shape[1] if pixels.ndim == 3 else (pixels.shape[-2] // patch) * (pixels.shape[-1] // patch)
         return outputs.last_hidden_state.shape[1] > patches
+
+
+@dataclass
+class PreparedClips:
+    """A batch of clips' model inputs: `inputs` hold every clip's units (frames or windows) one after another."""
+
+    names: list[str]
+    num_frames: list[int]  # frames sampled per clip
+    inputs: dict[str, torch.Tensor]
+    error: str | None = None  # a video that could not be decoded: the batch is not encoded
+
+    def pin_memory(self) -> "PreparedClips":  # what a DataLoader with `pin_memory` calls: for fast copies to a GPU
+        self.inputs = {name: value.pin_memory() for name, value in self.inputs.items()}
+        return self
+
+
+class DecodedClips(torch.utils.data.Dataset):
+    """`clips` as their model inputs: each clip's frames sampled (`sampling`) and prepared (`preparer`)."""
+
+    def __init__(self, clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer):
+        self.clips, self.sampling, self.preparer = clips, sampling, preparer
+
+    def __len__(self) -> int:
+        return len(self.clips)
+
+    def __getitem__(self, index: int) -> PreparedClips:
+        clip = self.clips[index]
+        try:
+            frames = sample_frames(clip.video, self.sampling).frames
+        except DataError as error:
+            return PreparedClips([clip.name], [0], {}, error=f"{error} (the video of clip {clip.name})")
+        return PreparedClips([clip.name], [len(frames)], self.preparer(frames))
+
+
+def collate(items: list[PreparedClips]) -> PreparedClips:
+    """One batch of clips: their inputs concatenated along the units; the first error, if any, instead."""
+    failed = next((item for item in items if item.error is not None), None)
+    if failed is not None:
+        return failed
+    return PreparedClips(
+        [name for item in items for name in item.names],
+        [count for item in items for count in item.num_frames],
+        {name: torch.cat([item.inputs[name] for item in items]) for name in items[0].inputs},
+    )
+
+
+def make_loader(
+    clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer, *, batch_size: int, num_workers: int,
+    pin_memory: bool = False,
+) -> torch.utils.data.DataLoader:
+    """Batches of `batch_size` clips in order, decoded ahead by `num_workers` processes (0: in this one)."""
+    return torch.utils.data.DataLoader(
+        DecodedClips(clips, sampling, preparer), batch_size=batch_size, collate_fn=collate, num_workers=num_workers,
+        pin_memory=pin_memory, prefetch_factor=4 if num_workers > 0 else None,
+    )
+
+
+def clip_features(encoder: Encoder, batch: PreparedClips) -> Iterator[tuple[str, np.ndarray]]:
+    """Encode a batch: each clip's name and features, float32 of shape (T, D); a `DataError` for a batch holding a
+    video that could not be decoded."""
+    if batch.error is not None:
+        raise DataError(batch.error)
+    spec = encoder.spec
+    units = encoder(batch.inputs).cpu()  # (units, steps per unit, D)
+    start = 0
+    for name, num_frames in zip(batch.names, batch.num_frames):
+        count = spec.units(num_frames)
+        yield name, units[start : start + count].flatten(0, 1)[: spec.steps(num_frames)].numpy()
+        start += count
+
+
+def encode_clips(encoder: Encoder, batches, folder: Path | None, progress: Callable[[int], None]) -> int:
+    """Encode every batch, writing each clip's features as it comes into `folder` (None: nowhere) as `{name}.npy`,
+    float32 (1, T, D) like VaTeX's I3D files, atomically; returns how many clips were encoded."""
+    encoded = 0
+    for batch in batches:
+        for name, features in clip_features(encoder, batch):
+            if folder is not None:
+                with atomic_path(folder / f"{name}.npy") as temporary, open(temporary, "wb") as file:
+                    np.save(file, features[None].astype(np.float32, copy=False), allow_pickle=False)
+            encoded += 1
+        progress(len(batch.names))
+    return encoded

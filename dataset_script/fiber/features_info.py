@@ -1,8 +1,6 @@
-"""What a folder of video features holds: VaTeX's I3D, or an encoder's features described by its `features.json`.
-
-Every features folder has the release's layout: one `{video_id}_{start:06d}_{end:06d}.npy` per clip, float32 of
-shape (1, T, D). VaTeX's I3D folder has nothing else (D = 1024, the `i3d` config); a folder written by `fiberbench
-extract-features` also holds `features.json`, which `build-dataset` builds its config from and copies into the card.
+"""What a folder of video features holds: VaTeX's I3D (one `{video_id}_{start:06d}_{end:06d}.npy` per clip, float32
+of shape (1, T, 1024): the `i3d` config), or an encoder's features in that layout, with a `features.json` (written by
+`fiberbench extract-features`) that `build-dataset` builds their config from and copies into the card.
 """
 
 import json

@@ -61,15 +61,13 @@ def describe_dropped_answers(by_split: dict[str, DroppedAnswers]) -> str | None:
 
 @dataclass
 class FiberConfig(datasets.BuilderConfig):
-    """BuilderConfig for FIBER. A config of another encoder's features (from `fiberbench extract-features`) is the
-    `i3d` config given its own `name`, `description` and `feature_size` (a builder's keyword arguments apply over the
-    named config, its name included).
+    """BuilderConfig for FIBER. Another encoder's features (`fiberbench extract-features`) are the `i3d` config given
+    its own `name`, `description` and `feature_size` (a builder's keyword arguments apply over the named config).
 
     Args:
         with_video_features: add `video_features`, the clip's features, float32 (T, `feature_size`).
         split_files: split name ("train", "validation", "test") -> path or URL of a release JSON file.
-        category_files: split name -> path or URL of a tab-separated `video_id`/`category` file (the
-            paper's Table 4 categories); splits without one get `category` None.
+        category_files: split name -> path or URL of a `video_id`/`category` TSV file (Table 4); else None.
         features_dir: the folder of `{video_id}_{start:06d}_{end:06d}.npy` files of shape (1, T, `feature_size`).
         feature_size: D, the size of one feature vector (1024 for I3D).
         skip_invalid: skip (and count in `Fiber.invalid_records`) invalid records instead of raising.

@@ -1,15 +1,10 @@
 """Make the bundled SYNTHETIC sample of FIBER: release-format JSON, category TSVs and I3D-like features.
 
-The sample is designed so that the blank can be recovered from the video features but not from
-the text. Every clip shows one "item" (an object, a person or a place) drawn uniformly and
-independently of its caption template, and the templates are category-neutral ("The camera slowly
-pans to show _____."), so a text-only model cannot beat the most-frequent-answer guess by much.
-The clip's features carry the item: a signature of dimensions owned by the item is active in most
-frames, among a few random distractor dimensions. Features are sparse and quantized on purpose,
-so the whole folder compresses to under 1 MB in git.
-
-Run ``python -m fiberbench.data.fiber.make_sample`` to rewrite ``sample/`` (deterministic: the same
-seed gives byte-identical files).
+The blank can be recovered from the features but not from the text: every clip shows one "item" (an object, a
+person or a place) drawn independently of its category-neutral caption template ("The camera slowly pans to show
+_____."), and its features carry the item (a signature of dimensions active in most frames, among random distractor
+dimensions; sparse and quantized, so that the folder compresses to under 1 MB). `python -m
+fiberbench.data.fiber.make_sample` rewrites `sample/`: the same seed gives byte-identical files.
 """
 
 import argparse
@@ -94,16 +89,11 @@ SUBJECTS = ("A man", "A woman", "A young girl", "A boy", "Someone", "An old man"
 
 # Category-neutral: any item fits any template. `{subject}` varies; the blank may open the caption.
 TEMPLATES = (
-    "{subject} is looking at _____ for a while.",
-    "The camera slowly pans to show _____.",
-    "_____ can be seen clearly in this video.",
-    "{subject} points at _____ and smiles.",
-    "{subject} talks about _____ in front of the camera.",
-    "{subject} records _____ with a phone.",
-    "_____ appears on the screen for a few seconds.",
-    "{subject} walks toward _____ slowly.",
-    "There is _____ in the video while {subject_lower} speaks.",
-    "{subject} describes _____ to the viewers.",
+    "{subject} is looking at _____ for a while.", "The camera slowly pans to show _____.",
+    "_____ can be seen clearly in this video.", "{subject} points at _____ and smiles.",
+    "{subject} talks about _____ in front of the camera.", "{subject} records _____ with a phone.",
+    "_____ appears on the screen for a few seconds.", "{subject} walks toward _____ slowly.",
+    "There is _____ in the video while {subject_lower} speaks.", "{subject} describes _____ to the viewers.",
 )
 
 
@@ -150,15 +140,10 @@ def make_record(rng: random.Random, video_id: str, item: Item, annotated: bool) 
     """One release-format record showing `item`, in a random template (with annotators if `annotated`)."""
     start = rng.randrange(0, 300)
     caption, masked_caption, label = make_caption(rng.choice(TEMPLATES), rng.choice(SUBJECTS), item.answers[0])
-    return {
-        "video_id": video_id,
-        "video_start_time": start,
-        "video_end_time": start + CLIP_SECONDS,
-        "caption": caption,
-        "masked_caption": masked_caption,
-        "label": label,
-        "additional_answers": make_annotations(rng, item) if annotated else [],
-    }
+    text = {"caption": caption, "masked_caption": masked_caption, "label": label}
+    answers = make_annotations(rng, item) if annotated else []
+    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS, **text,
+            "additional_answers": answers}
 
 
 def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_range: tuple, video_ids: set) -> None:
@@ -182,18 +167,10 @@ def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_ran
         (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n", encoding="utf-8")
 
 
-def make_sample(
-    output_dir: Path,
-    clips_per_split: dict[str, int] = CLIPS_PER_SPLIT,
-    frame_range: tuple[int, int] = FRAME_RANGE,
-    seed: int = SEED,
-) -> None:
-    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`.
-
-    `output_dir` is replaced whole and atomically, so a stale feature file from an earlier run never
-    survives and an interrupted run leaves the old sample. Only a folder that holds a sample (its
-    README.md says so) is replaced: anything else is an error.
-    """
+def make_sample(output_dir: Path, clips_per_split: dict = CLIPS_PER_SPLIT, frame_range=FRAME_RANGE, seed=SEED) -> None:
+    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`, replacing it
+    whole and atomically (no stale file survives; an interrupted run leaves the old sample), and only when it holds a
+    sample (its README.md says so)."""
     output_dir = Path(output_dir)
     readme = output_dir / "README.md"
     if output_dir.exists() and not (readme.is_file() and readme.read_text(encoding="utf-8").startswith(SAMPLE_TITLE)):

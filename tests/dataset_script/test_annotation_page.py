@@ -182,36 +182,6 @@ def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads
     ]
 
 
-# Captions that a spreadsheet would run as formulas, and one that looks like a placeholder of the page.
-TRICKY = [
-    blanked_record("clipBBBBBB1", "=1+2 a cake is shown.", "a cake"),
-    blanked_record("-lipBBBBBB2", "${price} is shown on a screen.", "a screen"),
-    blanked_record("clipBBBBBB3", "@home a man sings a song.", "a song"),
-    blanked_record("clipBBBBBB4", "\t=1+1 is written on the wall.", "the wall"),
-    blanked_record("clipBBBBBB5", '-2 says "hello" & a dog barks.', "a dog"),
-]
-
-
-@pytest.mark.parametrize("served_by", ["mechanical turk", "query string"])
-def test_captions_that_look_like_formulas_or_placeholders_are_shown_as_written(tmp_path, mturk, browser, served_by):
-    blanked = tmp_path / "val.json"
-    blanked.write_text(json.dumps(TRICKY))
-    hits = tmp_path / "hits.csv"
-    assert main(["hit-inputs", str(blanked), "--output_file", str(hits)]) == 0
-    with hits.open(newline="") as file:
-        (row,) = csv.DictReader(file)
-    if served_by == "mechanical turk":
-        mturk.task = row
-        open_page(browser, f"{mturk.url}/task?assignmentId=3ASSIGN&hitId=3HIT&turkSubmitTo={mturk.url}")
-    else:
-        open_page(browser, preview_url(row))
-    for clip, record in enumerate(TRICKY, start=1):
-        assert text_of(browser, f"#clip-{clip} .question") == record["masked_caption"]
-    browser.wait_for("document.querySelector('#clip-2 .player-message').textContent.includes('could not be loaded')")
-    assert "-lipBBBBBB2, seconds 10 to 20" in text_of(browser, "#clip-2 .player-message")
-    assert browser.exceptions == []
-
-
 def test_opened_from_disk_with_a_task_in_its_query_string(tasks, browser):
     _, rows = tasks
     open_page(browser, preview_url({**rows[0], "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}))  # a preview
@@ -221,37 +191,24 @@ def test_opened_from_disk_with_a_task_in_its_query_string(tasks, browser):
     assert "no task inputs" in text_of(browser, "#task-status")
     assert browser.evaluate("document.getElementById('submit-button').disabled")
     open_page(browser, preview_url(rows[1]))  # the remainder: two clips, three empty slots
-    assert browser.evaluate("[...document.querySelectorAll('section.clip')].map(s => s.hidden)") == [
-        False, False, True, True, True,
-    ]
+    assert browser.evaluate("[...document.querySelectorAll('section.clip')].map(s => s.hidden)") == [False] * 2 + [True] * 3
     assert "Local preview" in text_of(browser, "#task-status")
     assert text_of(browser, "#clip-2 .question") == "A chef slices _____ on a board."
     add_answers(browser, 1, "a football", "the ball")
     add_answers(browser, 2, "an onion", "a vegetable")
     browser.click("#submit-button")
     browser.wait_for("!document.getElementById('submission').hidden")
-    assert json.loads(text_of(browser, "#submission-json")) == [
-        {"answer-1-1": "a football", "answer-1-2": "the ball", "answer-2-1": "an onion", "answer-2-2": "a vegetable",
-         "comments": ""}
-    ]
+    assert json.loads(text_of(browser, "#submission-json")) == [{"answer-1-1": "a football", "answer-1-2": "the ball",
+                                                                  "answer-2-1": "an onion", "answer-2-2": "a vegetable",
+                                                                  "comments": ""}]
     assert browser.exceptions == []
 
 
 # A stand-in for YouTube's IFrame player API: records each player and calls the page back as the API does.
-FAKE_PLAYER_API = """
-window.players = [];
-window.YT = {
-  PlayerState: {ENDED: 0, PLAYING: 1},
-  Player: function (element, options) {
-    this.options = options;
-    this.cued = [];
-    this.cueVideoById = function (what) { this.cued.push(what); };
-    window.players.push(this);
-    options.events.onReady({target: this});
-  },
-};
-window.onYouTubeIframeAPIReady();
-"""
+FAKE_PLAYER_API = """window.players = []; window.YT = {PlayerState: {ENDED: 0, PLAYING: 1}, Player: function (e, options) {
+  this.options = options; this.cued = []; this.cueVideoById = what => this.cued.push(what); window.players.push(this);
+  options.events.onReady({target: this});
+}}; window.onYouTubeIframeAPIReady();"""
 
 
 def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
@@ -260,9 +217,7 @@ def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
         browser.intercept("https://www.youtube.com/iframe_api*", FAKE_PLAYER_API, "text/javascript")
         open_page(browser, preview_url(rows[0]))
         browser.wait_for("window.players && window.players.length === 5")
-        players = browser.evaluate(
-            "players.map(p => [p.options.videoId, p.options.playerVars.start, p.options.playerVars.end])"
-        )
+        players = browser.evaluate("players.map(p => [p.options.videoId, p.options.playerVars.start, p.options.playerVars.end])")
         assert players == [[record["video_id"], 10, 20] for record in BLANKED[:5]]
         assert browser.evaluate("[...document.querySelectorAll('.player-message')].every(m => m.hidden)")
         # At the clip's end the player is cued again at the clip's start, not the video's.
@@ -282,12 +237,6 @@ EDGE_CASES = [
 ]
 
 
-def normalized_in_page(browser, text):
-    if browser.evaluate("location.href") != PAGE_PATH.as_uri():
-        open_page(browser, PAGE_PATH.as_uri())
-    return browser.evaluate(f"normalizeAnswer({json.dumps(text)})")
-
-
-@pytest.mark.parametrize("text", EDGE_CASES)
-def test_the_page_normalizes_answers_as_the_metric_does(browser, text):
-    assert normalized_in_page(browser, text) == normalize_answer(text)
+def test_the_page_normalizes_answers_as_the_metric_does(browser):
+    open_page(browser, PAGE_PATH.as_uri())
+    assert browser.evaluate(f"{json.dumps(EDGE_CASES)}.map(normalizeAnswer)") == list(map(normalize_answer, EDGE_CASES))

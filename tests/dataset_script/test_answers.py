@@ -119,22 +119,16 @@ def test_merges_keeping_order_dropping_repeats_empties_and_non_noun_phrases(tmp_
         assert f"skipped {2 if writer is write_task_csv else 1} rows of rejected assignments" in caplog.text
 
 
-def test_answers_split_over_files_and_layouts_merge_in_file_order(tmp_path, blanked):
+def test_answers_split_over_files_and_layouts_merge_in_file_order_and_non_noun_phrases_can_be_kept(tmp_path, blanked):
     first, second, third = tmp_path / "first.csv", tmp_path / "second.csv", tmp_path / "third.csv"
     write_fiber_csv(first, ROWS[:3])
     write_task_csv(second, ROWS[3:5])
     write_mturk_csv(third, ROWS[5:])
     merge(blanked, [first, second, third], tmp_path / "out")
     assert additional_answers(tmp_path / "out" / "val.json") == EXPECTED_VAL
-
-
-def test_keep_non_noun_phrases(tmp_path, blanked):
-    answers_csv = tmp_path / "answers.csv"
-    write_fiber_csv(answers_csv, ROWS)
-    merge(blanked, [answers_csv], tmp_path / "out", "--keep_non_noun_phrases")
-    assert additional_answers(tmp_path / "out" / "val.json") == [
-        [["a man", "A guy", "A person", "a baker"], ["Chef", "is cutting"], ["a boy"]],
-        [["a cake", "a cake in", "bread"], ["cake and"]],
+    merge(blanked, [first, second, third], tmp_path / "kept", "--keep_non_noun_phrases")
+    assert additional_answers(tmp_path / "kept" / "val.json") == [
+        [["a man", "A guy", "A person", "a baker"], ["Chef", "is cutting"], ["a boy"]], [["a cake", "a cake in", "bread"], ["cake and"]]
     ]
 
 
@@ -191,19 +185,6 @@ def test_the_release_layout_several_clips_per_task_unavailable_videos_and_reject
     assert "Clip ('vid-b', 5, 15) is an unavailable video: left out" in caplog.text
 
 
-def test_a_clip_in_two_blanked_files_is_named_in_both(tmp_path, blanked, cli_error):
-    answers_csv = tmp_path / "answers.csv"
-    write_fiber_csv(answers_csv, ROWS)
-    blanked[1].write_text(json.dumps(TEST + [VAL[0]]))
-    status, line = cli_error(
-        "answers", "--blanked_files", *blanked, "--answers_files", answers_csv, "--output_dir", tmp_path / "out",
-        "--keep_non_noun_phrases",
-    )
-    assert status == 1
-    assert re.search(rf"test.json: record {len(TEST)}: clip .* is also record 0 of .*val.json", line)
-    assert not (tmp_path / "out").exists()
-
-
 BAD_VAL = [
     blanked_record("vid_a", "A man is cutting a cake in the kitchen.", "a cake", start=0, end=10),
     blanked_record("vid_b", "A dog runs on the beach.", "the beach", start=5, end=15),
@@ -232,22 +213,13 @@ def answers_with(row: str) -> bytes:
 REFUSED = [
     ("blanked file missing", {"val.json": None}, {}, 1, r"val.json: No such file or directory"),
     ("answers file missing", {"answers.csv": None}, {}, 1, r"answers.csv: No such file or directory"),
-    ("blanked file is a folder", {"val.json": "folder"}, {}, 1, r"val.json: Is a directory"),
     ("answers file is a folder", {"answers.csv": "folder"}, {}, 1, r"answers.csv: Is a directory"),
     ("blanked file not UTF-8", {"val.json": json.dumps(BAD_VAL).replace("kitchen", "k\udce9tchen").encode(
         "utf-8", "surrogateescape")}, {}, 1, r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xe9\)"),
     ("answers file not UTF-8", {"answers.csv": answers_with("vid_b,5,15,w3,caf") + b"\xe9\n"}, {}, 1,
      r"answers.csv, line 5: byte 18 of the line \(0xe9\) is not UTF-8"),
-    ("blanked JSON cut short", {"val.json": json.dumps(BAD_VAL).encode()[:-40]}, {}, 1, r"val.json: .*(not closed|invalid)"),
-    ("blanked record not an object", {"val.json": b"[1, 2]"}, {}, 1, r"val.json: record 0: expected a JSON object"),
-    ("blanked record without masked_caption", {"val.json": json.dumps([{k: v for k, v in BAD_VAL[0].items()
-     if k != "masked_caption"}]).encode()}, {}, 1, r"val.json: record 0: field 'masked_caption': missing"),
-    ("blanked time as a string", {"val.json": with_record(video_start_time="0")}, {}, 1,
-     r"val.json: record 0: field 'video_start_time': must be a whole number of seconds from 0 to 2,147,483,647, got '0'"),
     ("blanked video id escaping a folder", {"val.json": with_record(video_id="../x")}, {}, 1,
      r"val.json: record 0: field 'video_id': '../x' is not a plain video id"),
-    ("blanked caption with two blanks", {"val.json": with_record(masked_caption="_____ cuts _____.", caption=None)},
-     {}, 1, r"val.json: record 0: field 'masked_caption': expected exactly one blank"),
     ("a clip twice in the blanked files", {"test.json": json.dumps([BAD_VAL[1]]).encode()},
      {"--blanked_files": ["{tmp}/val.json", "{tmp}/test.json"]}, 1, r"test.json: record 0: clip .* is also record 1 of"),
     ("two blanked files of one name", {"other/val.json": json.dumps([BAD_VAL[1]]).encode()},
@@ -270,18 +242,12 @@ REFUSED = [
      {}, 1, r"answers.csv: the fiber layout needs answer columns matching"),
     ("a time that is no number", {"answers.csv": answers_with("vid_b,5,1O,w3,sand,\n")}, {}, 1,
      r"answers.csv, line 5, column 'video_end_time': must be a whole number of seconds from 0 to 2,147,483,647, got '1O'"),
-    ("a negative time", {"answers.csv": answers_with("vid_b,-5,15,w3,sand,\n")}, {}, 1,
-     r"answers.csv, line 5, column 'video_start_time': must be a whole number of seconds .*, got '-5'"),
-    ("a superscript time", {"answers.csv": answers_with("vid_b,\u00b2,15,w3,sand,\n")}, {}, 1,
-     r"answers.csv, line 5, column 'video_start_time': must be a whole number of seconds .*, got '\u00b2'"),
     ("a 5,000-digit time", {"answers.csv": answers_with(f"vid_b,{'7' * 5000},15,w3,sand,\n")}, {}, 1,
      r"answers.csv, line 5, column 'video_start_time': must be a whole number of seconds .*, got '7{20,}\.\.\.7{20,}'$"),
     ("a row of more cells than columns", {"answers.csv": answers_with("vid_b,5,15,w3,a,b,c\n")}, {}, 1,
      r"answers.csv, line 5: 7 cells, but the header has 6"),
     ("a NUL byte", {"answers.csv": answers_with("vid_b,5,15,w3,sa\0nd,\n")}, {}, 1,
      r"answers.csv, line 5: holds a NUL character \(a UTF-16 file\?\)"),
-    ("UTF-16 without a byte-order mark", {"answers.csv": ANSWERS.encode("utf-16-le")}, {}, 1,
-     r"answers.csv, line 1: holds a NUL character"),
     ("a 1 MB answer", {"answers.csv": answers_with("vid_b,5,15,w3," + "x" * 2**20 + ",\n")}, {}, 1,
      r"answers.csv, line 5: field larger than field limit"),
     ("task answers not JSON", {"answers.csv": (TASK_HEADER + task_row('[{"answer-1-1": "a cake"')).encode()}, {}, 1,
@@ -290,8 +256,6 @@ REFUSED = [
      r"line 2, column 'Answer.taskAnswers': expected a JSON list of objects"),
     ("task answers to a clip the task lacks", {"answers.csv": (TASK_HEADER + task_row('[{"answer-3-1": "a"}]')).encode()},
      {}, 1, r"line 2, column 'Answer.taskAnswers': key 'answer-3-1' answers clip 3, .* clips are \[1, 2\]"),
-    ("task answer that is no string", {"answers.csv": (TASK_HEADER + task_row('[{"answer-1-1": 5}]')).encode()}, {}, 1,
-     r"column 'Answer.taskAnswers': key 'answer-1-1' must hold a string, got 5"),
     ("task answers to an empty slot", {"answers.csv": (TASK_HEADER + task_row('[{"answer-2-1": "a"}]', ",,")).encode()},
      {}, 1, r"line 2, column 'Input.video2_id': empty, but Answer.taskAnswers answers clip 2"),
     ("task layout without a clip's times", {"answers.csv": (TASK_HEADER.replace(",Input.video2_end_time", "") +

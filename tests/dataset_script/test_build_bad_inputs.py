@@ -154,16 +154,19 @@ def test_a_bad_file_stops_the_build_even_with_skip_invalid(release_dir, tmp_path
         (["--max_shard_size", "lots"], 2, r"--max_shard_size 'lots': expected a positive size such as 500MB"),
         (["--max_shard_size", "0MB"], 2, r"--max_shard_size '0MB': expected a positive size"),
         (["--output_dir", "{existing}"], 2, r"existing exists and has no record .*, not fiberbench build-dataset's"),
+        (["--output_dir", "{data}"], 2, r"--output_dir .*release holds the input .*train.json"),
+        (["--output_dir", "~", "--overwrite_output_dir"], 2, r"is the home directory or a folder above it"),
         (["--output_dir", "{file}", "--overwrite_output_dir"], 2, r"notes.txt is a file, not a folder"),
         (["--features_dir", "{tmp}/nowhere"], 1, r"nowhere: no such folder \(the video features folder\)"),
         (["--data_dir", "{tmp}/nowhere"], 1, r"nowhere: no train.json, val.json, test.json"),
     ],
 )
-def test_bad_flags_are_one_line_before_any_work(release_dir, tmp_path, cli_error, flags, status, message):
+def test_bad_flags_are_one_line_before_any_work(release_dir, tmp_path, monkeypatch, cli_error, flags, status, message):
+    monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / "existing").mkdir()
     (tmp_path / "existing" / "thesis.tex").write_text("mine")
     (tmp_path / "notes.txt").write_text("mine")
-    values = {"existing": tmp_path / "existing", "file": tmp_path / "notes.txt", "tmp": tmp_path}
+    values = {"existing": tmp_path / "existing", "file": tmp_path / "notes.txt", "tmp": tmp_path, "data": release_dir}
     before = snapshot(tmp_path)
     flags = [flag.format(**values) for flag in flags]
     code, line = cli_error("build-dataset", "--data_dir", release_dir, "--output_dir", tmp_path / "out", *flags)

@@ -9,7 +9,7 @@ import pytest
 
 from fiberbench.errors import DataError
 from fiberbench.json_records import JsonRecordError, read_json_records, read_json_values, write_json_records
-from fiberbench.records import InvalidRecordError, load_video_features, read_category_rows, validate_category_row
+from fiberbench.records import InvalidRecordError, load_video_features
 from fiberbench.records import validate_record, whole_seconds
 
 RECORD = {
@@ -97,17 +97,6 @@ def test_a_bad_feature_file_names_the_record(tmp_path, array, problem):
     assert problem in str(raised.value)
 
 
-def test_category_rows(tmp_path):
-    path = tmp_path / "categories.tsv"
-    path.write_text("id\tcategory\nabc\tPerson\n")
-    with pytest.raises(InvalidRecordError, match=r"^c.tsv: no video_id column in the header row$"):
-        read_category_rows(path, file="c.tsv")
-    with pytest.raises(InvalidRecordError, match=r"^c.tsv: record 4: field 'video_id': 'a/b' is not a plain"):
-        validate_category_row({"video_id": "a/b", "category": "Person"}, file="c.tsv", index=4)
-    with pytest.raises(InvalidRecordError, match=r"^c.tsv: record 5: field 'category': empty"):
-        validate_category_row({"video_id": "abc", "category": " "}, file="c.tsv", index=5)
-
-
 RECORDS = [{"index": index, "text": "é" * index * 700, "numbers": [index, 1.5, None]} for index in range(40)]
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
@@ -158,16 +147,3 @@ def test_a_file_that_cannot_be_read_on_names_the_record(tmp_path, text, message)
 def test_empty_files_a_byte_order_mark_and_windows_line_ends(tmp_path, text, records):
     (tmp_path / "f.json").write_text(text, encoding="utf-8")
     assert list(read_json_records(tmp_path / "f.json")) == records
-
-
-def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
-    path = tmp_path / "out.json"
-    path.write_text("old")
-
-    def records():
-        yield {"a": 1}
-        raise RuntimeError("interrupted")
-
-    with pytest.raises(RuntimeError, match="interrupted"):
-        write_json_records(path, records())
-    assert path.read_text() == "old" and [child.name for child in tmp_path.iterdir()] == ["out.json"]

@@ -201,8 +201,7 @@ BAD_INPUTS = [
      r"early.mp4: the clip runs from 20 s to 30 s, but the video ends at 22 s"),
     ("output inside the videos", lambda d, e, v: {"--output_dir": v / "features"}, 2, r"lies inside the input folder"),
     ("not its folder", not_its_folder, 2, r"features exists and has no record .*, not fiberbench extract-features's"),
-    ("no videos", {"--video_dir": SAMPLE_DIR / "i3d"}, 1,
-     r"--video_dir .*: holds no video \(.mp4, .mkv, .webm\)"),
+    ("no videos", {"--video_dir": SAMPLE_DIR / "i3d"}, 1, r"--video_dir .*: holds no video \(.mp4, .mkv, .webm\)"),
 ]
 
 
