@@ -77,7 +77,8 @@ def main() -> None:
                 seconds = seconds_of_blank(corpus, output, pipeline, num_proc)
                 speed = args.clips / max(seconds - startup, 1e-9)
                 baseline = baseline or speed
-                print(f"| {pipeline} | {num_proc} | {seconds:.1f} | {startup:.1f} | {speed:,.0f} | {speed / baseline:.2f}x |")
+                ratio = f"{speed / baseline:.2f}x"
+                print(f"| {pipeline} | {num_proc} | {seconds:.1f} | {startup:.1f} | {speed:,.0f} | {ratio} |")
     print(f"\n{args.clips:,} synthetic clips of {CAPTIONS_PER_CLIP} captions; {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}.")
 

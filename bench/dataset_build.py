@@ -66,7 +66,7 @@ def main() -> None:
             cache = Path(work) / "cache"
             reads = [read_batched(output_dir, args.batch_size, cache, via) for via in (True, False)]
             rows.append((clips, seconds, *reads, read_npy_files(data_dir)))
-    print(f"build-dataset (configs text + i3d, T = 32), then reading the i3d train split in batches of {args.batch_size}")
+    print("build-dataset (configs text + i3d, T = 32), then reading the i3d train split in batches of", args.batch_size)
     print("| clips | build seconds | clips/s | numpy-format rows/s | torch-format rows/s | np.load rows/s "
           "| numpy-format / np.load | torch-format / np.load |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")

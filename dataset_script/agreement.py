@@ -108,7 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Crowd answers CSVs with annotator ids (the layouts of `fiberbench answers`), joined to FILE's clips "
         "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
     )
-    add_output_arguments(parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.", required=False)
+    add_output_arguments(
+        parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.", required=False
+    )
 
 
 def run(args: argparse.Namespace) -> int:

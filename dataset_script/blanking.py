@@ -80,8 +80,8 @@ def first_captions_with_noun_chunks(
     the result of parsing every caption, with a tenth of the work on VaTeX. Blank captions are skipped (the official
     script failed on them)."""
     found: list[Candidate | None] = [None] * len(caption_lists)
-    pending = [(index, [tidy_caption(c) for c in captions if c.strip()]) for index, captions in enumerate(caption_lists)]
-    pending = [(index, captions) for index, captions in pending if captions]
+    tidied = ([tidy_caption(caption) for caption in captions if caption.strip()] for captions in caption_lists)
+    pending = [(index, captions) for index, captions in enumerate(tidied) if captions]
     while pending:
         texts = (captions[0] for _, captions in pending)
         docs = nlp.pipe(texts, batch_size=batch_size, disable=unused_components(nlp), n_process=num_proc)
@@ -101,8 +101,9 @@ def blank_record(key: ClipKey, candidate: Candidate, rng: random.Random) -> dict
     order, `random.Random(seed)` gives the same stream as the official `random.seed(seed)` and `random.choice`."""
     caption, spans = candidate
     start, end = rng.choice(spans)
-    fields = {"caption": caption, "masked_caption": caption[:start] + BLANK + caption[end:], "label": caption[start:end]}
-    return {"video_id": key[0], "video_start_time": key[1], "video_end_time": key[2], **fields}
+    masked_caption = caption[:start] + BLANK + caption[end:]
+    clip = {"video_id": key[0], "video_start_time": key[1], "video_end_time": key[2]}
+    return clip | {"caption": caption, "masked_caption": masked_caption, "label": caption[start:end]}
 
 
 def _input_records(args: argparse.Namespace) -> Iterable[object]:
@@ -116,7 +117,7 @@ def _input_records(args: argparse.Namespace) -> Iterable[object]:
             dataset = datasets.load_from_disk(str(path))
         except FileNotFoundError:
             raise
-        except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:  # a damaged folder fails in many ways
+        except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:  # a damaged folder: many ways
             raise DataError(f"{path}: not a readable saved dataset ({type(error).__name__}: {error})") from error
         if isinstance(dataset, datasets.DatasetDict) and args.split not in dataset:
             raise DataError(f"{path}: no split {args.split!r} (splits: {list(dataset)}); pass --split")

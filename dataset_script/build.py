@@ -27,7 +27,6 @@ from fiberbench.cli import add_output_arguments
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.hub import HubPushError, check_can_push, push_folder
 from fiberbench.outputs import FOLDER_RECORD, atomic_folder, check_output, finish_output, output_lock, start_output
-from fiberbench.records import InvalidRecordError
 
 from .fiber.features_info import FeaturesInfo
 from .fiber.fiber import I3D_WRITER_BATCH_SIZE, Fiber, describe_dropped_answers
@@ -310,16 +309,10 @@ def run(args: argparse.Namespace) -> int:
         sources = Sources.from_location(args.data_dir or SAMPLE_DIR, *args.features_dir)
     if not sys.stderr.isatty():  # a log file gets these lines, not the fragments of a progress bar
         datasets.disable_progress_bars()
-    try:
-        builders = build_dataset(
-            sources, args.output_dir, skip_invalid=args.skip_invalid, max_shard_size=args.max_shard_size,
-            overwrite=args.overwrite_output_dir, repo_id=args.push_to_hub,
-        )
-    except InvalidRecordError as error:
-        if error.index is None or args.skip_invalid:  # an error of a whole file: skipping cannot help
-            raise
-        hint = f"{error.problem} (pass --skip_invalid to skip invalid records)"
-        raise InvalidRecordError(error.file, error.index, error.field, hint) from None
+    builders = build_dataset(
+        sources, args.output_dir, skip_invalid=args.skip_invalid, max_shard_size=args.max_shard_size,
+        overwrite=args.overwrite_output_dir, repo_id=args.push_to_hub,
+    )
     for config, builder in builders.items():
         sizes = ", ".join(f"{split} {info.num_examples:,}" for split, info in builder.info.splits.items())
         logger.info("%s: %s", config, sizes)

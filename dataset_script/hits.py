@@ -42,7 +42,9 @@ def task_rows(records: list[dict], questions_per_hit: int) -> list[dict[str, str
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("blanked_file", type=Path, help="Blanked clips in the release format (`fiberbench blank`).")
     parser.add_argument("--questions_per_hit", type=positive_int, default=CLIPS_PER_TASK, help="Clips per task.")
-    add_output_arguments(parser, "The task input CSV to write.", "Replace what hit-inputs wrote there (and --page_file).")
+    add_output_arguments(
+        parser, "The task input CSV to write.", "Replace what hit-inputs wrote there (and --page_file)."
+    )
     parser.add_argument(
         "--page_file", type=Path, help=f"Also write the annotation page with one slot per clip of a task (the shipped "
         f"page, {PAGE_PATH.name}, has {CLIPS_PER_TASK})."

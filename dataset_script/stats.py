@@ -66,7 +66,9 @@ def answer_statistics(answers: list[str], spans: list) -> dict:
     pos_sequences = Counter(" ".join(token.pos_ for token in span) for span in spans if span is not None)
     return {
         "num_answers": len(answers),
-        "noun_phrases_percent": _percent(sum(span is not None and is_noun_phrase_span(span) for span in spans), len(answers)),
+        "noun_phrases_percent": _percent(
+            sum(span is not None and is_noun_phrase_span(span) for span in spans), len(answers)
+        ),
         "characters_per_token": _mean_std([len(token) for answer_tokens in tokens for token in answer_tokens]),
         "tokens": _mean_std([len(answer_tokens) for answer_tokens in tokens]),
         "visual_words_percent": _percent(sum(bool(words & visual_words) for words in word_sets), len(answers)),
@@ -149,7 +151,9 @@ def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> 
         lines += ["", f"## {title}", "", "| Rank | Original phrases | % | Annotated | % |", "|---|---|---|---|---|"]
         ranked = (labels[key], annotations[key])
         for rank in range(max(map(len, ranked))):
-            cells = [f"{row[rank]['value']} | {row[rank]['percent']:.2f}" if rank < len(row) else " | " for row in ranked]
+            cells = [
+                f"{row[rank]['value']} | {row[rank]['percent']:.2f}" if rank < len(row) else " | " for row in ranked
+            ]
             lines.append(f"| {rank + 1} | {cells[0]} | {cells[1]} |")
     lines += ["", "## Word lists", ""]
     for kind, lists in stats["word_lists"].items():
@@ -183,7 +187,7 @@ def write_charts(stats: dict, output_dir: Path, source: str) -> list[Path]:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        logger.warning("matplotlib is not installed: no charts. Install them with `pip install fiber-benchmark[plots]`.")
+        logger.warning("matplotlib is not installed: no charts (`pip install fiber-benchmark[plots]` adds them).")
         return []
     for key in CHART_KEYS:
         chart_figure(stats, key, source).savefig(output_dir / f"{key}.png", dpi=120)
@@ -199,7 +203,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def check_lengths(records: list[dict], nlp, file: str) -> None:
-    """Refuse a caption that spaCy would refuse to parse once an answer fills its blank (longer than `nlp.max_length`)."""
+    """Refuse a caption that spaCy would refuse once an answer fills its blank (longer than `nlp.max_length`)."""
     for index, record in enumerate(records):
         answers = [record["label"], *(answer for group in record["additional_answers"] for answer in group)]
         if (longest := len(record["masked_caption"]) + max(map(len, answers))) > nlp.max_length:
@@ -209,8 +213,10 @@ def check_lengths(records: list[dict], nlp, file: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with output_lock(args.output_dir, "--output_dir"):
-        overwrite = args.overwrite_output_dir
-        check_output(args.output_dir, command=COMMAND, flag="--output_dir", overwrite=overwrite, inputs=[args.file], folder=True)
+        check_output(
+            args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+            inputs=[args.file], folder=True,
+        )
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")

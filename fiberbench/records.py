@@ -126,7 +126,8 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     video_id = validate_video_id(record["video_id"], file=file, index=index)
     start, end = _time(record, "video_start_time", file, index), _time(record, "video_end_time", file, index)
     if start >= end:
-        raise InvalidRecordError(file, index, "video_end_time", f"must be greater than video_start_time ({end} <= {start})")
+        problem = f"must be greater than video_start_time ({end} <= {start})"
+        raise InvalidRecordError(file, index, "video_end_time", problem)
     masked_caption = _typed(record, "masked_caption", str, file, index)
     blanks = UNDERSCORE_RUN_PATTERN.findall(masked_caption)
     if blanks != [BLANK]:
@@ -136,28 +137,23 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     if not label.strip():
         raise InvalidRecordError(file, index, "label", "empty")
     if not normalize_answer(label):
-        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
-        raise InvalidRecordError(file, index, "label", problem)
+        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces)"
+        raise InvalidRecordError(file, index, "label", f"{problem}: nothing scores against it")
     caption = record.get("caption")
     if caption is not None:
         _typed(record, "caption", str, file, index)
         if masked_caption.replace(BLANK, label) != caption:
             problem = f"the label {label!r} put into the blank does not give the caption {caption!r}"
             raise InvalidRecordError(file, index, "caption", problem)
-    return {
-        "video_id": video_id,
-        "video_start_time": start,
-        "video_end_time": end,
-        "caption": caption,
-        "masked_caption": masked_caption,
-        "label": label,
-        "additional_answers": _additional_answers(record, file, index),
-    }
+    clip = {"video_id": video_id, "video_start_time": start, "video_end_time": end}
+    text = {"caption": caption, "masked_caption": masked_caption, "label": label}
+    return clip | text | {"additional_answers": _additional_answers(record, file, index)}
 
 
 def read_release_records(path: str | Path) -> list[dict[str, Any]]:
     """Every record of a release-format file (JSON array or JSON Lines), each checked by `validate_record`."""
-    return [validate_record(record, file=str(path), index=index) for index, record in enumerate(read_json_records(path))]
+    records = enumerate(read_json_records(path))
+    return [validate_record(record, file=str(path), index=index) for index, record in records]
 
 
 def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:

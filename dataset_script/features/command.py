@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", nargs="+", help="Only these splits (default: all).")
     parser.add_argument("--skip_missing_videos", action="store_true", help="Skip (and count) clips without a video.")
     sampling = parser.add_mutually_exclusive_group()
-    sampling.add_argument("--fps", type=positive_float, help=f"Frames a second (image encoders' default: {DEFAULT_FPS:g}).")
+    sampling.add_argument("--fps", type=positive_float, help=f"Frames a second (image encoders': {DEFAULT_FPS:g}).")
     sampling.add_argument("--num_frames", type=positive_int, help="Frames per clip (video encoders': one window).")
     parser.add_argument("--max_frames", type=positive_int, help="With --fps: at most this many frames.")
     add_output_arguments(
@@ -147,23 +147,12 @@ def folder_clips(video_dir: Path) -> list[Clip]:
     clips = {}
     for path in files:
         if not VIDEO_ID_PATTERN.fullmatch(path.stem):
-            raise DataError(f"{path}: its name is not a plain id (only A-Z, a-z, 0-9, '_' and '-'): it names its features")
+            problem = "its name is not a plain id (only A-Z, a-z, 0-9, '_' and '-'): it names its features"
+            raise DataError(f"{path}: {problem}")
         if path.stem in clips:
             raise DataError(f"{clips[path.stem].video.path} and {path} would both be {path.stem}.npy: keep one")
         clips[path.stem] = Clip(path.stem, ClipVideo(path))
     return list(clips.values())
-
-
-def check_videos(clips: list[Clip], sampling: FrameSampling, args: argparse.Namespace) -> list[Clip]:
-    """The clips to encode: those with a video, each opened and checked for `sampling` (`check_clip_videos`); a
-    missing video is refused, or skipped (and counted) with --skip_missing_videos."""
-    check_clip_videos(
-        clips, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
-        skipping="encode the others (the skipped ones are counted)",
-        unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
-    )
-    return [clip for clip in clips if clip.video is not None]
-
 
 
 def run(args: argparse.Namespace) -> int:
@@ -210,7 +199,14 @@ def run(args: argparse.Namespace) -> int:
                     "--overwrite_output_dir to replace them, or choose another folder"
                 )
         done = {clip.name for clip in clips if earlier and (output_dir / f"{clip.name}.npy").is_file()}
-        pending = check_videos([clip for clip in clips if clip.name not in done], sampling, args)
+        # Each video opened and checked for the sampling; a missing one refused, or skipped with --skip_missing_videos.
+        pending = [clip for clip in clips if clip.name not in done]
+        check_clip_videos(
+            pending, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
+            skipping="encode the others (the skipped ones are counted)",
+            unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
+        )
+        pending = [clip for clip in pending if clip.video is not None]
         preparer = ClipPreparer.load(spec, args.model_name_or_path, source.loading())
         encoder = Encoder.load(spec, args.model_name_or_path, source.loading(), accelerator.device, dtype)
         info = dataclasses.replace(info, feature_size=encoder.probe(preparer, args.model_name_or_path))
@@ -245,8 +241,8 @@ def run(args: argparse.Namespace) -> int:
         accelerator.wait_for_everyone()
         if main:
             missing = [clip.name for clip in clips if clip.video is None and clip.name not in done]
-            output = {"clips": len(clips), "encoded": encoded, "already_done": len(done), "skipped_missing_videos": missing}
-            finish_output(output_dir, record, output=output)
+            output = {"clips": len(clips), "encoded": encoded, "already_done": len(done)}
+            finish_output(output_dir, record, output=output | {"skipped_missing_videos": missing})
             written = len(clips) - len(missing)
             logger.info("Wrote the features of %d clips to %s (%d encoded now)", written, output_dir, encoded)
     return 0

@@ -4,9 +4,9 @@ Image encoders (`AutoModel` + `AutoImageProcessor`: CLIP, SigLIP, DINOv2, ViT, .
 `get_image_features`) give one feature per frame: its `pooler_output`, class token (`cls`) or mean of tokens (`mean`).
 Video encoders (a config with an integer `tubelet_size`: VideoMAE, V-JEPA 2) read windows of their own number of
 frames, the last filled up with its last frame, and give the mean of the tokens of each temporal patch (patches of
-filler alone dropped). `ClipPreparer` turns frames into inputs in the workers of a `DataLoader` of `DecodedClips`, which keeps batches coming
-while `encode_clips` runs the `Encoder`. A video that fails while decoding is an item carrying its error, raised in the
-main process as one line.
+filler alone dropped). `ClipPreparer` turns frames into inputs in the workers of a `DataLoader` of `DecodedClips`,
+which keeps batches coming while `encode_clips` runs the `Encoder`. A video that fails while decoding is an item
+carrying its error, raised in the main process as one line.
 """
 
 import inspect
@@ -140,7 +140,8 @@ class Encoder:
         try:
             model = AutoModel.from_pretrained(name, dtype=dtype, use_safetensors=True, **loading)
         except (OSError, ValueError, RuntimeError) as error:
-            raise DataError(f"--model_name_or_path {name}: cannot be loaded ({' '.join(str(error).split())})") from error
+            problem = " ".join(str(error).split())
+            raise DataError(f"--model_name_or_path {name}: cannot be loaded ({problem})") from error
         return cls(spec, model.to(device).eval())
 
     def __call__(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

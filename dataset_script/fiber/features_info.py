@@ -22,7 +22,8 @@ LAYOUT = "{video_id}_{start:06d}_{end:06d}.npy per clip, float32 of shape (1, T,
 def check_config_name(name: str) -> str | None:
     """Why `name` cannot name a features config (None when it can)."""
     if not CONFIG_NAME_PATTERN.fullmatch(name):
-        return f"{name!r} is not a config name (lower-case letters, digits, '_' and '-', starting with a letter or digit)"
+        rule = "lower-case letters, digits, '_' and '-', starting with a letter or digit"
+        return f"{name!r} is not a config name ({rule})"
     if name in RESERVED_CONFIG_NAMES:
         return f"{name!r} is the name of another config ({', '.join(RESERVED_CONFIG_NAMES)} are taken)"
     return None

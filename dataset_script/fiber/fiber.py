@@ -127,15 +127,18 @@ class Fiber(datasets.GeneratorBasedBuilder):
                     "source": self.config.split_files[split],
                     "path": paths[split],
                     "split": split,
-                    "categories": self._read_categories(self.config.category_files.get(split), category_paths.get(split)),
+                    "categories": self._read_categories(
+                        self.config.category_files.get(split), category_paths.get(split)
+                    ),
                 },
             )
             for split in SPLIT_FILES
         ]
 
     def _skip_or_raise(self, error: InvalidRecordError) -> None:
-        if not self.config.skip_invalid:
-            raise error
+        if not self.config.skip_invalid:  # (an error of a whole file is raised as it is: skipping cannot help)
+            hint = f"{error.problem} (pass --skip_invalid to skip invalid records)"
+            raise InvalidRecordError(error.file, error.index, error.field, hint) from None
         logger.warning("Skipping an invalid record: %s", error)
         self.invalid_records.append(error)
 

@@ -1,12 +1,9 @@
-"""Fixtures of the data tools' tests: a small copy of the sample in the release layout, to break; a killer; helpers."""
+"""Fixtures of the data tools' tests: a small copy of the sample in the release layout, to break; helpers."""
 
 import hashlib
 import json
 import os
 import shutil
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -30,27 +27,6 @@ def release_dir(tmp_path):
             shutil.copyfile(SAMPLE_DIR / "i3d" / name, folder / "i3d" / name)
     shutil.copyfile(SAMPLE_DIR / "categories_val.tsv", folder / "categories_val.tsv")
     return folder
-
-
-@pytest.fixture
-def kill_when():
-    """`kill_when(command, ready)`: run `command` in a new process and SIGKILL it once `ready()` holds; fails the test
-    if the process ends first."""
-
-    def run(command: list[str], ready, timeout: float = 120) -> int:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + timeout
-            while not ready():
-                assert process.poll() is None and time.monotonic() < deadline, f"{command} ended before it was killed"
-                time.sleep(0.02)
-            os.kill(process.pid, signal.SIGKILL)
-        finally:
-            process.kill()
-            process.wait()
-        return process.returncode
-
-    return run
 
 
 def snapshot(folder: Path) -> dict[str, str]:

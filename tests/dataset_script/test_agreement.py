@@ -78,7 +78,8 @@ def test_agreement_of_crowd_answers_with_annotator_ids_leaves_unavailable_videos
         std = mean([(value - mean(means)) ** 2 for value in means]) ** 0.5
         assert results[f"all_answers_per_answer_{metric}_std_across_annotators"] == pytest.approx(std)
     assert results["num_annotators"] == 4
-    assert "| all answers, per answer | 79.6 (± 40.9) | 66.7 (± 43.3) | 70.0 (± 11.9) | 58.1 (± 16.3) |" in capsys.readouterr().out
+    row = "| all answers, per answer | 79.6 (± 40.9) | 66.7 (± 43.3) | 70.0 (± 11.9) | 58.1 (± 16.3) |"
+    assert row in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("copied", [False, True], ids=["the sample's file", "a copy of it"])
@@ -92,7 +93,6 @@ def test_the_bundled_samples_file_is_said_to_be_synthetic(tmp_path, capsys, capl
 
 # (case, the file's bytes (None: absent), the answers CSV's rows (or None), the output's name, exit status, the line)
 BAD_INPUTS = [
-    ("no file", None, None, "a.json", 1, r"val.json: No such file or directory"),
     ("bytes that are not UTF-8", json.dumps(RECORDS).encode().replace(b"runs", b"r\xffns", 1), None, "a.json", 1,
      r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xff\)"),
     ("a split without answers (train)", json.dumps([RECORDS[0] | {"additional_answers": []}]).encode(), None, "a.json",

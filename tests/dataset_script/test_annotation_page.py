@@ -217,7 +217,8 @@ def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
         browser.intercept("https://www.youtube.com/iframe_api*", FAKE_PLAYER_API, "text/javascript")
         open_page(browser, preview_url(rows[0]))
         browser.wait_for("window.players && window.players.length === 5")
-        players = browser.evaluate("players.map(p => [p.options.videoId, p.options.playerVars.start, p.options.playerVars.end])")
+        options = "p.options.videoId, p.options.playerVars.start, p.options.playerVars.end"
+        players = browser.evaluate(f"players.map(p => [{options}])")
         assert players == [[record["video_id"], 10, 20] for record in BLANKED[:5]]
         assert browser.evaluate("[...document.querySelectorAll('.player-message')].every(m => m.hidden)")
         # At the clip's end the player is cued again at the clip's start, not the video's.

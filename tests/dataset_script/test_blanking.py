@@ -72,7 +72,8 @@ def test_json_lines_and_a_dataset_folder_of_other_columns(tmp_path):
     write_json_records(tmp_path / "vatex.jsonl", json.loads(VATEX_SAMPLE.read_text()))
     blank(tmp_path / "vatex.jsonl", "--output_file", tmp_path / "lines.jsonl")
     assert list(read_json_records(tmp_path / "lines.jsonl")) == EXPECTED_SEED_2
-    rows = [{"clip": instance["videoID"], "captions": instance["enCap"]} for instance in json.loads(VATEX_SAMPLE.read_text())]
+    instances = json.loads(VATEX_SAMPLE.read_text())
+    rows = [{"clip": instance["videoID"], "captions": instance["enCap"]} for instance in instances]
     datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "vatex"))
     blank(tmp_path / "vatex", "--output_file", tmp_path / "blanked.json", "--split", "validation",
           "--video_id_column", "clip", "--captions_column", "captions")
@@ -124,17 +125,10 @@ BAD_FILES_AND_FLAGS = [
                                            (d / "saved" / "state.json").write_text("{")),
      ["{d}/saved"], 1, r"saved: not a readable saved dataset \(\w+"),
     ("num_proc 0", None, ["{source}", "--num_proc", "0"], 2, r"--num_proc: must be at least 1, got 0"),
-    ("batch size negative", None, ["{source}", "--batch_size", "-1"], 2, r"--batch_size: must be at least 1"),
     ("output is the input", None, ["{source}", "--output_file", "{source}"], 2,
      r"--output_file .*vatex.json is an input of this command: it would be overwritten"),
-    ("output a link to the input", lambda d: (d / "link.json").symlink_to(d / "vatex.json"),
-     ["{source}", "--output_file", "{d}/link.json"], 2, r"--output_file .*link.json is an input of this command"),
-    ("output a folder", lambda d: (d / "out.json").mkdir(), ["{source}", "--output_file", "{d}/out.json"], 2,
-     r"--output_file .*out.json is a folder"),
     ("output .txt", None, ["{source}", "--output_file", "{d}/blanked.txt"], 2,
      r"--output_file .*blanked.txt: name a .json file \(a JSON array\) or a .jsonl file \(JSON Lines\)"),
-    ("an output blank did not write", lambda d: (d / "blanked.json").write_text("mine"),
-     ["{source}", "--overwrite_output_file"], 2, r"blanked.json exists and has no record blanked.metadata.json"),
     ("a mistyped spaCy pipeline", None, ["{source}", "--spacy_model", "nonexistent_model"], 1,
      r"spaCy pipeline 'nonexistent_model' cannot be loaded .*python -m spacy download nonexistent_model"),
 ]

@@ -82,7 +82,8 @@ def test_the_card_matches_the_data_and_says_synthetic(built_sample):
     validation = RECORDS["validation"]
     annotators = sum(len(record["additional_answers"]) for record in validation) / 60
     answers = sum(len(group) for record in validation for group in record["additional_answers"]) / 60
-    assert f"| validation | 60 | {annotators:.2f} | {answers:.2f} |" in card.text and "| `i3d` | 400 | 60 | 60 |" in card.text
+    assert f"| validation | 60 | {annotators:.2f} | {answers:.2f} |" in card.text
+    assert "| `i3d` | 400 | 60 | 60 |" in card.text
     val, test = Counter(CATEGORIES["val"].values()), Counter(CATEGORIES["test"].values())
     assert all(f"| {name} | {val[name]} | {test[name]} |" in card.text for name in ("Person", "Passive entity", "Location"))
     assert "No record was skipped." in card.text
@@ -92,7 +93,8 @@ def test_a_copy_of_the_sample_is_synthetic_and_other_data_is_not(tmp_path):
     data_dir = tmp_path / "data"
     shutil.copytree(SAMPLE_DIR, data_dir, ignore=shutil.ignore_patterns("i3d"))
     build_dataset(data_dir, tmp_path / "copy")
-    assert is_synthetic(str(tmp_path / "copy")) and "a copy of the bundled SYNTHETIC sample" in (tmp_path / "copy" / "README.md").read_text()
+    assert is_synthetic(str(tmp_path / "copy"))
+    assert "a copy of the bundled SYNTHETIC sample" in (tmp_path / "copy" / "README.md").read_text()
     (data_dir / "train.json").write_text(json.dumps(RECORDS["train"][:-1]))
     build_dataset(data_dir, tmp_path / "other")
     assert not is_synthetic(str(tmp_path / "other")) and "SYNTHETIC" not in (tmp_path / "other" / "README.md").read_text()
@@ -109,7 +111,8 @@ def test_an_output_is_replaced_only_with_the_flag_and_only_when_build_dataset_wr
     }
     (output_dir / "text" / "my_notes.txt").write_text("mine")
     before = snapshot(output_dir)
-    status, line = cli_error("build-dataset", "--data_dir", release_dir, "--output_dir", output_dir, "--overwrite_output_dir")
+    arguments = ["--data_dir", release_dir, "--output_dir", output_dir, "--overwrite_output_dir"]
+    status, line = cli_error("build-dataset", *arguments)
     assert status == 2 and "holds text/my_notes.txt, which fiberbench build-dataset did not write" in line
     assert snapshot(output_dir) == before
     (tmp_path / "mine").mkdir()
@@ -141,9 +144,14 @@ def build_command(output_dir) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_killed_build_leaves_a_hidden_folder_that_the_next_build_removes(tmp_path, kill_when):
+def test_a_killed_build_leaves_a_hidden_folder_that_the_next_build_removes(tmp_path):
     output_dir = tmp_path / "fiber"
-    assert kill_when(build_command(output_dir), lambda: list(tmp_path.glob(".fiber.tmp-*/text"))) == -signal.SIGKILL
+    build = subprocess.Popen(build_command(output_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300  # killed once the text config is in the staging folder
+    while not list(tmp_path.glob(".fiber.tmp-*/text")) and build.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    build.kill()
+    assert build.wait() == -signal.SIGKILL
     assert len(list(tmp_path.glob(".fiber.tmp-*"))) == 1 and not output_dir.exists()
     assert main(["build-dataset", "--output_dir", str(output_dir)]) == 0
     assert sorted(path.name for path in tmp_path.iterdir()) == [".fiber.lock", "fiber"]

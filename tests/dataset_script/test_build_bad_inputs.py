@@ -63,19 +63,10 @@ RECORD_FAULTS = [
      r"val.json: record 3: field '\(record\)': holds bytes that are not UTF-8 text \(byte 0xe9\)", "text"),
     ("record not an object", lambda d: replace_record(d, b'["a", "list"]'),
      r"val.json: record 3: field '\(record\)': expected a JSON object, got list", "text"),
-    ("json nested 100k deep", lambda d: replace_record(d, b"[" * 100_000 + b"]" * 100_000),
-     r"val.json: record 3: field '\(record\)': nested too deeply to decode", "text"),
-    ("integer of 5000 digits", lambda d: replace_record(d, b'{"video_start_time": ' + b"7" * 5000 + b"}"),
-     r"val.json: record 3: field '\(record\)': an integer too long to read \(more than 4,300 digits\)", "text"),
     ("clip twice in a split", lambda d: edit_record(d, **dict(zip(("video_id", "video_start_time", "video_end_time"),
                                                                clip_key(records(d)[1])))),
      r"val.json: record 3: field 'video_id': the clip \('.*', \d+, \d+\) is record 1 too: a split holds each clip once",
      "text"),
-    ("label that normalizes to nothing",
-     lambda d: edit_record(d, label="The", caption=records(d)[BAD]["masked_caption"].replace("_____", "The")),
-     r"val.json: record 3: field 'label': 'The' normalizes to nothing \(only articles, punctuation and spaces\)", "text"),
-    ("time beyond int32", lambda d: edit_record(d, video_start_time=2**31, video_end_time=2**31 + 10),
-     r"val.json: record 3: field 'video_start_time': must be a whole number of seconds from 0 to 2,147,483,647", "text"),
     ("path-like video id", lambda d: edit_record(d, video_id="../../../../etc/passwd"),
      r"val.json: record 3: field 'video_id': '../../../../etc/passwd' is not a plain video id", "i3d"),
     ("category row not utf8",
@@ -84,18 +75,8 @@ RECORD_FAULTS = [
     ("category row with a path-like id",
      lambda d: (d / "categories_val.tsv").write_text((d / "categories_val.tsv").read_text() + "bad/id\tPerson\n"),
      r"categories_val.tsv: record 60: field 'video_id': 'bad/id' is not a plain video id", "text"),
-    ("feature file of 0 bytes", lambda d: replace_features(d, lambda path: path.write_bytes(b"")),
-     FEATURES + r"not a readable .npy array \(EOF", "i3d"),
     ("npz under a npy name", lambda d: replace_features(d, save_npz),
      FEATURES + r"not a readable .npy array \(it is a .npz \(zip\) archive\)", "i3d"),
-    ("feature file cut short", lambda d: replace_features(d, lambda path: path.write_bytes(b"\x93NUMPY\x01\x00v\x00{'d")),
-     FEATURES + r"not a readable .npy array", "i3d"),
-    ("pickled objects", lambda d: replace_features(d, lambda p: np.save(p, np.array([{}], dtype=object), allow_pickle=True)),
-     FEATURES + r"Object arrays cannot be loaded", "i3d"),
-    ("float64 beyond float32", lambda d: replace_features(d, lambda path: np.save(path, np.full((1, 4, 1024), 1e39))),
-     FEATURES + r"beyond float32's range", "i3d"),
-    ("features of another size", lambda d: replace_features(d, lambda path: np.save(path, np.ones((1, 4, 512), "f4"))),
-     FEATURES + r"expected shape \(1, T, 1024\), got \(1, 4, 512\)", "i3d"),
     ("feature file a folder", lambda d: replace_features(d, lambda path: path.mkdir()),
      FEATURES + r"\.npy is a folder, not a .npy file", "i3d"),
     ("feature file linked outside its folder", lambda d: replace_features(d, link_outside),
@@ -105,7 +86,9 @@ RECORD_FAULTS = [
 ]
 
 
-@pytest.mark.parametrize(("breaks", "message", "config"), [case[1:] for case in RECORD_FAULTS], ids=[c[0] for c in RECORD_FAULTS])
+@pytest.mark.parametrize(
+    ("breaks", "message", "config"), [case[1:] for case in RECORD_FAULTS], ids=[c[0] for c in RECORD_FAULTS]
+)
 def test_a_bad_record_is_one_line_and_skipped_and_counted_with_skip_invalid(release_dir, tmp_path, cli_error, caplog,
                                                                              breaks, message, config):
     breaks(release_dir)
@@ -113,7 +96,8 @@ def test_a_bad_record_is_one_line_and_skipped_and_counted_with_skip_invalid(rele
     arguments = ["--data_dir", release_dir, "--output_dir", tmp_path / "out"]
     arguments += ["--features_dir", release_dir / "i3d"] if config == "i3d" else []
     status, line = cli_error("build-dataset", *arguments)
-    assert status == 1 and re.search(message, line) and line.endswith("(pass --skip_invalid to skip invalid records)"), line
+    assert status == 1 and re.search(message, line), line
+    assert line.endswith("(pass --skip_invalid to skip invalid records)"), line
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.tmp*"))
     with caplog.at_level(logging.INFO):
         assert main(["build-dataset", *map(str, arguments), "--skip_invalid"]) == 0
@@ -129,8 +113,6 @@ FILE_FAULTS = [
     ("empty array", lambda d: (d / "val.json").write_text("[]"), r"val.json: holds no records"),
     ("split file missing", lambda d: (d / "val.json").unlink(), r"release: no val.json"),
     ("split file a folder", lambda d: ((d / "val.json").unlink(), (d / "val.json").mkdir()), r"release: no val.json"),
-    ("cut short", lambda d: (d / "val.json").write_text((d / "val.json").read_text()[:-300]), r"val.json: record \d+: invalid JSON"),
-    ("array not closed", lambda d: (d / "val.json").write_text('[{"video_id": "x"}'), r"val.json: the JSON array is not closed"),
     ("not json", lambda d: (d / "val.json").write_text("video_id,label\nabc,a dog\n"), r"val.json: record 0: invalid JSON"),
     ("category header not utf8", lambda d: (d / "categories_val.tsv").write_bytes(b"vid\xe9o_id\tcategory\nabc\tPerson\n"),
      r"categories_val.tsv: the header row holds bytes that are not UTF-8 text"),
@@ -143,7 +125,8 @@ FILE_FAULTS = [
 def test_a_bad_file_stops_the_build_even_with_skip_invalid(release_dir, tmp_path, cli_error, breaks, message):
     breaks(release_dir)
     before = snapshot(release_dir)
-    status, line = cli_error("build-dataset", "--data_dir", release_dir, "--output_dir", tmp_path / "out", "--skip_invalid")
+    arguments = ["--data_dir", release_dir, "--output_dir", tmp_path / "out", "--skip_invalid"]
+    status, line = cli_error("build-dataset", *arguments)
     assert status == 1 and re.search(message, line) and "pass --skip_invalid" not in line, line
     assert not (tmp_path / "out").exists() and snapshot(release_dir) == before
 
@@ -153,22 +136,14 @@ def test_a_bad_file_stops_the_build_even_with_skip_invalid(release_dir, tmp_path
     [
         (["--max_shard_size", "lots"], 2, r"--max_shard_size 'lots': expected a positive size such as 500MB"),
         (["--max_shard_size", "0MB"], 2, r"--max_shard_size '0MB': expected a positive size"),
-        (["--output_dir", "{existing}"], 2, r"existing exists and has no record .*, not fiberbench build-dataset's"),
         (["--output_dir", "{data}"], 2, r"--output_dir .*release holds the input .*train.json"),
-        (["--output_dir", "~", "--overwrite_output_dir"], 2, r"is the home directory or a folder above it"),
-        (["--output_dir", "{file}", "--overwrite_output_dir"], 2, r"notes.txt is a file, not a folder"),
         (["--features_dir", "{tmp}/nowhere"], 1, r"nowhere: no such folder \(the video features folder\)"),
         (["--data_dir", "{tmp}/nowhere"], 1, r"nowhere: no train.json, val.json, test.json"),
     ],
 )
-def test_bad_flags_are_one_line_before_any_work(release_dir, tmp_path, monkeypatch, cli_error, flags, status, message):
-    monkeypatch.setenv("HOME", str(tmp_path))
-    (tmp_path / "existing").mkdir()
-    (tmp_path / "existing" / "thesis.tex").write_text("mine")
-    (tmp_path / "notes.txt").write_text("mine")
-    values = {"existing": tmp_path / "existing", "file": tmp_path / "notes.txt", "tmp": tmp_path, "data": release_dir}
+def test_bad_flags_are_one_line_before_any_work(release_dir, tmp_path, cli_error, flags, status, message):
     before = snapshot(tmp_path)
-    flags = [flag.format(**values) for flag in flags]
+    flags = [flag.format(tmp=tmp_path, data=release_dir) for flag in flags]
     code, line = cli_error("build-dataset", "--data_dir", release_dir, "--output_dir", tmp_path / "out", *flags)
     assert code == status and re.search(message, line), line
     assert snapshot(tmp_path) == before

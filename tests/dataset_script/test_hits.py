@@ -97,7 +97,6 @@ RECORD = '{"video_id": "abc", "video_start_time": 0, "video_end_time": 10, "mask
         (RECORD[:20], [], 1, r"val.json: record 0: invalid JSON"),
         (f"[{RECORD}]", ["--questions_per_hit", "0"], 2, r"--questions_per_hit: must be at least 1, got 0"),
         (f"[{RECORD}]", ["--output_file", "{input}"], 2, r"--output_file .*val.json is an input of this command"),
-        (f"[{RECORD}]", ["--page_file", "{input}"], 2, r"--page_file .*val.json is an input of this command"),
         (f"[{RECORD}]", ["--page_file", "{output}"], 2, r"--output_file .*hits.csv and --page_file .*hits.csv are one file"),
     ],
 )

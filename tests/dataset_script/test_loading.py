@@ -78,7 +78,9 @@ BAD_DATASETS = [
 ]
 
 
-@pytest.mark.parametrize(("breaks", "config", "error", "message"), [c[1:] for c in BAD_DATASETS], ids=[c[0] for c in BAD_DATASETS])
+@pytest.mark.parametrize(
+    ("breaks", "config", "error", "message"), [c[1:] for c in BAD_DATASETS], ids=[c[0] for c in BAD_DATASETS]
+)
 def test_a_bad_dataset_is_one_error_naming_it(built_sample, sample_with, tmp_path, breaks, config, error, message):
     if isinstance(breaks, tuple):  # a dataset made by other means may hold this value in the text test split
         folder = sample_with(*breaks)

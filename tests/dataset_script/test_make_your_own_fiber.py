@@ -31,8 +31,10 @@ def readme_commands() -> list[list[str]]:
 def write_features(release: Path, features_dir: Path) -> None:
     """Random I3D features, in the release's file layout, for every clip of the release folder's splits."""
     features_dir.mkdir()
-    for record in (record for split in ("train", "val", "test") for record in json.loads((release / f"{split}.json").read_text())):
-        np.save(features_dir / feature_file_name(*clip_key(record)), np.random.default_rng(0).random((1, 4, 1024), "f4"))
+    for split in ("train", "val", "test"):
+        for record in json.loads((release / f"{split}.json").read_text()):
+            features = np.random.default_rng(0).random((1, 4, 1024), "f4")
+            np.save(features_dir / feature_file_name(*clip_key(record)), features)
 
 
 def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
@@ -44,7 +46,8 @@ def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
     for task_number, task in enumerate(tasks):
         for worker in ("W1", "W2", "W3"):
             clips = [(clip, labels[task[f"video{clip}_id"]]) for clip in range(1, 6) if task[f"video{clip}_id"]]
-            answers = {f"answer-{clip}-{rank}": text for clip, label in clips for rank, text in ((1, label), (2, "someone else"))}
+            answers = {f"answer-{clip}-1": label for clip, label in clips}
+            answers |= {f"answer-{clip}-2": "someone else" for clip, _ in clips}
             if task_number == 0 and worker == "W3":
                 answers = {key: value for key, value in answers.items() if not key.startswith("answer-2-")}
                 answers["answer-2-1"] = "unavailable video"

@@ -143,7 +143,9 @@ def test_a_file_that_cannot_be_read_on_names_the_record(tmp_path, text, message)
         list(read_json_records(path))
 
 
-@pytest.mark.parametrize(("text", "records"), [("[]", []), ("  [ \n ]\n", []), ("", []), ("\ufeff{\"a\": 1}\r\n", [{"a": 1}])])
+@pytest.mark.parametrize(
+    ("text", "records"), [("[]", []), ("  [ \n ]\n", []), ("", []), ("\ufeff{\"a\": 1}\r\n", [{"a": 1}])]
+)
 def test_empty_files_a_byte_order_mark_and_windows_line_ends(tmp_path, text, records):
     (tmp_path / "f.json").write_text(text, encoding="utf-8")
     assert list(read_json_records(tmp_path / "f.json")) == records

@@ -20,7 +20,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 
 
 def command(encoder, videos, output_dir, *flags) -> list[str]:
-    arguments = ["--model_name_or_path", encoder, "--video_dir", videos, "--data_dir", SAMPLE_DIR, "--output_dir", output_dir]
+    arguments = ["--model_name_or_path", encoder, "--video_dir", videos, "--data_dir", SAMPLE_DIR]
+    arguments += ["--output_dir", output_dir]
     return ["extract-features", *map(str, arguments), *map(str, flags)]
 
 
@@ -30,7 +31,8 @@ def written(folder) -> dict[str, tuple[int, int]]:
 
 
 def test_a_killed_run_rerun_encodes_each_clip_once_and_none_is_missing(encoders, sample_videos, tmp_path, caplog):
-    output_dir, flags = tmp_path / "features", ["--split", "train", "--per_device_batch_size", 1, "--dataloader_num_workers", 0]
+    output_dir = tmp_path / "features"
+    flags = ["--split", "train", "--per_device_batch_size", 1, "--dataloader_num_workers", 0]
     process = subprocess.Popen([sys.executable, "-m", "fiberbench.cli", *command(encoders["clip"], sample_videos, output_dir,
                                                                                  *flags)],
                                env={**os.environ, **OFFLINE}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -57,7 +59,8 @@ def test_two_processes_encode_every_clip_once_as_one_does(encoders, sample_video
     one, two = tmp_path / "one", tmp_path / "two"
     flags = ["--split", "test", "--per_device_batch_size", 4]
     assert main(command(encoders["videomae"], sample_videos, one, *flags)) == 0
-    launch = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    launch = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"]
+    launch += ["--dynamo_backend", "no"]
     result = subprocess.run(
         [sys.executable, "-m", "accelerate.commands.launch", *launch, "-m", "fiberbench.cli",
          *command(encoders["videomae"], sample_videos, two, *flags)],
