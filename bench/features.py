@@ -26,10 +26,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from fiberbench.data.features.clips import Clip
-from fiberbench.data.features.arguments import frame_sampling
+from fiberbench.data.features.command import frame_sampling
 from fiberbench.data.features.encoders import ClipPreparer, Encoder, encoder_spec
-from fiberbench.data.features.extraction import encode_clips, make_loader
+from fiberbench.data.features.encoders import encode_clips, make_loader
 from fiberbench.testing.tiny_encoders import (
     BASE_CLIP,
     BASE_VIDEOMAE,
@@ -38,7 +37,7 @@ from fiberbench.testing.tiny_encoders import (
     save_clip,
     save_videomae,
 )
-from fiberbench.videos import ClipVideo
+from fiberbench.videos import Clip, ClipVideo
 from fiberbench.cli import default_num_workers
 
 import quick
@@ -126,7 +125,7 @@ def measure(name: str, clips: list[Clip], args: argparse.Namespace, folder: Path
         )
 
     def pipeline(num_workers: int) -> None:
-        encode_clips(encoder, loader(num_workers), lambda name, features: None, lambda count: None)
+        encode_clips(encoder, loader(num_workers), None, lambda count: None)
 
     pipeline(0)  # warm-up: the model's first calls, the files in the page cache
     decoded = list(loader(0))

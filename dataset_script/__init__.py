@@ -1,6 +1,7 @@
 """FIBER data: the dataset builder, the bundled synthetic sample, and tools to make new fill-in-the-blanks data."""
 
-from .loading import load_fiber
-from .sample import SAMPLE_DIR, load_sample
+from .fiber.release import SAMPLE_DIR, SPLIT_FILES
+from .loading import load_fiber, load_sample
+from .provenance import is_synthetic
 
-__all__ = ["SAMPLE_DIR", "load_fiber", "load_sample"]
+__all__ = ["SAMPLE_DIR", "SPLIT_FILES", "is_synthetic", "load_fiber", "load_sample"]

@@ -1,24 +1,28 @@
 """`fiberbench agreement`: human agreement (the paper's Table 2) of a release-format file or of crowd answers.
 
-The scores come from the metric's `human_agreement`, which computes them as the FIBER release did
-(leave one annotator out, the label counting as one more annotator). The answers are the file's
-`additional_answers`, or, with `--answers_files`, the crowd answers of CSVs joined to the file's
-clips: those carry annotator ids, which the paper's per-answer deviation (across annotators) needs.
+The metric's `human_agreement` computes it as the FIBER release did (leave one annotator out, the label counting as
+one more annotator), of the file's `additional_answers` or, with `--answers_files`, of the crowd answers of CSVs joined
+to its clips: those carry annotator ids, which the paper's per-answer deviation (across annotators) needs.
 """
 
 import argparse
+import contextlib
 import logging
 from pathlib import Path
 
 from fiberbench.cli import add_output_arguments
 from fiberbench.errors import DataError, UsageError
-from fiberbench.files import check_input_files, write_json
-from fiberbench.ownership import Output, arguments_of, open_all
+from fiberbench.metric import human_agreement
+from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json
+from fiberbench.records import InvalidRecordError, clip_key, read_release_records
 
+from .annotation import is_unavailable_video
+from .answers import read_submissions
 from .provenance import sample_file_name, synthetic_file_notice
 
 logger = logging.getLogger(__name__)
 
+COMMAND = "fiberbench agreement"
 # Table 2 of the paper, F1 and EM (mean, std) in %. Its "per answer" row says "first answers", but
 # the release computed it over every answer of every annotator and the labels.
 PAPER_TABLE_2 = {
@@ -28,36 +32,20 @@ PAPER_TABLE_2 = {
 
 
 def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list, list]:
-    """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`.
-
-    The answers are taken as written (before the noun-phrase filter), as in the release's analysis.
-    Rows of clips that are not in `records` are skipped and counted; a clip with no row has no
-    annotator, and neither has a clip that an answer says is an unavailable video (`fiberbench
-    answers` leaves those out of the release too).
-    """
-    from .annotation import is_unavailable_video
-    from .answers import clip_key, read_submissions
-
+    """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`,
+    as written (before the noun-phrase filter), as in the release's analysis. Rows of other clips are skipped and
+    counted; a clip an answer says is an unavailable video has no annotator (`answers` leaves it out too)."""
     by_clip = {clip_key(record): {} for record in records}  # clip -> annotator id -> answers
-    skipped = 0
-    for path in answers_files:
-        for submission in read_submissions(path):
-            annotators = by_clip.get(submission.clip)
-            if annotators is None:
-                skipped += 1
-            else:
-                annotators.setdefault(submission.annotator, []).extend(submission.answers)
-    if skipped:
-        logger.info("Skipped %d answer rows of clips that are not in the blanked file", skipped)
-    unavailable = [
-        clip
-        for clip, annotators in by_clip.items()
-        if any(is_unavailable_video(answer) for answers in annotators.values() for answer in answers)
-    ]
-    for clip in unavailable:
-        by_clip[clip] = {}
-    if unavailable:
-        logger.info("Left out %d clips that an answer says are unavailable videos", len(unavailable))
+    skipped = unavailable = 0
+    for submission in (submission for path in answers_files for submission in read_submissions(path)):
+        if submission.clip in by_clip:
+            by_clip[submission.clip].setdefault(submission.annotator, []).extend(submission.answers)
+        else:
+            skipped += 1
+    for clip, annotators in by_clip.items():
+        if any(map(is_unavailable_video, sum(annotators.values(), []))):
+            by_clip[clip], unavailable = {}, unavailable + 1
+    logger.info("Skipped %d answer rows of clips not in the file; left out %d unavailable videos", skipped, unavailable)
     without_answers = sum(not annotators for annotators in by_clip.values())
     if without_answers == len(by_clip):
         raise DataError(f"No row of {', '.join(map(str, answers_files))} answers a clip of the blanked file")
@@ -68,25 +56,16 @@ def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list,
 
 def agreement_of_file(path: Path, answers_files: list[Path] | None = None) -> dict:
     """`human_agreement` of a release-format file: of its `additional_answers`, or of the crowd answers of CSVs."""
-    from fiberbench.metric import human_agreement
-
-    from fiberbench.records import InvalidRecordError, read_release_records
-
     records = read_release_records(path)
     if answers_files:
         additional_answers, annotator_ids = crowd_answers(records, answers_files)
     else:
         for index, record in enumerate(records):
             if not record["additional_answers"]:
-                raise InvalidRecordError(
-                    str(path), index, "additional_answers", "missing or empty: agreement needs annotators' answers"
-                )
+                problem = "missing or empty: agreement needs annotators' answers"
+                raise InvalidRecordError(str(path), index, "additional_answers", problem)
         additional_answers, annotator_ids = [record["additional_answers"] for record in records], None
     return human_agreement([record["label"] for record in records], additional_answers, annotator_ids)
-
-
-def _cell(results: dict, prefix: str, metric: str, deviation: str) -> str:
-    return f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}{deviation}']:.1f})"
 
 
 def agreement_table(results: dict, sample_file: str | None = None) -> str:
@@ -100,14 +79,13 @@ def agreement_table(results: dict, sample_file: str | None = None) -> str:
     }
     lines = ["| Table 2 | F1 (%) | EM (%) | paper F1 | paper EM |", "|---|---|---|---|---|"]
     for title, (prefix, deviation) in rows.items():
-        cells = [_cell(results, prefix, metric, deviation) for metric in ("f1", "exact_match")]
+        cells = [
+            f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}{deviation}']:.1f})"
+            for metric in ("f1", "exact_match")
+        ]
         paper = [f"{mean} (± {std})" for mean, std in PAPER_TABLE_2[prefix]]
         lines.append(f"| {title} | {' | '.join(cells + paper)} |")
-    counts = ", ".join(
-        f"{value} {key.removeprefix('num_').replace('_', ' ')}"
-        for key, value in results.items()
-        if key.startswith("num_")
-    )
+    counts = [f"{value} {key[4:].replace('_', ' ')}" for key, value in results.items() if key.startswith("num_")]
     if with_ids:
         deviation = "the per-answer deviation is across annotators (each annotator's mean), as in the paper"
     else:
@@ -115,7 +93,7 @@ def agreement_table(results: dict, sample_file: str | None = None) -> str:
             "the per-answer deviation is across answers: this file has no annotator ids, and the paper's deviation "
             "across annotators needs them (pass the crowd answers with --answers_files)"
         )
-    notes = f"Leave one annotator out, the label counting as one more annotator; {counts}; {deviation}."
+    notes = f"Leave one annotator out, the label counting as one more annotator; {', '.join(counts)}; {deviation}."
     if sample_file is not None:
         lines = [synthetic_file_notice(sample_file), "", *lines]
     return "\n".join(lines) + f"\n\n{notes}\n"
@@ -131,35 +109,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
     )
     add_output_arguments(
-        parser,
-        "Also write the numbers here as JSON.",
-        "Replace an --output_file that an earlier agreement wrote.",
-        required=False,
+        parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.", required=False
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    check_input_files([args.file, *(args.answers_files or [])])
-    outputs = []
-    if args.output_file:
-        outputs.append(
-            Output(
-                args.output_file, command="fiberbench agreement", flag="--output_file", overwrite=args.overwrite_output_file
-            )
-        )
-    elif args.overwrite_output_file:
+    if args.overwrite_output_file and not args.output_file:
         raise UsageError("--overwrite_output_file needs --output_file")
-    with open_all(outputs, [args.file, *(args.answers_files or [])], **arguments_of(args)):
-        sample_file = sample_file_name(args.file)
-        if sample_file is not None:
-            logger.warning(
-                "Human agreement of SYNTHETIC data (the bundled sample's %s): the numbers say nothing about FIBER",
-                sample_file,
+    with output_lock(args.output_file, "--output_file") if args.output_file else contextlib.nullcontext():
+        if args.output_file:
+            check_output(
+                args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file,
+                inputs=[args.file, *(args.answers_files or [])],
             )
-        results = agreement_of_file(args.file, args.answers_files) | {"synthetic": sample_file is not None}
+        results = agreement_of_file(args.file, args.answers_files)
+        sample_file = sample_file_name(args.file, "Human agreement")
+        results["synthetic"] = sample_file is not None
         print(agreement_table(results, sample_file))
         if args.output_file:
-            write_json(outputs[0].path, results)
-    if args.output_file:
-        logger.info("Wrote %s", args.output_file)
+            record = start_output(args.output_file, COMMAND, None, folder=False)
+            write_json(args.output_file, results)
+            finish_output(args.output_file, record)
+            logger.info("Wrote %s", args.output_file)
     return 0

@@ -1,13 +1,8 @@
 """`fiberbench stats`: answer statistics of a release-format file, as in the paper's Table 1 and appendix.
 
-For the original phrases (labels) and the annotated answers: the noun-phrase share, unique answers
-per caption and per annotator, characters per token, tokens per answer and visual-word use
-(Table 1), gender-word shares (§A.5), the top-20 answers (Fig. 5) and the POS-sequence
-distribution (Fig. 7). Written as JSON and Markdown, and as PNG charts when matplotlib is installed
-(`pip install fiber-benchmark[plots]`).
-
-spaCy, the metric and `fiberbench.modeling` (which imports transformers) are imported where they
-are used, so that `fiberbench stats --help` answers at once.
+For the original phrases (labels) and the annotated answers: Table 1 (noun-phrase share, unique answers per caption
+and per annotator, characters per token, tokens per answer, visual-word use), gender-word shares (§A.5), the top-20
+answers (Fig. 5) and POS sequences (Fig. 7), as JSON and Markdown, and PNG charts with matplotlib (the `plots` extra).
 """
 
 import argparse
@@ -15,29 +10,28 @@ import logging
 import statistics
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fiberbench.cli import add_output_arguments, positive_int
-from fiberbench.collector import collector_held_off
 from fiberbench.errors import DataError
-from fiberbench.files import write_json, write_text
-from fiberbench.ownership import Output, arguments_of, names_pattern
+from fiberbench.metric import mean_std, normalize_answer
+from fiberbench.modeling.noun_phrases import answer_spans, is_noun_phrase_span, load_spacy_pipeline, pipeline_name
+from fiberbench.outputs import atomic_folder, check_output, finish_output, output_lock, start_output, write_json
+from fiberbench.outputs import write_text
+from fiberbench.records import read_release_records
 
 from .provenance import sample_file_name, synthetic_file_notice
 
-if TYPE_CHECKING:
-    from spacy.language import Language
-
 logger = logging.getLogger(__name__)
 
+COMMAND = "fiberbench stats"
 # §A.5 of the paper, verbatim.
 GENDER_WORDS = {
     "male": ("boy", "brother", "father", "guy", "he", "him", "himself", "his", "male", "man", "son"),
     "female": ("daughter", "female", "girl", "her", "herself", "lady", "mother", "she", "sister", "woman"),
     "neutral": ("adult", "baby", "child", "human", "kid", "parent", "people", "person", "sibling"),
 }
-# The paper counts "visual words (color, number, or size)" without publishing its lists; these are
-# ours, and are written into every report beside the numbers they give.
+# The paper counts "visual words (color, number, or size)" without publishing its lists: these are ours, written into
+# every report beside the numbers they give.
 VISUAL_WORDS = {
     "color": tuple("black blue brown gold golden gray green grey orange pink purple red silver white yellow".split()),
     "number": tuple("one two three four five six seven eight nine ten eleven twelve twenty hundred dozen pair".split()),
@@ -48,8 +42,6 @@ TOP_POS_SEQUENCES = 10
 GROUPS = {"labels": "original phrases", "annotations": "annotated answers"}
 REPORT_FILES = ("stats.json", "stats.md")
 CHART_KEYS = {"top_answers": "Top answers", "pos_sequences": "POS sequences"}
-# What a stats run writes in its folder: the report in two forms and one chart per key.
-OUTPUT_ENTRIES = names_pattern(*REPORT_FILES, *(f"{key}.png" for key in CHART_KEYS))
 
 
 def _percent(count: int, total: int) -> float | None:
@@ -58,23 +50,16 @@ def _percent(count: int, total: int) -> float | None:
 
 def _mean_std(values: list[float]) -> dict:
     """Mean and population standard deviation (None for no values)."""
-    from fiberbench.metric import mean_std
-
     return mean_std(values)._asdict() if values else {"mean": None, "std": None}
 
 
 def _ranked(counter: Counter, total: int, top: int) -> list[dict]:
     """The `top` most common items with their counts and shares (ties in first-seen order)."""
-    return [
-        {"value": value, "count": count, "percent": _percent(count, total)} for value, count in counter.most_common(top)
-    ]
+    return [{"value": value, "count": n, "percent": _percent(n, total)} for value, n in counter.most_common(top)]
 
 
 def answer_statistics(answers: list[str], spans: list) -> dict:
     """Statistics of one group of answers; `spans` are their spans in their filled captions."""
-    from fiberbench.metric import normalize_answer
-    from fiberbench.modeling.noun_phrases import is_noun_phrase_span
-
     tokens = [normalize_answer(answer).split() for answer in answers]
     word_sets = [set(answer_tokens) for answer_tokens in tokens]
     visual_words = {word for words in VISUAL_WORDS.values() for word in words}
@@ -96,18 +81,13 @@ def answer_statistics(answers: list[str], spans: list) -> dict:
     }
 
 
-def compute_stats(records: list[dict], nlp: "Language", batch_size: int = 256) -> dict:
+def compute_stats(records: list[dict], nlp, batch_size: int = 256) -> dict:
     """All statistics of validated release-format records (`additional_answers` is [] in train)."""
-    from fiberbench.metric import normalize_answer
-    from fiberbench.modeling.noun_phrases import answer_spans, pipeline_name
-
     groups = {
         "labels": [(record["masked_caption"], record["label"]) for record in records],
         "annotations": [
-            (record["masked_caption"], answer)
-            for record in records
-            for annotator_answers in record["additional_answers"]
-            for answer in annotator_answers
+            (record["masked_caption"], answer) for record in records for answers in record["additional_answers"]
+            for answer in answers
         ],
     }
     pairs = groups["labels"] + groups["annotations"]
@@ -118,13 +98,10 @@ def compute_stats(records: list[dict], nlp: "Language", batch_size: int = 256) -
         stats[name] = answer_statistics([answer for _, answer in groups[name]], group_spans)
 
     annotated = [record["additional_answers"] for record in records if record.get("additional_answers")]
-    unique = [
-        [{normalize_answer(answer) for answer in answers} - {""} for answers in annotators] for annotators in annotated
-    ]
+    unique = [[{normalize_answer(answer) for answer in answers} - {""} for answers in group] for group in annotated]
     stats["annotations"]["unique_answers_per_caption"] = _mean_std([len(set().union(*sets)) for sets in unique])
-    stats["annotations"]["unique_answers_per_caption_per_annotator"] = _mean_std(
-        [statistics.fmean(len(answers) for answers in sets) for sets in unique]
-    )
+    per_annotator = [statistics.fmean(len(answers) for answers in sets) for sets in unique]
+    stats["annotations"]["unique_answers_per_caption_per_annotator"] = _mean_std(per_annotator)
     stats["word_lists"] = {"gender (paper §A.5)": GENDER_WORDS, "visual (ours; the paper has no list)": VISUAL_WORDS}
     return stats
 
@@ -151,13 +128,10 @@ TABLE_1_ROWS = (
 def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> str:
     """The statistics as a Markdown report: Table 1, gender words, top answers, POS sequences; headed SYNTHETIC when
     the file is the bundled sample's `sample_file`."""
-    labels, annotations = stats["labels"], stats["annotations"]
-    rows = [(title, *(cell(group.get(key)) for group in (labels, annotations))) for title, key, cell in TABLE_1_ROWS]
+    groups = labels, annotations = stats["labels"], stats["annotations"]
+    rows = [(title, *(cell(group.get(key)) for group in groups)) for title, key, cell in TABLE_1_ROWS]
     rows += [
-        (
-            f"{gender.capitalize()} words",
-            *(_percent_cell(group["gender_words_percent"][gender]) for group in (labels, annotations)),
-        )
+        (f"{gender.capitalize()} words", *(_percent_cell(group["gender_words_percent"][gender]) for group in groups))
         for gender in GENDER_WORDS
     ]
     lines = [
@@ -178,8 +152,7 @@ def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> 
         ranked = (labels[key], annotations[key])
         for rank in range(max(map(len, ranked))):
             cells = [
-                f"{entries[rank]['value']} | {entries[rank]['percent']:.2f}" if rank < len(entries) else " | "
-                for entries in ranked
+                f"{row[rank]['value']} | {row[rank]['percent']:.2f}" if rank < len(row) else " | " for row in ranked
             ]
             lines.append(f"| {rank + 1} | {cells[0]} | {cells[1]} |")
     lines += ["", "## Word lists", ""]
@@ -189,8 +162,8 @@ def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> 
 
 
 def chart_figure(stats: dict, key: str, source: str):
-    """The bar chart of `key` (a `CHART_KEYS` key): the labels' panel beside the answers', on one percent scale
-    (so equal shares are equal bars), each bar labelled with its percent, the title naming `source`."""
+    """The bar chart of `key` (a `CHART_KEYS` key): the labels' panel beside the answers', on one percent scale, each
+    bar labelled with its percent, the title naming `source`."""
     from matplotlib.figure import Figure
 
     height = 0.32 * max(len(stats[group][key]) for group in GROUPS) + 1.8
@@ -209,83 +182,53 @@ def chart_figure(stats: dict, key: str, source: str):
 
 
 def write_charts(stats: dict, output_dir: Path, source: str) -> list[Path]:
-    """PNG bar charts (`chart_figure`) of the top answers and POS sequences of `source` into `output_dir` (a staging
-    folder); none (with a note) without matplotlib."""
+    """PNG bar charts (`chart_figure`) of the top answers and POS sequences of `source` into `output_dir`; none (with
+    a note) without matplotlib, an optional extra."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        logger.warning(
-            "matplotlib is not installed: no charts. Install them with `pip install fiber-benchmark[plots]`."
-        )
+        logger.warning("matplotlib is not installed: no charts (`pip install fiber-benchmark[plots]` adds them).")
         return []
-    paths = []
     for key in CHART_KEYS:
-        path = output_dir / f"{key}.png"
-        chart_figure(stats, key, source).savefig(path, dpi=120)
-        paths.append(path)
-    return paths
+        chart_figure(stats, key, source).savefig(output_dir / f"{key}.png", dpi=120)
+    return [output_dir / f"{key}.png" for key in CHART_KEYS]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
-    add_output_arguments(
-        parser,
-        "The folder to write: stats.json, stats.md and the PNGs.",
-        "Replace an --output_dir that an earlier stats run wrote.",
-        folder=True,
-    )
-    parser.add_argument(
-        "--spacy_model",
-        help="spaCy pipeline for noun phrases and POS tags (default: $FIBERBENCH_SPACY_MODEL, else the paper's, "
-        "en_core_web_trf; if missing, an installed smaller one, with a warning).",
-    )
+    add_output_arguments(parser, "The folder to write: stats.json, stats.md and the PNGs.", "Replace what stats wrote.",
+                         folder=True)
+    parser.add_argument("--spacy_model", help="spaCy pipeline of noun phrases and POS tags (default: as `blank`'s).")
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
 
 
-def _output(args: argparse.Namespace) -> Output:
-    """The output folder (`Output.open` checks it: never the input, never what stats did not write)."""
-    return Output.output_dir(
-        args.output_dir, overwrite=args.overwrite_output_dir, command="fiberbench stats", entry_names=OUTPUT_ENTRIES
-    )
-
-
-def check_lengths(records: list[dict], nlp: "Language", file: str) -> None:
-    """Refuse a caption that spaCy would refuse to parse once an answer fills its blank (longer than `nlp.max_length`)."""
+def check_lengths(records: list[dict], nlp, file: str) -> None:
+    """Refuse a caption that spaCy would refuse once an answer fills its blank (longer than `nlp.max_length`)."""
     for index, record in enumerate(records):
         answers = [record["label"], *(answer for group in record["additional_answers"] for answer in group)]
-        longest = len(record["masked_caption"]) + max(len(answer) for answer in answers)
-        if longest > nlp.max_length:
-            raise DataError(
-                f"{file}: record {index}: field 'masked_caption': {longest:,} characters with its longest answer, "
-                f"more than the spaCy pipeline takes ({nlp.max_length:,})"
-            )
+        if (longest := len(record["masked_caption"]) + max(map(len, answers))) > nlp.max_length:
+            problem = f"{longest:,} characters with its longest answer, more than the spaCy pipeline takes"
+            raise DataError(f"{file}: record {index}: field 'masked_caption': {problem} ({nlp.max_length:,})")
 
 
 def run(args: argparse.Namespace) -> int:
-    from fiberbench.records import read_release_records
-
-    output = _output(args)
-    with output.open([args.file]):
+    with output_lock(args.output_dir, "--output_dir"):
+        check_output(
+            args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+            inputs=[args.file], folder=True,
+        )
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")
-        sample_file = sample_file_name(args.file)
-        if sample_file is not None:
-            logger.warning(
-                "Statistics of SYNTHETIC data (the bundled sample's %s): the numbers say nothing about FIBER",
-                sample_file,
-            )
-        # Imported once the input is read: the modeling package loads torch and transformers.
-        with collector_held_off():
-            from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-
-            nlp = load_spacy_pipeline(args.spacy_model)
+        sample_file = sample_file_name(args.file, "Statistics")
+        nlp = load_spacy_pipeline(args.spacy_model)
         check_lengths(records, nlp, str(args.file))
         stats = compute_stats(records, nlp, args.batch_size) | {"synthetic": sample_file is not None}
-        with output.atomic_folder(**arguments_of(args)) as staging:
+        with atomic_folder(args.output_dir) as staging:
+            record = start_output(staging, COMMAND, None, folder=True)
             write_json(staging / REPORT_FILES[0], stats)
             write_text(staging / REPORT_FILES[1], stats_markdown(stats, args.file.name, sample_file))
             charts = write_charts(stats, staging, args.file.name)
-    written = [*REPORT_FILES, *(chart.name for chart in charts)]
-    logger.info("Wrote %s to %s", ", ".join(written), args.output_dir)
+            finish_output(staging, record)
+    logger.info("Wrote %s to %s", ", ".join([*REPORT_FILES, *(chart.name for chart in charts)]), args.output_dir)
     return 0

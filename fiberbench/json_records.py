@@ -1,13 +1,10 @@
-"""Stream JSON records (a JSON array of objects, or JSON Lines) in and out, and write files atomically.
+"""JSON records files (a JSON array of objects, or JSON Lines): read one record at a time, written atomically.
 
-VaTeX-style caption files are single JSON arrays; reading them with `json.load` needs the whole
-corpus in memory. `read_json_values` decodes one value at a time from a bounded buffer, and
-`write_json_records` writes one record per line as they come, atomically (`fiberbench.files`).
-
-Errors are `DataError`s naming the file and the record. A file that cannot be read on (broken
-JSON syntax, an array never closed) raises; a record that can be told apart from its neighbours
-but not used (bytes that are not UTF-8, nesting deeper than Python's JSON decoder goes, a value
-that is not an object) is a `JsonRecordError`, which callers that skip bad records can skip.
+Errors are `DataError`s naming the file and the record. A file that cannot be read on (broken JSON
+syntax, an array never closed) raises; a record that can be told apart from its neighbours but not
+used (bytes that are not UTF-8, nesting deeper than Python's JSON decoder goes, an integer longer
+than `int` reads, a value that is not an object) is a `JsonRecordError` in its place, which a reader
+that skips bad records (`--skip_invalid`) skips, reading on.
 """
 
 import json
@@ -17,14 +14,13 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from fiberbench.errors import DataError
-from fiberbench.files import atomic_path, write_jsonl
+from .errors import DataError
+from .outputs import atomic_path, write_jsonl
 
-_CHUNK_CHARS = 1 << 16
 _DECODER = json.JSONDecoder()
-_WHITESPACE = " \t\n\r"
-# Files are decoded with errors="surrogateescape": each byte that is not UTF-8 becomes one lone
-# surrogate in this range, so the bad record can be named (and skipped) instead of the whole file failing.
+_WHITE_SPACE = re.compile(r"[ \t\n\r]*")
+# Files are decoded with errors="surrogateescape": each byte that is not UTF-8 becomes one lone surrogate in this
+# range, so that the record holding it is named (and can be skipped) instead of the whole file failing.
 NOT_UTF8_PATTERN = re.compile("[\udc80-\udcff]")
 
 
@@ -37,140 +33,83 @@ class JsonRecordError(DataError):
 
 
 def too_long_integer() -> str:
-    """The problem of a JSON integer that Python refuses to read: `json` raises a ValueError, "Exceeds the limit
-    (4300 digits) for integer string conversion", for any integer longer than `sys.get_int_max_str_digits()`."""
+    """The problem of a JSON integer that Python refuses to read (`json` raises a ValueError for an integer of more
+    digits than `sys.get_int_max_str_digits()`)."""
     return f"an integer too long to read (more than {sys.get_int_max_str_digits():,} digits)"
 
 
-def _not_utf8_problem(match: re.Match) -> str:
+def _not_utf8(match: re.Match) -> str:
     return f"holds bytes that are not UTF-8 text (byte 0x{ord(match.group()) - 0xDC00:02x})"
 
 
-class _Buffer:
-    """A window on a text file: `text[position:]` is what is read and not yet consumed."""
-
-    def __init__(self, file, path: Path):
-        self.file = file
-        self.path = path
-        self.text = ""
-        self.position = 0
-        self.consumed = 0  # characters dropped from the front, to report file offsets
-
-    def fill(self) -> bool:
-        """Read more of the file; False at its end.
-
-        The consumed prefix is dropped first, and at least as much as is left unconsumed is read,
-        so a value larger than the buffer doubles it instead of being re-decoded chunk by chunk.
-        """
-        self.consumed += self.position
-        self.text = self.text[self.position :]
-        self.position = 0
-        chunk = self.file.read(max(_CHUNK_CHARS, len(self.text)))
-        self.text += chunk
-        return bool(chunk)
-
-    def peek(self) -> str:
-        """The next non-white-space character ('' at the end of the file), not consumed."""
-        while True:
-            while self.position < len(self.text) and self.text[self.position] in _WHITESPACE:
-                self.position += 1
-            if self.position < len(self.text) or not self.fill():
-                return self.text[self.position : self.position + 1]
-
-    def decode(self, index: int) -> object:
-        """Decode the JSON value at the current position, reading more until it is complete.
-
-        Returns a `JsonRecordError` (not raised) for a value whose end is known but that cannot be used.
-        """
-        while True:
-            try:
-                value, end = _DECODER.raw_decode(self.text, self.position)
-            except json.JSONDecodeError as error:
-                # An incomplete value fails to decode too: read on, and only report the error
-                # once the file has nothing more to give.
-                offset = self.consumed + error.pos
-                not_utf8 = NOT_UTF8_PATTERN.match(self.text, error.pos)
-                if self.fill():
-                    continue
-                if not_utf8:
-                    raise DataError(f"{self.path}: record {index}: {_not_utf8_problem(not_utf8)}") from None
-                raise DataError(f"{self.path}: record {index}: invalid JSON at character {offset}: {error.msg}") from None
-            except RecursionError:
-                self.position = self._end_of_container(index)
-                return JsonRecordError(self.path, index, "nested too deeply to decode (more than about 1,000 levels)")
-            except ValueError:  # not a JSONDecodeError (caught above): an integer longer than int() reads
-                problem = too_long_integer()
-                if self.text[self.position] not in "[{":
-                    raise DataError(f"{self.path}: record {index}: {problem}") from None
-                self.position = self._end_of_container(index)
-                return JsonRecordError(self.path, index, problem)
-            # A number at the buffer's end could be cut short ("12" of "123"): make sure the
-            # value is followed by something before trusting it.
-            if end == len(self.text) and self.fill():
-                continue
-            start, self.position = self.position, end
-            if match := NOT_UTF8_PATTERN.search(self.text, start, end):
-                return JsonRecordError(self.path, index, _not_utf8_problem(match))
-            return value
-
-    def _end_of_container(self, index: int) -> int:
-        """Where the array or object at the current position ends, found by counting brackets outside strings.
-
-        For a value too deeply nested for the decoder: the records after it can then be read on.
-        """
-        depth, in_string, escaped, cursor = 0, False, False, self.position
-        while True:
-            if cursor == len(self.text):
-                shift = self.position
-                if not self.fill():
-                    raise DataError(f"{self.path}: record {index}: the file ends inside it (file cut short?)")
-                cursor -= shift
-                continue
-            char = self.text[cursor]
-            cursor += 1
-            if in_string:
-                escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
-            elif char == '"':
-                in_string = True
-            elif char in "[{":
-                depth += 1
-            elif char in "]}":
-                depth -= 1
-                if depth == 0:
-                    return cursor
-
-
 def read_json_values(path: str | os.PathLike) -> Iterator[object]:
-    """Yield the values of a JSON array file, or of a JSON Lines file, one at a time.
+    """The values of a JSON array file, or of a JSON Lines file, one at a time (a `JsonRecordError` in the place of a
+    value that cannot be used); a file that cannot be read on raises a `DataError`.
 
-    The format is told by the first character ('[' for an array); a UTF-8 byte order mark is
-    allowed. Memory stays bounded by the largest record, not the file. A record that cannot be used
-    but whose end is known is yielded as a `JsonRecordError` in its place, so that the caller can
-    skip it or raise it; a file that cannot be read on raises a `DataError`.
+    The format is told by the first character ('[' for an array); a UTF-8 byte order mark is allowed.
+    The file's text is read whole: FIBER's largest input, VaTeX's captions, is tens of megabytes.
     """
     path = Path(path)
-    with path.open(encoding="utf-8-sig", errors="surrogateescape") as file:
-        buffer = _Buffer(file, path)
-        is_array = buffer.peek() == "["
-        if is_array:
-            buffer.position += 1
-        index = 0
-        while (next_char := buffer.peek()) != "":
-            if is_array and next_char == "]":
-                buffer.position += 1
-                if buffer.peek() != "":
-                    raise DataError(f"{path}: unexpected content after the closing ']'")
-                return
-            yield buffer.decode(index)
-            index += 1
-            if is_array:
-                separator = buffer.peek()
-                if separator == ",":
-                    buffer.position += 1
-                elif separator not in ("]", ""):
-                    raise DataError(f"{path}: expected ',' or ']' after record {index - 1}")
-        if is_array:
-            raise DataError(f"{path}: the JSON array is not closed (file cut short?)")
+    text = path.read_text(encoding="utf-8-sig", errors="surrogateescape")
+    position = _WHITE_SPACE.match(text).end()
+    is_array = text.startswith("[", position)
+    if is_array:
+        position = _WHITE_SPACE.match(text, position + 1).end()
+    index = 0
+    while position < len(text):
+        if is_array and text[position] == "]":
+            if _WHITE_SPACE.match(text, position + 1).end() < len(text):
+                raise DataError(f"{path}: unexpected content after the closing ']'")
+            return
+        value, position = _decode(text, position, path, index)
+        yield value
+        position = _WHITE_SPACE.match(text, position).end()
+        if is_array and text.startswith(",", position):
+            position = _WHITE_SPACE.match(text, position + 1).end()
+        elif is_array and position < len(text) and text[position] != "]":
+            raise DataError(f"{path}: expected ',' or ']' after record {index}")
+        index += 1
+    if is_array:
+        raise DataError(f"{path}: the JSON array is not closed (file cut short?)")
+
+
+def _decode(text: str, position: int, path: Path, index: int) -> tuple[object, int]:
+    """The value at `position` (or the `JsonRecordError` in its place) and where it ends."""
+    try:
+        value, end = _DECODER.raw_decode(text, position)
+    except json.JSONDecodeError as error:
+        if match := NOT_UTF8_PATTERN.match(text, error.pos):
+            raise DataError(f"{path}: record {index}: {_not_utf8(match)}") from None
+        raise DataError(f"{path}: record {index}: invalid JSON at character {error.pos}: {error.msg}") from None
+    except RecursionError:
+        problem = "nested too deeply to decode (more than about 1,000 levels)"
+        return JsonRecordError(path, index, problem), _end_of_container(text, position, path, index)
+    except ValueError:  # not a JSONDecodeError: an integer longer than int() reads
+        if text[position] not in "[{":
+            raise DataError(f"{path}: record {index}: {too_long_integer()}") from None
+        return JsonRecordError(path, index, too_long_integer()), _end_of_container(text, position, path, index)
+    if match := NOT_UTF8_PATTERN.search(text, position, end):
+        return JsonRecordError(path, index, _not_utf8(match)), end
+    return value, end
+
+
+def _end_of_container(text: str, position: int, path: Path, index: int) -> int:
+    """Where the array or object at `position` ends, found by counting brackets outside strings: for a value the
+    decoder cannot read, so that the records after it are read on."""
+    depth, in_string, escaped = 0, False, False
+    for cursor in range(position, len(text)):
+        char = text[cursor]
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return cursor + 1
+    raise DataError(f"{path}: record {index}: the file ends inside it (file cut short?)")
 
 
 def check_object(value: object, path: str | os.PathLike, index: int) -> dict:
@@ -183,18 +122,14 @@ def check_object(value: object, path: str | os.PathLike, index: int) -> dict:
 
 
 def read_json_records(path: str | os.PathLike) -> Iterator[dict]:
-    """Yield the objects of a JSON array or JSON Lines file, one at a time; any bad record raises."""
+    """The objects of a JSON array or JSON Lines file, one at a time; any bad record raises."""
     for index, value in enumerate(read_json_values(path)):
         yield check_object(value, path, index)
 
 
 def write_json_records(path: str | os.PathLike, records: Iterable[dict]) -> int:
-    """Write `records` as a JSON array (JSON Lines when `path` ends in .jsonl), atomically.
-
-    Records are written one per line as they come, so the output is never held in memory. As with
-    `fiberbench.files.write_jsonl` (which writes the JSON Lines), text is written as UTF-8 rather
-    than escaped, and NaN or infinity, which are not JSON, is refused. Returns the number of records.
-    """
+    """Write `records` as a JSON array, one record a line (JSON Lines when `path` ends in .jsonl), atomically; text
+    as UTF-8, NaN and infinity refused (they are not JSON). Returns the number of records."""
     if Path(path).suffix == ".jsonl":
         return write_jsonl(path, records)
     count = 0

@@ -67,6 +67,8 @@ def output_lock(path: str | os.PathLike, flag: str) -> Iterator[None]:
         lock.acquire()
     except filelock.Timeout:
         holder = read_record(path, folder=path.is_dir()) or read_record(path, folder=False) or {}
+        # A record that is not `running` is an earlier run's (one that writes a folder whole writes its record last).
+        holder = holder if holder.get("state") == RUNNING else {}
         who = f"{holder['written_by']}, PID {holder.get('pid')} on {holder.get('host')}" if holder else "another run"
         raise UsageError(f"{flag} {path} is being written by another run ({who}); wait for it or choose another") from None
     try:

@@ -1,7 +1,8 @@
-"""Validation of FIBER release-format records, category files and video feature files.
+"""The FIBER record schema: release-format records, category rows and video feature files, checked.
 
 Every check raises `InvalidRecordError`, whose message names the file, the record index and the
-field, so that a bad record in a 28,000-record file can be found at once.
+field, so that a bad record in a 28,000-record file can be found at once. The builder, the data
+tools, the scorers and the lmms-eval task read records through these functions.
 """
 
 import csv
@@ -11,13 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from fiberbench.errors import DataError, quoted
-from fiberbench.metric import normalize_answer
-
-from fiberbench.json_records import NOT_UTF8_PATTERN, read_json_records
+from .errors import DataError, quoted
+from .json_records import NOT_UTF8_PATTERN, read_json_records
+from .metric import normalize_answer
 
 # The blank of a masked caption, as the release writes it. The model's processor has its own copy
-# (`fiberbench.modeling.processing_fiber.BLANK`, the same string, a test says): its file ships alone with every model.
+# (`fiberbench.modeling.processing_fiber.BLANK`, the same string): its file ships alone with every model.
 BLANK = "_____"
 VIDEO_FEATURE_SIZE = 1024
 # Times are stored as int32 (seconds into the video); larger ones cannot be written.
@@ -25,13 +25,18 @@ MAX_TIME = 2**31 - 1
 # A time written as text: ASCII digits only (`str.isdigit` takes "²", which `int` refuses, and `int`
 # takes fullwidth "１２３"), and few enough that `int` never meets Python's limit of 4,300 digits.
 TIME_TEXT_PATTERN = re.compile(r"[0-9]{1,%d}" % len(str(MAX_TIME)))
-# A .npz archive is a zip file: its first bytes.
-ZIP_MAGIC = b"PK\x03\x04"
 # A YouTube-style id. Anything else (a `/`, `\`, `..`) could escape the features folder when the
 # id is turned into a file name, so ids are checked before any path is built from them.
 VIDEO_ID_PATTERN = re.compile(r"[A-Za-z0-9_-]+")
 # A run of five or more underscores: a blank, well formed only when it is exactly `_____`.
 UNDERSCORE_RUN_PATTERN = re.compile(r"_{5,}")
+# A .npz archive is a zip file: its first bytes.
+ZIP_MAGIC = b"PK\x03\x04"
+# The columns of a dataset's splits that a row cannot do without where the dataset has them.
+REQUIRED_NON_NULL = ("video_id", "masked_caption", "label", "video_features")
+
+# A clip as the release identifies it: (video_id, video_start_time, video_end_time).
+ClipKey = tuple[str, int, int]
 
 
 class InvalidRecordError(DataError):
@@ -41,32 +46,22 @@ class InvalidRecordError(DataError):
     """
 
     def __init__(self, file: str, index: int | None, field: str | None, problem: str) -> None:
-        self.file = file
-        self.index = index
-        self.field = field
-        self.problem = problem
+        self.file, self.index, self.field, self.problem = file, index, field, problem
         where = [file] + ([f"record {index}"] if index is not None else []) + ([f"field '{field}'"] if field else [])
         super().__init__(": ".join(where + [problem]))
 
 
 def whole_seconds(value: Any, *, text: bool = False) -> int:
-    """A clip's time: whole seconds from 0 to `MAX_TIME`, a JSON integer (not a bool) or, with `text`
-    (a CSV cell), ASCII digits.
+    """A clip's time: whole seconds from 0 to `MAX_TIME`, a JSON integer (not a bool) or, with `text` (a CSV cell),
+    ASCII digits; anything else is a ValueError saying what a time is and what `value` was.
 
-    The one definition of a time, for the dataset's records, predictions files and crowd answers;
-    anything else raises a ValueError saying what a time is and what `value` was.
+    The one definition of a time, for the dataset's records, predictions files and crowd answers.
     """
     if text and isinstance(value, str) and TIME_TEXT_PATTERN.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TIME:
         return value
     raise ValueError(f"must be a whole number of seconds from 0 to {MAX_TIME:,}, got {quoted(value)}")
-
-
-def _require_type(value: Any, expected: type, *, file: str, index: int, field: str) -> None:
-    # `bool` is a subclass of `int`, but `true` is no time in seconds.
-    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-        raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
 
 
 def check_plain_video_id(video_id: str) -> str:
@@ -80,34 +75,41 @@ def check_plain_video_id(video_id: str) -> str:
     return video_id
 
 
+def _typed(record: dict, field: str, expected: type, file: str, index: int) -> Any:
+    value = record[field]
+    # `bool` is a subclass of `int`, but `true` is no time in seconds.
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        raise InvalidRecordError(file, index, field, f"expected {expected.__name__}, got {type(value).__name__}")
+    return value
+
+
 def validate_video_id(video_id: Any, *, file: str, index: int) -> str:
     """The id itself if it is a plain YouTube-style id (`check_plain_video_id`)."""
-    _require_type(video_id, str, file=file, index=index, field="video_id")
+    video_id = _typed({"video_id": video_id}, "video_id", str, file, index)
     try:
         return check_plain_video_id(video_id)
     except ValueError as error:
         raise InvalidRecordError(file, index, "video_id", str(error)) from None
 
 
-def _validate_additional_answers(value: Any, *, file: str, index: int) -> list[list[str]]:
+def _time(record: dict, field: str, file: str, index: int) -> int:
+    try:
+        return whole_seconds(record[field])
+    except ValueError as error:
+        raise InvalidRecordError(file, index, field, str(error)) from None
+
+
+def _additional_answers(record: dict, file: str, index: int) -> list[list[str]]:
     field = "additional_answers"
-    _require_type(value, list, file=file, index=index, field=field)
+    value = _typed({field: record.get(field, [])}, field, list, file, index)
     for annotator, answers in enumerate(value):
         if not isinstance(answers, list) or not answers:
             raise InvalidRecordError(file, index, field, f"annotator {annotator}: expected a non-empty list of answers")
         for position, answer in enumerate(answers):
             if not isinstance(answer, str) or not answer.strip():
-                raise InvalidRecordError(
-                    file, index, field, f"annotator {annotator}, answer {position}: expected a non-empty string"
-                )
+                problem = f"annotator {annotator}, answer {position}: expected a non-empty string"
+                raise InvalidRecordError(file, index, field, problem)
     return value
-
-
-def _time(record: dict, field: str, *, file: str, index: int) -> int:
-    try:
-        return whole_seconds(record[field])
-    except ValueError as error:
-        raise InvalidRecordError(file, index, field, str(error)) from None
 
 
 def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
@@ -121,63 +123,50 @@ def validate_record(record: Any, *, file: str, index: int) -> dict[str, Any]:
     for field in ("video_id", "video_start_time", "video_end_time", "masked_caption", "label"):
         if field not in record:
             raise InvalidRecordError(file, index, field, "missing")
-
     video_id = validate_video_id(record["video_id"], file=file, index=index)
-    start, end = (_time(record, field, file=file, index=index) for field in ("video_start_time", "video_end_time"))
+    start, end = _time(record, "video_start_time", file, index), _time(record, "video_end_time", file, index)
     if start >= end:
         problem = f"must be greater than video_start_time ({end} <= {start})"
         raise InvalidRecordError(file, index, "video_end_time", problem)
-
-    masked_caption, label = record["masked_caption"], record["label"]
-    _require_type(masked_caption, str, file=file, index=index, field="masked_caption")
+    masked_caption = _typed(record, "masked_caption", str, file, index)
     blanks = UNDERSCORE_RUN_PATTERN.findall(masked_caption)
     if blanks != [BLANK]:
-        raise InvalidRecordError(
-            file, index, "masked_caption", f"expected exactly one blank {BLANK!r}, found {blanks or 'none'}"
-        )
-    _require_type(label, str, file=file, index=index, field="label")
+        problem = f"expected exactly one blank {BLANK!r}, found {blanks or 'none'}"
+        raise InvalidRecordError(file, index, "masked_caption", problem)
+    label = _typed(record, "label", str, file, index)
     if not label.strip():
         raise InvalidRecordError(file, index, "label", "empty")
     if not normalize_answer(label):
-        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces): nothing scores against it"
-        raise InvalidRecordError(file, index, "label", problem)
-
+        problem = f"{quoted(label)} normalizes to nothing (only articles, punctuation and spaces)"
+        raise InvalidRecordError(file, index, "label", f"{problem}: nothing scores against it")
     caption = record.get("caption")
     if caption is not None:
-        _require_type(caption, str, file=file, index=index, field="caption")
+        _typed(record, "caption", str, file, index)
         if masked_caption.replace(BLANK, label) != caption:
-            raise InvalidRecordError(
-                file, index, "caption", f"the label {label!r} put into the blank does not give the caption {caption!r}"
-            )
-
-    additional_answers = record.get("additional_answers", [])
-    return {
-        "video_id": video_id,
-        "video_start_time": start,
-        "video_end_time": end,
-        "caption": caption,
-        "masked_caption": masked_caption,
-        "label": label,
-        "additional_answers": _validate_additional_answers(additional_answers, file=file, index=index),
-    }
+            problem = f"the label {label!r} put into the blank does not give the caption {caption!r}"
+            raise InvalidRecordError(file, index, "caption", problem)
+    clip = {"video_id": video_id, "video_start_time": start, "video_end_time": end}
+    text = {"caption": caption, "masked_caption": masked_caption, "label": label}
+    return clip | text | {"additional_answers": _additional_answers(record, file, index)}
 
 
 def read_release_records(path: str | Path) -> list[dict[str, Any]]:
     """Every record of a release-format file (JSON array or JSON Lines), each checked by `validate_record`."""
-    return [validate_record(record, file=str(path), index=index) for index, record in enumerate(read_json_records(path))]
+    records = enumerate(read_json_records(path))
+    return [validate_record(record, file=str(path), index=index) for index, record in records]
 
 
 def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:
-    """The rows of a tab-separated category file whose header row names `video_id` and `category`.
+    """The rows of a tab-separated category file whose header row names `video_id` and `category` (the release's
+    files have other columns too, which are ignored).
 
-    The release's files have these two columns among others (ignored); so does the bundled sample.
     A UTF-8 byte order mark and Windows line ends are accepted; bytes that are not UTF-8 are kept
     (as lone surrogates) for `validate_category_row` to report in the row that holds them.
     """
     with open(path, newline="", encoding="utf-8-sig", errors="surrogateescape") as stream:
         reader = csv.DictReader(stream, delimiter="\t")
         header = reader.fieldnames or ()
-        if _has_bytes_not_utf8(*header):
+        if any(NOT_UTF8_PATTERN.search(name) for name in header):
             raise InvalidRecordError(file, None, None, "the header row holds bytes that are not UTF-8 text")
         missing = {"video_id", "category"} - set(header)
         if missing:
@@ -185,15 +174,10 @@ def read_category_rows(path: str | Path, *, file: str) -> list[dict[str, str]]:
         return list(reader)
 
 
-def _has_bytes_not_utf8(*texts: str | None) -> bool:
-    """Whether any text holds a byte that was not UTF-8 (read with errors="surrogateescape")."""
-    return any(text is not None and NOT_UTF8_PATTERN.search(text) for text in texts)
-
-
 def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tuple[str, str]:
     """(video_id, category) of one category row."""
     for field in ("video_id", "category"):
-        if _has_bytes_not_utf8(row.get(field)):
+        if row.get(field) is not None and NOT_UTF8_PATTERN.search(row[field]):
             raise InvalidRecordError(file, index, field, "holds bytes that are not UTF-8 text")
     video_id = validate_video_id(row["video_id"], file=file, index=index)
     category = (row["category"] or "").strip()
@@ -204,20 +188,20 @@ def validate_category_row(row: dict[str, str], *, file: str, index: int) -> tupl
 
 def load_video_features(path: Path, *, file: str, index: int, feature_size: int = VIDEO_FEATURE_SIZE) -> np.ndarray:
     """The clip's features as float32 (T, D), from a `.npy` of shape (1, T, D): the release's I3D layout (D = 1024),
-    which `fiberbench extract-features` writes too (D = `feature_size`).
+    which `fiberbench extract-features` writes too (D = `feature_size`). Never a pickle.
 
     The file must lie in its features folder (`path.parent`): a symbolic link that leads out of
     it is refused, so that a crafted folder cannot make the build read (and publish) other files.
     """
-    field = "video_features"
+    def invalid(problem: str) -> InvalidRecordError:
+        return InvalidRecordError(file, index, "video_features", problem)
+
     if path.is_dir():
-        raise InvalidRecordError(file, index, field, f"{path} is a folder, not a .npy file")
+        raise invalid(f"{path} is a folder, not a .npy file")
     if not path.is_file():
-        raise InvalidRecordError(file, index, field, f"feature file not found: {path}")
+        raise invalid(f"feature file not found: {path}")
     if not path.resolve().is_relative_to(path.parent.resolve()):
-        raise InvalidRecordError(
-            file, index, field, f"{path} is a symbolic link to {path.resolve()}, outside the features folder"
-        )
+        raise invalid(f"{path} is a symbolic link to {path.resolve()}, outside the features folder")
     try:
         with open(path, "rb") as stream:
             if stream.read(len(ZIP_MAGIC)) == ZIP_MAGIC:
@@ -225,27 +209,21 @@ def load_video_features(path: Path, *, file: str, index: int, feature_size: int 
             stream.seek(0)
             features = np.lib.format.read_array(stream, allow_pickle=False)
     except (OSError, ValueError) as error:
-        raise InvalidRecordError(file, index, field, f"{path}: not a readable .npy array ({error})") from error
+        raise invalid(f"{path}: not a readable .npy array ({error})") from error
     if features.ndim != 3 or features.shape[0] != 1 or features.shape[1] < 1 or features.shape[2] != feature_size:
-        raise InvalidRecordError(
-            file, index, field, f"{path.name}: expected shape (1, T, {feature_size}), got {features.shape}"
-        )
+        raise invalid(f"{path.name}: expected shape (1, T, {feature_size}), got {features.shape}")
     if not np.issubdtype(features.dtype, np.floating):
-        raise InvalidRecordError(file, index, field, f"{path.name}: expected floats, got {features.dtype}")
+        raise invalid(f"{path.name}: expected floats, got {features.dtype}")
     # Checked after the cast: float64 values beyond float32's range (about 3.4e38) become infinite.
     with np.errstate(over="ignore"):
         features = features[0].astype(np.float32, copy=False)
     if not np.isfinite(features).all():
-        raise InvalidRecordError(
-            file, index, field, f"{path.name}: contains NaN or infinite values (or values beyond float32's range)"
-        )
+        raise invalid(f"{path.name}: contains NaN or infinite values (or values beyond float32's range)")
     return features
 
 
 # The fields that name a blank's clip, in the dataset and in every predictions file.
 KEY_FIELDS = ("video_id", "video_start_time", "video_end_time")
-# A clip as the release identifies it: (video_id, video_start_time, video_end_time).
-ClipKey = tuple[str, int, int]
 
 
 def clip_key(record: dict) -> ClipKey:
@@ -262,3 +240,19 @@ def feature_file_name(video_id: str, start: int, end: int) -> str:
     """The release's I3D file name for a clip: `{video_id}_{start:06d}_{end:06d}.npy`."""
     return f"{clip_id(video_id, start, end)}.npy"
 
+
+def check_tables(tables: dict, flag: str) -> None:
+    """The checks of a dataset's splits (`tables`: each split's name to its Arrow table) before any work: no null text
+    or features (a null reaches a model as a shape error far from its row), and plain video ids (`predict` would make
+    `../outside/evil` a path out of --video_dir); else a `DataError` naming the first bad row, however it was read."""
+    for name, table in tables.items():
+        for column in REQUIRED_NON_NULL:
+            if column in table.column_names and table.column(column).null_count:
+                row = table.column(column).to_pylist().index(None)
+                raise DataError(f"{flag}: split {name}, row {row}: field {column!r} is null")
+        video_ids = table.column("video_id").to_pylist() if "video_id" in table.column_names else []
+        for row, video_id in enumerate(video_ids):
+            try:
+                check_plain_video_id(video_id)
+            except ValueError as error:
+                raise DataError(f"{flag}: split {name}, row {row}: field 'video_id': {error}") from None

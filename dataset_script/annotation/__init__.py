@@ -1,15 +1,10 @@
-"""FIBER's crowd task (§3.2, Figure 2): the annotation page and the layout of its inputs and answers.
+"""FIBER's crowd task (§3.2, Figure 2): the annotation page (`annotation.html`, a Mechanical Turk template with
+`${question1}`-style placeholders, also opened in a browser with the inputs in its query string) and its layout.
 
-A task shows several clips (five in the paper), each with its masked caption. Its inputs are, for
-clip number `i` from 1, the columns `video{i}_id`, `video{i}_start_time`, `video{i}_end_time`,
-`question{i}` (the masked caption) and `label{i}`, each cell written by `task_input_cell`: HTML, so
-that quotes cannot break the page, and never a spreadsheet formula. A worker's answers come back as one JSON object whose key `answer-{i}-{rank}` holds
-the answer of rank `rank` (from 1, most natural first) to clip `i`; a clip that would not play is
-answered "unavailable video". On Mechanical Turk the object is the `Answer.taskAnswers` column of
-the results export, in a JSON list, as a crowd-form returns it.
-
-`annotation.html` beside this file is the page: a Mechanical Turk template with `${question1}`-style
-placeholders, also usable in a browser with the same inputs in its query string.
+A task's inputs are, for clip `i` from 1, `video{i}_id`, `video{i}_start_time`, `video{i}_end_time`, `question{i}`
+(the masked caption) and `label{i}`. A worker's answers come back as one JSON object whose key `answer-{i}-{rank}`
+holds the answer of rank `rank` (from 1, most natural first) to clip `i` (on Mechanical Turk, the results' column
+`Answer.taskAnswers`, in a JSON list); a clip that would not play is answered "unavailable video".
 """
 
 import html
@@ -18,20 +13,16 @@ import urllib.parse
 from pathlib import Path
 
 PAGE_PATH = Path(__file__).resolve().parent / "annotation.html"
-# The paper's tasks held five clips.
-CLIPS_PER_TASK = 5
-# What a worker's answer to a clip that does not play says (the page submits exactly this).
-UNAVAILABLE_VIDEO = "unavailable video"
-# `answer-{clip}-{rank}` holds an answer; `answer-input-{clip}` is what the release's page still had
-# in a clip's text box at submission, which the release counted as that clip's last answer.
+CLIPS_PER_TASK = 5  # as in the paper
+UNAVAILABLE_VIDEO = "unavailable video"  # what the page submits for a clip that does not play
+# `answer-{clip}-{rank}` holds an answer; `answer-input-{clip}` is what the release's page still had in a clip's
+# text box at submission, which the release counted as that clip's last answer.
 ANSWER_KEY = re.compile(r"answer-(\d+)-(\d+)")
 PENDING_ANSWER_KEY = re.compile(r"answer-input-(\d+)")
 # The first characters that make a spreadsheet read a cell as a formula (see `task_input_cell`).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-
 # The clip slots of the page lie between these two lines; `annotation_page` rewrites them.
-_SLOTS_START = "<!-- clip slots: one per clip of a task -->\n"
-_SLOTS_END = "<!-- end of clip slots -->\n"
+_SLOTS_START, _SLOTS_END = "<!-- clip slots: one per clip of a task -->\n", "<!-- end of clip slots -->\n"
 
 
 def input_columns(clip: int) -> dict[str, str]:
@@ -49,15 +40,12 @@ def task_input_cell(value: str) -> str:
     """A task input as its CSV cell: HTML-escaped text that no spreadsheet runs as a formula.
 
     Mechanical Turk pastes each cell into the page as it is, so quotes, `<` and `&` are escaped. A
-    spreadsheet (Excel, LibreOffice, Google Sheets) opening the CSV runs a cell that starts with
-    `=`, `+`, `-`, `@`, a tab or a carriage return as a formula (OWASP, "CSV Injection"): such a
-    first character is written as its character reference (`=` as `&#61;`), which the page shows as
-    the character itself. `task_input_value` reads a cell back.
+    spreadsheet opening the CSV runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage
+    return as a formula (OWASP, "CSV Injection"): such a first character is written as its character
+    reference (`=` as `&#61;`), which the page shows as the character itself.
     """
     cell = html.escape(value)
-    if cell.startswith(FORMULA_STARTS):
-        cell = f"&#{ord(cell[0])};{cell[1:]}"
-    return cell
+    return f"&#{ord(cell[0])};{cell[1:]}" if cell.startswith(FORMULA_STARTS) else cell
 
 
 def task_input_value(cell: str) -> str:
@@ -67,31 +55,24 @@ def task_input_value(cell: str) -> str:
 
 def is_unavailable_video(answer: str) -> bool:
     """Whether an answer says the clip did not play: as the release, any answer holding both words."""
-    lowered = answer.lower()
-    return "unavailable" in lowered and "video" in lowered
-
-
-def _slot_line(clip: int) -> str:
-    columns = input_columns(clip)
-    attributes = {
-        "data-video-id": columns["video_id"],
-        "data-start-time": columns["video_start_time"],
-        "data-end-time": columns["video_end_time"],
-        "data-question": columns["masked_caption"],
-    }
-    placeholders = " ".join(f'{name}="${{{column}}}"' for name, column in attributes.items())
-    return f'    <section class="clip" id="clip-{clip}" data-clip="{clip}" {placeholders}></section>\n'
+    return "unavailable" in answer.lower() and "video" in answer.lower()
 
 
 def annotation_page(clips_per_task: int = CLIPS_PER_TASK) -> str:
     """The annotation page's HTML with one slot per clip of a task (the shipped page has `CLIPS_PER_TASK`)."""
-    if clips_per_task < 1:
-        raise ValueError(f"a task needs at least one clip, got {clips_per_task}")
     page = PAGE_PATH.read_text(encoding="utf-8")
     start = page.index(_SLOTS_START) + len(_SLOTS_START)
-    end = page.index(_SLOTS_END, start)
-    end = page.rindex("\n", 0, end) + 1  # keep the indentation of the closing line
-    return page[:start] + "".join(map(_slot_line, range(1, clips_per_task + 1))) + page[end:]
+    end = page.rindex("\n", 0, page.index(_SLOTS_END, start)) + 1  # keep the indentation of the closing line
+    slots = []
+    for clip in range(1, clips_per_task + 1):
+        columns = input_columns(clip)
+        attributes = {"video-id": "video_id", "start-time": "video_start_time", "end-time": "video_end_time"}
+        placeholders = " ".join(f'data-{name}="${{{columns[field]}}}"' for name, field in attributes.items())
+        slots.append(
+            f'    <section class="clip" id="clip-{clip}" data-clip="{clip}" {placeholders} '
+            f'data-question="${{{columns["masked_caption"]}}}"></section>\n'
+        )
+    return page[:start] + "".join(slots) + page[end:]
 
 
 def preview_url(task_inputs: dict[str, str], page: Path = PAGE_PATH) -> str:

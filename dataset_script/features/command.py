@@ -4,210 +4,245 @@
         --data_dir release --output_dir features/clip-vit-large-patch14
     fiberbench build-dataset --data_dir release --features_dir features/clip-vit-large-patch14 --output_dir my_fiber
 
-For each clip (of a dataset's splits, or each video of the folder) the frames of its window are
-decoded with PyAV as `fiberbench predict` decodes them (`fiberbench.videos`), encoded
-(`encoders`), and written as `{clip_id}.npy`, float32 of shape (1, T, D): VaTeX's I3D layout, which
-`build-dataset --features_dir` reads, with `features.json` naming the encoder, its output, the
-sampling and D (`fiberbench.data.fiber.features_info`). Everything that can refuse the run is
-checked first: the flags (`arguments`), the model's config (a vision tower), the output folder (`folder`), every
-clip's video (`clips`); then the weights are loaded and each process (several under `accelerate
-launch`) encodes its share of the clips not done yet, with data loader workers decoding ahead.
+Each clip's frames are decoded as `fiberbench predict` decodes them (`fiberbench.videos`), encoded (`encoders`) and
+written as `{clip_id}.npy`, float32 (1, T, D): VaTeX's I3D layout, beside `features.json` (`fiber.features_info`).
+All that can refuse the run is checked first; then each process (several under `accelerate launch`) encodes its
+share of the clips not written yet. The folder's record lists every file before it is written: a killed run is
+resumed by the same command.
 """
 
+import argparse
+import contextlib
+import dataclasses
 import logging
-from dataclasses import dataclass
+import os
+import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from fiberbench.cli import default_num_workers
-from fiberbench.collector import collector_held_off
-from fiberbench.errors import DataError
+import numpy as np
+from accelerate import Accelerator
+from accelerate.utils import gather_object
+from tqdm.auto import tqdm
 
-from fiberbench.data.features.arguments import add_arguments, check_flags, default_features_name, frame_sampling
+import fiberbench
+from fiberbench.cli import add_output_arguments, add_video_dir_argument, default_num_workers, non_negative_int
+from fiberbench.cli import positive_float, positive_int
+from fiberbench.errors import DataError, UsageError, alike_on_every_process
+from fiberbench.models import add_model_arguments, inference_dtype, load_config, local_or_hub, locate_model
+from fiberbench.models import model_commit, model_files
+from fiberbench.outputs import check_output, finish_output, output_lock, record_path, start_output, write_json
+from fiberbench.records import VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
+from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, choose_sampling
+from fiberbench.videos import find_clip_video
 
-if TYPE_CHECKING:
-    from fiberbench.data.fiber.features_info import FeaturesInfo
-    from fiberbench.videos import FrameSampling
-
-    from fiberbench.data.features.clips import Clip
-    from fiberbench.data.features.encoders import ClipPreparer, Encoder
-
-__all__ = ["add_arguments", "run"]
+from ..fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo, check_config_name
+from ..fiber.release import SPLIT_FILES
+from ..loading import load_fiber
+from .encoders import IMAGE, ClipPreparer, Encoder, encode_clips, encoder_spec, make_loader
 
 logger = logging.getLogger(__name__)
 
-
-def sampling_record(sampling) -> dict:
-    """The `sampling` section of `features.json`."""
-    return {
-        "num_frames": sampling.num_frames,
-        "fps": sampling.fps,
-        "max_frames": sampling.max_frames,
-        "rule": sampling.rule(),
-    }
+COMMAND = "fiberbench extract-features"
+DEFAULT_FPS = 1.0
 
 
-def local_inputs(args) -> list:
-    """The local files and folders the run reads, which its output must not be or hold."""
-    paths = [args.model_name_or_path, args.dataset_name, args.data_dir, args.video_dir]
-    return [path for path in paths if path is not None and Path(path).expanduser().exists()]
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "Image encoders (CLIP, SigLIP, SigLIP 2 vision towers or whole models, DINOv2, ...: AutoModel + "
+        "AutoImageProcessor) give one feature per sampled frame; video encoders (VideoMAE, V-JEPA 2) one per temporal "
+        "patch of windows of their own number of frames. Rerun to resume: clips already written are skipped. "
+        "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli extract-features ..."
+    )
+    add_model_arguments(parser, required=True, remote_code_needed_by="the encoders transformers has")
+    parser.add_argument(
+        "--pooling", choices=["pooler_output", "cls", "mean"],
+        help="Which output is a feature: pooler_output (image encoders' default: the pooled output, a dual encoder's "
+        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video encoders' only).",
+    )
+    add_video_dir_argument(parser, "The videos", required=True)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--dataset_name", help="A FIBER dataset folder or Hub id: encode its clips.")
+    source.add_argument("--data_dir", type=Path, help="A folder of release-format train/val/test.json: their clips.")
+    parser.add_argument("--split", nargs="+", help="Only these splits (default: all).")
+    parser.add_argument("--skip_missing_videos", action="store_true", help="Skip (and count) clips without a video.")
+    sampling = parser.add_mutually_exclusive_group()
+    sampling.add_argument("--fps", type=positive_float, help=f"Frames a second (image encoders': {DEFAULT_FPS:g}).")
+    sampling.add_argument("--num_frames", type=positive_int, help="Frames per clip (video encoders': one window).")
+    parser.add_argument("--max_frames", type=positive_int, help="With --fps: at most this many frames.")
+    add_output_arguments(
+        parser, "The features folder to write (or resume).",
+        "Replace a features folder of other settings (its files are removed first) instead of resuming.", folder=True,
+    )
+    parser.add_argument("--features_name", help="The dataset config they become (default: the model's name).")
+    parser.add_argument("--per_device_batch_size", type=positive_int, default=8, help="Clips per encoder call.")
+    parser.add_argument(
+        "--dataloader_num_workers", type=non_negative_int, help="Processes decoding ahead (default: a share of the "
+        "CPU cores; 0: in the process itself)."
+    )
 
 
-@dataclass
-class Plan:
-    """What a run encodes and how, once every check that could refuse it has passed."""
+def check_flags(args: argparse.Namespace) -> None:
+    """The flag values on their own, before anything is loaded."""
+    if args.max_frames is not None and args.fps is None:
+        raise UsageError("--max_frames caps --fps sampling; with --num_frames the number is fixed")
+    if args.split is not None and args.dataset_name is None and args.data_dir is None:
+        raise UsageError("--split chooses splits of --dataset_name or --data_dir; without them every video is encoded")
+    for flag, folder in (("--video_dir", args.video_dir), ("--data_dir", args.data_dir)):
+        if folder is not None and not folder.is_dir():
+            raise DataError(f"{flag} {folder}: {'not a folder' if folder.exists() else 'no such folder'}")
+    if args.features_name is not None and (problem := check_config_name(args.features_name)):
+        raise UsageError(f"--features_name: {problem}")
 
-    info: "FeaturesInfo"  # the features' settings and D
-    clips: "list[Clip]"  # every clip, in order
-    done: set[str]  # the clips whose features an earlier run wrote
-    pending: "list[Clip]"  # the clips to encode, their videos checked
-    preparer: "ClipPreparer"
-    encoder: "Encoder"  # loaded, and run once (`Encoder.probe`)
-    sampling: "FrameSampling"
+
+def default_features_name(model_name_or_path: str) -> str:
+    """The config name of the features: the model's name (a Hub id's or folder's last part), lower-cased, with any
+    other character than letters, digits, '_' and '-' as '-'."""
+    name = re.sub(r"[^a-z0-9_-]+", "-", Path(model_name_or_path.rstrip("/")).name.lower()).strip("-_")
+    if problem := check_config_name(name):
+        raise UsageError(f"--model_name_or_path {model_name_or_path} (give --features_name): {problem}")
+    return name
 
 
-def run(args) -> int:
-    import dataclasses
+def frame_sampling(args: argparse.Namespace, spec) -> FrameSampling:
+    """The frames of each clip, by the one rule of `fiberbench.videos.choose_sampling`: --num_frames, else --fps (with
+    --max_frames), else the encoder's default (`DEFAULT_FPS` for image encoders, one window for video encoders)."""
+    default = FrameSampling(fps=DEFAULT_FPS) if spec.kind == IMAGE else FrameSampling(num_frames=spec.window_frames)
+    return choose_sampling(args.num_frames, args.fps, args.max_frames, default)
 
-    with collector_held_off():
-        from accelerate import Accelerator
 
-        import fiberbench
-        from fiberbench.data.fiber.features_info import FeaturesInfo
-        from fiberbench.models import (
-            inference_dtype,
-            load_config,
-            local_or_hub,
-            locate_model,
-            model_commit,
-            model_files,
-        )
-        from fiberbench.ownership import arguments_of
-
-        from fiberbench.data.features.clips import check_videos, dataset_clips, dataset_keys, folder_clips
-        from fiberbench.data.features.encoders import ClipPreparer, Encoder, encoder_spec
-        from fiberbench.data.features.folder import FeaturesFolder
-
-    check_flags(args)
-    source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
-    config = load_config(source)
-    spec = encoder_spec(config, args.pooling, args.model_name_or_path)
-    sampling = frame_sampling(args, spec)
-    name = args.features_name or default_features_name(args.model_name_or_path)
-    if args.dataset_name is not None or args.data_dir is not None:
-        clips = dataset_clips(dataset_keys(args.dataset_name, args.data_dir, args.split), args.video_dir)
+def dataset_clips(
+    dataset_name: str | None, data_dir: Path | None, splits: list[str] | None, video_dir: Path
+) -> list[Clip]:
+    """The distinct clips of the chosen `splits` (all when None) of a built dataset or a release folder, in order, each
+    named by its clip id, with its video in `video_dir` (None where there is none)."""
+    if data_dir is not None:
+        files = {split: data_dir / name for split, name in SPLIT_FILES.items() if (data_dir / name).is_file()}
+        if not files:
+            raise DataError(f"--data_dir {data_dir}: holds none of {', '.join(SPLIT_FILES.values())}")
+        chosen = _chosen_splits(splits, list(files), f"--data_dir {data_dir}")
+        keys = [clip_key(record) for split in chosen for record in read_release_records(files[split])]
     else:
-        clips = folder_clips(args.video_dir)
-    if not clips:
-        raise DataError("No clips to encode: the splits chosen are empty")
+        dataset = load_fiber(dataset_name, "text")
+        chosen = _chosen_splits(splits, list(dataset), f"--dataset_name {dataset_name}")
+        keys = []
+        for split in chosen:
+            columns = dataset[split].select_columns(["video_id", "video_start_time", "video_end_time"])
+            keys += zip(columns["video_id"], columns["video_start_time"], columns["video_end_time"])
+    return [Clip(clip_id(*key), find_clip_video(video_dir, *key), key) for key in dict.fromkeys(keys)]
 
+
+def _chosen_splits(splits: list[str] | None, available: list[str], described: str) -> list[str]:
+    unknown = [split for split in splits or [] if split not in available]
+    if unknown:
+        raise UsageError(f"--split {unknown[0]}: {described} has no such split (it has: {', '.join(available)})")
+    return list(dict.fromkeys(splits)) if splits else available
+
+
+def folder_clips(video_dir: Path) -> list[Clip]:
+    """Every video file of `video_dir` (.mp4, .mkv, .webm), whole, named by its file name without extension; a
+    `DataError` when there is none, a name is not a plain id, or two files have one name."""
+    files = sorted(path for path in video_dir.iterdir() if path.suffix in VIDEO_EXTENSIONS and path.is_file())
+    if not files:
+        raise DataError(f"--video_dir {video_dir}: holds no video ({', '.join(VIDEO_EXTENSIONS)})")
+    clips = {}
+    for path in files:
+        if not VIDEO_ID_PATTERN.fullmatch(path.stem):
+            problem = "its name is not a plain id (only A-Z, a-z, 0-9, '_' and '-'): it names its features"
+            raise DataError(f"{path}: {problem}")
+        if path.stem in clips:
+            raise DataError(f"{clips[path.stem].video.path} and {path} would both be {path.stem}.npy: keep one")
+        clips[path.stem] = Clip(path.stem, ClipVideo(path))
+    return list(clips.values())
+
+
+def run(args: argparse.Namespace) -> int:
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
+    main, output_dir = accelerator.is_main_process, args.output_dir
+    with alike_on_every_process():
+        check_flags(args)
+        source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+        config = load_config(source)
+        spec = encoder_spec(config, args.pooling, args.model_name_or_path)
+        sampling = frame_sampling(args, spec)
+        if args.dataset_name is not None or args.data_dir is not None:
+            clips = dataset_clips(args.dataset_name, args.data_dir, args.split, args.video_dir)
+        else:
+            clips = folder_clips(args.video_dir)
+        if not clips:
+            raise DataError("No clips to encode: the splits chosen are empty")
     dtype = inference_dtype(accelerator.device)
     info = FeaturesInfo(
-        name=name,
+        name=args.features_name or default_features_name(args.model_name_or_path),
         feature_size=0,  # D, known once the model has run (`Encoder.probe`): not one of the settings compared
-        encoder={
-            "name_or_path": local_or_hub(args.model_name_or_path),
-            "revision": args.revision,
-            "commit": model_commit(source),
-            # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
-            "files": model_files(args.model_name_or_path),
-            "model_type": config.model_type,
-            "architectures": config.architectures,
-            "kind": spec.kind,
-            "dtype": str(dtype).removeprefix("torch."),
-        },
+        # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
+        encoder={"name_or_path": local_or_hub(args.model_name_or_path), "revision": args.revision,
+                 "commit": model_commit(source), "files": model_files(args.model_name_or_path),
+                 "model_type": config.model_type, "architectures": config.architectures, "kind": spec.kind,
+                 "dtype": str(dtype).removeprefix("torch.")},
         output=spec.describe(),
-        sampling=sampling_record(sampling),
+        sampling=dataclasses.asdict(sampling) | {"rule": sampling.rule()},
         fiberbench_version=fiberbench.__version__,
     )
-    folder = FeaturesFolder(args.output_dir, args.overwrite_output_dir)
-    folder.check(local_inputs(args), info.settings())
-    loading = source.loading()
-    with collector_held_off():
-        preparer = ClipPreparer.load(spec, args.model_name_or_path, loading)
-    done = folder.done([clip.name for clip in clips])
-    pending = check_videos(
-        [clip for clip in clips if clip.name not in done], sampling, args.skip_missing_videos, args.video_dir
-    )
-    with collector_held_off():
-        encoder = Encoder.load(spec, args.model_name_or_path, loading, accelerator.device, dtype)
-    feature_size = encoder.probe(preparer, args.model_name_or_path)
-    if folder.previous is not None and folder.previous.feature_size != feature_size:
-        raise DataError(
-            f"--output_dir {folder.path}: its features have D = {folder.previous.feature_size}, but "
-            f"{args.model_name_or_path} now gives {feature_size} (its weights changed?); pass --overwrite_output_dir"
+    inputs = [args.model_name_or_path, args.dataset_name, args.data_dir, args.video_dir]
+    with output_lock(output_dir, "--output_dir") if main else contextlib.nullcontext(), alike_on_every_process():
+        previous = check_output(
+            output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir, folder=True,
+            inputs=[path for path in inputs if path is not None and Path(path).expanduser().exists()], resume=True,
         )
-    info = dataclasses.replace(info, feature_size=feature_size)
-    plan = Plan(info, clips, done, pending, preparer, encoder, sampling)
-
-    def claim(previous) -> None:
-        folder.claim(previous, [clip.name for clip in clips if clip.video is not None], arguments_of(args))
-        folder.write_info(info)  # before any clip
-
-    with folder.output.open(
-        local_inputs(args),
-        resume=True,
-        accelerator=accelerator,
-        recheck=lambda previous: folder.check_record(previous, info.settings()),
-        claim=claim,
-    ):
-        extract(args, accelerator, folder, plan)
+        earlier = None  # the features of an earlier run to resume: of the same settings
+        if previous and not args.overwrite_output_dir and (output_dir / FEATURES_INFO_FILE).exists():
+            earlier = FeaturesInfo.read(output_dir)
+            wanted, found = info.settings(), earlier.settings()
+            if differ := sorted(key for key in wanted.keys() | found.keys() if wanted.get(key) != found.get(key)):
+                raise UsageError(
+                    f"--output_dir {output_dir} holds features made with other settings ({', '.join(differ)}); pass "
+                    "--overwrite_output_dir to replace them, or choose another folder"
+                )
+        done = {clip.name for clip in clips if earlier and (output_dir / f"{clip.name}.npy").is_file()}
+        # Each video opened and checked for the sampling; a missing one refused, or skipped with --skip_missing_videos.
+        pending = [clip for clip in clips if clip.name not in done]
+        check_clip_videos(
+            pending, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
+            skipping="encode the others (the skipped ones are counted)",
+            unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
+        )
+        pending = [clip for clip in pending if clip.video is not None]
+        preparer = ClipPreparer.load(spec, args.model_name_or_path, source.loading())
+        encoder = Encoder.load(spec, args.model_name_or_path, source.loading(), accelerator.device, dtype)
+        info = dataclasses.replace(info, feature_size=encoder.probe(preparer, args.model_name_or_path))
+        accelerator.wait_for_everyone()  # every process has checked the folder as the earlier run left it
+        if main:
+            record = start_output(output_dir, COMMAND, previous, folder=True, resume=not args.overwrite_output_dir)
+            # Every file this run may write is listed before it is written: a killed run's folder is resumed.
+            planned = [FEATURES_INFO_FILE, *(f"{clip.name}.npy" for clip in clips if clip.video is not None)]
+            record["files"] = sorted({*record["files"], *planned})
+            write_json(record_path(output_dir, folder=True), record)
+            write_json(output_dir / FEATURES_INFO_FILE, info.to_json())
+            skipped = len(clips) - len(pending) - len(done)
+            logger.info(
+                "%s: %d of %d clips already done, %d to encode%s; %s, D = %d", output_dir, len(done), len(clips),
+                len(pending), f", {skipped} skipped for a missing video" if skipped else "", info.describe(),
+                info.feature_size,
+            )
+        accelerator.wait_for_everyone()
+        shard = pending[accelerator.process_index :: accelerator.num_processes]
+        workers = args.dataloader_num_workers
+        if workers is None:
+            workers = default_num_workers(int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes)))
+        loader = make_loader(
+            shard, sampling, preparer, batch_size=args.per_device_batch_size, num_workers=workers,
+            pin_memory=accelerator.device.type == "cuda",
+        )
+        process = f"process {accelerator.process_index + 1} of {accelerator.num_processes}"
+        with tqdm(total=len(shard), unit="clip", desc=f"Encoding ({process})", disable=None) as progress:
+            written = encode_clips(encoder, loader, output_dir, progress.update)
+        logger.info("%s: encoded %d clips", process.capitalize(), written)
+        encoded = sum(gather_object([written]))
+        accelerator.wait_for_everyone()
+        if main:
+            missing = [clip.name for clip in clips if clip.video is None and clip.name not in done]
+            output = {"clips": len(clips), "encoded": encoded, "already_done": len(done)}
+            finish_output(output_dir, record, output=output | {"skipped_missing_videos": missing})
+            written = len(clips) - len(missing)
+            logger.info("Wrote the features of %d clips to %s (%d encoded now)", written, output_dir, encoded)
     return 0
-
-
-def extract(args, accelerator, folder, plan: Plan) -> None:
-    """With the output opened (checked, locked, claimed): encode this process's share of the clips."""
-    import os
-
-    from accelerate.utils import gather_object
-    from tqdm.auto import tqdm
-
-    from fiberbench.data.features.extraction import encode_clips, make_loader
-
-    clips, done, pending, info = plan.clips, plan.done, plan.pending, plan.info
-    if accelerator.is_main_process:
-        skipped = len(clips) - len(pending) - len(done)
-        logger.info(
-            "%s: %d of %d clips already done, %d to encode%s; %s, D = %d",
-            folder.path,
-            len(done),
-            len(clips),
-            len(pending),
-            f", {skipped} skipped for a missing video" if skipped else "",
-            info.describe(),
-            info.feature_size,
-        )
-
-    shard = pending[accelerator.process_index :: accelerator.num_processes]
-    processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
-    loader = make_loader(
-        shard,
-        plan.sampling,
-        plan.preparer,
-        batch_size=args.per_device_batch_size,
-        num_workers=default_num_workers(processes_here)
-        if args.dataloader_num_workers is None
-        else args.dataloader_num_workers,
-        pin_memory=accelerator.device.type == "cuda",
-    )
-    with tqdm(
-        total=len(shard),
-        unit="clip",
-        desc=f"Encoding (process {accelerator.process_index + 1} of {accelerator.num_processes})",
-        disable=not accelerator.is_local_main_process,
-    ) as progress:
-        written = encode_clips(plan.encoder, loader, folder.write, progress.update)
-    logger.info("Process %d of %d: encoded %d clips", accelerator.process_index + 1, accelerator.num_processes, written)
-    encoded = sum(gather_object([written]))
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        missing = [clip.name for clip in clips if clip.video is None and clip.name not in done]
-        output = {"clips": len(clips), "encoded": encoded, "already_done": len(done), "skipped_missing_videos": missing}
-        folder.finish(output)
-        logger.info(
-            "Wrote the features of %d clips to %s (%d encoded by this run)",
-            len(clips) - len(missing),
-            folder.path,
-            encoded,
-        )

@@ -1,37 +1,27 @@
 """The encoders `fiberbench extract-features` runs: image encoders applied to each frame, video encoders to windows.
 
-- Image encoders (`AutoModel` + `AutoImageProcessor`): vision models whose forward reads
-  `pixel_values` (`CLIPVisionModel`, `SiglipVisionModel`, `Siglip2VisionModel`, `Dinov2Model`,
-  `ViTModel`, ...) and dual encoders whose `get_image_features` does (CLIP, SigLIP, SigLIP 2: the
-  image tower with its projection). Each sampled frame gives one feature.
-- Video encoders: models of tubelets, whose config has an integer `tubelet_size` (VideoMAE with its
-  image processor, V-JEPA 2 with its video processor). They read windows of their own number of
-  frames (`num_frames`, V-JEPA 2's `frames_per_clip`); each window gives one feature per temporal
-  patch (`tubelet_size` frames). The last window of a clip is filled up by repeating its last frame,
-  and the temporal patches that hold only such repeats are dropped.
-
-Which output becomes the feature is the named setting `pooling`, recorded with the features:
-- `pooler_output` (image encoders' default): the model's pooled output of a frame: a vision model's
-  `pooler_output` (CLIP's post-layernorm class token, SigLIP's attention-pooling head, DINOv2's
-  layernormed class token), or a dual encoder's `get_image_features` (CLIP: projected into the
-  joint image-text space; SigLIP: its head's output).
-- `cls`: the first token of the last hidden state, a frame's class token (CLIP, DINOv2; a model
-  without one, such as SigLIP, is refused).
-- `mean` (video encoders' only one): the mean of the last hidden state's tokens: of a frame, or of
-  one temporal patch of a window.
-
-`ClipPreparer` holds what turns decoded frames into model inputs (the processor) and runs in data
-loader workers; `Encoder` holds the model and runs where it is.
+Image encoders (`AutoModel` + `AutoImageProcessor`: CLIP, SigLIP, DINOv2, ViT, ..., or a dual encoder's
+`get_image_features`) give one feature per frame: its `pooler_output`, class token (`cls`) or mean of tokens (`mean`).
+Video encoders (a config with an integer `tubelet_size`: VideoMAE, V-JEPA 2) read windows of their own number of
+frames, the last filled up with its last frame, and give the mean of the tokens of each temporal patch (patches of
+filler alone dropped). `ClipPreparer` turns frames into inputs in the workers of a `DataLoader` of `DecodedClips`,
+which keeps batches coming while `encode_clips` runs the `Encoder`. A video that fails while decoding is an item
+carrying its error, raised in the main process as one line.
 """
 
 import inspect
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import MODEL_MAPPING, AutoImageProcessor, AutoModel, AutoVideoProcessor
 
 from fiberbench.errors import DataError, UsageError
+from fiberbench.outputs import atomic_path
+from fiberbench.videos import Clip, FrameSampling, sample_frames
 
 POOLINGS = {
     "pooler_output": "the model's pooled output",
@@ -45,23 +35,14 @@ PROBE_FRAME = np.zeros((64, 64, 3), dtype=np.uint8)
 
 @dataclass(frozen=True)
 class EncoderSpec:
-    """How an encoder is run, read from its config before any weights are loaded (`encoder_spec`).
+    """How an encoder is run, read from its config before any weights are loaded (`encoder_spec`)."""
 
-    Args:
-        kind: "image" (one feature per frame) or "video" (one per temporal patch of a window).
-        pooling: which output becomes the feature (`POOLINGS`).
-        dual: an image-text model: frames go through `get_image_features`, not `forward`.
-        input_name: the forward argument of the pixels (`pixel_values`, V-JEPA 2's `pixel_values_videos`).
-        window_frames: video encoders: the frames of one window.
-        tubelet_size: video encoders: the frames of one temporal patch.
-    """
-
-    kind: str
-    pooling: str
-    dual: bool = False
-    input_name: str = "pixel_values"
-    window_frames: int | None = None
-    tubelet_size: int | None = None
+    kind: str  # IMAGE (one feature per frame) or VIDEO (one per temporal patch of a window)
+    pooling: str  # which output becomes the feature (`POOLINGS`)
+    dual: bool = False  # an image-text model: frames go through `get_image_features`, not `forward`
+    input_name: str = "pixel_values"  # the forward argument of the pixels (V-JEPA 2's: `pixel_values_videos`)
+    window_frames: int | None = None  # video encoders: the frames of one window
+    tubelet_size: int | None = None  # video encoders: the frames of one temporal patch
 
     def units(self, num_frames: int) -> int:
         """How many inputs (frames, or windows) a clip of `num_frames` sampled frames gives the model."""
@@ -81,23 +62,13 @@ class EncoderSpec:
             f"{POOLINGS[self.pooling]} of each temporal patch ({self.tubelet_size} frames) of windows of "
             f"{self.window_frames} sampled frames (the last window filled up with its last frame)"
         )
-        return {
-            "pooling": self.pooling,
-            "description": description,
-            "window_frames": self.window_frames,
-            "tubelet_size": self.tubelet_size,
-        }
+        fields = {"window_frames": self.window_frames, "tubelet_size": self.tubelet_size}
+        return {"pooling": self.pooling, "description": description, **fields}
 
 
 def encoder_spec(config, pooling: str | None, name: str) -> EncoderSpec:
-    """How the model of `config` (named `name` in messages) is run, with --pooling (None: its kind's default).
-
-    Raises:
-        UsageError: the model has no vision tower fiberbench knows how to read, or `pooling` does
-            not apply to it.
-    """
-    from transformers import MODEL_MAPPING
-
+    """How the model of `config` (named `name` in messages) is run, with --pooling (None: its kind's default); a
+    `UsageError` for a model without a vision tower read here, or a pooling it does not have."""
     tubelet_size = getattr(config, "tubelet_size", None)
     model_class = MODEL_MAPPING[type(config)] if type(config) in MODEL_MAPPING else None
     forward = inspect.signature(model_class.forward).parameters if model_class is not None else {}
@@ -127,18 +98,12 @@ class ClipPreparer:
     """Turns a clip's sampled frames into the encoder's inputs with its processor: what data loader workers run."""
 
     def __init__(self, spec: EncoderSpec, processor):
-        self.spec = spec
-        self.processor = processor
+        self.spec, self.processor = spec, processor
 
     @classmethod
     def load(cls, spec: EncoderSpec, name: str, loading: dict) -> "ClipPreparer":
-        """The processor of model `name` (an image processor; V-JEPA 2's is a video processor).
-
-        Raises:
-            DataError: it cannot be loaded (none saved with the model, or one that needs torchvision).
-        """
-        from transformers import AutoImageProcessor, AutoVideoProcessor
-
+        """The processor of model `name` (V-JEPA 2's is a video processor); a `DataError` when it cannot be loaded
+        (none saved with the model, or one that needs torchvision)."""
         auto_class = AutoVideoProcessor if spec.input_name == "pixel_values_videos" else AutoImageProcessor
         try:
             processor = auto_class.from_pretrained(name, **loading)
@@ -165,24 +130,18 @@ class Encoder:
     """The model of a `ClipPreparer`'s inputs, on its device, giving each unit's features."""
 
     def __init__(self, spec: EncoderSpec, model):
-        self.spec = spec
-        self.model = model
-        parameters = inspect.signature(model.forward).parameters
+        self.spec, self.model = spec, model
         # V-JEPA 2 also runs its predictor unless told not to: the encoder's output is all that is read.
-        self.extra = {"skip_predictor": True} if "skip_predictor" in parameters else {}
-        self.feature_size: int | None = None  # D, known once `probe` has run
+        self.extra = {"skip_predictor": True} if "skip_predictor" in inspect.signature(model.forward).parameters else {}
 
     @classmethod
     def load(cls, spec: EncoderSpec, name: str, loading: dict, device: torch.device, dtype: torch.dtype) -> "Encoder":
         """The model `name` from its safetensors weights (never a pickle), on `device` in `dtype`, in eval mode."""
-        from transformers import AutoModel
-
         try:
             model = AutoModel.from_pretrained(name, dtype=dtype, use_safetensors=True, **loading)
         except (OSError, ValueError, RuntimeError) as error:
-            raise DataError(
-                f"--model_name_or_path {name}: cannot be loaded ({' '.join(str(error).split())})"
-            ) from error
+            problem = " ".join(str(error).split())
+            raise DataError(f"--model_name_or_path {name}: cannot be loaded ({problem})") from error
         return cls(spec, model.to(device).eval())
 
     def __call__(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -216,12 +175,8 @@ class Encoder:
         return pooled[:, None, :].float()
 
     def probe(self, preparer: ClipPreparer, name: str) -> int:
-        """Run the model once on a black clip: D, checking that the chosen output is one the model has.
-
-        Raises:
-            UsageError: the model gives no such output (no `pooler_output`, no class token for `cls`,
-                last hidden states that do not split into temporal patches).
-        """
+        """D, from a run of the model on a black clip; a `UsageError` when it has not the output chosen (no
+        `pooler_output`, no class token for `cls`, last hidden states that do not split into temporal patches)."""
         spec = self.spec
         inputs = preparer([PROBE_FRAME] * (spec.window_frames or 1))
         try:
@@ -238,8 +193,7 @@ class Encoder:
                 f"--model_name_or_path {name}: its {output} gives no {spec.pooling} to take as features "
                 f"({type(error).__name__}: {' '.join(str(error).split())})"
             ) from error
-        self.feature_size = features.shape[-1]
-        return self.feature_size
+        return features.shape[-1]
 
     def _has_class_token(self, inputs: dict, outputs) -> bool:
         """Whether the last hidden state has more tokens than the frame has patches (a class token comes first)."""
@@ -248,3 +202,86 @@ class Encoder:
         # (frames, channels, height, width), or SigLIP 2's (frames, patches, values of a patch).
         patches = pixels.shape[1] if pixels.ndim == 3 else (pixels.shape[-2] // patch) * (pixels.shape[-1] // patch)
         return outputs.last_hidden_state.shape[1] > patches
+
+
+@dataclass
+class PreparedClips:
+    """A batch of clips' model inputs: `inputs` hold every clip's units (frames or windows) one after another."""
+
+    names: list[str]
+    num_frames: list[int]  # frames sampled per clip
+    inputs: dict[str, torch.Tensor]
+    error: str | None = None  # a video that could not be decoded: the batch is not encoded
+
+    def pin_memory(self) -> "PreparedClips":  # what a DataLoader with `pin_memory` calls: for fast copies to a GPU
+        self.inputs = {name: value.pin_memory() for name, value in self.inputs.items()}
+        return self
+
+
+class DecodedClips(torch.utils.data.Dataset):
+    """`clips` as their model inputs: each clip's frames sampled (`sampling`) and prepared (`preparer`)."""
+
+    def __init__(self, clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer):
+        self.clips, self.sampling, self.preparer = clips, sampling, preparer
+
+    def __len__(self) -> int:
+        return len(self.clips)
+
+    def __getitem__(self, index: int) -> PreparedClips:
+        clip = self.clips[index]
+        try:
+            frames = sample_frames(clip.video, self.sampling).frames
+        except DataError as error:
+            return PreparedClips([clip.name], [0], {}, error=f"{error} (the video of clip {clip.name})")
+        return PreparedClips([clip.name], [len(frames)], self.preparer(frames))
+
+
+def collate(items: list[PreparedClips]) -> PreparedClips:
+    """One batch of clips: their inputs concatenated along the units; the first error, if any, instead."""
+    failed = next((item for item in items if item.error is not None), None)
+    if failed is not None:
+        return failed
+    return PreparedClips(
+        [name for item in items for name in item.names],
+        [count for item in items for count in item.num_frames],
+        {name: torch.cat([item.inputs[name] for item in items]) for name in items[0].inputs},
+    )
+
+
+def make_loader(
+    clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer, *, batch_size: int, num_workers: int,
+    pin_memory: bool = False,
+) -> torch.utils.data.DataLoader:
+    """Batches of `batch_size` clips in order, decoded ahead by `num_workers` processes (0: in this one)."""
+    return torch.utils.data.DataLoader(
+        DecodedClips(clips, sampling, preparer), batch_size=batch_size, collate_fn=collate, num_workers=num_workers,
+        pin_memory=pin_memory, prefetch_factor=4 if num_workers > 0 else None,
+    )
+
+
+def clip_features(encoder: Encoder, batch: PreparedClips) -> Iterator[tuple[str, np.ndarray]]:
+    """Encode a batch: each clip's name and features, float32 of shape (T, D); a `DataError` for a batch holding a
+    video that could not be decoded."""
+    if batch.error is not None:
+        raise DataError(batch.error)
+    spec = encoder.spec
+    units = encoder(batch.inputs).cpu()  # (units, steps per unit, D)
+    start = 0
+    for name, num_frames in zip(batch.names, batch.num_frames):
+        count = spec.units(num_frames)
+        yield name, units[start : start + count].flatten(0, 1)[: spec.steps(num_frames)].numpy()
+        start += count
+
+
+def encode_clips(encoder: Encoder, batches, folder: Path | None, progress: Callable[[int], None]) -> int:
+    """Encode every batch, writing each clip's features as it comes into `folder` (None: nowhere) as `{name}.npy`,
+    float32 (1, T, D) like VaTeX's I3D files, atomically; returns how many clips were encoded."""
+    encoded = 0
+    for batch in batches:
+        for name, features in clip_features(encoder, batch):
+            if folder is not None:
+                with atomic_path(folder / f"{name}.npy") as temporary, open(temporary, "wb") as file:
+                    np.save(file, features[None].astype(np.float32, copy=False), allow_pickle=False)
+            encoded += 1
+        progress(len(batch.names))
+    return encoded

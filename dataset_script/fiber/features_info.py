@@ -1,39 +1,29 @@
-"""What a folder of video features holds: VaTeX's I3D, or an encoder's features described by its `features.json`.
-
-Every features folder has the release's layout: one `{video_id}_{start:06d}_{end:06d}.npy` per
-clip, float32 of shape (1, T, D). VaTeX's I3D folder has nothing else (D = 1024, the `i3d`
-config). A folder written by `fiberbench extract-features` also holds `features.json`, which names
-the dataset config its features become, D, the encoder (id, revision, commit), which of its
-outputs was taken, how frames were sampled and the package version: `build-dataset` builds the
-config from it and copies it into the dataset card, and `extract-features` resumes a folder only
-when its `features.json` describes the same features.
+"""What a folder of video features holds: VaTeX's I3D (one `{video_id}_{start:06d}_{end:06d}.npy` per clip, float32
+of shape (1, T, 1024): the `i3d` config), or an encoder's features in that layout, with a `features.json` (written by
+`fiberbench extract-features`) that `build-dataset` builds their config from and copies into the card.
 """
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fiberbench.errors import DataError
-
 from fiberbench.records import VIDEO_FEATURE_SIZE
 
 FEATURES_INFO_FILE = "features.json"
 I3D_CONFIG = "i3d"
-# A config's Parquet folder is named after it, so the name must be a plain folder name (build-dataset's
-# entries), and not a config that always means something else.
+# A config's Parquet folder is named after it: a plain folder name, and not a config that means something else.
 CONFIG_NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_-]*")
 RESERVED_CONFIG_NAMES = ("text", I3D_CONFIG, "default")
-# How the features of a clip are laid out, in every folder.
 LAYOUT = "{video_id}_{start:06d}_{end:06d}.npy per clip, float32 of shape (1, T, feature_size), as VaTeX's I3D"
 
 
 def check_config_name(name: str) -> str | None:
     """Why `name` cannot name a features config (None when it can)."""
     if not CONFIG_NAME_PATTERN.fullmatch(name):
-        return (
-            f"{name!r} is not a config name (lower-case letters, digits, '_' and '-', starting with a letter or digit)"
-        )
+        rule = "lower-case letters, digits, '_' and '-', starting with a letter or digit"
+        return f"{name!r} is not a config name ({rule})"
     if name in RESERVED_CONFIG_NAMES:
         return f"{name!r} is the name of another config ({', '.join(RESERVED_CONFIG_NAMES)} are taken)"
     return None
@@ -41,32 +31,17 @@ def check_config_name(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class FeaturesInfo:
-    """The features of one folder, as `features.json` records them (VaTeX's I3D: `FeaturesInfo.i3d()`).
+    """The features of one folder, as `features.json` records them (VaTeX's I3D: `FeaturesInfo()`)."""
 
-    Args:
-        name: the dataset config they become (`i3d` for VaTeX's I3D).
-        feature_size: D, the size of one feature vector.
-        encoder: the model that made them: `name_or_path`, `revision`, `commit` (a Hub model's) or
-            `files` (a local folder's, with their sizes and hashes), `model_type`, `kind` ("image":
-            applied per frame; "video": per window of frames), `dtype`.
-        output: which of the encoder's outputs one feature is: `pooling` and its `description`
-            (and, for video encoders, `window_frames` and `tubelet_size`).
-        sampling: which frames of each clip were encoded (`FrameSampling`'s fields and `rule`).
-        fiberbench_version: the package version that wrote them.
-    """
-
-    name: str
-    feature_size: int
+    name: str = I3D_CONFIG  # the dataset config they become
+    feature_size: int = VIDEO_FEATURE_SIZE  # D
+    # The model that made them: `name_or_path`, `revision`, `commit` (a Hub model's) or `files` (a local folder's,
+    # with their hashes), `model_type`, `kind` ("image": applied per frame; "video": per window of frames), `dtype`.
     encoder: dict | None = None
-    output: dict | None = None
-    sampling: dict | None = None
+    output: dict | None = None  # which of its outputs one feature is: `pooling` and its `description`
+    sampling: dict | None = None  # which frames of each clip were encoded: `FrameSampling`'s fields and `rule`
     fiberbench_version: str | None = None
-    layout: str = field(default=LAYOUT)
-
-    @classmethod
-    def i3d(cls) -> "FeaturesInfo":
-        """VaTeX's released I3D features (a folder without `features.json`)."""
-        return cls(name=I3D_CONFIG, feature_size=VIDEO_FEATURE_SIZE)
+    layout: str = LAYOUT
 
     @property
     def is_i3d(self) -> bool:
@@ -76,11 +51,10 @@ class FeaturesInfo:
         """The features in words, for logs and the dataset card."""
         if self.is_i3d:
             return "VaTeX's I3D features (one 1024-d vector per 16-frame window)"
-        encoder = self.encoder
-        origin = ", ".join(f"{key} {encoder[key]}" for key in ("revision", "commit") if encoder.get(key) is not None)
+        origin = ", ".join(f"{key} {self.encoder[key]}" for key in ("revision", "commit") if self.encoder.get(key))
         return (
-            f"`{encoder['name_or_path']}`{f' ({origin})' if origin else ''} features: {self.output['description']}; "
-            f"frames: {self.sampling['rule']}"
+            f"`{self.encoder['name_or_path']}`{f' ({origin})' if origin else ''} features: "
+            f"{self.output['description']}; frames: {self.sampling['rule']}"
         )
 
     def to_json(self) -> dict:
@@ -88,20 +62,17 @@ class FeaturesInfo:
         return {key: value for key, value in asdict(self).items() if value is not None}
 
     def settings(self) -> dict:
-        """What the features depend on (everything but D, which follows from them): a folder is resumed only when
-        these are the same."""
+        """What the features depend on (all but D, which follows from them): a folder is resumed only when these are
+        the same."""
         return {key: value for key, value in self.to_json().items() if key != "feature_size"}
 
     @classmethod
     def read(cls, folder: str | Path) -> "FeaturesInfo":
-        """The features of `folder`: its `features.json`, checked field by field; VaTeX's I3D when it has none.
-
-        Raises:
-            DataError: naming the file and the field that is wrong.
-        """
+        """The features of `folder`: its `features.json`, checked field by field (a `DataError` naming the file and
+        the field); VaTeX's I3D when it has none."""
         path = Path(folder) / FEATURES_INFO_FILE
         if not path.exists():
-            return cls.i3d()
+            return cls()
         try:
             content = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
@@ -109,8 +80,8 @@ class FeaturesInfo:
         if not isinstance(content, dict):
             raise DataError(f"{path}: expected a JSON object, got {type(content).__name__}")
         name, size = content.get("name"), content.get("feature_size")
-        if not isinstance(name, str) or check_config_name(name):
-            problem = check_config_name(name) if isinstance(name, str) else "missing or not a string"
+        problem = check_config_name(name) if isinstance(name, str) else "missing or not a string"
+        if problem:
             raise DataError(f"{path}: field 'name': {problem}")
         if type(size) is not int or size < 1:
             raise DataError(f"{path}: field 'feature_size' must be a positive integer, got {json.dumps(size)[:40]}")
@@ -121,6 +92,4 @@ class FeaturesInfo:
                 raise DataError(f"{path}: field '{section}' must be an object with a string '{required}'")
             sections[section] = value
         version = content.get("fiberbench_version")
-        return cls(
-            name=name, feature_size=size, fiberbench_version=version if isinstance(version, str) else None, **sections
-        )
+        return cls(name, size, fiberbench_version=version if isinstance(version, str) else None, **sections)

@@ -1,41 +1,25 @@
-"""The row generator of `fiberbench build-dataset`: the release's JSON (and a features folder) to checked FIBER rows.
+"""FIBER as a `datasets` builder: the release's JSON files (and a features folder) to checked rows, one per clip.
 
-`Fiber` is a `datasets.GeneratorBasedBuilder` with configs `text`, `i3d` (or another encoder's
-features): it reads the release files (downloaded, a local copy, or the bundled sample), checks
-every record and yields one row per clip. `build.py` is its only caller: it instantiates the
-builder and runs `download_and_prepare` into Parquet shards, which it moves with the dataset card
-(`card.py`) into a Hub-native folder; the bundled sample is built the same way on first use
-(`sample.py`). Users and commands load that folder (`load_dataset(folder)`, `fiberbench.data.
-load_fiber`), never this file.
+`fiberbench build-dataset` (build.py) runs it into Parquet shards and writes them, with the dataset
+card, into a Hub-native folder that `load_dataset(folder)` and `load_dataset(folder, "i3d")` read.
 """
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import datasets
 
 from fiberbench import CITATION
 from fiberbench.errors import DataError
-from fiberbench.metric import normalize_answer
-
 from fiberbench.json_records import JsonRecordError, read_json_values
+from fiberbench.metric import normalize_answer
+from fiberbench.records import VIDEO_FEATURE_SIZE, InvalidRecordError, clip_key, feature_file_name, load_video_features
+from fiberbench.records import read_category_rows, validate_category_row, validate_record
+
 from .release import SPLIT_FILES
-from fiberbench.records import (
-    VIDEO_FEATURE_SIZE,
-    ClipKey,
-    InvalidRecordError,
-    clip_key,
-    feature_file_name,
-    load_video_features,
-    read_category_rows,
-    validate_category_row,
-    validate_record,
-)
 
 logger = datasets.logging.get_logger(__name__)
-
 
 _DESCRIPTION = """\
 FIBER is a video fill-in-the-blanks benchmark: given a ~10 s video and one of its English captions
@@ -43,59 +27,29 @@ with one noun phrase replaced by a blank `_____`, generate a phrase that fills t
 VaTeX v1.1; every validation and test blank has many correct answers (the original phrase plus the
 answers of about 9 crowd annotators).
 """
-
 _HOMEPAGE = "https://lit.eecs.umich.edu/fiber/"
-
-# An i3d row is ~128 KB (32 x 1024 float32): the writer keeps this many rows of a features config in
-# memory before writing a Parquet row group, so memory stays flat in the number of clips.
+# An i3d row is ~128 KB (32 x 1024 float32): the writer keeps this many rows of a features config in memory before
+# it writes a Parquet row group, so that memory stays flat in the number of clips.
 I3D_WRITER_BATCH_SIZE = 64
-
-
-def _read_values(source: str, path: str) -> Iterator[object]:
-    """The values of a release JSON file, one at a time: memory does not grow with the file.
-
-    A record that cannot be decoded comes as a `JsonRecordError` (see `read_json_values`); a file
-    that cannot be read on, or that holds no record at all, is an `InvalidRecordError` of the file.
-    """
-    empty = True
-    try:
-        for value in read_json_values(path):
-            empty = False
-            yield value
-    except DataError as error:
-        raise InvalidRecordError(source, None, None, str(error).removeprefix(f"{path}: ")) from error
-    if empty:
-        raise InvalidRecordError(source, None, None, "holds no records (an empty file?)")
 
 
 @dataclass
 class DroppedAnswers:
-    """Answers that normalize to nothing ("-", "the"), dropped from a split's `additional_answers`, counted.
-
-    They are no answers, and an empty prediction (a clip `predict` skipped for its missing video)
-    would match them; dropped, an empty prediction scores 0 on every blank. An annotator left with
-    no answer is dropped too.
-    """
+    """The answers of a split that normalize to nothing ("-", "the"), and the annotators left with none, dropped
+    from `additional_answers` and counted: they are no answers, and an empty prediction would match them."""
 
     answers: int = 0
     annotators: int = 0
 
     def scorable(self, additional_answers: list[list[str]]) -> list[list[str]]:
-        """`additional_answers` without the answers that normalize to nothing (counted)."""
-        kept = []
-        for answers in additional_answers:
-            scorable = [answer for answer in answers if normalize_answer(answer)]
-            self.answers += len(answers) - len(scorable)
-            if scorable:
-                kept.append(scorable)
-            else:
-                self.annotators += 1
-        return kept
+        kept = [[answer for answer in answers if normalize_answer(answer)] for answers in additional_answers]
+        self.answers += sum(map(len, additional_answers)) - sum(map(len, kept))
+        self.annotators += kept.count([])
+        return [answers for answers in kept if answers]
 
 
 def describe_dropped_answers(by_split: dict[str, DroppedAnswers]) -> str | None:
-    """"4 answers that normalize to nothing (test 4), and 2 annotators left without one", for the log and the
-    card; None when none was dropped."""
+    """"4 answers that normalize to nothing (test 4), and 2 annotators left without one" (None when none was)."""
     answers = sum(dropped.answers for dropped in by_split.values())
     if not answers:
         return None
@@ -107,22 +61,16 @@ def describe_dropped_answers(by_split: dict[str, DroppedAnswers]) -> str | None:
 
 @dataclass
 class FiberConfig(datasets.BuilderConfig):
-    """BuilderConfig for FIBER.
-
-    A config of another encoder's features (from `fiberbench extract-features`) is the `i3d` config
-    given its own `name`, `description` and `feature_size` (datasets applies a builder's keyword
-    arguments over the named config, its name included).
+    """BuilderConfig for FIBER. Another encoder's features (`fiberbench extract-features`) are the `i3d` config given
+    its own `name`, `description` and `feature_size` (a builder's keyword arguments apply over the named config).
 
     Args:
         with_video_features: add `video_features`, the clip's features, float32 (T, `feature_size`).
         split_files: split name ("train", "validation", "test") -> path or URL of a release JSON file.
-        category_files: split name -> path or URL of a tab-separated `video_id`/`category` file
-            (the paper's Table 4 categories); splits without one get `category` None.
-        features_dir: local folder of `{video_id}_{start:06d}_{end:06d}.npy` files of shape (1, T,
-            `feature_size`), required by a features config.
+        category_files: split name -> path or URL of a `video_id`/`category` TSV file (Table 4); else None.
+        features_dir: the folder of `{video_id}_{start:06d}_{end:06d}.npy` files of shape (1, T, `feature_size`).
         feature_size: D, the size of one feature vector (1024 for I3D).
-        skip_invalid: skip (and count in `Fiber.invalid_records`) records that fail validation,
-            instead of stopping at the first one.
+        skip_invalid: skip (and count in `Fiber.invalid_records`) invalid records instead of raising.
     """
 
     with_video_features: bool = False
@@ -149,40 +97,23 @@ class Fiber(datasets.GeneratorBasedBuilder):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if self.config.with_video_features and not self.config.features_dir:
-            raise ValueError(f"Config {self.config.name!r} needs `features_dir`, the folder of feature .npy files.")
-        # Filled while generating when `skip_invalid` is set: the errors of the skipped records.
+        # Filled while generating: the records skipped (`skip_invalid`), and each split's answers dropped.
         self.invalid_records: list[InvalidRecordError] = []
-        # Filled while generating: per split, the answers dropped as normalizing to nothing, and the
-        # annotators left without an answer by it.
         self.dropped_answers: dict[str, DroppedAnswers] = {}
 
     def _info(self) -> datasets.DatasetInfo:
-        features = {
-            "video_id": datasets.Value("string"),
-            "video_start_time": datasets.Value("int32"),
-            "video_end_time": datasets.Value("int32"),
-            "caption": datasets.Value("string"),
-            "masked_caption": datasets.Value("string"),
-            "label": datasets.Value("string"),
-            "additional_answers": datasets.List(datasets.List(datasets.Value("string"))),
-            "category": datasets.Value("string"),
-        }
+        text, time = datasets.Value("string"), datasets.Value("int32")
+        features = {"video_id": text, "video_start_time": time, "video_end_time": time, "caption": text}
+        features |= {"masked_caption": text, "label": text, "additional_answers": datasets.List(datasets.List(text))}
+        features["category"] = text
         if self.config.with_video_features:
             features["video_features"] = datasets.Array2D(shape=(None, self.config.feature_size), dtype="float32")
-        return datasets.DatasetInfo(
-            description=_DESCRIPTION,
-            features=datasets.Features(features),
-            homepage=_HOMEPAGE,
-            citation=CITATION,
-        )
+        features = datasets.Features(features)
+        return datasets.DatasetInfo(description=_DESCRIPTION, features=features, homepage=_HOMEPAGE, citation=CITATION)
 
     def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:
-        missing = set(SPLIT_FILES) - set(self.config.split_files)
-        if missing:
-            raise ValueError(f"`split_files` lacks the split(s) {sorted(missing)}.")
         try:
-            data_paths = dl_manager.download(self.config.split_files)
+            paths = dl_manager.download(self.config.split_files)
             category_paths = dl_manager.download(self.config.category_files)
         except OSError as error:  # datasets reports an unreachable URL as FileNotFoundError(url)
             raise ConnectionError(
@@ -193,68 +124,68 @@ class Fiber(datasets.GeneratorBasedBuilder):
             datasets.SplitGenerator(
                 name=split,
                 gen_kwargs={
-                    "split": split,
                     "source": self.config.split_files[split],
-                    "path": data_paths[split],
-                    "category_source": self.config.category_files.get(split),
-                    "category_path": category_paths.get(split),
+                    "path": paths[split],
+                    "split": split,
+                    "categories": self._read_categories(
+                        self.config.category_files.get(split), category_paths.get(split)
+                    ),
                 },
             )
             for split in SPLIT_FILES
         ]
 
     def _skip_or_raise(self, error: InvalidRecordError) -> None:
-        if not self.config.skip_invalid:
-            raise error
+        if not self.config.skip_invalid:  # (an error of a whole file is raised as it is: skipping cannot help)
+            hint = f"{error.problem} (pass --skip_invalid to skip invalid records)"
+            raise InvalidRecordError(error.file, error.index, error.field, hint) from None
         logger.warning("Skipping an invalid record: %s", error)
         self.invalid_records.append(error)
 
     def _read_categories(self, source: str | None, path: str | None) -> dict[str, str]:
         """video_id -> category from a category file (none: an empty mapping)."""
-        if path is None:
-            return {}
         categories = {}
-        for index, row in enumerate(read_category_rows(path, file=source)):
+        for index, row in enumerate(read_category_rows(path, file=source) if path else []):
             try:
                 video_id, category = validate_category_row(row, file=source, index=index)
+                categories[video_id] = category
             except InvalidRecordError as error:
                 self._skip_or_raise(error)
-                continue
-            categories[video_id] = category
         return categories
 
-    def _generate_examples(
-        self, split: str, source: str, path: str, category_source: str | None, category_path: str | None
-    ) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Validate each record, join its category and, for a features config, read its features (clip by clip).
-
-        A clip is known by its id and times (predictions are joined to it by them): a second record
-        of a clip already in the split is invalid. Answers that normalize to nothing are dropped and
-        counted (`dropped_answers`).
-        """
-        categories = self._read_categories(category_source, category_path)
-        features_dir = Path(self.config.features_dir) if self.config.with_video_features else None
-        clips: dict[ClipKey, int] = {}
-        dropped = self.dropped_answers.setdefault(split, DroppedAnswers())
+    def _generate_examples(self, source: str, path: str, split: str, categories: dict[str, str]) -> Iterator:
+        """Each record validated, its answers that normalize to nothing dropped (`dropped_answers`), its category
+        joined and, for a features config, its features read. A clip is known by its id and times (predictions are
+        joined to it by them): a second record of a clip already in the split is invalid."""
+        clips, dropped = {}, self.dropped_answers.setdefault(split, DroppedAnswers())
         for index, record in enumerate(_read_values(source, path)):
             try:
                 if isinstance(record, JsonRecordError):
                     raise InvalidRecordError(source, index, "(record)", record.problem)
                 example = validate_record(record, file=source, index=index)
-                first = clips.setdefault(clip_key(example), index)
-                if first != index:
+                if (first := clips.setdefault(clip_key(example), index)) != index:
                     problem = f"the clip {clip_key(example)} is record {first} too: a split holds each clip once"
                     raise InvalidRecordError(source, index, "video_id", problem)
                 example["additional_answers"] = dropped.scorable(example["additional_answers"])
-                if features_dir is not None:
-                    file_name = feature_file_name(
-                        example["video_id"], example["video_start_time"], example["video_end_time"]
-                    )
+                if self.config.with_video_features:
+                    features_file = Path(self.config.features_dir) / feature_file_name(*clip_key(example))
                     example["video_features"] = load_video_features(
-                        features_dir / file_name, file=source, index=index, feature_size=self.config.feature_size
+                        features_file, file=source, index=index, feature_size=self.config.feature_size
                     )
             except InvalidRecordError as error:
                 self._skip_or_raise(error)
                 continue
-            example["category"] = categories.get(example["video_id"])
-            yield index, example
+            yield index, example | {"category": categories.get(example["video_id"])}
+
+
+def _read_values(source: str, path: str) -> Iterator[object]:
+    """The values of a release JSON file; a file that cannot be read on, or holds no record, is an
+    `InvalidRecordError` of the whole file (index None: `--skip_invalid` cannot help)."""
+    count = 0
+    try:
+        for count, value in enumerate(read_json_values(path), start=1):
+            yield value
+    except DataError as error:
+        raise InvalidRecordError(source, None, None, str(error).removeprefix(f"{path}: ")) from error
+    if not count:
+        raise InvalidRecordError(source, None, None, "holds no records (an empty file?)")

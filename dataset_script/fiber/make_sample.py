@@ -1,15 +1,10 @@
 """Make the bundled SYNTHETIC sample of FIBER: release-format JSON, category TSVs and I3D-like features.
 
-The sample is designed so that the blank can be recovered from the video features but not from
-the text. Every clip shows one "item" (an object, a person or a place) drawn uniformly and
-independently of its caption template, and the templates are category-neutral ("The camera slowly
-pans to show _____."), so a text-only model cannot beat the most-frequent-answer guess by much.
-The clip's features carry the item: a signature of dimensions owned by the item is active in most
-frames, among a few random distractor dimensions. Features are sparse and quantized on purpose,
-so the whole folder compresses to under 1 MB in git.
-
-Run ``python -m fiberbench.data.fiber.make_sample`` to rewrite ``sample/`` (deterministic: the same
-seed gives byte-identical files).
+The blank can be recovered from the features but not from the text: every clip shows one "item" (an object, a
+person or a place) drawn independently of its category-neutral caption template ("The camera slowly pans to show
+_____."), and its features carry the item (a signature of dimensions active in most frames, among random distractor
+dimensions; sparse and quantized, so that the folder compresses to under 1 MB). `python -m
+fiberbench.data.fiber.make_sample` rewrites `sample/`: the same seed gives byte-identical files.
 """
 
 import argparse
@@ -22,12 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from fiberbench.errors import UsageError
-from fiberbench.files import atomic_folder
-
-from fiberbench.records import BLANK
+from fiberbench.outputs import atomic_folder
+from fiberbench.records import BLANK, VIDEO_FEATURE_SIZE, clip_key, feature_file_name
 
 from .release import SAMPLE_DIR
-from fiberbench.records import VIDEO_FEATURE_SIZE, feature_file_name
 
 SEED = 2022
 # Keyed by the release's file stems. Enough clips for a tiny model to learn the items in minutes
@@ -71,50 +64,37 @@ class Item:
     category: str
 
 
-# Each Table 4 category's items, each item's answers most natural first. Some answer words are shared
-# across items ("a person", "a room", "an instrument") so that F1 gives partial credit, as it does on
-# the real data.
+# Each Table 4 category's items, each item's answers most natural first. Some answer words are shared across items
+# ("a person", "a room", "an instrument") so that F1 gives partial credit, as it does on the real data.
 ANSWERS_BY_CATEGORY = {
     "Passive entity": (
         ("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"),
         ("a bicycle", "a bike", "a vehicle"),
-        ("a laptop", "a computer", "a laptop computer"),
-        ("a pizza", "some food", "a pizza pie"),
+        ("a laptop", "a computer", "a laptop computer"), ("a pizza", "some food", "a pizza pie"),
         ("a kite", "a flying toy", "a toy"),
     ),
     "Person": (
-        ("a chef", "a cook", "a person"),
-        ("a firefighter", "a fireman", "a person"),
-        ("a ballerina", "a dancer", "a young woman"),
-        ("a doctor", "a physician", "a person"),
+        ("a chef", "a cook", "a person"), ("a firefighter", "a fireman", "a person"),
+        ("a ballerina", "a dancer", "a young woman"), ("a doctor", "a physician", "a person"),
         ("a police officer", "a policeman", "a cop", "a person"),
     ),
     "Location": (
-        ("a beach", "the seaside", "the shore"),
-        ("a kitchen", "a room", "a cooking area"),
-        ("a gym", "a fitness room", "a room"),
-        ("a park", "a public park", "a green area"),
+        ("a beach", "the seaside", "the shore"), ("a kitchen", "a room", "a cooking area"),
+        ("a gym", "a fitness room", "a room"), ("a park", "a public park", "a green area"),
         ("a stage", "a concert stage", "a platform"),
     ),
 }
-ITEMS = tuple(
-    Item(answers, category) for category, items in ANSWERS_BY_CATEGORY.items() for answers in items
-)
+ITEMS = tuple(Item(answers, category) for category, items in ANSWERS_BY_CATEGORY.items() for answers in items)
 
 SUBJECTS = ("A man", "A woman", "A young girl", "A boy", "Someone", "An old man", "A teenager")
 
 # Category-neutral: any item fits any template. `{subject}` varies; the blank may open the caption.
 TEMPLATES = (
-    "{subject} is looking at _____ for a while.",
-    "The camera slowly pans to show _____.",
-    "_____ can be seen clearly in this video.",
-    "{subject} points at _____ and smiles.",
-    "{subject} talks about _____ in front of the camera.",
-    "{subject} records _____ with a phone.",
-    "_____ appears on the screen for a few seconds.",
-    "{subject} walks toward _____ slowly.",
-    "There is _____ in the video while {subject_lower} speaks.",
-    "{subject} describes _____ to the viewers.",
+    "{subject} is looking at _____ for a while.", "The camera slowly pans to show _____.",
+    "_____ can be seen clearly in this video.", "{subject} points at _____ and smiles.",
+    "{subject} talks about _____ in front of the camera.", "{subject} records _____ with a phone.",
+    "_____ appears on the screen for a few seconds.", "{subject} walks toward _____ slowly.",
+    "There is _____ in the video while {subject_lower} speaks.", "{subject} describes _____ to the viewers.",
 )
 
 
@@ -161,28 +141,16 @@ def make_record(rng: random.Random, video_id: str, item: Item, annotated: bool) 
     """One release-format record showing `item`, in a random template (with annotators if `annotated`)."""
     start = rng.randrange(0, 300)
     caption, masked_caption, label = make_caption(rng.choice(TEMPLATES), rng.choice(SUBJECTS), item.answers[0])
-    return {
-        "video_id": video_id,
-        "video_start_time": start,
-        "video_end_time": start + CLIP_SECONDS,
-        "caption": caption,
-        "masked_caption": masked_caption,
-        "label": label,
-        "additional_answers": make_annotations(rng, item) if annotated else [],
-    }
+    text = {"caption": caption, "masked_caption": masked_caption, "label": label}
+    answers = make_annotations(rng, item) if annotated else []
+    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS, **text,
+            "additional_answers": answers}
 
 
-def write_split(
-    folder: Path,
-    split: str,
-    num_clips: int,
-    *,
-    text_rng: random.Random,
-    feature_rng: np.random.Generator,
-    frame_range: tuple[int, int],
-    video_ids: set[str],
-) -> None:
-    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`."""
+def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_range: tuple, video_ids: set) -> None:
+    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`; `rngs` are the text's
+    `random.Random` and the features' NumPy generator."""
+    text_rng, feature_rng = rngs
     records, category_lines = [], ["video_id\tcategory"]
     while len(records) < num_clips:
         video_id = make_video_id(text_rng)
@@ -194,46 +162,26 @@ def write_split(
         records.append(record)
         category_lines.append(f"{video_id}\t{ITEMS[item_index].category}")
         num_frames = int(feature_rng.integers(frame_range[0], frame_range[1] + 1))
-        np.save(
-            folder / "i3d" / feature_file_name(video_id, record["video_start_time"], record["video_end_time"]),
-            make_features(feature_rng, item_index, num_frames),
-        )
+        features = make_features(feature_rng, item_index, num_frames)
+        np.save(folder / "i3d" / feature_file_name(*clip_key(record)), features)
     (folder / f"{split}.json").write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     if split != "train":
         (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n", encoding="utf-8")
 
 
-def make_sample(
-    output_dir: Path,
-    clips_per_split: dict[str, int] = CLIPS_PER_SPLIT,
-    frame_range: tuple[int, int] = FRAME_RANGE,
-    seed: int = SEED,
-) -> None:
-    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`.
-
-    `output_dir` is replaced whole and atomically (see `fiberbench.files.atomic_folder`), so a stale
-    feature file from an earlier run never survives and an interrupted run leaves the old sample. Only
-    a folder that holds a sample (its README.md says so) is replaced: anything else is an error.
-    """
+def make_sample(output_dir: Path, clips_per_split: dict = CLIPS_PER_SPLIT, frame_range=FRAME_RANGE, seed=SEED) -> None:
+    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`, replacing it
+    whole and atomically (no stale file survives; an interrupted run leaves the old sample), and only when it holds a
+    sample (its README.md says so)."""
     output_dir = Path(output_dir)
     readme = output_dir / "README.md"
     if output_dir.exists() and not (readme.is_file() and readme.read_text(encoding="utf-8").startswith(SAMPLE_TITLE)):
         raise UsageError(f"{output_dir} exists and is not a sample written by make_sample.py: not replacing it")
-    text_rng = random.Random(seed)
-    feature_rng = np.random.default_rng(seed)
-    with atomic_folder(output_dir, replace=True) as staging:
+    rngs, video_ids = (random.Random(seed), np.random.default_rng(seed)), set()
+    with atomic_folder(output_dir) as staging:
         (staging / "i3d").mkdir()
-        video_ids: set[str] = set()
         for split, num_clips in clips_per_split.items():
-            write_split(
-                staging,
-                split,
-                num_clips,
-                text_rng=text_rng,
-                feature_rng=feature_rng,
-                frame_range=frame_range,
-                video_ids=video_ids,
-            )
+            write_split(staging, split, num_clips, rngs, frame_range, video_ids)
         (staging / "README.md").write_text(SAMPLE_README.format(seed=seed, **clips_per_split), encoding="utf-8")
 
 

@@ -1,11 +1,6 @@
-"""Where the FIBER release lives: its download URLs, the file names of a local copy, and the bundled sample's folder.
-
-Kept apart from the builder (which needs `datasets`) so that `fiberbench build-dataset --help`
-and the checks made before a build import nothing heavy.
-"""
+"""Where the FIBER release lives: its download URLs, the file names of a local copy, and the bundled sample's folder."""
 
 from pathlib import Path
-
 
 # The official release files, as linked from the project's GitHub README
 # (https://github.com/MichiganNLP/video-fill-in-the-blank) and used by its data module; the category
@@ -29,6 +24,5 @@ CATEGORY_FILES = {
     "validation": ("categories_val.tsv", "val_label_categories.tsv"),
     "test": ("categories_test.tsv", "test_label_categories.tsv"),
 }
-# The SYNTHETIC sample bundled with the package, a local copy in the release format (with its I3D features), which
-# the build, the sample's loader and its generator all read.
+# The SYNTHETIC sample bundled with the package: a local copy of the release's format, with its I3D features.
 SAMPLE_DIR = Path(__file__).parent / "sample"

@@ -1,302 +1,117 @@
-"""Tests of `fiberbench agreement` on a hand-worked release-format file, and on crowd answers with annotator ids."""
+"""`fiberbench agreement` (Table 2) of a hand-worked release-format file, and of crowd answers with annotator ids."""
 
 import csv
 import json
+import logging
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from fiberbench.cli import main
+from fiberbench.data import SAMPLE_DIR
+
+from .conftest import blanked_record, snapshot
 
 RECORDS = [
-    {
-        "video_id": "v1",
-        "video_start_time": 0,
-        "video_end_time": 10,
-        "caption": "A dog runs.",
-        "masked_caption": "_____ runs.",
-        "label": "A dog",
-        "additional_answers": [["dog", "puppy"], ["a puppy"], ["cat"]],
-    },
-    {
-        "video_id": "v2",
-        "video_start_time": 0,
-        "video_end_time": 10,
-        "caption": "A boy kicks the red ball.",
-        "masked_caption": "A boy kicks _____.",
-        "label": "the red ball",
-        "additional_answers": [["red ball"], ["a blue ball", "ball"], ["the"]],
-    },
+    blanked_record("v1", "A dog runs.", "A dog", 0, 10) | {"additional_answers": [["dog", "puppy"], ["a puppy"], ["cat"]]},
+    blanked_record("v2", "A boy kicks the red ball.", "the red ball", 0, 10)
+    | {"additional_answers": [["red ball"], ["a blue ball", "ball"], ["the"]]},
 ]
-
-# Worked by hand. Each answer is compared with the other annotators' answers, the label being one
-# more annotator; "the" normalizes to nothing, so it is dropped and its annotator left out.
-# Caption 1: first answers dog (EM 100, F1 100), puppy (100, 100), cat (0, 0); all answers add
-#            puppy (100, 100) and the label "dog" vs {dog, puppy, puppy, cat} (100, 100).
-# Caption 2: first answers "red ball" (100, 100), "blue ball" vs {red ball} (0, F1 2*1/(2+2) = 50);
-#            all answers add "ball" vs {red ball} (0, 2*1/(1+2) = 66.7) and the label (100, 100).
-EM_BY_ANSWER = [100, 100, 100, 0, 100, 100, 0, 0, 100]
-F1_BY_ANSWER = [100, 100, 100, 0, 100, 100, 50, 200 / 3, 100]
+# Worked by hand. Each answer is compared with the other annotators' answers, the label being one more annotator;
+# "the" normalizes to nothing, so it is dropped and its annotator left out.
+# Caption 1: first answers dog (EM 100, F1 100), puppy (100, 100), cat (0, 0); all answers add puppy (100, 100) and the
+#            label "dog" vs {dog, puppy, puppy, cat} (100, 100).
+# Caption 2: first answers "red ball" (100, 100), "blue ball" vs {red ball} (0, F1 2*1/(2+2) = 50); all answers add
+#            "ball" vs {red ball} (0, 2*1/(1+2) = 66.7) and the label (100, 100).
 EXPECTED = {
-    "first_answers_per_caption_f1": (2 / 3 + 3 / 4) / 2 * 100,  # 70.83
-    "first_answers_per_caption_f1_std": (3 / 4 - 2 / 3) / 2 * 100,  # 4.17
-    "first_answers_per_caption_exact_match": (2 / 3 + 1 / 2) / 2 * 100,  # 58.33
-    "first_answers_per_caption_exact_match_std": (2 / 3 - 1 / 2) / 2 * 100,  # 8.33
-    "all_answers_per_answer_f1": sum(F1_BY_ANSWER) / 9,  # 79.63
+    "first_answers_per_caption_f1": (2 / 3 + 3 / 4) / 2 * 100,
+    "first_answers_per_caption_f1_std": (3 / 4 - 2 / 3) / 2 * 100,
+    "first_answers_per_caption_exact_match": (2 / 3 + 1 / 2) / 2 * 100,
+    "first_answers_per_caption_exact_match_std": (2 / 3 - 1 / 2) / 2 * 100,
+    "all_answers_per_answer_f1": (600 + 50 + 200 / 3) / 9,
     "all_answers_per_answer_exact_match": 600 / 9,
     "all_answers_per_answer_exact_match_std_across_answers": 100 * (6 / 9 * 3 / 9) ** 0.5,
-    "num_captions": 2,
-    "num_first_answers": 5,
-    "num_answers": 9,
-    "num_annotators_left_out": 1,
-    "num_empty_answers_dropped": 1,
-    "num_repeated_answers_dropped": 0,
+    "num_captions": 2, "num_first_answers": 5, "num_answers": 9, "num_annotators_left_out": 1,
+    "num_empty_answers_dropped": 1, "num_repeated_answers_dropped": 0,
 }
+# The answers of RECORDS by annotator id: w1 and w2 answer both clips; w3 only v1, w4 only v2 ("the": left out).
+CSV_ROWS = [["v1", 0, 10, "w1", "dog", "puppy"], ["v1", 0, 10, "w2", "a puppy", ""], ["v1", 0, 10, "w3", "cat", ""],
+            ["v2", 0, 10, "w1", "red ball", ""], ["v2", 0, 10, "w2", "a blue ball", "ball"], ["v2", 0, 10, "w4", "the", ""],
+            ["v9", 0, 10, "w1", "a clip that is not in the file", ""]]
 
 
-def mean(values):
-    return sum(values) / len(values)
-
-
-def std(values):
-    return (sum((value - mean(values)) ** 2 for value in values) / len(values)) ** 0.5
-
-
-def write_records(path, records):
-    path.write_text(json.dumps(records))
+def write_answers_csv(path: Path, rows) -> Path:
+    with path.open("w", newline="") as file:
+        csv.writer(file).writerows([["video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1",
+                                     "answer_2"], *rows])
     return path
 
 
+def agreement(tmp_path, records, *flags) -> dict:
+    (tmp_path / "val.json").write_text(json.dumps(records))
+    assert main(["agreement", str(tmp_path / "val.json"), "--output_file", str(tmp_path / "a.json"), *map(str, flags)]) == 0
+    return json.loads((tmp_path / "a.json").read_text())
+
+
 def test_agreement_of_a_hand_worked_file(tmp_path, capsys):
-    source, output = write_records(tmp_path / "val.json", RECORDS), tmp_path / "agreement.json"
-    assert main(["agreement", str(source), "--output_file", str(output)]) == 0
-    results = json.loads(output.read_text())
+    results = agreement(tmp_path, RECORDS)
     assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)
-    assert "all_answers_per_answer_f1_std_across_annotators" not in results
     table = capsys.readouterr().out
     assert "| first answers, per caption | 70.8 (± 4.2) | 58.3 (± 8.3) | 82.6 (± 15.7) | 75.3 (± 19.7) |" in table
-    assert "| all answers, per answer | 79.6 (± " in table
     assert "2 captions, 5 first answers, 9 answers, 1 annotators left out, 1 empty answers dropped" in table
     assert "the per-answer deviation is across answers: this file has no annotator ids" in table
 
 
-def write_answers_csv(path, rows):
-    with path.open("w", newline="") as file:
-        writer = csv.writer(file)
-        writer.writerow(["video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1", "answer_2"])
-        writer.writerows(rows)
-    return path
-
-
-# The answers of RECORDS by annotator id: w1 and w2 answer both clips; w3 only v1, w4 only v2 ("the": left out).
-CSV_ROWS = [
-    ["v1", 0, 10, "w1", "dog", "puppy"],
-    ["v1", 0, 10, "w2", "a puppy", ""],
-    ["v1", 0, 10, "w3", "cat", ""],
-    ["v2", 0, 10, "w1", "red ball", ""],
-    ["v2", 0, 10, "w2", "a blue ball", "ball"],
-    ["v2", 0, 10, "w4", "the", ""],
-    ["v9", 0, 10, "w1", "a clip that is not in the file", ""],
-]
-
-
-def test_agreement_of_crowd_answers_with_annotator_ids(tmp_path, capsys):
+def test_agreement_of_crowd_answers_with_annotator_ids_leaves_unavailable_videos_out(tmp_path, capsys):
     records = [{key: value for key, value in record.items() if key != "additional_answers"} for record in RECORDS]
-    source = write_records(tmp_path / "val.json", records)
-    answers = write_answers_csv(tmp_path / "answers.csv", CSV_ROWS)
-    output = tmp_path / "agreement.json"
-    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
-    results = json.loads(output.read_text())
-    assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)  # the same answers as RECORDS
-    # Each annotator's mean over all their answers (EM_BY_ANSWER / F1_BY_ANSWER, by annotator), the labels as one.
-    em_by_annotator = {"w1": [100, 100, 100], "w2": [100, 0, 0], "w3": [0], "labels": [100, 100]}
-    f1_by_annotator = {"w1": [100, 100, 100], "w2": [100, 50, 200 / 3], "w3": [0], "labels": [100, 100]}
-    for metric, by_annotator in (("exact_match", em_by_annotator), ("f1", f1_by_annotator)):
-        expected = std([mean(scores) for scores in by_annotator.values()])
-        assert results[f"all_answers_per_answer_{metric}_std_across_annotators"] == pytest.approx(expected)
-    assert results["all_answers_per_answer_exact_match_std_across_annotators"] == pytest.approx(43.30127)
-    assert results["num_annotators"] == 4
-    table = capsys.readouterr().out
-    assert "| all answers, per answer | 79.6 (± 40.9) | 66.7 (± 43.3) | 70.0 (± 11.9) | 58.1 (± 16.3) |" in table
-    assert "across annotators (each annotator's mean), as in the paper" in table
-
-
-def test_a_clip_an_answer_says_is_an_unavailable_video_is_left_out(tmp_path):
-    records = [{key: value for key, value in record.items() if key != "additional_answers"} for record in RECORDS]
-    records.append({**records[0], "video_id": "v3"})
     rows = [*CSV_ROWS, ["v3", 0, 10, "w1", "dog", ""], ["v3", 0, 10, "w2", "Unavailable video", ""]]
-    source = write_records(tmp_path / "val.json", records)
-    output = tmp_path / "agreement.json"
-    answers = write_answers_csv(tmp_path / "answers.csv", rows)
-    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
-    results = json.loads(output.read_text())
-    assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)  # as if v3 had no answers
-
-
-def test_a_record_without_answers_is_named(tmp_path, cli_error):
-    without_answers = {key: value for key, value in RECORDS[1].items() if key != "additional_answers"}
-    source = write_records(tmp_path / "val.json", [RECORDS[0], without_answers])
-    status, line = cli_error("agreement", source)
-    assert status == 1 and re.search(r"val.json: record 1: field 'additional_answers': missing or empty", line)
-
-
-def test_answers_of_no_clip_of_the_file_are_an_error(tmp_path, cli_error):
-    source = write_records(tmp_path / "val.json", RECORDS)
-    answers = write_answers_csv(tmp_path / "answers.csv", CSV_ROWS[-1:])
-    status, line = cli_error("agreement", source, "--answers_files", answers)
-    assert status == 1 and "No row of" in line and "answers a clip of the blanked file" in line
-
-
-def records_bytes(records) -> bytes:
-    return json.dumps(records).encode()
-
-
-TRAIN_RECORD = {key: value for key, value in RECORDS[0].items() if key != "additional_answers"}
-ANSWERS_HEADER = b"video_id,video_start_time,video_end_time,annotator_id,answer_1\n"
-# name -> (the file's bytes, the answers CSV's bytes (or None), the output file's name, exit status, message pattern)
-BAD_INPUTS = {
-    "a file that is not there": (None, None, None, 1, r"val.json: No such file or directory"),
-    "a folder instead of a file": ("folder", None, None, 1, r"val.json: Is a directory"),
-    "non-UTF-8 bytes": (
-        records_bytes(RECORDS)[:30] + b"\xff" + records_bytes(RECORDS)[30:],
-        None,
-        None,
-        1,
-        r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xff\)",
-    ),
-    "not JSON": (b"video_id,label\nv1,a dog\n", None, None, 1, r"val.json: record 0: invalid JSON"),
-    "a JSON array cut short": (records_bytes(RECORDS)[:-20], None, None, 1, r"val.json: record 1: invalid JSON"),
-    "a record that is not an object": (
-        b'["v1"]',
-        None,
-        None,
-        1,
-        r"val.json: record 0: expected a JSON object, got str",
-    ),
-    "a record without a label": (
-        records_bytes([{k: v for k, v in RECORDS[0].items() if k != "label"}]),
-        None,
-        None,
-        1,
-        r"val.json: record 0: field 'label': missing",
-    ),
-    "a split without answers (train)": (
-        records_bytes([TRAIN_RECORD]),
-        None,
-        None,
-        1,
-        r"val.json: record 0: field 'additional_answers': missing or empty",
-    ),
-    "an annotator with no answers": (
-        records_bytes([{**RECORDS[0], "additional_answers": [["dog"], []]}]),
-        None,
-        None,
-        1,
-        r"record 0: field 'additional_answers': annotator 1: expected a non-empty list",
-    ),
-    "an answers file that is not there": (
-        records_bytes(RECORDS),
-        "missing",
-        None,
-        1,
-        r"answers.csv: No such file or directory",
-    ),
-    "an answers CSV without answer columns": (
-        records_bytes(RECORDS),
-        b"video_id,video_start_time,video_end_time,annotator_id\n",
-        None,
-        1,
-        r"answers.csv: the fiber layout needs answer columns",
-    ),
-    "an answers CSV with non-UTF-8 bytes": (
-        records_bytes(RECORDS),
-        ANSWERS_HEADER + b"v1,0,10,w1,caf\xe9\n",
-        None,
-        1,
-        r"answers.csv, line 2: byte 15 of the line \(0xe9\) is not UTF-8",
-    ),
-    "an answers CSV with times that are not seconds": (
-        records_bytes(RECORDS),
-        ANSWERS_HEADER + b"v1,zero,10,w1,dog\n",
-        None,
-        1,
-        r"answers.csv, line 2, column 'video_start_time': must be a whole number of seconds",
-    ),
-    "answers of no clip of the file": (
-        records_bytes(RECORDS),
-        ANSWERS_HEADER + b"v9,0,10,w1,dog\n",
-        None,
-        1,
-        r"No row of .*answers.csv answers a clip of the blanked file",
-    ),
-    "the output is the input": (records_bytes(RECORDS), None, "val.json", 2, r"--output_file .*val.json is an input"),
-    "the output is a folder": (
-        records_bytes(RECORDS),
-        None,
-        "folder_out",
-        2,
-        r"--output_file .*folder_out is a folder",
-    ),
-}
-
-
-@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
-def test_a_bad_input_is_one_line_and_writes_nothing(case, tmp_path, cli_error):
-    content, answers, output_name, expected_status, message = BAD_INPUTS[case]
-    source, answers_file = tmp_path / "val.json", tmp_path / "answers.csv"
-    if content == "folder":
-        source.mkdir()
-    elif content is not None:
-        source.write_bytes(content)
-    if isinstance(answers, bytes):
-        answers_file.write_bytes(answers)
-    if output_name == "folder_out":
-        (tmp_path / output_name).mkdir()
-    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
-    output = tmp_path / (output_name or "agreement.json")
-    flags = ["--output_file", output] + (["--answers_files", answers_file] if answers is not None else [])
-    status, line = cli_error("agreement", source, *flags)
-    assert status == expected_status and re.search(message, line), line
-    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
-
-
-def test_answers_csv_with_a_byte_order_mark_and_windows_line_ends_are_read(tmp_path):
-    source = write_records(tmp_path / "val.json", RECORDS)
-    answers = tmp_path / "answers.csv"
-    lines = ["video_id,video_start_time,video_end_time,annotator_id,answer_1,answer_2"]
-    lines += [",".join(map(str, row)) for row in CSV_ROWS]
-    answers.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode() + b"\r\n")
-    output = tmp_path / "agreement.json"
-    assert main(["agreement", str(source), "--answers_files", str(answers), "--output_file", str(output)]) == 0
-    assert json.loads(output.read_text())["num_annotators"] == 4
+    results = agreement(tmp_path, [*records, {**records[0], "video_id": "v3"}], "--answers_files",
+                        write_answers_csv(tmp_path / "answers.csv", rows))
+    assert {key: results[key] for key in EXPECTED} == pytest.approx(EXPECTED)  # the same answers as RECORDS
+    # The deviation across annotators of each annotator's mean over all their answers (the labels as one annotator).
+    mean = lambda values: sum(values) / len(values)  # noqa: E731
+    for metric, by_annotator in (("exact_match", [[100] * 3, [100, 0, 0], [0], [100, 100]]),
+                                 ("f1", [[100] * 3, [100, 50, 200 / 3], [0], [100, 100]])):
+        means = [mean(scores) for scores in by_annotator]
+        std = mean([(value - mean(means)) ** 2 for value in means]) ** 0.5
+        assert results[f"all_answers_per_answer_{metric}_std_across_annotators"] == pytest.approx(std)
+    assert results["num_annotators"] == 4
+    row = "| all answers, per answer | 79.6 (± 40.9) | 66.7 (± 43.3) | 70.0 (± 11.9) | 58.1 (± 16.3) |"
+    assert row in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("copied", [False, True], ids=["the sample's file", "a copy of it"])
 def test_the_bundled_samples_file_is_said_to_be_synthetic(tmp_path, capsys, caplog, copied):
-    """As every other command says of the sample: the table, the log and the numbers written."""
-    import logging
-    import shutil
-
-    from fiberbench.data import SAMPLE_DIR
-
-    path = SAMPLE_DIR / "val.json"
-    if copied:
-        path = Path(shutil.copyfile(path, tmp_path / "val.json"))
-    output = tmp_path / "agreement.json"
+    path = Path(shutil.copyfile(SAMPLE_DIR / "val.json", tmp_path / "val.json")) if copied else SAMPLE_DIR / "val.json"
     with caplog.at_level(logging.WARNING):
-        assert main(["agreement", str(path), "--output_file", str(output)]) == 0
-    table = capsys.readouterr().out
-    assert table.startswith("**SYNTHETIC data** (the bundled sample's val.json, or a copy): the numbers say nothing")
-    assert "SYNTHETIC" in caplog.text and json.loads(output.read_text())["synthetic"] is True
+        assert main(["agreement", str(path), "--output_file", str(tmp_path / "a.json")]) == 0
+    assert capsys.readouterr().out.startswith("**SYNTHETIC data** (the bundled sample's val.json, or a copy)")
+    assert "SYNTHETIC" in caplog.text and json.loads((tmp_path / "a.json").read_text())["synthetic"] is True
 
 
-def test_a_file_that_is_not_the_samples_is_not_said_to_be_synthetic(tmp_path, capsys):
-    from fiberbench.data import SAMPLE_DIR
+# (case, the file's bytes (None: absent), the answers CSV's rows (or None), the output's name, exit status, the line)
+BAD_INPUTS = [
+    ("bytes that are not UTF-8", json.dumps(RECORDS).encode().replace(b"runs", b"r\xffns", 1), None, "a.json", 1,
+     r"val.json: record 0: holds bytes that are not UTF-8 text \(byte 0xff\)"),
+    ("a split without answers (train)", json.dumps([RECORDS[0] | {"additional_answers": []}]).encode(), None, "a.json",
+     1, r"val.json: record 0: field 'additional_answers': missing or empty: agreement needs annotators' answers"),
+    ("answers with times that are not seconds", json.dumps(RECORDS).encode(), [["v1", "zero", 10, "w1", "dog", ""]],
+     "a.json", 1, r"answers.csv, line 2, column 'video_start_time': must be a whole number of seconds"),
+    ("answers of no clip of the file", json.dumps(RECORDS).encode(), [["v9", 0, 10, "w1", "dog", ""]], "a.json", 1,
+     r"No row of .*answers.csv answers a clip of the blanked file"),
+    ("the output is the input", json.dumps(RECORDS).encode(), None, "val.json", 2, r"--output_file .*val.json is an input"),
+]
 
-    records = json.loads((SAMPLE_DIR / "val.json").read_text())[:20]
-    path = tmp_path / "val.json"
-    path.write_text(json.dumps(records))
-    output = tmp_path / "agreement.json"
-    assert main(["agreement", str(path), "--output_file", str(output)]) == 0
-    assert "SYNTHETIC" not in capsys.readouterr().out and json.loads(output.read_text())["synthetic"] is False
+
+@pytest.mark.parametrize(("content", "rows", "output", "status", "message"), [c[1:] for c in BAD_INPUTS],
+                         ids=[c[0] for c in BAD_INPUTS])
+def test_a_bad_input_is_one_line_and_writes_nothing(tmp_path, cli_error, content, rows, output, status, message):
+    if content is not None:
+        (tmp_path / "val.json").write_bytes(content)
+    flags = ["--answers_files", write_answers_csv(tmp_path / "answers.csv", rows)] if rows else []
+    before = snapshot(tmp_path)
+    code, line = cli_error("agreement", tmp_path / "val.json", "--output_file", tmp_path / output, *flags)
+    assert code == status and re.search(message, line), line
+    assert snapshot(tmp_path) == before

