@@ -1,5 +1,5 @@
-"""The arguments of `training/train.py`: `Seq2SeqTrainingArguments` with the paper's recipe as defaults, FIBER's own
-dataclasses, and `--config NAME` (a YAML file of flags, or one of training/configs/) under the command line."""
+"""The arguments of `training/train.py`: FIBER's dataclasses, `Seq2SeqTrainingArguments` with the paper's recipe as
+defaults, and `--config NAME` (a YAML file of flags, or one of training/configs/) under the command line."""
 
 import math
 import sys
@@ -18,64 +18,52 @@ CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 # The Trainer's arguments that shape what a run trains: a checkpoint resumes only with the values it was saved with.
 TRAINING_SETTINGS = (
-    "learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed", "optim", "max_grad_norm",
-    "adam_beta1", "adam_beta2", "adam_epsilon", "world_size",
+    "learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs",
+    "max_steps", "lr_scheduler_type", "warmup_steps", "warmup_epochs", "seed", "optim", "max_grad_norm", "world_size",
 )
+
+
+def argument(default, help_text: str):
+    return field(default=default, metadata={"help": help_text})
 
 
 @dataclass
 class ModelArguments:
-    model_name_or_path: str | None = field(default=None, metadata={"help": (
-        "T5 or FIBER checkpoint (Hub id or folder, safetensors weights); default: a tiny model built from the "
-        "tokenizer shipped with the package.")})
-    config_overrides: str | None = field(default=None, metadata={
-        "help": 'For the tiny model only: config settings, e.g. "d_model=64,num_layers=2".'})
-    fusion: Literal["none", "early", "late"] | None = field(default=None, metadata={"help": (
-        'Video fusion: "none" (text only), "early" (T5 + I3D) or "late" (two-stream); default: a FIBER '
-        'checkpoint\'s own, else "early".')})
-    single_feature: bool = field(default=False, metadata={
-        "help": "Use only the video feature around the 3rd second of each clip (the paper's 1f variants)."})
-    num_beams: int | None = field(default=None, metadata={
-        "help": "Beam size; default: the model's (the paper's: early 4, late 8, text only 2)."})
-    baseline: Literal["most_frequent_answer"] | None = field(default=None, metadata={
-        "help": "Run a baseline instead of a model: the training set's most frequent answer for every blank."})
+    config: str | None = argument(None, "A YAML file of this script's flags, or one of training/configs/ (a row of "
+                                  "Table 3, e.g. t5_i3d); flags on the command line win.")
+    model_name_or_path: str | None = argument(None, "T5 or FIBER checkpoint (Hub id or folder, safetensors); "
+                                              "default: a tiny model over the tokenizer shipped with the package.")
+    config_overrides: str | None = argument(None, 'The tiny model\'s config, e.g. "d_model=64,num_layers=2".')
+    fusion: Literal["none", "early", "late"] | None = argument(
+        None, "none (text only), early (T5 + I3D) or late (two-stream); default: the checkpoint's, else early.")
+    single_feature: bool = argument(False, "Only the feature around each clip's 3rd second (the paper's 1f).")
+    num_beams: int | None = argument(None, "Beams; default: the model's (the paper's: early 4, late 8, text 2).")
+    only_noun_phrases: bool = argument(True, "Answer with the first beam that is a noun phrase, as the paper.")
+    spacy_model: str | None = argument(None, "The noun-phrase check's spaCy pipeline; default: "
+                                       "$FIBERBENCH_SPACY_MODEL, else en_core_web_trf.")
+    baseline: Literal["most_frequent_answer"] | None = argument(
+        None, "A baseline instead of a model: the training set's most frequent answer for every blank.")
 
 
 @dataclass
 class DataArguments:
-    dataset_name: str | None = field(default=None, metadata={
-        "help": "Hub id or folder of a FIBER dataset (fiberbench build-dataset); default: the bundled sample."})
-    dataset_config_name: str | None = field(default=None, metadata={
-        "help": 'Dataset config; default: "text" for a text-only model, else the features its checkpoint read '
-        '(else "i3d").'})
-
-
-@dataclass
-class FiberArguments:
-    config: str | None = field(default=None, metadata={"help": (
-        "A YAML file of this script's flags, or the name of one in training/configs/ (a row of Table 3, e.g. "
-        "t5_i3d); flags on the command line win.")})
-    overwrite_output_dir: bool = field(default=False, metadata={
-        "help": "Replace an earlier run of this script in --output_dir (only the files it wrote)."})
-    warmup_epochs: float = field(default=1.0, metadata={
-        "help": "Warm-up in epochs (the paper: one), unless --warmup_steps is given."})
-    only_noun_phrases: bool = field(default=True, metadata={
-        "help": "Answer with the first beam that is a noun phrase in the blank (else the first beam), as the paper."})
-    spacy_model: str | None = field(default=None, metadata={
-        "help": "spaCy pipeline of the noun-phrase check; default: $FIBERBENCH_SPACY_MODEL, else en_core_web_trf."})
-    trust_checkpoint: bool = field(default=False, metadata={
-        "help": "Resume from a checkpoint holding pickles beyond tensors and numbers (FSDP's sharded ones): only "
-        "one you wrote."})
+    dataset_name: str | None = argument(None, "Hub id or folder of a FIBER dataset (fiberbench build-dataset); "
+                                        "default: the bundled sample.")
+    dataset_config_name: str | None = argument(None, 'Default: "text" for a text-only model, else the features its '
+                                               'checkpoint read (else "i3d").')
 
 
 @dataclass
 class FiberTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (App. B.1): AdamW without weight decay (Adam),
     no gradient clipping, batch 64, 10 epochs, learning rate 1e-4, linear decay after a warm-up of `warmup_epochs`;
-    validation after each epoch, keeping the model with the best validation F1."""
+    validation after each epoch, keeping the model with the best validation F1; and FIBER's own settings."""
 
     output_dir: str = "outputs/fiber"
+    overwrite_output_dir: bool = argument(False, "Replace an earlier run of train.py there (only what it wrote).")
+    trust_checkpoint: bool = argument(False, "Resume from a checkpoint holding pickles beyond tensors and numbers "
+                                      "(FSDP's sharded ones): only one you wrote.")
+    warmup_epochs: float = argument(1.0, "Warm-up in epochs (the paper: one), unless --warmup_steps is given.")
     do_train: bool = True
     do_eval: bool = True
     do_predict: bool = True
@@ -108,21 +96,19 @@ class FiberTrainingArguments(Seq2SeqTrainingArguments):
 class ArgumentParser(HfArgumentParser):
     """`HfArgumentParser` whose errors are one-line `UsageError`s (exit status 2)."""
 
+    def __init__(self):
+        # A misspelt flag is an error, not silently read as the flag it abbreviates.
+        super().__init__((ModelArguments, DataArguments, FiberTrainingArguments), prog=PROG, allow_abbrev=False)
+
     def error(self, message: str):
         raise UsageError(f"{message} (see {PROG} --help)")
-
-
-def build_parser() -> ArgumentParser:
-    # A misspelt flag is an error, not silently read as the flag it abbreviates.
-    return ArgumentParser((ModelArguments, DataArguments, FiberArguments, FiberTrainingArguments), prog=PROG,
-                          allow_abbrev=False)
 
 
 def config_path(name: str) -> Path:
     """`name` as a file, or as a config of training/configs/ (with or without ".yaml")."""
     for path in (Path(name), CONFIGS_DIR / name, CONFIGS_DIR / f"{name}.yaml"):
         if path.is_file():
-            return path
+            return path.resolve()
     shipped = ", ".join(sorted(path.stem for path in CONFIGS_DIR.glob("*.yaml")))
     raise UsageError(f"--config {name}: no such file, and no config of that name in {CONFIGS_DIR} (shipped: {shipped})")
 
@@ -146,18 +132,17 @@ def config_flags(parser: ArgumentParser, path: Path) -> list[str]:
     except UsageError as error:
         raise UsageError(f"{path}: {error}") from error
     if unknown:
-        raise UsageError(f"{path}: unknown key(s) {', '.join(unknown)}; valid keys are the flags of {PROG}")
+        raise UsageError(f"{path}: unknown key(s) {', '.join(unknown)}; its keys are the flags of {PROG}")
     return flags
 
 
-def parse_args(argv: list | None = None):
-    """(model, data, fiber, training) arguments: the command line over --config over the defaults; with no model,
-    dataset or baseline, over training/configs/sample_demo.yaml (the main job). A bad flag, value or config file is
-    a `UsageError`."""
-    parser = build_parser()
+def parse_args(argv: list | None = None) -> tuple[ModelArguments, DataArguments, FiberTrainingArguments]:
+    """The arguments: the command line over --config over the defaults, and with no model and no dataset over
+    training/configs/sample_demo.yaml (the main job). A bad flag, value or config file is a `UsageError`."""
+    parser = ArgumentParser()
     argv = [str(arg) for arg in (sys.argv[1:] if argv is None else argv)]
     given = parser.parse_known_args(argv)[0].config
-    path = config_path(given).resolve() if given else None
+    path = config_path(given) if given else None
     flags = config_flags(parser, path) if path else []
     layered = parser.parse_known_args(flags + argv)[0]
     if not (layered.model_name_or_path or layered.dataset_name) and path != SAMPLE_DEMO_CONFIG:
@@ -168,11 +153,9 @@ def parse_args(argv: list | None = None):
         raise UsageError(" ".join(str(error).split())) from error
 
 
-def training_settings(model_args, data_args, fiber_args, training_args) -> dict:
+def training_settings(model_args: ModelArguments, data_args: DataArguments, args: FiberTrainingArguments) -> dict:
     """What shapes a run's training: saved with every checkpoint (`trainer_state.json`) and compared on resume."""
-    return {
-        **{name: value for name, value in asdict(model_args).items() if name not in ("num_beams", "baseline")},
-        **asdict(data_args),
-        "warmup_epochs": fiber_args.warmup_epochs,
-        **{name: str(getattr(training_args, name)) for name in TRAINING_SETTINGS},
+    fixed = ("model_name_or_path", "config_overrides", "fusion", "single_feature")
+    return {name: getattr(model_args, name) for name in fixed} | asdict(data_args) | {
+        name: str(getattr(args, name)) for name in TRAINING_SETTINGS
     }

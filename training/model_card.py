@@ -1,141 +1,58 @@
-"""make_model_card: the README.md of a trained FIBER model, with the Hub metadata (datasets, base model, results)."""
+"""The README.md of a trained FIBER model, from the template model_card.md: what it is, the data it saw (SYNTHETIC
+included), its scores as Hub metadata (`model-index`), its training settings and the step it holds."""
 
-import dataclasses
-from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from fiberbench import CITATION
+from fiberbench.outputs import write_text
 
-TASK_TYPE = "text2text-generation"
+TEMPLATE = Path(__file__).with_suffix(".md")
 FUSIONS = {
     "none": "none (text only: T5 fine-tuned without the video)",
     "early": "early (projected video features follow the caption's token embeddings through the T5 encoder)",
     "late": "late (a video transformer beside the T5 text encoder, then a fusion transformer over both)",
 }
+CARD_METRICS = ("exact_match", "f1", "exact_match_label_only", "f1_label_only", "map")
+CARD_SETTINGS = ("per_device_train_batch_size", "gradient_accumulation_steps", "learning_rate", "weight_decay",
+                 "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed", "world_size")
 
 
-@dataclasses.dataclass(frozen=True)
-class SavedAt:
-    """The point of training a saved model holds: optimizer `step`, `epoch`, its `validation` scores (fiber_metric's,
-    in percent; None when not validated), and whether it is the run's `final` model or a save pushed while training
-    went on."""
-
-    step: int
-    epoch: float
-    validation: Mapping[str, Any] | None = None
-    final: bool = True
-
-    def describe(self) -> str:
-        epochs = f"{self.epoch:.4g} epoch" + ("" if self.epoch == 1 else "s")
-        score = "it was not evaluated on the validation split" if self.validation is None else (
-            f"validation F1 **{self.validation['f1']:.2f}**, exact match {self.validation['exact_match']:.2f}"
-        )
-        when = "It is the run's final model." if self.final else (
-            "It was pushed while training went on: a later push of the run replaces it."
-        )
-        return f"This model holds the weights after **{self.step} optimizer steps ({epochs})**; {score}. {when}"
-
-
-def make_model_card(
-    results: Mapping[str, Any],
-    *,
-    base_model: str | None,
-    dataset_name: str,
-    fusion: str,
-    hyperparameters: Mapping[str, Any],
-    model_name: str = "fiber-t5",
-    dataset_config: str | None = None,
-    split: str = "test",
-    single_feature: bool = False,
-    synthetic: bool = False,
-    saved_at: SavedAt | None = None,
-) -> str:
-    """The model card (README.md text) of a trained FIBER model.
-
-    `results`' numbers (fiber_metric's, in percent) go into the card's `model-index`, on `split`; `base_model` is
-    the checkpoint training started from (None: trained from scratch); `hyperparameters` are listed in a table, in
-    their order; `synthetic` says the data is the bundled SYNTHETIC sample (or built from it): the card says so at
-    the top and is tagged `synthetic-data`; `saved_at` adds which step and epoch the model holds. Raises ValueError
-    for an unknown `fusion`. `ModelCard(text).data` reads the YAML metadata back.
-    """
-    if fusion not in FUSIONS:
-        raise ValueError(f"`fusion` must be one of {tuple(FUSIONS)}, got {fusion!r}.")
-    scores = {name: float(value) for name, value in results.items() if isinstance(value, int | float)}
-    features = "I3D" if dataset_config in (None, "i3d") else f"`{dataset_config}`"
-    video = f"one {features} feature per clip" if single_feature else f"the clip's {features} features"
-    tags = ["fiber", "video", "fill-in-the-blanks", "t5"]
-    tags += [] if fusion == "none" else [dataset_config or "i3d", f"{fusion}-fusion"]
-    tags += ["synthetic-data"] if synthetic else []
+def write_model_card(trainer, folder: Path, *, final: bool, results: dict | None = None, split="validation") -> None:
+    """`folder`/README.md: the card of `trainer`'s model (a `FiberSeq2SeqTrainer`'s), with `results` on `split`
+    (default: the validation scores of the step it holds, the best model's after `load_best_model_at_end`)."""
+    args, state, model = trainer.args, trainer.state, trainer.accelerator.unwrap_model(trainer.model)
+    step = state.best_global_step if final and args.load_best_model_at_end and state.best_global_step else state.global_step
+    logged = [record for record in state.log_history if record.get("step", 0) <= step]
+    validation = next(({key[5:]: value for key, value in record.items() if key.startswith("eval_")}
+                       for record in reversed(logged) if "eval_f1" in record), None)
+    scores = {key: float(value) for key, value in ((validation or {}) if results is None else results).items()
+              if key in CARD_METRICS and value is not None}
+    fusion, dataset, config = model.config.fusion, trainer.dataset_name, trainer.dataset_config
+    features = "I3D" if config in (None, "i3d") else f"`{config}`"
+    if fusion != "none":
+        clip = f"one {features} feature per clip" if trainer.processing_class.single_feature else f"the clip's {features} features"
+        features = f", reading {clip}"
+    name = args.hub_model_id or Path(args.output_dir).name
     card_data = ModelCardData(
-        base_model=base_model,
-        datasets=[dataset_name],
-        language="en",
-        library_name="transformers",
-        license="apache-2.0",
-        metrics=sorted(scores),
-        model_name=model_name,
-        pipeline_tag=TASK_TYPE,
-        tags=tags,
+        base_model=model.config.name_or_path or None, datasets=[dataset], language="en", license="apache-2.0",
+        library_name="transformers", metrics=sorted(scores), model_name=name, pipeline_tag="text2text-generation",
+        tags=["fiber", "video", "fill-in-the-blanks", "t5"] + [config or "i3d", f"{fusion}-fusion"] * (fusion != "none")
+        + ["synthetic-data"] * trainer.synthetic,
         eval_results=[
-            EvalResult(
-                task_type=TASK_TYPE,
-                task_name="Video fill-in-the-blanks",
-                dataset_type=dataset_name,
-                dataset_name="FIBER",
-                dataset_config=dataset_config,
-                dataset_split=split,
-                metric_type=name,
-                metric_name=name.replace("_", " ").capitalize(),
-                metric_value=value,
-            )
-            for name, value in scores.items()
-        ]
-        or None,
+            EvalResult(task_type="text2text-generation", task_name="Video fill-in-the-blanks", dataset_type=dataset,
+                       dataset_name="FIBER", dataset_config=config, dataset_split=split, metric_type=key,
+                       metric_name=key.replace("_", " ").capitalize(), metric_value=value)
+            for key, value in scores.items()
+        ] or None,
     )
-    synthetic_note = (
-        "\n**Trained and evaluated on SYNTHETIC data** (the sample bundled with fiberbench, or a dataset built from "
-        "it): a demonstration model; its scores say nothing about FIBER.\n" if synthetic else ""
+    card = ModelCard.from_template(
+        card_data, template_path=TEMPLATE, model_name=name, base_model=model.config.name_or_path, dataset_name=dataset,
+        dataset_config=config, synthetic=trainer.synthetic, split=split, scores=scores, validation=validation,
+        fusion=FUSIONS[fusion] + ("" if fusion == "none" else features), final=final, citation=CITATION,
+        video_argument="" if fusion == "none" else ", video_features=[features]", step=step,
+        epoch=next((record["epoch"] for record in reversed(logged) if "epoch" in record), state.epoch or 0),
+        settings={key: getattr(getattr(args, key), "value", getattr(args, key)) for key in CARD_SETTINGS} | {"num_beams": model.generation_config.num_beams},
     )
-    table = "\n".join(f"| {name} | {value:.2f} |" for name, value in scores.items())
-    settings = "\n".join(f"| {name} | {value} |" for name, value in hyperparameters.items())
-    state = f"\n## Training state\n\n{saved_at.describe()}\n" if saved_at is not None else ""
-    body = f"""
-# {model_name}
-
-A FIBER model: {f"`{base_model}` fine-tuned" if base_model else "a T5 trained from scratch"} to fill the blank of a
-video caption on `{dataset_name}`. Fusion: {FUSIONS[fusion] + ("" if fusion == "none" else f", reading {video}")}.
-{synthetic_note}
-The input is the masked caption with its blank `_____` as `<extra_id_0>`; the model generates
-`<extra_id_0> answer <extra_id_1>`. Decoding follows the paper: beam search, at most 10 new tokens,
-no repeated bigrams, only `</s>` after `<extra_id_1>`, and the first beam that is a noun phrase in
-the blank.
-
-## Use
-
-```python
-from transformers import AutoModelForSeq2SeqLM, AutoProcessor
-
-model = AutoModelForSeq2SeqLM.from_pretrained("{model_name}", trust_remote_code=True)
-processor = AutoProcessor.from_pretrained("{model_name}", trust_remote_code=True)
-print(model.fill_blanks(processor, ["A man plays _____ on a stage."]{"" if fusion == "none" else ", video_features=[features]"}))
-```
-The noun-phrase choice needs spaCy and an English pipeline (`en_core_web_trf` as in the paper).
-
-## Results ({split} split{f", {dataset_config} config" if dataset_config else ""})
-
-{f"| metric | value |{chr(10)}|---|---|{chr(10)}{table}" if scores else "Not evaluated yet."}
-{state}
-## Training
-
-| setting | value |
-|---|---|
-{settings}
-
-## Citation
-
-```bibtex
-{CITATION}```
-"""
-    return str(ModelCard(f"---\n{card_data.to_yaml()}\n---\n{body}"))
+    write_text(folder / "README.md", str(card))
