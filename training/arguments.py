@@ -132,7 +132,8 @@ def config_flags(parser: ArgumentParser, path: Path) -> list[str]:
     except UsageError as error:
         raise UsageError(f"{path}: {error}") from error
     if unknown:
-        raise UsageError(f"{path}: unknown key(s) {', '.join(unknown)}; its keys are the flags of {PROG}")
+        keys = ", ".join(token.split("=")[0][2:] for token in unknown if token.startswith("--"))
+        raise UsageError(f"{path}: unknown key(s) {keys}; its keys are the flags of {PROG}")
     return flags
 
 
@@ -148,9 +149,13 @@ def parse_args(argv: list | None = None) -> tuple[ModelArguments, DataArguments,
     if not (layered.model_name_or_path or layered.dataset_name) and path != SAMPLE_DEMO_CONFIG:
         flags = config_flags(parser, SAMPLE_DEMO_CONFIG) + flags
     try:
-        return parser.parse_args_into_dataclasses(flags + argv, look_for_args_file=False)
-    except ValueError as error:  # a dataclass's own check, or flags the parser did not use
+        *arguments, unknown = parser.parse_args_into_dataclasses(flags + argv, return_remaining_strings=True,
+                                                                 look_for_args_file=False)
+    except ValueError as error:  # a dataclass's own check
         raise UsageError(" ".join(str(error).split())) from error
+    if unknown:
+        raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see {PROG} --help)")
+    return tuple(arguments)
 
 
 def training_settings(model_args: ModelArguments, data_args: DataArguments, args: FiberTrainingArguments) -> dict:

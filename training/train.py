@@ -112,6 +112,11 @@ def train(argv: list | None) -> None:
         checkpoint = checkpoint_folder(resume, args.hub_token) if resume else None
         if checkpoint is not None:
             check_checkpoint(checkpoint, settings, args.trust_checkpoint)
+        trainer, nlp, evaluated = None, None, [split for split, flag in EVAL_SPLITS.items() if getattr(args, flag)]
+        if not model_args.baseline:
+            transformers.set_seed(args.seed)  # before the model's weights are drawn
+            model, processor = build_model(model_args, data_args, splits, fusion, options, base)
+            nlp = load_spacy_pipeline(model_args.spacy_model) if model_args.only_noun_phrases else None
     with output_lock(args.output_dir, "--output_dir") if args.should_save else nullcontext():
         record = start_output(args.output_dir, COMMAND, previous, folder=True, resume=here) if args.should_save else None
         results = {"model_name_or_path": name, "baseline": model_args.baseline, "synthetic": synthetic,
@@ -119,15 +124,11 @@ def train(argv: list | None) -> None:
                    "dataset_config_name": data_args.dataset_config_name, "fusion": fusion,
                    "single_feature": model_args.single_feature, "num_processes": args.world_size,
                    "resumed_from": resume, "arguments": asdict(model_args) | asdict(data_args) | args.to_dict()}
-        trainer, nlp, evaluated = None, None, [split for split, flag in EVAL_SPLITS.items() if getattr(args, flag)]
         if model_args.baseline:
             results["answer"] = answer = most_frequent_answer(list(splits["train"]["label"]))
             outputs = {split: [{"index": i, "prediction": answer, "candidates": [answer]}
                                for i in range(len(splits[split]))] for split in evaluated}
         else:
-            transformers.set_seed(args.seed)  # before the model's weights are drawn
-            model, processor = build_model(model_args, data_args, splits, fusion, options, base)
-            nlp = load_spacy_pipeline(model_args.spacy_model) if model_args.only_noun_phrases else None
             scorer = lambda split: FiberMetrics(processor, splits[split], model_args.only_noun_phrases, nlp)  # noqa
             drawn = torch.random.get_rng_state()
             trainer = FiberSeq2SeqTrainer(
@@ -243,8 +244,8 @@ def build_model(model_args, data_args, splits, fusion: str, options: dict, base:
                 f"{base.video_features_name!r} features), but the dataset's {data_args.dataset_config_name!r} config "
                 f"has features of size {features['video_feature_size']}: give the config of the features it was "
                 "trained on, or start from a T5 or text-only checkpoint")
-        tokenizer = AutoTokenizer.from_pretrained(name, **options)
         model = FiberT5ForConditionalGeneration.from_pretrained(name, fusion=fusion, **features, **options)
+        tokenizer = AutoTokenizer.from_pretrained(name, **options)
     model.generation_config.num_beams = model_args.num_beams or model.generation_config.num_beams
     return model, FiberProcessor(tokenizer, single_feature=model_args.single_feature)
 
