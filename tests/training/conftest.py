@@ -89,9 +89,11 @@ def kill_after_save(args: list, output_dir: Path, checkpoint: str) -> None:
 
 
 def error_line(result: subprocess.CompletedProcess) -> str:
-    """The one `train.py: error: ...` line of a failed run (said once, by the main process), with no traceback."""
+    """The one `train.py: error: ...` line of a failed run (said once, by the main process), with no traceback before
+    it (the launcher may add its own report of the failed process after it)."""
     lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
-    assert result.returncode != 0 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode != 0 and len(lines) == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr.split(lines[0])[0], result.stderr[-3000:]
     return lines[0]
 
 
