@@ -17,10 +17,9 @@ PROG = "train.py"
 CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
 SAMPLE_DEMO_CONFIG = CONFIGS_DIR / "sample_demo.yaml"
 # The Trainer's arguments that shape what a run trains: a checkpoint resumes only with the values it was saved with.
-TRAINING_SETTINGS = (
-    "learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps", "num_train_epochs",
-    "max_steps", "lr_scheduler_type", "warmup_steps", "warmup_epochs", "seed", "optim", "max_grad_norm", "world_size",
-)
+TRAINING_SETTINGS = ("learning_rate", "weight_decay", "optim", "per_device_train_batch_size", "world_size", "seed",
+                     "gradient_accumulation_steps", "num_train_epochs", "max_steps", "lr_scheduler_type",
+                     "warmup_steps")
 
 
 def argument(default, help_text: str):
@@ -29,41 +28,32 @@ def argument(default, help_text: str):
 
 @dataclass
 class ModelArguments:
-    config: str | None = argument(None, "A YAML file of this script's flags, or one of training/configs/ (a row of "
-                                  "Table 3, e.g. t5_i3d); flags on the command line win.")
-    model_name_or_path: str | None = argument(None, "T5 or FIBER checkpoint (Hub id or folder, safetensors); "
-                                              "default: a tiny model over the tokenizer shipped with the package.")
+    config: str | None = argument(None, "A YAML file of flags, or one of training/configs/ (e.g. t5_i3d).")
+    model_name_or_path: str | None = argument(None, "T5 or FIBER checkpoint; default: a tiny model, from scratch.")
     config_overrides: str | None = argument(None, 'The tiny model\'s config, e.g. "d_model=64,num_layers=2".')
-    fusion: Literal["none", "early", "late"] | None = argument(
-        None, "none (text only), early (T5 + I3D) or late (two-stream); default: the checkpoint's, else early.")
+    fusion: Literal["none", "early", "late"] | None = argument(None, "Default: the checkpoint's, else early.")
     single_feature: bool = argument(False, "Only the feature around each clip's 3rd second (the paper's 1f).")
     num_beams: int | None = argument(None, "Beams; default: the model's (the paper's: early 4, late 8, text 2).")
     only_noun_phrases: bool = argument(True, "Answer with the first beam that is a noun phrase, as the paper.")
-    spacy_model: str | None = argument(None, "The noun-phrase check's spaCy pipeline; default: "
-                                       "$FIBERBENCH_SPACY_MODEL, else en_core_web_trf.")
-    baseline: Literal["most_frequent_answer"] | None = argument(
-        None, "A baseline instead of a model: the training set's most frequent answer for every blank.")
+    spacy_model: str | None = argument(None, "Its spaCy pipeline; default: $FIBERBENCH_SPACY_MODEL or en_core_web_trf.")
+    baseline: Literal["most_frequent_answer"] | None = argument(None, "A baseline instead of a model.")
 
 
 @dataclass
 class DataArguments:
-    dataset_name: str | None = argument(None, "Hub id or folder of a FIBER dataset (fiberbench build-dataset); "
-                                        "default: the bundled sample.")
-    dataset_config_name: str | None = argument(None, 'Default: "text" for a text-only model, else the features its '
-                                               'checkpoint read (else "i3d").')
+    dataset_name: str | None = argument(None, "Hub id or folder of a FIBER dataset; default: the bundled sample.")
+    dataset_config_name: str | None = argument(None, 'Default: "text", or a fusion model\'s features ("i3d").')
 
 
 @dataclass
 class FiberTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (App. B.1): AdamW without weight decay (Adam),
-    no gradient clipping, batch 64, 10 epochs, learning rate 1e-4, linear decay after a warm-up of `warmup_epochs`;
-    validation after each epoch, keeping the model with the best validation F1; and FIBER's own settings."""
+    no gradient clipping, batch 64, 10 epochs, learning rate 1e-4, linear decay after an epoch of warm-up (unless
+    --warmup_steps); validation each epoch, keeping the model of the best validation F1. And FIBER's own settings."""
 
     output_dir: str = "outputs/fiber"
     overwrite_output_dir: bool = argument(False, "Replace an earlier run of train.py there (only what it wrote).")
-    trust_checkpoint: bool = argument(False, "Resume from a checkpoint holding pickles beyond tensors and numbers "
-                                      "(FSDP's sharded ones): only one you wrote.")
-    warmup_epochs: float = argument(1.0, "Warm-up in epochs (the paper: one), unless --warmup_steps is given.")
+    trust_checkpoint: bool = argument(False, "Resume from pickles beyond tensors (FSDP's): only ones you wrote.")
     do_train: bool = True
     do_eval: bool = True
     do_predict: bool = True
@@ -94,10 +84,9 @@ class FiberTrainingArguments(Seq2SeqTrainingArguments):
 
 
 class ArgumentParser(HfArgumentParser):
-    """`HfArgumentParser` whose errors are one-line `UsageError`s (exit status 2)."""
+    """`HfArgumentParser` whose errors are one-line `UsageError`s (exit 2), a misspelt flag one of them."""
 
     def __init__(self):
-        # A misspelt flag is an error, not silently read as the flag it abbreviates.
         super().__init__((ModelArguments, DataArguments, FiberTrainingArguments), prog=PROG, allow_abbrev=False)
 
     def error(self, message: str):
@@ -123,10 +112,9 @@ def config_flags(parser: ArgumentParser, path: Path) -> list[str]:
         raise UsageError(f"{path}: expected a mapping of flag names to values, got a {type(settings).__name__}")
     flags = []
     for key, value in settings.items():
-        if isinstance(value, dict) or (isinstance(value, list) and key != "report_to"):
+        if isinstance(value, (dict, list)):
             raise UsageError(f"{path}: {key} must be a single value, got {quoted(value)}")
-        # One token per value, so that a negative number is read as the value, not as a flag.
-        flags += [f"--{key}", *map(str, value)] if isinstance(value, list) else [f"--{key}={value}"]
+        flags.append(f"--{key}={value}")  # one token, so that a negative number is read as the value, not as a flag
     try:
         unknown = parser.parse_known_args(flags)[1]
     except UsageError as error:
@@ -148,14 +136,10 @@ def parse_args(argv: list | None = None) -> tuple[ModelArguments, DataArguments,
     layered = parser.parse_known_args(flags + argv)[0]
     if not (layered.model_name_or_path or layered.dataset_name) and path != SAMPLE_DEMO_CONFIG:
         flags = config_flags(parser, SAMPLE_DEMO_CONFIG) + flags
-    try:
-        *arguments, unknown = parser.parse_args_into_dataclasses(flags + argv, return_remaining_strings=True,
-                                                                 look_for_args_file=False)
-    except ValueError as error:  # a dataclass's own check
+    try:  # ValueError: a dataclass's own check, or flags the parser does not know
+        return parser.parse_args_into_dataclasses(flags + argv, look_for_args_file=False)
+    except ValueError as error:
         raise UsageError(" ".join(str(error).split())) from error
-    if unknown:
-        raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see {PROG} --help)")
-    return tuple(arguments)
 
 
 def training_settings(model_args: ModelArguments, data_args: DataArguments, args: FiberTrainingArguments) -> dict:

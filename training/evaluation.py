@@ -20,22 +20,20 @@ def load_metric() -> evaluate.EvaluationModule:
 
 
 def label_probabilities(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """P(target | input) of each example, (batch,), from logits (batch, target tokens, vocab) and labels (batch,
-    target tokens; -100 on padding). The target is `<extra_id_0> {label} <extra_id_1> </s>`: the probability that the
-    model writes the label, and only it."""
+    """P(target | input), (batch,), from logits (batch, tokens, vocab) and labels (batch, tokens; -100 on padding): the
+    probability that the model writes `<extra_id_0> {label} <extra_id_1> </s>`, the label and only it."""
     log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, labels.clamp(min=0)[..., None])[..., 0]
     return log_probs.masked_fill(labels == -100, 0.0).sum(dim=-1).exp()
 
 
 def score(metric, split: datasets.Dataset, outputs: list[dict], split_name: str) -> tuple[dict, list[dict]]:
-    """The metrics of a split's `outputs` (each `index`, `prediction`, `candidates`, maybe `label_probability`) and one
-    prediction record per example: EM and F1 against all answers and the label alone, by category when every example
-    has one, Correct@K and MAP over the candidates, and the mean label probability when every output has one."""
+    """The metrics of a split's `outputs` (`index`, `prediction`, `candidates`, `label_probability`) and a record per
+    example: EM, F1 (all answers; label alone; by category), Correct@K and MAP, the mean label probability."""
     columns = [column for column in (*RECORD_COLUMNS, "additional_answers", "category") if column in split.column_names]
     rows = split.select_columns(columns).to_list()
     categories = [row.get("category") for row in rows]
     categories = categories if all(isinstance(category, str) for category in categories) else None
-    options = {"predictions": [output["prediction"] for output in outputs], "per_example": True, "categories": categories}
+    options = {"predictions": [out["prediction"] for out in outputs], "per_example": True, "categories": categories}
     scores = {
         "": metric.compute(**options, references=[references_from_example(row) for row in rows],
                            candidates=[output["candidates"] for output in outputs]),
@@ -63,12 +61,10 @@ def score(metric, split: datasets.Dataset, outputs: list[dict], split_name: str)
 
 def results_table(title: str, results: dict) -> str:
     """A Markdown table of results.json's evaluated splits, one row each (EM/F1 in %, P(label) in 0-1)."""
-    rows = [["split", "n", *TABLE_COLUMNS]]
-    for split in (name for name in ("validation", "test") if name in results):
-        metrics = results[split] | {"correct_at_1": results[split]["correct_at_k"].get("1")}
-        rows.append([split, str(metrics["num_examples"])] + [
-            "-" if metrics[key] is None else f"{metrics[key]:.3f}" if key == "label_probability" else f"{metrics[key]:.1f}"
-            for key in TABLE_COLUMNS.values()])
+    rows = [["split", "n", *TABLE_COLUMNS]] + [[split, str(results[split]["num_examples"])] + [
+        "-" if value is None else f"{value:.3f}" if key == "label_probability" else f"{value:.1f}"
+        for key, value in ((key, results[split]["correct_at_k"]["1"] if key == "correct_at_1" else results[split][key])
+                           for key in TABLE_COLUMNS.values())] for split in ("validation", "test") if split in results]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = ["| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |" for row in rows]
     return "\n".join([title, lines[0], "|" + "|".join("-" * (width + 2) for width in widths) + "|", *lines[1:]])

@@ -1,6 +1,4 @@
-"""Train and evaluate a FIBER model, or run a baseline, with `Seq2SeqTrainer` (paper §4-5, App. B), as docs/training.md
-says: the Trainer's checkpoints, resume, best model and pushes, with FIBER's output guarantees (`fiberbench.outputs`),
-checks of what a resume loads, results.json, predictions.jsonl and the model folder `model/` with its card."""
+"""Train and evaluate a FIBER model, or run a baseline, with `Seq2SeqTrainer` (paper §4-5, App. B; docs/training.md)"""
 
 import json
 import logging
@@ -32,25 +30,21 @@ from fiberbench.modeling.noun_phrases import load_spacy_pipeline
 from fiberbench.outputs import RUNNING, check_output, finish_output, output_lock, start_output, write_json, write_jsonl
 from fiberbench.training.arguments import PROG, parse_args, training_settings
 from fiberbench.training.evaluation import load_metric, results_table, score
-from fiberbench.training.inputs import VIDEO_COLUMN, FiberDataCollator, FiberExamples
-from fiberbench.training.model_card import write_model_card
-from fiberbench.training.trainer import FiberMetrics, FiberSeq2SeqTrainer
+from fiberbench.training.trainer import VIDEO_COLUMN, FiberDataCollator, FiberExamples, FiberMetrics
+from fiberbench.training.trainer import FiberSeq2SeqTrainer, write_model_card
 
 logger = logging.getLogger("fiberbench.training.train")
 
 COMMAND = "training/train.py"
-EVAL_SPLITS = {"validation": "do_eval", "test": "do_predict"}
-# The Trainer's resume loads its pickles (rng_state*.pth, optimizer.pt, scheduler.pt, scaler.pt) with
-# torch.load(weights_only=True), the RNG states allowing NumPy's arrays (transformers' `safe_globals`); its
-# training_args.bin is never loaded.
+# The Trainer's resume loads its pickles (rng_state*.pth, optimizer.pt, scheduler.pt, scaler.pt) weights-only, the RNG
+# states allowing NumPy's arrays (transformers' `safe_globals`); its training_args.bin is never loaded.
 SAFE_GLOBALS = {"numpy._core.multiarray._reconstruct", "numpy.core.multiarray._reconstruct", "numpy.ndarray",
                 "numpy.dtype", "numpy.dtypes.UInt32DType"}
 NOT_PICKLES = {".json", ".safetensors", ".md", ".txt", ".py"}
 
 
 class RunRecord(TrainerCallback, ExportableState):
-    """The run's settings in each checkpoint's `trainer_state.json` (a resume compares them with its own), and the
-    output folder's record updated at each save, so that a killed run lists what it wrote."""
+    """The run's settings in checkpoints (trainer_state.json), for resumes; the record updated at each save."""
 
     def __init__(self, settings: dict, output_dir: str | None = None, record: dict | None = None):
         self.settings, self.output_dir, self.record = settings, output_dir, record
@@ -59,12 +53,11 @@ class RunRecord(TrainerCallback, ExportableState):
         return {"args": {"settings": self.settings}, "attributes": {}}
 
     def on_save(self, args, state, control, **kwargs):
-        if self.record is not None:
+        if self.record:  # the main process's
             finish_output(self.output_dir, self.record, state=RUNNING)
 
 
-def main(argv: list | None = None) -> int:
-    """Run the script; returns its exit status (1 for a data error, 2 for a usage error, each one line)."""
+def main(argv: list | None = None) -> int:  # the exit status: 1 for a data error, 2 for a usage error, one line each
     return run_reporting_errors(lambda: train(argv), prog=PROG)
 
 
@@ -79,17 +72,15 @@ def train(argv: list | None) -> None:
             raise UsageError("Nothing to do: --do_train, --do_eval and --do_predict are all false.")
         if name and (model_args.baseline or model_args.config_overrides):
             raise UsageError("--baseline and --config_overrides build no model from --model_name_or_path; drop it.")
+        if args.push_to_hub and (model_args.baseline or not args.do_train):
+            raise UsageError("--push_to_hub pushes the model this run trains: it needs --do_train, no --baseline.")
         if args.push_to_hub:
-            if model_args.baseline or not args.do_train:
-                raise UsageError("--push_to_hub pushes the model this run trains: it needs --do_train, no --baseline.")
             check_can_push(args.hub_model_id or Path(args.output_dir).resolve().name, args.hub_token)
         here = resume is not None and Path(resume).resolve().parent == Path(args.output_dir).resolve()
-        inputs = [data_args.dataset_name or SAMPLE_DIR, name, model_args.config]
+        inputs = [path for path in (data_args.dataset_name or SAMPLE_DIR, name, model_args.config) if path]
         previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True, resume=here,
-                                overwrite=args.overwrite_output_dir, inputs=[p for p in inputs if p and Path(p).exists()])
+                                overwrite=args.overwrite_output_dir, inputs=[i for i in inputs if Path(i).exists()])
     configure_logging()
-    for library in (transformers, datasets) if not args.should_log else ():
-        library.utils.logging.set_verbosity_error()
     if args.disable_tqdm:
         transformers.utils.logging.disable_progress_bar()
         datasets.disable_progress_bars()
@@ -103,27 +94,26 @@ def train(argv: list | None) -> None:
         fusion = "none" if model_args.baseline else model_args.fusion or (base.fusion if base else "early")
         if data_args.dataset_config_name is None:
             data_args.dataset_config_name = "text" if fusion == "none" else base.video_features_name if base else "i3d"
-        splits = load_splits(data_args, fusion, args)
+        evaluated = [split for split, wanted in (("validation", args.do_eval), ("test", args.do_predict)) if wanted]
+        splits = load_splits(data_args, fusion, ["train"] * (args.do_train or bool(model_args.baseline)) + evaluated)
         if args.do_train:  # one epoch of warm-up (the paper), unless --warmup_steps says otherwise
             batches = math.ceil(len(splits["train"]) / (args.per_device_train_batch_size * args.world_size))
-            args.warmup_steps = args.warmup_steps or round(
-                args.warmup_epochs * math.ceil(batches / args.gradient_accumulation_steps))
+            args.warmup_steps = args.warmup_steps or math.ceil(batches / args.gradient_accumulation_steps)
         settings = training_settings(model_args, data_args, args)
         checkpoint = checkpoint_folder(resume, args.hub_token) if resume else None
         if checkpoint is not None:
             check_checkpoint(checkpoint, settings, args.trust_checkpoint)
-        trainer, nlp, evaluated = None, None, [split for split, flag in EVAL_SPLITS.items() if getattr(args, flag)]
+        trainer, nlp = None, None
         if not model_args.baseline:
             transformers.set_seed(args.seed)  # before the model's weights are drawn
             model, processor = build_model(model_args, data_args, splits, fusion, options, base)
             nlp = load_spacy_pipeline(model_args.spacy_model) if model_args.only_noun_phrases else None
     with output_lock(args.output_dir, "--output_dir") if args.should_save else nullcontext():
-        record = start_output(args.output_dir, COMMAND, previous, folder=True, resume=here) if args.should_save else None
-        results = {"model_name_or_path": name, "baseline": model_args.baseline, "synthetic": synthetic,
-                   "dataset_name": data_args.dataset_name or "bundled sample",
-                   "dataset_config_name": data_args.dataset_config_name, "fusion": fusion,
-                   "single_feature": model_args.single_feature, "num_processes": args.world_size,
-                   "resumed_from": resume, "arguments": asdict(model_args) | asdict(data_args) | args.to_dict()}
+        record = args.should_save and start_output(args.output_dir, COMMAND, previous, folder=True, resume=here)
+        results = {"synthetic": synthetic, "dataset_name": data_args.dataset_name or "bundled sample",
+                   "dataset_config_name": data_args.dataset_config_name, "fusion": fusion, "resumed_from": resume,
+                   "num_processes": args.world_size,
+                   "arguments": asdict(model_args) | asdict(data_args) | args.to_dict()}
         if model_args.baseline:
             results["answer"] = answer = most_frequent_answer(list(splits["train"]["label"]))
             outputs = {split: [{"index": i, "prediction": answer, "candidates": [answer]}
@@ -145,7 +135,7 @@ def train(argv: list | None) -> None:
             torch.random.set_rng_state(drawn)
             if args.do_train:
                 trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-                # An internal save: the Trainer would push `output_dir` after a save of ours; model/ is pushed at the end.
+                # An internal save: the Trainer would push `output_dir` after a save of ours (model/ goes at the end).
                 trainer.save_model(str(Path(args.output_dir) / "model"), _internal_call=True)
             trainer.compute_metrics = None  # each split is scored below, against its own answers
             outputs = {split: scorer(split).outputs(trainer.predict(FiberExamples(splits[split], fusion != "none"),
@@ -156,41 +146,36 @@ def train(argv: list | None) -> None:
 
 def describe(model_args, data_args, args, synthetic: bool) -> str:
     """The first log line: what is trained (or run) on what, and whether the data is SYNTHETIC."""
-    what = (f"the {model_args.baseline.replace('_', '-')} baseline" if model_args.baseline else
-            model_args.model_name_or_path or "a tiny model built from the tokenizer shipped with the package")
-    data = "the bundled SYNTHETIC sample" if data_args.dataset_name is None else data_args.dataset_name + (
-        " (SYNTHETIC: built from the bundled sample)" if synthetic else "")
+    what = f"the {model_args.baseline.replace('_', '-')} baseline" if model_args.baseline else \
+        model_args.model_name_or_path or "a tiny model built from the tokenizer shipped with the package"
     if model_args.model_name_or_path is None and data_args.dataset_name is None:
-        return (f"Main job: no --model_name_or_path and no --dataset_name given, so {what} on {data}, offline, with "
-                f"the settings of training/configs/sample_demo.yaml; results in {args.output_dir}")
-    action = "Training and evaluating" if args.do_train and not model_args.baseline else "Evaluating"
-    return f"{action} {what} on {data}; results in {args.output_dir}"
+        return (f"Main job: no --model_name_or_path and no --dataset_name given, so {what} on the bundled SYNTHETIC "
+                f"sample, offline, with the settings of training/configs/sample_demo.yaml; results in "
+                f"{args.output_dir}")
+    data = "the bundled SYNTHETIC sample" if data_args.dataset_name is None else data_args.dataset_name + (
+        " (SYNTHETIC: built from the bundled sample)" * synthetic)
+    return f"{what} on {data}; results in {args.output_dir}"
 
 
-def load_splits(data_args, fusion: str, args) -> datasets.DatasetDict:
-    """The dataset's splits, checked for what the run reads."""
+def load_splits(data_args, fusion: str, needed: list[str]) -> datasets.DatasetDict:
+    """The dataset's splits, checked for what the run reads: the `needed` splits, and video for a fusion model."""
     splits = load_fiber(data_args.dataset_name, data_args.dataset_config_name)
     described = f"{data_args.dataset_name or 'the bundled sample'} (config {data_args.dataset_config_name!r})"
     if fusion != "none" and any(VIDEO_COLUMN not in split.column_names for split in splits.values()):
         raise DataError(f"--fusion {fusion} needs video features, but {described} has no {VIDEO_COLUMN!r} column: use "
                         "--dataset_config_name i3d, or --fusion none.")
-    needed = ["train"] * args.do_train + [split for split, flag in EVAL_SPLITS.items() if getattr(args, flag)]
     if any(split not in splits for split in needed):
         raise DataError(f"{described} has splits {', '.join(splits)}; this run reads {', '.join(needed)}.")
     return splits
 
 
 def checkpoint_folder(name: str, token: str | None) -> Path:
-    """--resume_from_checkpoint: a folder, or REPO_ID[:FOLDER] on the Hub (default: the last-checkpoint/ of
-    --hub_strategy checkpoint), downloaded into the Hugging Face cache (by every process)."""
+    """A folder, or REPO_ID[:FOLDER] (default last-checkpoint/) downloaded from the Hub by every process."""
     if Path(name).is_dir():
         return Path(name)
     repo_id, _, folder = name.partition(":")
     folder = folder.strip("/") or "last-checkpoint"
-    if not is_hub_id(repo_id) or ".." in folder.split("/"):
-        raise DataError(f"--resume_from_checkpoint {name}: no such checkpoint folder (and not a Hub repo, REPO_ID or "
-                        "REPO_ID:FOLDER)")
-    problem = hub_problem(repo_id)
+    problem = hub_problem(repo_id) if is_hub_id(repo_id) and ".." not in folder.split("/") else "not a Hub repo"
     if problem is not None:
         raise DataError(f"--resume_from_checkpoint {name}: no such checkpoint folder, and {problem}")
     path = Path(snapshot_download(repo_id, allow_patterns=f"{folder}/*", token=token)) / folder
@@ -200,41 +185,38 @@ def checkpoint_folder(name: str, token: str | None) -> Path:
 
 
 def check_checkpoint(folder: Path, settings: dict, trust_checkpoint: bool) -> None:
-    """Refuse, before anything is loaded, a checkpoint saved under other settings than this run's, or one holding a
-    pickle that would create more than tensors, numbers and NumPy arrays (unless `trust_checkpoint`)."""
+    """Refuse a checkpoint of other settings, or with a pickle that would create more than tensors and numbers."""
     try:
         state = json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))
         saved = state["stateful_callbacks"][RunRecord.__name__]["args"]["settings"]
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise DataError(f"{folder}: not a checkpoint of {PROG} (no FIBER settings in its trainer_state.json)") from error
+        raise DataError(f"{folder}: not a checkpoint of {PROG} (no FIBER settings in trainer_state.json)") from error
     differences = [f"{key}: {settings.get(key)} here, {saved.get(key)} there"
                    for key in sorted(settings.keys() | saved.keys()) if settings.get(key) != saved.get(key)]
     if differences:
         raise DataError(f"{folder} was saved by a run with other settings ({'; '.join(differences)})")
-    for path in sorted(folder.rglob("*")):
-        if trust_checkpoint or not path.is_file() or path.suffix in NOT_PICKLES or path.name == "training_args.bin":
-            continue
-        try:
-            unsafe = sorted(set(get_unsafe_globals_in_checkpoint(path)) - SAFE_GLOBALS)
-        except (ValueError, RuntimeError, OSError) as error:
-            unsafe = [f"what torch cannot check ({' '.join(str(error).split())})"]
-        if unsafe:
-            raise DataError(f"{path}: a pickle that would create {', '.join(unsafe)} when loaded; only tensors, "
-                            "numbers and NumPy arrays are loaded from a checkpoint (--trust_checkpoint: one you wrote)")
+    for path in [] if trust_checkpoint else sorted(folder.rglob("*")):
+        if path.is_file() and path.suffix not in NOT_PICKLES and path.name != "training_args.bin":
+            try:
+                unsafe = sorted(set(get_unsafe_globals_in_checkpoint(path)) - SAFE_GLOBALS)
+            except (ValueError, RuntimeError, OSError) as error:
+                unsafe = [f"what torch cannot check ({' '.join(str(error).split())})"]
+            if unsafe:
+                raise DataError(f"{path}: a pickle that would create {', '.join(unsafe)} when loaded; only tensors, "
+                                "numbers and NumPy arrays are loaded from a checkpoint (--trust_checkpoint: yours)")
 
 
 def build_model(model_args, data_args, splits, fusion: str, options: dict, base: FiberT5Config | None):
-    """The model and its processor: with no --model_name_or_path a tiny model (`build_tiny_config`, then
-    --config_overrides) over the tokenizer shipped with the package; else the checkpoint, a T5 one getting new video
-    weights. A fusion model reads the data's features, of their size."""
+    """The model (a tiny one over the shipped tokenizer, or a checkpoint: a T5 one gets new video weights) and its
+    processor; a fusion model reads the data's features, of their size."""
     name, size = model_args.model_name_or_path, next(iter(splits.values())).features.get(VIDEO_COLUMN)
-    features = {"video_features_name": data_args.dataset_config_name, "video_feature_size": size and size.shape[1]}
-    features = {} if fusion == "none" else features
+    features = {"video_features_name": data_args.dataset_config_name, "video_feature_size": size and size.shape[1]} \
+        if fusion != "none" else {}
     if name is None:
         tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
         config = build_tiny_config(tokenizer, fusion, **features)
         try:
-            config.update_from_string(model_args.config_overrides or "")
+            config.update_from_string(model_args.config_overrides) if model_args.config_overrides else None
         except ValueError as error:
             raise UsageError(f"--config_overrides {model_args.config_overrides}: {error}") from error
         model = FiberT5ForConditionalGeneration(config)
@@ -252,19 +234,16 @@ def build_model(model_args, data_args, splits, fusion: str, options: dict, base:
 
 
 def write_outputs(args, results: dict, splits, outputs: dict, record: dict, trainer, nlp) -> None:
-    """predictions.jsonl, results.json and the model's card, and the record says the run is complete (main process);
-    then the results table, the saved model reloaded to fill a few blanks, and its push."""
+    """predictions.jsonl, results.json, the card, a complete record; the table, the model reloaded, its push."""
     metric, records, output_dir = load_metric(), [], Path(args.output_dir)
     for split, split_outputs in outputs.items():
         results[split], split_records = score(metric, splits[split], split_outputs, split)
         records += split_records
-    if trainer is not None:
-        results["num_beams"] = trainer.model.generation_config.num_beams
+    results["num_beams"] = trainer and trainer.model.generation_config.num_beams
     if trainer is not None and args.do_train:
-        state = trainer.state
-        results["training"] = {"global_step": state.global_step, "best_model_checkpoint": state.best_model_checkpoint,
-                               "best_f1": state.best_metric, "log_history": state.log_history}
-        split = "test" if "test" in results else "validation" if "validation" in results else None
+        results["training"] = {key: getattr(trainer.state, key) for key in ("global_step", "best_model_checkpoint",
+                                                                             "best_metric", "log_history")}
+        split = "test" if "test" in results else "validation"
         write_model_card(trainer, output_dir / "model", final=True, results=results.get(split, {}), split=split)
     write_jsonl(output_dir / "predictions.jsonl", records)
     write_json(output_dir / "results.json", results)
@@ -272,10 +251,9 @@ def write_outputs(args, results: dict, splits, outputs: dict, record: dict, trai
     print(results_table(f"FIBER results ({output_dir / 'results.json'})", results), flush=True)
     if trainer is not None and args.do_train:
         print(fill_with_saved_model(output_dir / "model", splits[list(outputs)[-1] if outputs else "train"], nlp))
-        if args.push_to_hub:
-            repo_id = args.hub_model_id or output_dir.resolve().name
-            url = push_folder(output_dir / "model", repo_id, token=args.hub_token, commit_message="End of training")
-            logger.info(f"Pushed {output_dir / 'model'} to {url}")
+        if args.push_to_hub:  # fiberbench.hub logs the push
+            push_folder(output_dir / "model", args.hub_model_id or output_dir.resolve().name, token=args.hub_token,
+                        commit_message="End of training")
 
 
 def fill_with_saved_model(folder: Path, split: datasets.Dataset, nlp) -> str:
@@ -283,8 +261,7 @@ def fill_with_saved_model(folder: Path, split: datasets.Dataset, nlp) -> str:
     model, processor = AutoModelForSeq2SeqLM.from_pretrained(folder), AutoProcessor.from_pretrained(folder)
     rows = split.select(range(min(3, len(split))))
     video = rows.with_format("numpy")[VIDEO_COLUMN] if model.config.fusion != "none" else None
-    answers = model.fill_blanks(processor, rows["masked_caption"], video_features=video, nlp=nlp,
-                                only_noun_phrases=nlp is not None)
+    answers = model.fill_blanks(processor, rows["masked_caption"], video, nlp=nlp, only_noun_phrases=nlp is not None)
     return "\n".join([f"Reloaded {folder} and filled {len(answers)} blanks:"] + [
         f"  {caption}  ->  {answer!r}  (label: {label!r})"
         for caption, answer, label in zip(rows["masked_caption"], answers, rows["label"])])

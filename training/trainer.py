@@ -1,34 +1,79 @@
-"""FIBER on `Seq2SeqTrainer`: the paper's decoding in its evaluation, scored through fiber_metric (docs/training.md)."""
+"""FIBER on `Seq2SeqTrainer` (docs/training.md): a split as its dataset and collator, the paper's decoding in its
+evaluation, scored through fiber_metric, and model cards (the template model_card.md) saying what the model saw."""
 
 import math
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
+import datasets
+import numpy as np
 import torch
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer
 from transformers.trainer_utils import HubStrategy
 
+from fiberbench import CITATION
 from fiberbench.errors import FiberbenchError
 from fiberbench.metric import distinct_candidates
 from fiberbench.modeling.decoding import EosAfterAnswerLogitsProcessor, choose_noun_phrases
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+from fiberbench.outputs import write_text
 from fiberbench.training.evaluation import label_probabilities, load_metric, score
-from fiberbench.training.model_card import write_model_card
 
-# What `FiberMetrics` reports at each evaluation (the Trainer's log; `metric_for_best_model` picks one).
-LOGGED_METRICS = ("exact_match", "f1", "exact_match_label_only", "f1_label_only", "map", "label_probability")
+VIDEO_COLUMN = "video_features"
+
+
+class FiberExamples(torch.utils.data.Dataset):
+    """A FIBER split as a dataset of `index`, `masked_caption`, `label` (and `video_features`, (frames, size)), whose
+    batches' features are one Arrow read (10x faster than row by row, 2.5x than NumPy formatting: bench/train.py)."""
+
+    def __init__(self, split: datasets.Dataset, with_video: bool):
+        self.masked_captions = list(split["masked_caption"])
+        self.labels = list(split["label"])
+        self.videos = split.select_columns([VIDEO_COLUMN]).with_format("arrow") if with_video else None
+
+    def __len__(self) -> int:
+        return len(self.masked_captions)
+
+    def __getitem__(self, index: int) -> dict:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict]:
+        indices = [int(index) for index in indices]
+        examples = [{"index": i, "masked_caption": self.masked_captions[i], "label": self.labels[i]} for i in indices]
+        if self.videos is not None:
+            # An Array2D column (None, size) is a list (frames) of lists (features): flattened twice, every float of
+            # the batch is one buffer, cut back into clips by the frame counts.
+            clips = self.videos[indices].column(VIDEO_COLUMN).combine_chunks().storage
+            counts = clips.value_lengths().to_numpy()
+            frames = clips.flatten().flatten().to_numpy(zero_copy_only=False, writable=True).reshape(counts.sum(), -1)
+            for example, clip in zip(examples, np.split(frames, np.cumsum(counts)[:-1])):
+                example[VIDEO_COLUMN] = clip
+        return examples
+
+
+class FiberDataCollator:
+    """Examples (of `FiberExamples`) to the model's inputs, `labels` included, with the model's `FiberProcessor`;
+    picklable, for DataLoader workers (`--dataloader_num_workers`)."""
+
+    def __init__(self, processor):
+        self.processor = processor
+
+    def __call__(self, examples: list[dict]) -> dict:
+        video = [example[VIDEO_COLUMN] for example in examples] if VIDEO_COLUMN in examples[0] else None
+        captions, labels = zip(*((example["masked_caption"], example["label"]) for example in examples))
+        return dict(self.processor(list(captions), video_features=video, labels=list(labels)))
+
+
+CARD_TEMPLATE = Path(__file__).with_name("model_card.md")
+CARD_METRICS = ("exact_match", "f1", "exact_match_label_only", "f1_label_only", "map")
 
 
 class FiberSeq2SeqTrainer(Seq2SeqTrainer):
-    """`Seq2SeqTrainer` whose evaluation decodes as `fill_blanks` does (paper, App. B.2): every beam, shaped
-    (examples, beams, tokens), only `</s>` after `<extra_id_1>`; the `label_ids` handed to `compute_metrics` are each
-    example's probability of its label, for `FiberMetrics`. Needs `remove_unused_columns=False`: `FiberDataCollator`
-    makes the examples' text into the model's inputs. A training loss that becomes NaN or infinite stops training.
-
-    With `push_to_hub`, every pushed folder loads with `trust_remote_code` and has a FIBER model card saying which
-    step it holds; `dataset_name`, `dataset_config` and `synthetic` (the data is the bundled SYNTHETIC sample, or
-    built from it) fill the cards.
-    """
+    """`Seq2SeqTrainer` evaluating as `fill_blanks` decodes (App. B.2: every beam, (examples, beams, tokens); label_ids
+    the label's probability), stopping on a NaN loss; what it pushes loads with `trust_remote_code` and has a FIBER
+    card (`dataset_name`, `dataset_config`, `synthetic`). Needs `remove_unused_columns=False`."""
 
     def __init__(self, *args, dataset_name="fiber", dataset_config=None, synthetic=False, **kwargs):
         self.dataset_name, self.dataset_config, self.synthetic = dataset_name, dataset_config, synthetic
@@ -41,8 +86,8 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
         if not torch.isfinite(loss):  # one device sync per step, small beside the step
-            raise FiberbenchError(f"The training loss became {loss.item()} at step {self.state.global_step + 1}; "
-                                  f"stopping. Lower --learning_rate (now {self.args.learning_rate:g}) or check the data.")
+            raise FiberbenchError(f"The training loss became {loss.item()} at step {self.state.global_step + 1}: "
+                                  f"stopping; lower --learning_rate ({self.args.learning_rate:g}) or check the data")
         return loss
 
     # Each loader has a generator of its own: starting to iterate draws nothing from the global RNG, so that dropout
@@ -57,21 +102,14 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
         return seeded(super().get_test_dataloader(test_dataset), 0)
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """`Trainer.save_model`; when pushing, with a card, and with the code files in `output_dir`, which the Trainer
-        pushes at each save with only the weights, configs and processor of the checkpoint."""
+        """With `push_to_hub`, also a card, and the code files in `output_dir`, which the Trainer pushes at each save
+        with only the weights, configs and processor of the checkpoint."""
         super().save_model(output_dir, _internal_call=_internal_call)
-        if self.args.push_to_hub and self.args.should_save:
-            folder, root = Path(output_dir or self.args.output_dir), Path(self.args.output_dir)
-            write_model_card(self, folder, final=False)
-            if folder.resolve() != root.resolve() and self.args.hub_strategy != HubStrategy.END:
-                for code in folder.glob("*.py"):
-                    shutil.copyfile(code, root / code.name)
-                write_model_card(self, root, final=False)
-
-    def create_model_card(self, *args, **kwargs) -> None:
-        """The FIBER model card of `push_to_hub`, in place of the Trainer's own."""
-        if self.is_world_process_zero():
-            write_model_card(self, Path(self.args.output_dir), final=True)
+        folder, root = Path(output_dir or self.args.output_dir), Path(self.args.output_dir)
+        if self.args.push_to_hub and self.args.should_save and self.args.hub_strategy != HubStrategy.END:
+            for code in folder.glob("*.py") if folder.resolve() != root.resolve() else ():
+                shutil.copyfile(code, root / code.name)
+            write_model_card(self, root, final=False)
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         """The loss, every beam of every example (examples, beams, tokens), and each example's label probability."""
@@ -98,20 +136,13 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
 
 
 def seeded(loader, seed: int):
-    """`loader` (a prepared one: Accelerate's adapter over a DataLoader) iterating with a generator of its own."""
     getattr(loader, "base_dataloader", loader).generator = torch.Generator().manual_seed(seed)
     return loader
 
 
 class FiberMetrics:
-    """`compute_metrics` for `FiberSeq2SeqTrainer`: each example's beams, the paper's choice, fiber_metric's scores.
-
-    Args:
-        processor: the model's `FiberProcessor` (decodes the answers).
-        split: the evaluation split, in the order the Trainer evaluates it (`eval_dataset`).
-        only_noun_phrases: answer with the first beam that is a noun phrase in the blank (paper), else the first.
-        nlp: the spaCy pipeline of the noun-phrase check; `load_spacy_pipeline()` when None.
-    """
+    """`compute_metrics` on `split`: each example's beams, the first that is a noun phrase in the blank (the paper;
+    with `only_noun_phrases`, by `nlp`, default `load_spacy_pipeline()`) else the first, scored by fiber_metric."""
 
     def __init__(self, processor, split, only_noun_phrases: bool = True, nlp=None):
         self.processor, self.split, self.only_noun_phrases = processor, split, only_noun_phrases
@@ -131,12 +162,47 @@ class FiberMetrics:
         candidates = [distinct_candidates(ranked) for ranked in beams]
         choices = [distinct or ranked[:1] for distinct, ranked in zip(candidates, beams)]
         captions = list(self.split["masked_caption"])
-        answers = choose_noun_phrases(captions, choices, self.nlp) if self.only_noun_phrases else [c[0] for c in choices]
+        firsts = [ranked[0] for ranked in choices]
+        answers = choose_noun_phrases(captions, choices, self.nlp) if self.only_noun_phrases else firsts
         probabilities = torch.as_tensor(prediction.label_ids).reshape(-1)[:size].tolist()
-        return [{"index": i, "prediction": answer, "candidates": ranked, "label_probability": p if math.isfinite(p) else None}
-                for i, (answer, ranked, p) in enumerate(zip(answers, candidates, probabilities))]
+        return [{"index": i, "prediction": answer, "candidates": ranked, "label_probability": p if math.isfinite(p)
+                 else None} for i, (answer, ranked, p) in enumerate(zip(answers, candidates, probabilities))]
 
     def __call__(self, prediction: EvalPrediction) -> dict[str, float]:
         metrics, _ = score(self.metric, self.split, self.outputs(prediction), "validation")
-        return {key: metrics[key] for key in LOGGED_METRICS if metrics[key] is not None} | {
+        return {key: value for key, value in metrics.items() if isinstance(value, float)} | {  # the Trainer logs them
             "correct_at_1": metrics["correct_at_k"]["1"]}
+
+
+def write_model_card(trainer, folder: Path, *, final: bool, results: dict | None = None, split="validation") -> None:
+    """`folder`/README.md: the card of `trainer`'s model (a `FiberSeq2SeqTrainer`'s), with `results` on `split`
+    (default: the validation scores of the step it holds, the best model's after `load_best_model_at_end`)."""
+    args, state, model = trainer.args, trainer.state, trainer.accelerator.unwrap_model(trainer.model)
+    step = state.best_global_step if final and args.load_best_model_at_end and state.best_global_step else \
+        state.global_step
+    logged = [record for record in state.log_history if record.get("step", 0) <= step]
+    validation = next(({key[5:]: value for key, value in record.items() if key.startswith("eval_")}
+                       for record in reversed(logged) if "eval_f1" in record), None)
+    scores = {key: float(value) for key, value in ((validation or {}) if results is None else results).items()
+              if key in CARD_METRICS and value is not None}
+    fusion, dataset, config = model.config.fusion, trainer.dataset_name, trainer.dataset_config
+    name = args.hub_model_id or Path(args.output_dir).name
+    card_data = ModelCardData(
+        base_model=model.config.name_or_path or None, datasets=[dataset], language="en", license="apache-2.0",
+        library_name="transformers", metrics=sorted(scores), model_name=name, pipeline_tag="text2text-generation",
+        tags=["fiber", "video", "fill-in-the-blanks", "t5"] + [config or "i3d", f"{fusion}-fusion"] * (fusion != "none")
+        + ["synthetic-data"] * trainer.synthetic,
+        eval_results=[EvalResult(task_type="text2text-generation", task_name="Video fill-in-the-blanks",
+                                 metric_type=key, metric_name=key.replace("_", " ").capitalize(), metric_value=value,
+                                 dataset_type=dataset, dataset_name="FIBER", dataset_config=config, dataset_split=split)
+                      for key, value in scores.items()] or None,
+    )
+    card = ModelCard.from_template(
+        card_data, template_path=CARD_TEMPLATE, model_name=name, base_model=model.config.name_or_path, fusion=fusion,
+        dataset_name=dataset, dataset_config=config, features="I3D" if config in (None, "i3d") else f"`{config}`",
+        single_feature=trainer.processing_class.single_feature, synthetic=trainer.synthetic, split=split, step=step,
+        epoch=next((record["epoch"] for record in reversed(logged) if "epoch" in record), state.epoch or 0),
+        scores=scores, validation=validation, final=final, citation=CITATION, args=args,
+        num_beams=model.generation_config.num_beams,
+    )
+    write_text(folder / "README.md", str(card))

@@ -49,7 +49,7 @@ CASES = [
     ("config with a list", lambda t: ["--config", write(t / "c.yaml", "output_dir: [a, b]\n")], 2,
      "output_dir must be a single value"),
     ("missing config", lambda t: ["--config", "no_such"], 2, "no such file, and no config of that name"),
-    ("unknown flag", lambda t: ["--learning_rat", "0.1"], 2, "unrecognized arguments: --learning_rat 0.1"),
+    ("unknown flag", lambda t: ["--learning_rat", "0.1"], 2, "not used by the HfArgumentParser: ['--learning_rat', '0.1']"),
     ("unknown fusion", lambda t: ["--fusion", "middle"], 2, "argument --fusion: invalid choice: 'middle'"),
     ("batch size 0", lambda t: ["--per_device_train_batch_size", 0], 2,
      "--per_device_train_batch_size: must be a finite number greater than 0, got 0"),
@@ -104,4 +104,4 @@ def test_overwrite_replaces_only_what_the_earlier_run_wrote(launch, main_job, tm
     shutil.copytree(main_job[0], output_dir)
     launch(["--baseline", "most_frequent_answer", "--output_dir", output_dir, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == [FOLDER_RECORD, "predictions.jsonl", "results.json"]
-    assert json.loads((output_dir / "results.json").read_text())["baseline"] == "most_frequent_answer"
+    assert json.loads((output_dir / "results.json").read_text())["arguments"]["baseline"] == "most_frequent_answer"
