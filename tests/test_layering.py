@@ -43,7 +43,6 @@ KNOWN_EXCEPTIONS = {
     ("fiberbench.testing", "fiberbench.modeling"),
     ("fiberbench.testing", "fiberbench.data"),
     ("fiberbench.metric.scoring.report", "fiberbench.predict"),
-    ("fiberbench.training", "fiberbench.predict"),
 }
 
 
