@@ -2,7 +2,6 @@
 as if the run had never stopped; one that would run code, or is not there, refused in one line."""
 
 import json
-import os
 import shutil
 
 import pytest
@@ -16,6 +15,7 @@ from ..training.conftest import (
     TWO_PROCESS_REPO_ID,
     TWO_PROCESS_RUN,
     TWO_PROCESSES,
+    Payload,
     assert_same_run,
     error_line,
     kill_when,
@@ -62,16 +62,6 @@ def test_two_processes_resume_a_checkpoint_of_every_checkpoint_pushed(hub_server
                resumed], launch_args=TWO_PROCESSES, offline=False)
     weights, other = load_file(first / "model" / "model.safetensors"), load_file(resumed / "model" / "model.safetensors")
     assert weights.keys() == other.keys() and all(weights[name].equal(other[name]) for name in weights)
-
-
-class Payload:
-    """Runs a shell command when unpickled: what a tampered checkpoint file would hold."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 @pytest.mark.parametrize("resume, message", [

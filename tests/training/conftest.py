@@ -111,6 +111,16 @@ def assert_same_run(uninterrupted: Path, resumed: Path) -> None:
     assert records == other_records
 
 
+class Payload:
+    """Runs a shell command when unpickled: what a tampered checkpoint file would hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
 def read_outputs(output_dir: Path) -> tuple[dict, list[dict]]:
     """A finished run's results.json and the records of its predictions.jsonl."""
     lines = (output_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()

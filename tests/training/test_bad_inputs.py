@@ -11,7 +11,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberT5ForConditionalGeneration, build_tiny_config
-from fiberbench.outputs import FOLDER_RECORD
+from fiberbench.outputs import FOLDER_RECORD, output_lock
 from fiberbench.training.train import main
 
 
@@ -105,3 +105,11 @@ def test_overwrite_replaces_only_what_the_earlier_run_wrote(launch, main_job, tm
     launch(["--baseline", "most_frequent_answer", "--output_dir", output_dir, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == [FOLDER_RECORD, "predictions.jsonl", "results.json"]
     assert json.loads((output_dir / "results.json").read_text())["arguments"]["baseline"] == "most_frequent_answer"
+
+
+@pytest.mark.slow
+def test_a_second_run_into_a_folder_being_written_is_refused(user_error, tmp_path):
+    with output_lock(tmp_path / "run", "--output_dir"):
+        status, line = user_error(main, ["--output_dir", tmp_path / "run"], "train.py: error: ")
+    assert status == 2 and f"--output_dir {tmp_path / 'run'} is being written by another run" in line
+    assert not (tmp_path / "run").exists()

@@ -3,7 +3,6 @@ diverging loss, and a killed run resumed as if it had never stopped."""
 
 import json
 import math
-import os
 import pickle
 import shutil
 
@@ -17,7 +16,7 @@ from fiberbench.data import load_sample
 from fiberbench.metric import normalize_answer
 from fiberbench.outputs import FOLDER_RECORD
 
-from .conftest import RESUMABLE_RUN, SPACY, assert_same_run, error_line, kill_after_save, read_outputs
+from .conftest import RESUMABLE_RUN, SPACY, Payload, assert_same_run, error_line, kill_after_save, read_outputs
 
 pytestmark = pytest.mark.slow
 
@@ -106,16 +105,6 @@ def test_a_run_killed_after_a_save_resumes_as_if_it_had_never_stopped(launch, un
     assert_same_run(uninterrupted_resumable_run, killed)
     record = json.loads((killed / FOLDER_RECORD).read_text(encoding="utf-8"))
     assert record["state"] == "complete" and "checkpoint-45/trainer_state.json" in record["files"]
-
-
-class Payload:
-    """Runs a shell command when unpickled: what a tampered checkpoint file would hold."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 @pytest.mark.parametrize("file, write, arguments, message", [
