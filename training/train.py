@@ -1,4 +1,4 @@
-"""Train and evaluate a FIBER model, or run a baseline, with `Seq2SeqTrainer` (paper §4-5, App. B; docs/training.md)"""
+"""Train and evaluate a FIBER model, or run a baseline, with `Seq2SeqTrainer` (paper §4-5, App. B)."""
 
 import json
 import logging
