@@ -15,7 +15,7 @@ import sys
 import quick
 
 # What each row imports: train.py's run, what loading any transformers model imports, blank's parser processes.
-DEFAULT_IMPORTS = ["fiberbench.training.run", "transformers.modeling_utils", "spacy"]
+DEFAULT_IMPORTS = ["fiberbench.training.train", "transformers.modeling_utils", "spacy"]
 HELD_OFF = "from fiberbench.collector import collector_held_off\nwith collector_held_off():\n    import {module}\n"
 
 

@@ -1,35 +1,25 @@
 """Benchmark of the FIBER model: early fusion's training speed against T5, fill_blanks with the lazy noun-phrase choice.
 
-1. Training steps per second of `FiberT5ForConditionalGeneration` (early fusion: T text tokens
-   plus V video features) against `T5ForConditionalGeneration` on T + V text tokens, same sizes
-   and weights otherwise: the cost of the fusion itself (target: within 10%). FIBER text-only
-   on the same T + V tokens is a control: it does exactly T5's work.
-2. Answers per second of `fill_blanks` (beams 4) on the bundled sample's validation and test
-   clips, after a short training on its train split so that the beams look like answers: the
-   lazy noun-phrase choice (parse beam r only where beams 0..r-1 were rejected) against parsing
-   every beam first, with the number of parses of each. The beams are generated once and both
-   choices run on them, so generation noise does not blur the difference.
+    python bench/model.py [--device cuda] [--quick]
+
+1. Training steps/s of early fusion (T text tokens + V video features) against T5 on T + V text tokens, same sizes
+   and weights: the fusion's own cost (target: within 10%); FIBER text-only on T + V tokens is a control.
+2. Answers/s of `fill_blanks` (beams 4) on the sample's validation and test clips, after a short training so that
+   the beams look like answers: the lazy noun-phrase choice (beam r parsed only where beams 0..r-1 were rejected)
+   against parsing every beam first, on the same beams, with the parses of each.
 """
 
 import argparse
-import json
 import time
 from collections import Counter
 
-import numpy as np
 import torch
 from spacy.language import Language
 from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
 
-from fiberbench.data import SAMPLE_DIR
-from fiberbench.records import feature_file_name
-from fiberbench.modeling import (
-    SAMPLE_TOKENIZER_PATH,
-    FiberProcessor,
-    FiberT5Config,
-    FiberT5ForConditionalGeneration,
-    build_tiny_config,
-)
+from fiberbench.data import load_sample
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
+from fiberbench.modeling import build_tiny_config
 from fiberbench.modeling.decoding import choose_noun_phrases
 from fiberbench.modeling.noun_phrases import are_noun_phrases, load_spacy_pipeline
 
@@ -45,50 +35,31 @@ def count_parses(doc):
     return doc
 
 
-def bench_config(tokenizer, args, fusion: str = "early") -> FiberT5Config:
+def bench_config(tokenizer, args, fusion: str = "early"):
     """A config of the benchmark's size: 4 heads, d_ff 4 x d_model, as many layers each side."""
-    return build_tiny_config(
-        tokenizer, fusion, d_model=args.d_model, d_kv=args.d_model // 4, d_ff=4 * args.d_model, num_heads=4,
-        num_layers=args.num_layers, num_decoder_layers=args.num_layers,
-    )
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    return build_tiny_config(tokenizer, fusion, d_model=args.d_model, d_kv=args.d_model // 4, d_ff=4 * args.d_model,
+                             num_heads=4, num_layers=args.num_layers, num_decoder_layers=args.num_layers)
 
 
 def make_training_step(model, batch: dict, device: torch.device):
-    """A function that runs one training step of `model` on `batch`: forward, backward, AdamW update."""
+    """One training step of `model` on `batch` (forward, backward, AdamW), waiting for the GPU."""
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
     def step():
-        with autocast:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
             loss = model(**batch).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     return step
 
 
-def seconds_per_step(step, steps: int, device: torch.device) -> float:
-    synchronize(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    synchronize(device)
-    return (time.perf_counter() - start) / steps
-
-
 def bench_training(args, tokenizer, device: torch.device) -> dict[str, float]:
-    """Steps/s of T5, of FIBER text-only (a control: the same work) and of FIBER early fusion.
-
-    Each is the best of `args.repeats` runs; the models take turns, in alternating order, so that
-    a busy moment of the machine does not land on one of them only.
-    """
+    """Steps/s of T5, of FIBER text-only (a control: the same work) and of FIBER early fusion (best of the repeats)."""
     config = bench_config(tokenizer, args)
     torch.manual_seed(0)
     models = {
@@ -100,55 +71,36 @@ def bench_training(args, tokenizer, device: torch.device) -> dict[str, float]:
         model.load_state_dict(models["early"].state_dict(), strict=False)  # the same T5 weights
 
     generator = torch.Generator().manual_seed(0)
-    batch_size, text, video = args.batch_size, args.text_length, args.video_length
-
-    def tokens(length):
-        # Ordinary pieces only: ids after T5's 3 specials and 100 sentinels.
-        return torch.randint(103, len(tokenizer), (batch_size, length), generator=generator)
-
-    labels, all_text = tokens(8), tokens(text + video)
-    batches = {
-        "t5": {"input_ids": all_text, "labels": labels},
-        "none": {"input_ids": all_text, "labels": labels},
-        "early": {
-            "input_ids": all_text[:, :text],
-            "video_features": torch.randn(batch_size, video, config.video_feature_size, generator=generator),
-            "labels": labels,
-        },
-    }
+    # Ordinary pieces only: ids after T5's 3 specials and 100 sentinels.
+    labels, text = (torch.randint(103, len(tokenizer), (args.batch_size, length), generator=generator)
+                    for length in (8, args.text_length + args.video_length))
+    video = torch.randn(args.batch_size, args.video_length, config.video_feature_size, generator=generator)
+    batches = {"t5": {"input_ids": text, "labels": labels}, "none": {"input_ids": text, "labels": labels},
+               "early": {"input_ids": text[:, : args.text_length], "video_features": video, "labels": labels}}
     steps = {
         name: make_training_step(model.to(device), {key: value.to(device) for key, value in batch.items()}, device)
         for (name, model), batch in zip(models.items(), batches.values())
     }
     for step in steps.values():
-        seconds_per_step(step, 2, device)  # warm-up
+        step()  # warm-up
     best = dict.fromkeys(steps, float("inf"))
-    for repeat in range(args.repeats):
+    for repeat in range(args.repeats):  # in turns, alternating, so that a busy moment falls on all alike
         for name in list(steps)[:: 1 if repeat % 2 == 0 else -1]:
-            best[name] = min(best[name], seconds_per_step(steps[name], args.steps, device))
+            best[name] = min(best[name], best_of(1, lambda: [steps[name]() for _ in range(args.steps)])[0] / args.steps)
     return {name: 1 / seconds for name, seconds in best.items()}
-
-
-def sample_split(split: str) -> tuple[list[dict], list[np.ndarray]]:
-    """The records of a split of the bundled sample and each clip's (frames, 1024) features."""
-    records = json.loads((SAMPLE_DIR / f"{split}.json").read_text(encoding="utf-8"))
-    names = [feature_file_name(r["video_id"], r["video_start_time"], r["video_end_time"]) for r in records]
-    return records, [np.load(SAMPLE_DIR / "i3d" / name)[0] for name in names]
 
 
 def train_briefly(model, processor: FiberProcessor, args, device: torch.device) -> None:
     """`args.train_steps` steps on the sample's train split, so that beams are answer-like, not noise."""
-    records, videos = sample_split("train")
+    train = load_sample("i3d")["train"]
+    records, videos = train.to_list(), train.with_format("numpy")["video_features"]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
     model.train()
     for _ in range(args.train_steps):
         chosen = torch.randint(len(records), (args.batch_size,), generator=generator).tolist()
-        batch = processor(
-            [records[i]["masked_caption"] for i in chosen],
-            video_features=[videos[i] for i in chosen],
-            labels=[records[i]["label"] for i in chosen],
-        ).to(device)
+        batch = processor([records[i]["masked_caption"] for i in chosen], video_features=[videos[i] for i in chosen],
+                          labels=[records[i]["label"] for i in chosen]).to(device)
         model(**batch).loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -183,20 +135,15 @@ def bench_decoding(args, tokenizer, device: torch.device) -> dict:
     model = FiberT5ForConditionalGeneration(bench_config(tokenizer, args)).to(device)
     processor = FiberProcessor(tokenizer)
     train_briefly(model, processor, args, device)
-    captions, videos = [], []
-    for split in ("val", "test"):
-        records, clip_features = sample_split(split)
-        captions += [record["masked_caption"] for record in records]
-        videos += clip_features
+    sample, captions, videos = load_sample("i3d"), [], []
+    for split in ("validation", "test"):
+        captions += sample[split]["masked_caption"]
+        videos += list(sample[split].with_format("numpy")["video_features"])
     captions, videos = captions[: args.num_clips], videos[: args.num_clips]
 
-    generation_seconds, filled = best_of(
-        args.repeats,
-        lambda: model.fill_blanks(
-            processor, captions, video_features=videos, num_beams=4, only_noun_phrases=False,
-            return_candidates=True, batch_size=args.batch_size,
-        ),
-    )
+    generation_seconds, filled = best_of(args.repeats, lambda: model.fill_blanks(
+        processor, captions, videos, num_beams=4, only_noun_phrases=False, return_candidates=True,
+        batch_size=args.batch_size))
     candidates = [ranked for _, ranked in filled]
     nlp = load_spacy_pipeline(args.spacy_model)
     nlp.add_pipe("fiber_bench_parse_counter", first=True)
@@ -223,10 +170,8 @@ def main() -> None:
     parser.add_argument("--train_steps", type=int, default=150, help="sample training before the decoding bench")
     parser.add_argument("--num_clips", type=int, default=None, help="sample clips to decode (default: all 120)")
     parser.add_argument("--spacy_model", default=None)
-    args = quick.parse_args(
-        parser, d_model=32, num_layers=1, batch_size=8, text_length=8, video_length=8, steps=1, repeats=1,
-        train_steps=2, num_clips=16,
-    )
+    args = quick.parse_args(parser, d_model=32, num_layers=1, batch_size=8, text_length=8, video_length=8, steps=1,
+                            repeats=1, train_steps=2, num_clips=16)
     device = torch.device(args.device)
     tokenizer = AutoTokenizer.from_pretrained(SAMPLE_TOKENIZER_PATH)
     where = f"{device.type}{' bf16' if device.type == 'cuda' else ''}, {torch.get_num_threads()} threads"
@@ -236,12 +181,9 @@ def main() -> None:
     text, video = args.text_length, args.video_length
     print(f"\nTraining steps/s ({where}; {shape}; best of {args.repeats} x {args.steps} steps)")
     print("| model | encoder input | steps/s | vs T5 |\n|---|---|---|---|")
-    rows = (
-        ("t5", "T5ForConditionalGeneration", f"{text + video} text tokens"),
-        ("none", "FIBER text only (control)", f"{text + video} text tokens"),
-        ("early", "FIBER early fusion", f"{text} text tokens + {video} video features"),
-    )
-    for name, model, encoder_input in rows:
+    for name, model, encoder_input in (("t5", "T5ForConditionalGeneration", f"{text + video} text tokens"),
+                                       ("none", "FIBER text only (control)", f"{text + video} text tokens"),
+                                       ("early", "FIBER early fusion", f"{text} text tokens + {video} video features")):
         print(f"| {model} | {encoder_input} | {training[name]:.2f} | {training[name] / training['t5']:.2f} |")
     target = quick.verdict(args, "target: at least 90%")
     print(f"early fusion runs at {training['early'] / training['t5']:.0%} of T5's speed ({target})")

@@ -1,6 +1,5 @@
-"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, a short training run with its
-checkpoints, the metric, CLI errors, a small disk; the selection of the tests that need the video environment; one
-thread per test process."""
+"""Fixtures shared by every test folder: the real spaCy pipeline, the built sample, training runs, the metric, CLI
+errors, a small disk; the selection of the tests that need the video environment; one thread per test process."""
 
 import gc
 import os
@@ -85,22 +84,10 @@ def built_sample(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def short_checkpointed_run(tmp_path_factory):
-    """The output folder of tests/training's `SHORT_RUN` (4 steps under `accelerate launch training/train.py`), with
-    its checkpoints step_2 and step_4: run once per test run, for the training tests and the Hub tests."""
-    from .training.conftest import SHORT_RUN, run_train
-
-    def run(folder):
-        run_train([*SHORT_RUN, "--output_dir", folder / "run"])
-
-    return built_once(tmp_path_factory, "short_run", run) / "run"
-
-
-@pytest.fixture(scope="session")
 def two_processes_pushed_run(tmp_path_factory):
     """`TWO_PROCESS_RUN` in two processes, pushing every checkpoint (`--hub_strategy all_checkpoints`) to
     `TWO_PROCESS_REPO_ID` on a local Hub: run once per test run, for the Hub test that resumes it from the Hub and the
-    training test that resumes it from its folder (pushing changes none of what it trains or saves there).
+    training test that checks its two processes.
 
     Returns (its output folder, its finished process, the Hub it pushed to as `HubStore.save` wrote it: `load` it
     into a test's `hub_server`). All three are to read: a test that changes one copies it first.
@@ -137,8 +124,8 @@ def two_processes_pushed_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def uninterrupted_resumable_run(tmp_path_factory):
     """The output folder of tests/training's `RESUMABLE_RUN` (`accelerate launch training/train.py`, offline, two
-    epochs with checkpoints step_15, step_30 and step_45) run to its end: once per test run, the reference that the
-    training and Hub tests' killed and resumed runs must equal."""
+    epochs saved every 15 steps) run to its end: once per test run, the reference that the training and Hub tests'
+    killed and resumed runs must equal."""
     from .training.conftest import RESUMABLE_RUN, run_train
 
     def run(folder):

@@ -42,7 +42,6 @@ KNOWN_EXCEPTIONS = {
     ("fiberbench.models", "fiberbench.modeling"),
     ("fiberbench.testing", "fiberbench.modeling"),
     ("fiberbench.testing", "fiberbench.data"),
-    ("fiberbench.training", "fiberbench.predict"),
 }
 
 

@@ -10,13 +10,14 @@ from huggingface_hub import ModelCard, hf_hub_download
 import fiberbench.training
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.records import feature_file_name
-from fiberbench.training.launch import ACCELERATE_CONFIG
 
 REPO_ID = "fiber-org/fiber-t5-sample"
+# Imported by name from tests/hub/test_trainer_push.py too (tests/hub is on sys.path): no relative imports here.
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
+ACCELERATE_CONFIG = TRAIN_SCRIPT.parent / "accelerate.yaml"
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG), "--cpu"]
 # The sample demo (the default with no model and no dataset), cut to a few steps: the test is the push.
-FAST_TRAINING = ["--max_train_steps", "4", "--no-do_eval", "--per_device_eval_batch_size", "64"]
+FAST_TRAINING = ["--max_steps", "4", "--do_eval", "false", "--per_device_eval_batch_size", "64"]
 NUM_EXAMPLES = 4
 
 # Runs in a fresh process that never imports fiberbench: the model's code comes from the folder

@@ -8,13 +8,9 @@ import torch
 from transformers import AutoTokenizer
 
 from fiberbench.data import SAMPLE_DIR
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
+from fiberbench.modeling import build_tiny_config
 from fiberbench.records import feature_file_name
-from fiberbench.modeling import (
-    SAMPLE_TOKENIZER_PATH,
-    FiberProcessor,
-    FiberT5ForConditionalGeneration,
-    build_tiny_config,
-)
 
 
 @pytest.fixture(scope="session")
@@ -40,42 +36,29 @@ def make_model(tokenizer):
 
 @pytest.fixture(scope="session")
 def sample_clips():
-    """Three validation clips of the bundled sample with different caption and video lengths."""
-    records = json.loads((SAMPLE_DIR / "val.json").read_text(encoding="utf-8"))
-    chosen, caption_lengths, video_lengths = [], set(), set()
-    for record in records:
-        clip_name = feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
-        features = np.load(SAMPLE_DIR / "i3d" / clip_name)[0]
-        if len(record["masked_caption"].split()) in caption_lengths or len(features) in video_lengths:
-            continue
-        caption_lengths.add(len(record["masked_caption"].split()))
-        video_lengths.add(len(features))
-        chosen.append({"masked_caption": record["masked_caption"], "label": record["label"], "video": features})
-        if len(chosen) == 3:
-            return chosen
-    raise AssertionError("The sample has no three clips with different caption and video lengths.")
+    """Three validation clips of the bundled sample, each of its own caption and video length."""
+    chosen, lengths = [], set()
+    for record in json.loads((SAMPLE_DIR / "val.json").read_text(encoding="utf-8")):
+        clip = feature_file_name(record["video_id"], record["video_start_time"], record["video_end_time"])
+        features = np.load(SAMPLE_DIR / "i3d" / clip)[0]
+        words = len(record["masked_caption"].split())
+        if ("words", words) not in lengths and ("frames", len(features)) not in lengths:
+            lengths |= {("words", words), ("frames", len(features))}
+            chosen.append({"masked_caption": record["masked_caption"], "label": record["label"], "video": features})
+    assert len(chosen) >= 3, "the sample has no three clips of different caption and video lengths"
+    return chosen[:3]
 
 
 class CountingPipeline:
-    """A spaCy pipeline that counts the `pipe` calls and the texts they parse."""
+    """A spaCy pipeline that counts its `pipe` calls and the texts they parse."""
 
     def __init__(self, nlp):
-        self.nlp = nlp
-        self.calls = 0
-        self.parsed = 0
-
-    @property
-    def pipe_names(self):
-        return self.nlp.pipe_names
+        self.nlp, self.calls, self.parsed, self.pipe_names = nlp, 0, 0, nlp.pipe_names
 
     def pipe(self, texts, **kwargs):
-        self.calls += 1
-        return self.nlp.pipe(self._count(texts), **kwargs)
-
-    def _count(self, texts):
-        for text in texts:
-            self.parsed += 1
-            yield text
+        texts = list(texts)
+        self.calls, self.parsed = self.calls + 1, self.parsed + len(texts)
+        return self.nlp.pipe(texts, **kwargs)
 
 
 @pytest.fixture

