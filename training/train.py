@@ -19,6 +19,7 @@ from transformers.trainer_callback import ExportableState
 
 from fiberbench.cli import configure_logging
 from fiberbench.data import SAMPLE_DIR, load_fiber
+from fiberbench.data.loading import check_dataset_name
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, UsageError, alike_on_every_process, run_reporting_errors
 from fiberbench.hub import check_can_push, hub_problem, is_hub_id, push_folder
@@ -80,6 +81,11 @@ def train(argv: list | None) -> None:
         inputs = [path for path in (data_args.dataset_name or SAMPLE_DIR, name, model_args.config) if path]
         previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True, resume=here,
                                 overwrite=args.overwrite_output_dir, inputs=[i for i in inputs if Path(i).exists()])
+        # The names a user may mistype, before any log line: a typo is the one line the run prints.
+        if data_args.dataset_name:
+            check_dataset_name(data_args.dataset_name)
+        options = model_loading_options(name, flag="--model_name_or_path") if name and not Path(name).is_dir() else {}
+        checkpoint = checkpoint_folder(resume, args.hub_token) if resume else None
     configure_logging()
     if args.disable_tqdm:
         transformers.utils.logging.disable_progress_bar()
@@ -88,7 +94,6 @@ def train(argv: list | None) -> None:
     logger.info(describe(model_args, data_args, args, synthetic))
     logger.info(f"Process {args.process_index} of {args.world_size} on {args.device}")
     with alike_on_every_process():
-        options = model_loading_options(name, flag="--model_name_or_path") if name and not Path(name).is_dir() else {}
         base = AutoConfig.from_pretrained(name, **options) if name else None
         base = base if isinstance(base, FiberT5Config) else None
         fusion = "none" if model_args.baseline else model_args.fusion or (base.fusion if base else "early")
@@ -100,7 +105,6 @@ def train(argv: list | None) -> None:
             batches = math.ceil(len(splits["train"]) / (args.per_device_train_batch_size * args.world_size))
             args.warmup_steps = args.warmup_steps or math.ceil(batches / args.gradient_accumulation_steps)
         settings = training_settings(model_args, data_args, args)
-        checkpoint = checkpoint_folder(resume, args.hub_token) if resume else None
         if checkpoint is not None:
             check_checkpoint(checkpoint, settings, args.trust_checkpoint)
         trainer, nlp = None, None
