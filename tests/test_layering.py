@@ -39,9 +39,6 @@ ALLOWED = {
 }
 # Arrows of the layout being replaced this round, each removed as its module goes; empty when the round is done.
 KNOWN_EXCEPTIONS = {
-    ("fiberbench.models", "fiberbench.modeling"),
-    ("fiberbench.testing", "fiberbench.modeling"),
-    ("fiberbench.testing", "fiberbench.data"),
     ("fiberbench.metric.scoring.report", "fiberbench.predict"),
     ("fiberbench.training", "fiberbench.predict"),
 }

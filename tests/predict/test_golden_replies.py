@@ -46,13 +46,6 @@ def read_table(nlp) -> dict:
 
 
 @pytest.fixture(scope="module")
-def nlp():
-    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-
-    return load_spacy_pipeline(SPACY_MODEL)
-
-
-@pytest.fixture(scope="module")
 def golden() -> dict:
     return json.loads(GOLDEN_FILE.read_text(encoding="utf-8"))
 

