@@ -26,7 +26,7 @@ import torch
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.models import load_config, locate_model
 from fiberbench.predict.arguments import parser_of
-from fiberbench.predict.command import Batches, as_is
+from fiberbench.predict.command import Batches
 from fiberbench.predict.predictors import choose_kind, make_predictor
 from fiberbench.testing.tiny_models import save_causal, save_seq2seq
 from fiberbench.testing.tiny_videos import read_records, write_videos
@@ -88,7 +88,8 @@ def video_paths(args, device, folder: Path, rows: list[dict]) -> None:
         for path in ("video", "images"):
             predictor = predictor_of(folder / family, device, "--video_dir", folder, "--num_frames", args.num_frames,
                                      "--video_input", path)
-            tokens = sum(predictor.num_visual_tokens(inputs) for _, inputs in predictor.inputs(rows))
+            ids = {getattr(predictor.processor, f"{name}_token_id", None) for name in ("image", "video")} - {None}
+            tokens = sum(int(sum((inputs["input_ids"] == id_).sum() for id_ in ids)) for _, inputs in predictor.inputs(rows))
             figures[path] = (clips_per_second(predictor, rows, args.per_device_eval_batch_size), tokens / len(rows))
         (video, video_tokens), (images, images_tokens) = figures["video"], figures["images"]
         print(f"| {family} | {video:.1f} | {images:.1f} | {video_tokens:.0f} | {images_tokens:.0f} | "
@@ -110,7 +111,7 @@ def loader_against_model(args, device, folder: Path, rows: list[dict]) -> None:
 
     def loop(workers: int) -> float:
         loader = torch.utils.data.DataLoader(Batches(predictor, batches, split, None), batch_size=None,
-                                             collate_fn=as_is, num_workers=workers)
+                                             num_workers=workers)
         return timed(lambda: [predictor.generate(inputs) for _, _, inputs, _ in loader])
 
     in_process, with_workers = alone / loop(0), alone / loop(args.dataloader_num_workers)

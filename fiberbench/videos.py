@@ -1,11 +1,10 @@
-"""A clip's video (its file in --video_dir) and the frames sampled from it with PyAV, for every command that reads clips.
+"""A clip's video (its file in --video_dir) and its frames sampled with PyAV, for every command that reads clips.
 
-A clip's video is a file of the clip alone, named by VaTeX's clip id (`{video_id}_{start:06d}_{end:06d}.mp4`), or
-the whole YouTube video (`{video_id}.mp4`) cut to the clip's times. PyAV decodes both, once per clip and only within
-its times (torchcodec's CPU wheels need CUDA libraries to import). A file's header is not trusted for its length: the
-clip's times must lie in the frames the file holds, the header's duration must agree with them, and the clip must
-last a frame; `check_clip_videos` checks every clip so before any work. Which frames are taken is a `FrameSampling`,
-chosen by one rule (`choose_sampling`); `ClipFrames` carries their times, which video processors read as metadata.
+A clip's video is a file of the clip alone (`{video_id}_{start:06d}_{end:06d}.mp4`, VaTeX's clip id) or the whole video
+(`{video_id}.mp4`) cut to the clip's times, decoded once and only within them (torchcodec's CPU wheels need CUDA to
+import). A header is not trusted for a file's length: the clip must lie in the frames the file holds, the header must
+agree with them, and the clip must last a frame (`check_clip_videos`, before any work). The frames taken are a
+`FrameSampling` chosen by one rule (`choose_sampling`); `ClipFrames` carries their times for video processors.
 """
 
 import logging
@@ -24,8 +23,7 @@ from fiberbench.records import ClipKey, clip_id
 logger = logging.getLogger(__name__)
 
 VIDEO_EXTENSIONS = (".mp4", ".mkv", ".webm")
-# Seconds by which a video's frames may end before (or after) its header's duration, or before a clip's end, with
-# the clip still taken from them: a clip's times are whole seconds, and a file may end a few frames short of them.
+# Seconds by which frames may end before (or after) the header's duration or a clip's end (whole seconds) and be used.
 END_TOLERANCE = 0.5
 
 
@@ -56,8 +54,7 @@ class ClipSpan:
     fps: float
 
     duration = property(lambda self: self.end - self.start)
-    # The epsilon keeps 10 s at 2 fps at 20 frames.
-    num_frames = property(lambda self: math.floor(self.duration * self.fps + 1e-6))
+    num_frames = property(lambda self: math.floor(self.duration * self.fps + 1e-6))  # 10 s at 2 fps: 20, not 19
 
 
 @dataclass(frozen=True)
@@ -73,15 +70,13 @@ class FrameSampling:
         if (self.num_frames is None) == (self.fps is None):
             raise ValueError("give exactly one of num_frames and fps")
 
-    def count(self, span: ClipSpan) -> int:
-        """How many frames the clip of `span` gives."""
+    def count(self, span: ClipSpan) -> int:  # how many frames the clip of `span` gives
         if self.num_frames is not None:
             return self.num_frames
         wanted = max(1, math.floor(span.duration * self.fps + 1e-6))
         return min(wanted, span.num_frames, self.max_frames or wanted)
 
-    def rule(self) -> str:
-        """The sampling in words, as the commands' records keep it."""
+    def rule(self) -> str:  # the sampling in words, as the commands' records keep it
         limit = f", at most {self.max_frames}" if self.max_frames else ""
         count = f"{self.num_frames} frames" if self.num_frames is not None else (
             f"floor(seconds x {self.fps:g}) frames (at least 1{limit}, at most the clip's own)")
@@ -97,11 +92,9 @@ class ClipFrames:
     span: ClipSpan
 
     def video_metadata(self) -> dict:
-        """The clip as transformers' `VideoMetadata` describes a video (counted from the clip's start): Qwen3-VL,
-        GLM-4.1V and SmolVLM write each frame's time into the prompt from `fps` and `frames_indices`."""
-        height, width = self.frames[0].shape[:2]
-        span, last = self.span, self.span.num_frames - 1
-        indices = [min(last, round(time * span.fps)) for time in self.times]
+        """The clip as transformers' `VideoMetadata`, from its start (Qwen3-VL, GLM-4V and SmolVLM write the times)."""
+        (height, width), span = self.frames[0].shape[:2], self.span
+        indices = [min(span.num_frames - 1, round(time * span.fps)) for time in self.times]
         return {"total_num_frames": span.num_frames, "fps": span.fps, "duration": span.duration, "width": width,
                 "height": height, "frames_indices": indices}
 
@@ -115,22 +108,16 @@ def choose_sampling(num_frames: int | None, fps: float | None, max_frames: int |
 
 def find_clip_video(video_dir: Path, video_id: str, start: int, end: int) -> ClipVideo | None:
     """The clip's own file if there is one, else the whole video cut to [start, end); None when neither exists."""
-    for name, cut in ((clip_id(video_id, start, end), None), (video_id, (float(start), float(end)))):
+    for name, cut in ((clip_id(video_id, start, end), ()), (video_id, (float(start), float(end)))):
         for extension in VIDEO_EXTENSIONS:
             if (video_dir / f"{name}{extension}").is_file():
-                return ClipVideo(video_dir / f"{name}{extension}", *(cut or ()))
+                return ClipVideo(video_dir / f"{name}{extension}", *cut)
     return None
 
 
 def expected_names(video_id: str, start: int, end: int) -> str:
     """The file names `find_clip_video` looks for, for error messages."""
     return f"{clip_id(video_id, start, end)}.mp4 or {video_id}.mp4 (or .mkv, .webm)"
-
-
-def uniform_times(start: float, end: float, num_frames: int) -> list[float]:
-    """The centres of `num_frames` equal parts of [start, end)."""
-    step = (end - start) / num_frames
-    return [start + (index + 0.5) * step for index in range(num_frames)]
 
 
 def check_video(video: ClipVideo, sampling: FrameSampling) -> ClipSpan:
@@ -140,48 +127,42 @@ def check_video(video: ClipVideo, sampling: FrameSampling) -> ClipSpan:
         return _clip_span(container, video, sampling)[1]
 
 
-def check_clip_videos(clips: list[Clip], sampling: FrameSampling, video_dir: Path, skip_missing: bool, *, skipping: str,
-                      skipped: str, unusable_advice: str | None = None) -> list[ClipSpan | None]:
-    """Where each clip lies in its video (None for a missing one), every video opened and checked, before any work.
-
-    A missing video is refused, or with `skip_missing` (--skip_missing_videos) skipped and warned of. The command's
-    own words end the messages: `skipping` (what --skip_missing_videos would do), `skipped` (what became of the
-    skipped clips), `unusable_advice` (what to do about an unusable video).
-    """
+def check_clip_videos(clips: list[Clip], sampling: FrameSampling, video_dir: Path, skip_missing: bool, *,
+                      skipping: str, skipped: str, unusable_advice: str | None = None) -> list[ClipSpan | None]:
+    """Where each clip lies in its video (None: missing), every video opened and checked before any work. A missing
+    one is refused, or with `skip_missing` (--skip_missing_videos) warned of. The messages end in the command's words:
+    what --skip_missing_videos would do (`skipping`), became of the skipped clips, to do about an unusable video."""
     missing = [clip for clip in clips if clip.video is None]
     if missing and not skip_missing:
         video_id, start, end = missing[0].key
-        raise DataError(
-            f"--video_dir {video_dir}: no video for clip {video_id} ({start}-{end} s): looked for "
-            f"{expected_names(video_id, start, end)}; {len(missing)} of {len(clips)} clips have none. Pass "
-            f"--skip_missing_videos to {skipping}"
-        )
+        raise DataError(f"--video_dir {video_dir}: no video for clip {video_id} ({start}-{end} s): looked for "
+                        f"{expected_names(video_id, start, end)}; {len(missing)} of {len(clips)} clips have none. Pass "
+                        f"--skip_missing_videos to {skipping}")
     spans, unusable = [], []
     # Under `accelerate launch` every process checks every video; the first of each machine shows the bar.
-    for clip in tqdm(clips, desc="Checking the clips' videos", unit="video", disable=os.environ.get("LOCAL_RANK", "0") != "0"):
+    quiet = os.environ.get("LOCAL_RANK", "0") != "0" or not os.isatty(2)
+    for clip in tqdm(clips, desc="Checking the clips' videos", unit="video", disable=quiet):
         try:
             spans.append(None if clip.video is None else check_video(clip.video, sampling))
         except DataError as error:
             unusable.append((clip, error))
     if unusable:
-        clip, error = unusable[0]
-        raise DataError(
-            f"{error} (the video of clip {clip.name}); {len(unusable)} of {len(clips)} clips' videos cannot be used"
-            + (f": {unusable_advice}" if unusable_advice else "")
-        )
+        raise DataError(f"{unusable[0][1]} (the video of clip {unusable[0][0].name}); {len(unusable)} of {len(clips)} "
+                        "clips' videos cannot be used" + (f": {unusable_advice}" if unusable_advice else ""))
     if missing:
         logger.warning("%d of %d clips have no video in %s: %s", len(missing), len(clips), video_dir, skipped)
     return spans
 
 
 def sample_frames(video: ClipVideo, sampling: FrameSampling) -> ClipFrames:
-    """The clip's frames that `sampling` takes (each the one on screen at its time), decoded once from the key frame
-    before the clip's start; a `DataError` for a file that does not decode or give them."""
+    """The clip's frames that `sampling` takes, each the one on screen at the centre of its equal part of the clip,
+    decoded once from the key frame before the clip's start; a `DataError` for a file that does not give them."""
     with _opened(video) as container:
         stream, span = _clip_span(container, video, sampling)
         start = max(span.start, _first_time(stream))
         container.seek(int(start / stream.time_base), stream=stream, backward=True, any_frame=False)
-        times = uniform_times(span.start, span.end, sampling.count(span))
+        step = span.duration / sampling.count(span)
+        times = [span.start + (index + 0.5) * step for index in range(sampling.count(span))]
         frames, frame_times = _frames_at(container.decode(stream), times, video.path, span)
     return ClipFrames(frames, [max(0.0, time - span.start) for time in frame_times], span)
 
@@ -207,43 +188,34 @@ def _clip_span(container, video: ClipVideo, sampling: FrameSampling) -> tuple:
     start = first if video.start is None else video.start
     end = first + length if video.end is None else min(video.end, first + length)
     if end <= start:
-        if video.end is None:
-            raise DataError(f"{video.path}: the video lasts {length:g} s: no frame to sample")
-        raise DataError(f"{video.path}: no frame between {video.start:g} s and {video.end:g} s (the video lasts {length:g} s)")
-    rate = stream.average_rate or stream.guessed_rate
-    if not rate:
+        raise DataError(f"{video.path}: " + (f"the video lasts {length:g} s: no frame to sample" if video.end is None
+                        else f"no frame between {video.start:g} s and {video.end:g} s (the video lasts {length:g} s)"))
+    if not (rate := stream.average_rate or stream.guessed_rate):
         raise DataError(f"{video.path}: its frame rate is unknown, so its frames cannot be placed in time")
-    # Where the frames end, from the times of the last packets (nothing decoded: a header claiming years reads the same).
+    # Where the frames end, from the last packets' times (nothing decoded: a header claiming years reads the same).
     container.seek(int((first + length) / stream.time_base), stream=stream, backward=True, any_frame=False)
-    times = [packet.pts for packet in container.demux(stream) if packet.pts is not None]
-    if not times:
-        raise DataError(f"{container.name}: no frame could be read before the end its header gives ({first + length:g} s)")
+    if not (times := [packet.pts for packet in container.demux(stream) if packet.pts is not None]):
+        raise DataError(f"{container.name}: no frame could be read before the end its header gives "
+                        f"({first + length:g} s)")
     frames_end = float(max(times) * stream.time_base) + 1 / float(rate)
     if abs(frames_end - (first + length)) > END_TOLERANCE:
-        raise DataError(
-            f"{video.path}: its header says the video lasts {length:g} s, but its frames end at {frames_end - first:g} "
-            "s: the file is damaged or its header is wrong"
-        )
+        raise DataError(f"{video.path}: its header says the video lasts {length:g} s, but its frames end at "
+                        f"{frames_end - first:g} s: the file is damaged or its header is wrong")
     if video.end is not None and video.end > frames_end + END_TOLERANCE:
-        raise DataError(
-            f"{video.path}: the clip runs from {video.start:g} s to {video.end:g} s, but the video ends at "
-            f"{frames_end:g} s: its last {video.end - frames_end:g} s are not in the file"
-        )
+        raise DataError(f"{video.path}: the clip runs from {video.start:g} s to {video.end:g} s, but the video ends at "
+                        f"{frames_end:g} s: its last {video.end - frames_end:g} s are not in the file")
     span = ClipSpan(start, min(end, frames_end), float(rate))
     if span.num_frames < 1:
-        raise DataError(
-            f"{video.path}: the clip lasts {span.duration:.3g} s ({span.start:g}-{span.end:g} s), less than one frame "
-            f"at {span.fps:g} fps: no frame to sample"
-        )
+        raise DataError(f"{video.path}: the clip lasts {span.duration:.3g} s ({span.start:g}-{span.end:g} s), less "
+                        f"than one frame at {span.fps:g} fps: no frame to sample")
     if sampling.num_frames is not None and sampling.num_frames > span.num_frames:
-        raise DataError(
-            f"{video.path}: the clip ({span.start:g}-{span.end:g} s at {span.fps:g} fps) has {span.num_frames} "
-            f"frame{'s' * (span.num_frames != 1)}, fewer than the {sampling.num_frames} asked (--num_frames)"
-        )
+        raise DataError(f"{video.path}: the clip ({span.start:g}-{span.end:g} s at {span.fps:g} fps) has "
+                        f"{span.num_frames} frame{'s' * (span.num_frames != 1)}, fewer than the {sampling.num_frames} "
+                        "asked (--num_frames)")
     return stream, span
 
 
-def _first_time(stream) -> float:
+def _first_time(stream) -> float:  # seconds of its first frame
     return float(stream.start_time * stream.time_base) if stream.start_time is not None else 0.0
 
 
@@ -255,14 +227,10 @@ def _duration(container, stream) -> float:
 
 
 def _frames_at(frames, times: list[float], path: Path, span: ClipSpan) -> tuple[list[np.ndarray], list[float]]:
-    """From decoded `frames` in time order, the one on screen at each of `times` (sorted), and when each came on.
-
-    The last frame decoded stays on screen for a frame interval, no longer: times past it are an error, never copies.
-    """
+    """From decoded `frames` in time order, the one on screen at each of `times` (sorted), and when each came on. The
+    last frame decoded stays on screen for a frame interval, no longer: times past it are an error, never copies."""
     chosen, previous = [], None
-    for frame in frames:
-        if frame.time is None:  # no timestamp: it cannot be placed in time
-            continue
+    for frame in (frame for frame in frames if frame.time is not None):  # a frame without a time cannot be placed
         while len(chosen) < len(times) and frame.time > times[len(chosen)]:
             chosen.append(frame if previous is None else previous)
         if len(chosen) == len(times):
@@ -270,12 +238,9 @@ def _frames_at(frames, times: list[float], path: Path, span: ClipSpan) -> tuple[
         previous = frame
     if previous is None and not chosen:
         raise DataError(f"{path}: no frame could be decoded in the clip's times")
-    if len(chosen) < len(times):
-        if times[-1] > previous.time + 1 / span.fps + END_TOLERANCE:
-            raise DataError(
-                f"{path}: no frame decodes after {previous.time:g} s, but the clip runs to {span.end:g} s "
-                "(the file is damaged)"
-            )
-        chosen += [previous] * (len(times) - len(chosen))
+    if len(chosen) < len(times) and times[-1] > previous.time + 1 / span.fps + END_TOLERANCE:
+        raise DataError(f"{path}: no frame decodes after {previous.time:g} s, but the clip runs to {span.end:g} s (the "
+                        "file is damaged)")
+    chosen += [previous] * (len(times) - len(chosen))
     images = {id(frame): frame.to_ndarray(format="rgb24") for frame in chosen}
     return [images[id(frame)] for frame in chosen], [float(frame.time) for frame in chosen]

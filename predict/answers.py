@@ -1,13 +1,10 @@
-"""Each blank's answer and its ranked candidates: from a model's beams, or from the answers read in its replies.
+"""Each blank's answer and its ranked candidates, from a model's beams or the answers read in its replies.
 
-The paper answers with the first beam that is a noun phrase in the blank, else the first beam (App. B.2). Beams may
-repeat an answer in another spelling ("a police officer", "A police officer") or hold one that normalizes to nothing
-(a beam "a"): the candidates recorded and ranked (Correct@K, MAP) are the distinct answers after the metric's
-normalization, and the answer is chosen among them; only when every beam normalizes to nothing is the answer the
-first beam, with no candidates. Training records its answers so (`answers_and_candidates`), and so does `predict`
-(an `Answerer`, with its spaCy pipelines and the settings they are recorded as).
+As the paper (App. B.2): the first beam that is a noun phrase in the blank, else the first. The candidates recorded
+and ranked (Correct@K, MAP) are the beams distinct after the metric's normalization ("a police officer", "A police
+officer"), without those that normalize to nothing (a beam "a"); only when every beam does is the answer the first
+beam, with no candidates. Training (`answers_and_candidates`) and `predict` (an `Answerer`) record them so.
 """
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,21 +34,18 @@ class Answerer:
 
     @classmethod
     def load(cls, num_beams: int, prompted: bool, only_noun_phrases: bool, read_noun_phrases, spacy_model):
-        """The first noun-phrase beam needs a pipeline only where there is a choice (several beams); the reader's
-        noun-phrase step, for replies, unless --no_read_noun_phrases: where none loads, a `UsageError` says how to
-        get one (never a silent reading without the step, which gives other answers)."""
+        """The pipelines: of the first noun-phrase beam where there is a choice (beams), of the reader's noun-phrase
+        step unless --no_read_noun_phrases (none loaded: a `UsageError`, never a reading without the step)."""
         nlp = load_spacy_pipeline(spacy_model) if only_noun_phrases and num_beams > 1 else None
         reader_nlp = load_reader_pipeline(spacy_model) if prompted and read_noun_phrases is not False else None
         return cls(nlp, reader_nlp, prompted, num_beams)
 
     @property
-    def decoding(self) -> dict:
-        """The beam choice, as the `decoding` settings record it."""
+    def decoding(self) -> dict:  # the beam choice, as the `decoding` settings record it
         return {"only_noun_phrases": self.nlp is not None, "spacy_model": self.nlp and pipeline_name(self.nlp)}
 
     @property
-    def reader(self) -> dict | None:
-        """The answer reader's settings (None: the model answers in the paper's format)."""
+    def reader(self) -> dict | None:  # the answer reader's settings (None: the paper's format)
         return reader_settings(self.reader_nlp) if self.prompted else None
 
     def fields(self, masked_captions: list[str], beams: list[list[str]]) -> list[dict]:

@@ -15,7 +15,8 @@ from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 # --device_map's ways to spread a model (Accelerate's); any other value names one device.
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 # The flags --reread reads; every other one belongs to generation, which --reread does not do.
-REREAD_FLAGS = ("reread", "output_file", "overwrite_output_file", "read_noun_phrases", "only_noun_phrases", "spacy_model")
+REREAD_FLAGS = ("reread", "output_file", "overwrite_output_file", "read_noun_phrases", "only_noun_phrases",
+                "spacy_model")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,73 +24,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "The kind of model is read from its config: FIBER models (their video features, the paper's decoding), "
         "seq2seq LMs (the paper's zero-shot format), causal LMs (--prompt, through the chat template when there is "
         "one) and video-language models (AutoModelForImageTextToText: frames of each clip's video in --video_dir, as a "
-        "video when the processor has a video processor, else as images; then --prompt). A reply's answer is read as a "
-        "person would (fiberbench.predict.replies); the replies are kept, and --reread reads them again. Rerun the same "
-        "command to resume. Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli predict "
-        f"... The default --prompt: {DEFAULT_PROMPT!r}"
+        "video when the processor has a video processor, else as images; then --prompt). A reply's answer is read as "
+        "a person would (fiberbench.predict.replies); the replies are kept, and --reread reads them again. Rerun the "
+        "same command to resume. Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli "
+        f"predict ... The default --prompt: {DEFAULT_PROMPT!r}"
     )
     model = parser.add_argument_group("model")
     add_model_arguments(model, required=False, remote_code_needed_by="FIBER")
     model.add_argument("--model_type", choices=list(KINDS), help="Override the kind read from the config.")
-    model.add_argument(
-        "--device_map", help="Spread the model over this machine's GPUs (auto, balanced, sequential), in one process: for "
-        "a model too big for one GPU. For many clips at once on many GPUs, accelerate launch.")
+    model.add_argument("--device_map", help="Spread the model over this machine's GPUs (auto, balanced, sequential) in "
+                       "one process, for a model too big for one GPU (for speed on many GPUs: accelerate launch).")
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset_name", help="A FIBER dataset folder or Hub id; the bundled SYNTHETIC sample if omitted.")
+    data.add_argument("--dataset_name", help="A FIBER dataset folder or Hub id (default: the SYNTHETIC sample).")
     data.add_argument("--split", default="test", help="The split to predict (default: test).")
     data.add_argument("--max_predict_samples", type=positive_int, help="Predict only the first N clips.")
     add_video_dir_argument(data, "Video-language models: the clips' videos")
-    data.add_argument(
-        "--video_input", choices=("auto", "video", "images"), help="Video-language models: the frames as a video (the "
-        "processor's video processor, their times as video metadata) or as images. Default auto: a video when the "
-        "processor has a video processor.")
-    data.add_argument(
-        "--num_frames", type=positive_int, help="Frames per clip, at the centres of equal parts of it (default: the "
-        f"video processor's own sampling where it has one, else {DEFAULT_NUM_FRAMES}).")
+    data.add_argument("--video_input", choices=("auto", "video", "images"), help="Video-language models: the frames as "
+                      "a video (with their times) or as images (default auto: a video when the processor has a video "
+                      "processor).")
+    data.add_argument("--num_frames", type=positive_int, help="Frames per clip, at the centres of equal parts of it "
+                      f"(default: the video processor's own sampling, else {DEFAULT_NUM_FRAMES}).")
     data.add_argument("--fps", type=positive_float, help="Instead of --num_frames: frames per second of clip.")
     data.add_argument("--max_frames", type=positive_int, help="With --fps: frames per clip at most.")
-    data.add_argument(
-        "--skip_missing_videos", action="store_true",
-        help="An empty answer for clips without a video (listed in the metadata; a rerun predicts them once there).")
+    data.add_argument("--skip_missing_videos", action="store_true", help="An empty answer for a clip without a video "
+                      "(listed in the metadata; a rerun predicts it once its video is there).")
     decoding = parser.add_argument_group("decoding")
-    decoding.add_argument(
-        "--prompt", type=prompt_template, help="Causal and video-language models: a template holding {masked_caption}.")
-    decoding.add_argument(
-        "--num_beams", type=positive_int, help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1).")
-    decoding.add_argument(
-        "--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (default 10).")
+    decoding.add_argument("--prompt", type=prompt_template,
+                          help="Causal and video-language models: a template holding {masked_caption}.")
+    decoding.add_argument("--num_beams", type=positive_int,
+                          help="Beams (default: the paper's for FIBER and seq2seq LMs, else 1).")
+    decoding.add_argument("--max_new_tokens", type=positive_int, default=10, help="Tokens generated at most (10).")
     # Spelled as HfArgumentParser spells a boolean that is on by default: --X, and --no_X to turn it off.
-    decoding.add_argument(
-        "--only_noun_phrases", action="store_true", default=True,
-        help="With several beams, answer with the first that is a noun phrase in the blank (default, as the paper).")
-    decoding.add_argument(
-        "--no_only_noun_phrases", dest="only_noun_phrases", action="store_false", help="Answer with the first beam.")
-    decoding.add_argument(
-        "--read_noun_phrases", action="store_true", default=None, help="Causal and video-language models: when the "
-        "answer read in a reply is not a noun phrase in the blank, answer with the first noun phrase in it that is "
-        "(default: on; it needs an English spaCy pipeline, and without one the run is refused).")
-    decoding.add_argument(
-        "--no_read_noun_phrases", dest="read_noun_phrases", action="store_false",
-        help="Answer with what the reader reads in the reply, noun phrase or not (recorded in the metadata).")
-    decoding.add_argument(
-        "--spacy_model", help="spaCy pipeline of the noun-phrase checks (default: $FIBERBENCH_SPACY_MODEL, else "
-        "en_core_web_trf, else the largest English one here).")
-    decoding.add_argument(
-        "--per_device_eval_batch_size", type=positive_int, default=16, help="Clips per generate call and process.")
-    decoding.add_argument(
-        "--dataloader_num_workers", type=non_negative_int, help="Processes making the next batches' inputs (decoding "
-        "clips, tokenizing) while the model generates (default: a process's share of the CPU cores, less one). The "
-        "predictions are the same with any number.")
+    decoding.add_argument("--only_noun_phrases", action="store_true", default=True, help="With several beams, answer "
+                          "with the first that is a noun phrase in the blank (default, as the paper).")
+    decoding.add_argument("--no_only_noun_phrases", dest="only_noun_phrases", action="store_false",
+                          help="Answer with the first beam.")
+    decoding.add_argument("--read_noun_phrases", action="store_true", default=None, help="Replies: when the answer "
+                          "read is not a noun phrase in the blank, the first noun phrase in it that is (default: on; "
+                          "it needs an English spaCy pipeline, and without one the run is refused).")
+    decoding.add_argument("--no_read_noun_phrases", dest="read_noun_phrases", action="store_false",
+                          help="Answer with what the reader reads in the reply (recorded in the metadata).")
+    decoding.add_argument("--spacy_model", help="spaCy pipeline of the noun-phrase checks (default: "
+                          "$FIBERBENCH_SPACY_MODEL, else en_core_web_trf, else the largest English one here).")
+    decoding.add_argument("--per_device_eval_batch_size", type=positive_int, default=16,
+                          help="Clips per generate call and process (16).")
+    decoding.add_argument("--dataloader_num_workers", type=non_negative_int, help="Processes making the next batches' "
+                          "inputs while the model generates (default: a process's share of the cores, less one); the "
+                          "predictions are the same with any number.")
     output = parser.add_argument_group("output")
-    output.add_argument(
-        "--output_file", type=jsonl_file, default=Path("predictions.jsonl"), help="The predictions, JSON Lines (a "
-        ".jsonl file); its settings go to NAME.metadata.json beside it. Rerun to resume.")
-    output.add_argument(
-        "--overwrite_output_file", action="store_true", help="Replace an output made with other settings.")
-    output.add_argument(
-        "--reread", type=Path, metavar="PREDICTIONS_FILE", help="Instead of running a model: read the replies kept in "
-        "a causal or video-language model's predictions again (with --read_noun_phrases, --spacy_model, "
-        "--only_noun_phrases as given) into --output_file.")
+    output.add_argument("--output_file", type=jsonl_file, default=Path("predictions.jsonl"), help="The predictions "
+                        "(a .jsonl file); their settings in NAME.metadata.json beside it. Rerun to resume.")
+    output.add_argument("--overwrite_output_file", action="store_true", help="Replace an output of other settings.")
+    output.add_argument("--reread", type=Path, metavar="PREDICTIONS_FILE", help="Instead of running a model: read the "
+                        "replies kept in these predictions again (with --read_noun_phrases, --spacy_model, "
+                        "--only_noun_phrases as given) into --output_file.")
 
 
 def prompt_template(text: str) -> str:
@@ -131,18 +119,12 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UsageError("--device_map spreads one model over the GPUs in one process; under accelerate launch each "
                          "process holds a copy of the model: use one or the other")
-    if args.device_map is None or args.device_map in DEVICE_MAP_STRATEGIES:
-        return
-    try:
-        device = torch.device(args.device_map)
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device_map {args.device_map}: neither a way to spread the model "
-                         f"({', '.join(DEVICE_MAP_STRATEGIES)}) nor a device (cpu, cuda:0, ...)") from None
-    accelerator = torch.accelerator.current_accelerator()
-    count = torch.accelerator.device_count() if accelerator is not None and accelerator.type == device.type else 0
-    if device.type != "cpu" and (count == 0 or (device.index or 0) >= count):
-        raise UsageError(f"--device_map {args.device_map}: this machine (torch {torch.__version__}) has {count} "
-                         f"{device.type} device{'s' * (count != 1)}; leave --device_map out, or give cpu or auto")
+    if args.device_map not in (None, *DEVICE_MAP_STRATEGIES):
+        try:  # a device this torch cannot use (a GPU of a CPU-only build, one past the last) fails here, not later
+            torch.empty(0, device=torch.device(args.device_map))
+        except (RuntimeError, ValueError, AssertionError) as error:  # torch says "not compiled with CUDA" by assert
+            raise UsageError(f"--device_map {args.device_map}: neither a way to spread the model ("
+                             f"{', '.join(DEVICE_MAP_STRATEGIES)}) nor a device this torch can use ({error})") from None
 
 
 def parser_of() -> argparse.ArgumentParser:

@@ -1,14 +1,11 @@
 """`fiberbench predict`: a model's answers to every blank of a FIBER split, as a predictions file `evaluate` scores.
 
-Everything that can refuse the run is checked before anything is written: the flags, the model's config (its kind
-and the flags that kind reads), the dataset split, every clip's video (opened), and the output. The settings the
-predictions depend on are recorded beside the file (`NAME.metadata.json`, `fiberbench.outputs`): a rerun with the
-same settings appends the clips not written yet, one with other settings is refused unless --overwrite_output_file.
-Under `accelerate launch` each process predicts its share of every step's clips and the main process appends the
-step's rows; at the end the file holds one row per clip in dataset order, as one process writes it.
-
-`--reread PREDICTIONS_FILE`: the replies kept in a predictions file read again, without the model.
-"""
+Everything that can refuse the run is checked before anything is written: the flags, the model's config, the split,
+every clip's video, the output. The settings the predictions depend on are recorded beside the file (`fiberbench.
+outputs`): a rerun with the same settings appends the clips not written yet; other settings are refused unless
+--overwrite_output_file. Under `accelerate launch` each process predicts its share of every step and the main process
+appends the rows; the finished file holds them in dataset order, as one process writes it. `--reread`: the replies
+kept in a predictions file read again, without the model."""
 
 import argparse
 import contextlib
@@ -20,7 +17,7 @@ import sys
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import broadcast_object_list, gather_object
+from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
 from fiberbench import __version__
@@ -33,20 +30,21 @@ from fiberbench.models import inference_dtype, load_config, local_or_hub, locate
 from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
                                 start_output, write_jsonl)
 from fiberbench.predict.answers import Answerer
-from fiberbench.predict.arguments import add_arguments, check_flags
+from fiberbench.predict.arguments import add_arguments, check_flags  # noqa: F401 - add_arguments: the CLI's
 from fiberbench.predict.predictors import KINDS, PROMPTED_KINDS, choose_kind, make_predictor
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 from fiberbench.predictions import KEY_FIELDS
 from fiberbench.videos import Clip, check_clip_videos, find_clip_video
 
-__all__ = ["add_arguments", "run"]
-
 logger = logging.getLogger(__name__)
 
 COMMAND, FLAG = "fiberbench predict", "--output_file"
-# The fields of every row and their JSON types (bool is not an int here: `type` is compared, not isinstance).
+# The fields of every row and their JSON types (a bool is no int here: `type` is compared, not isinstance).
 ROW_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
-PREFETCH_BATCHES = 4  # batches each data loader worker makes ahead of the model
+# The recorded settings --reread reads, and their JSON types.
+READ_SETTINGS = (("model", "kind", (str,)), ("dataset", "name", (str, type(None))), ("dataset", "config", (str,)),
+                 ("dataset", "split", (str,)), ("dataset", "clips", (int,)), ("dataset", "fingerprint", (str,)),
+                 ("decoding", "num_beams", (int,)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,48 +67,33 @@ def run(args: argparse.Namespace) -> int:
                                  args.read_noun_phrases, args.spacy_model)
         dtype = inference_dtype(state.device)
         settings = describe_run(args, source, config, predictor, split, answerer, dtype)
-        inputs = [args.model_name_or_path, args.dataset_name, args.video_dir]
+        inputs = [path for path in (args.model_name_or_path, args.dataset_name, args.video_dir)
+                  if path and os.path.exists(path)]
     with contextlib.ExitStack() as held:
-        def check_on_main():
-            held.enter_context(output_lock(args.output_file, FLAG))  # released when the run ends, however it ends
-            return resumable_rows(args, settings, keys, [path for path in inputs if path and os.path.exists(path)])
-
-        previous, rows = on_main(state, check_on_main)
+        if state.is_main_process:  # the main process writes; a second run into the output is refused, naming it
+            held.enter_context(output_lock(args.output_file, FLAG))
+        with alike_on_every_process():
+            previous, rows = resumable_rows(args, settings, keys, inputs)
+        state.wait_for_everyone()  # every process has read the output before the main one writes it
         pending = [index for index, key in enumerate(keys) if key not in rows or skipped(rows[key])]
         if not pending and previous is not None and previous.get("state") == COMPLETE:
             logger.info("%s is complete, made with these settings: nothing to do", args.output_file)
             return 0
         if state.is_main_process:
-            logger.info("%s: %d of %d clips of %s already predicted, %d to go%s", args.output_file,
-                        len(keys) - len(pending), len(keys), described_split(args), len(pending),
-                        " (SYNTHETIC data)" if settings["dataset"]["synthetic"] else "")
+            logger.info("%s: %d of %d clips of %s, split %s already predicted, %d to go%s", args.output_file,
+                        len(keys) - len(pending), len(keys), args.dataset_name or "the bundled sample", args.split,
+                        len(pending), " (SYNTHETIC data)" if settings["dataset"]["synthetic"] else "")
         with alike_on_every_process():
             if pending:  # before anything is written: weights that do not match the config are refused first
                 predictor.load_model(state.device, dtype)
-        record = on_main(state, lambda: start_output(args.output_file, COMMAND, previous, folder=False,
-                                                     resume=previous is not None and bool(rows), settings=settings))
-        if state.is_main_process and rows:  # a killed run's last line may be cut short: the rows kept, whole
-            write_jsonl(args.output_file, rows.values())
+        if state.is_main_process:
+            record = start_output(args.output_file, COMMAND, previous, folder=False, resume=bool(rows),
+                                  settings=settings)
+            write_jsonl(args.output_file, rows.values())  # a killed run's last line may be cut short: the whole ones
         predict_clips(state, args, predictor, answerer, split, keys, videos, pending)
         if state.is_main_process:
             finish(args.output_file, record, keys)
     return 0
-
-
-def on_main(state: Accelerator, function):
-    """`function()` on the main process alone; its result, or the user error it raised, given to every process."""
-    result = [None, None]
-    if state.is_main_process:
-        try:
-            result = [function(), None]
-        except (FiberbenchError, OSError) as error:
-            result = [None, error]
-    if state.num_processes > 1:
-        broadcast_object_list(result)
-    if result[1] is not None:
-        with alike_on_every_process():
-            raise result[1]
-    return result[0]
 
 
 def load_split(dataset_name: str | None, split: str, max_predict_samples: int | None, config_name: str):
@@ -135,10 +118,6 @@ def clip_keys(split, described: str = "the split") -> list[tuple]:
     return keys
 
 
-def described_split(args) -> str:
-    return f"{args.dataset_name or 'the bundled sample'}, split {args.split}"
-
-
 def find_videos(args, predictor, split, keys) -> list:
     """Each clip's video, checked to give the frames asked (None: missing, with --skip_missing_videos); then the
     inputs of the clip of fewest frames are made, so that a processor that cannot read them stops the run here."""
@@ -155,7 +134,8 @@ def find_videos(args, predictor, split, keys) -> list:
             if isinstance(error, FiberbenchError):
                 raise
             raise UsageError(f"--model_name_or_path {args.model_name_or_path}: its processor cannot read clip "
-                             f"{clips[fewest].name} ({counts[fewest]} frames, chosen by {predictor.sampling_chosen_by}): "
+                             f"{clips[fewest].name} ({counts[fewest]} frames, chosen by "
+                             f"{predictor.sampling_chosen_by}): "
                              f"{' '.join(str(error).split())[:300]}") from error
     return [clip.video for clip in clips]
 
@@ -181,8 +161,8 @@ def describe_run(args, source, config, predictor, split, answerer, dtype) -> dic
 def differences(ours, theirs, where: str = "") -> list[str]:
     """The settings that differ, as "section.field: X here, Y there"."""
     if isinstance(ours, dict) and isinstance(theirs, dict):
-        return [found for key in sorted(ours.keys() | theirs.keys(), key=lambda key: (key not in ("model", "video"), key))
-                for found in differences(ours.get(key), theirs.get(key), f"{where}{key}.")]
+        keys = sorted(ours.keys() | theirs.keys(), key=lambda key: (key not in ("model", "video"), key))  # these first
+        return [found for key in keys for found in differences(ours.get(key), theirs.get(key), f"{where}{key}.")]
     return [] if ours == theirs else [f"{where[:-1]}: {json.dumps(ours)} here, {json.dumps(theirs)} there"]
 
 
@@ -202,10 +182,10 @@ def resumable_rows(args, settings: dict, keys: list, inputs: list) -> tuple[dict
     return previous, {} if found else read_rows(args.output_file, keys)
 
 
-def read_rows(path, keys=None) -> dict:
+def read_rows(path, keys: list) -> dict:
     """The rows of a predictions file by clip (a later row replacing a skipped one), each checked: a `DataError` names
     the line and the field; a last line cut short by a kill is left out."""
-    rows, known = {}, None if keys is None else set(keys)
+    rows, known = {}, set(keys)
     lines = path.read_bytes().split(b"\n") if path.exists() else []
     for number, line in enumerate(lines[:-1], start=1):  # the last is empty, or a line cut short
         where = f"{path}: line {number}"
@@ -217,14 +197,13 @@ def read_rows(path, keys=None) -> dict:
             raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
         for field, kind in ROW_FIELDS.items():
             if type(row.get(field)) is not kind:
-                got = "is missing" if field not in row else f"must be {'a string' if kind is str else 'an integer'}, got "\
-                      f"{json.dumps(row[field])[:60]}"
-                raise DataError(f"{where}: field '{field}' {got}")
-        for field in ("candidates", "raw"):
-            if not (isinstance(row.get(field, []), list) and all(type(value) is str for value in row.get(field, []))):
-                raise DataError(f"{where}: field '{field}' must be a list of strings, got {json.dumps(row[field])[:60]}")
+                got = f"must be {'a string' if kind is str else 'an integer'}, got {json.dumps(row.get(field))[:60]}"
+                raise DataError(f"{where}: field '{field}' {got if field in row else 'is missing'}")
+        for field, values in ((field, row.get(field, [])) for field in ("candidates", "raw")):
+            if not isinstance(values, list) or any(type(value) is not str for value in values):
+                raise DataError(f"{where}: field '{field}' must be a list of strings, got {json.dumps(values)[:60]}")
         key = tuple(row[field] for field in KEY_FIELDS)
-        if known is not None and key not in known:
+        if key not in known:
             raise DataError(f"{where}: clip {key} is not one of the {len(known)} clips of the split predicted")
         if key not in rows or skipped(rows[key]):
             rows[key] = row
@@ -232,8 +211,7 @@ def read_rows(path, keys=None) -> dict:
 
 
 def skipped(row: dict) -> bool:
-    """A clip skipped for a missing video: its model replies in words, and it has no reply."""
-    return row.get("raw") == []
+    return row.get("raw") == []  # a clip skipped for a missing video: its model replies in words, and it has no reply
 
 
 class Batches:
@@ -253,10 +231,8 @@ class Batches:
         """(the rows' indices; those put to the model, all but a clip without its video; their inputs; an error)."""
         indices = self.batches[number]
         present = [index for index in indices if self.videos is None or self.videos[index] is not None]
-        rows = [{"masked_caption": self.captions[index]} for index in present]
-        for row, index in zip(rows, present):
-            if self.videos is not None:
-                row["video"] = self.videos[index]
+        rows = [{"masked_caption": self.captions[index]} | ({"video": self.videos[index]} if self.videos else {})
+                for index in present]
         if self.features is not None and present:
             for row, features in zip(rows, self.features[present]["video_features"]):
                 row["video_features"] = features
@@ -266,22 +242,18 @@ class Batches:
             return indices, present, None, str(error)
 
 
-def as_is(item):
-    """The `DataLoader`'s collate function: each item is a whole batch already."""
-    return item
-
-
 def predict_clips(state, args, predictor, answerer, split, keys, videos, pending) -> None:
     """Predict the `pending` clips (row indices) in steps of a batch per process; the main process appends each step's
     rows to the output as they come, whatever the order (`finish` puts them in dataset order)."""
-    size, here = args.per_device_eval_batch_size, state.process_index * args.per_device_eval_batch_size
-    batches = [pending[start + here : start + here + size] for start in range(0, len(pending), size * state.num_processes)]
+    size, mine = args.per_device_eval_batch_size, state.process_index * args.per_device_eval_batch_size
+    step = size * state.num_processes
+    batches = [pending[start + mine : start + mine + size] for start in range(0, len(pending), step)]
+    here = int(os.environ.get("LOCAL_WORLD_SIZE", state.num_processes))  # processes on this machine
     workers = args.dataloader_num_workers
-    workers = min(default_num_workers(int(os.environ.get("LOCAL_WORLD_SIZE", state.num_processes))) if workers is None
-                  else workers, len(batches))
-    loader = torch.utils.data.DataLoader(Batches(predictor, batches, split, videos), batch_size=None, collate_fn=as_is,
+    workers = min(len(batches), default_num_workers(here) if workers is None else workers)
+    loader = torch.utils.data.DataLoader(Batches(predictor, batches, split, videos), batch_size=None,
                                          num_workers=workers, pin_memory=state.device.type == "cuda",
-                                         prefetch_factor=PREFETCH_BATCHES if workers else None)
+                                         prefetch_factor=4 if workers else None)  # batches ahead, each
     logger.info("Process %d of %d: %d clips to predict, the inputs made %s", state.process_index + 1,
                 state.num_processes, sum(map(len, batches)),
                 f"by {workers} data loader workers" if workers else "in this process")
@@ -311,8 +283,7 @@ def predict_clips(state, args, predictor, answerer, split, keys, videos, pending
 def finish(path, record: dict, keys: list) -> None:
     """The rows in dataset order, one per clip (atomically), and the record `complete`, listing the skipped clips."""
     rows = read_rows(path, keys)
-    missing = [key for key in keys if key not in rows]
-    if missing:
+    if missing := [key for key in keys if key not in rows]:
         raise RuntimeError(f"{len(missing)} clips have no prediction after the run, the first {missing[0]}")
     write_jsonl(path, (rows[key] for key in keys))
     skipped_clips = [list(key) for key in keys if skipped(rows[key])]
@@ -331,16 +302,11 @@ def reread(args) -> int:
     record = read_record(source, folder=False)
     if record is None or record["written_by"] != COMMAND or record.get("state") != COMPLETE:
         raise DataError(f"--reread {source}: no {metadata.name} beside it: not a finished fiberbench predict output")
-    settings = copy.deepcopy(record.get("settings"))
-    for section, field, kinds in (("model", "kind", str), ("dataset", "name", (str, type(None))),
-                                  ("dataset", "config", str), ("dataset", "split", str), ("dataset", "clips", int),
-                                  ("dataset", "fingerprint", str), ("decoding", "num_beams", int)):
-        values = (settings or {}).get(section)
-        if not isinstance(values, dict):
-            raise DataError(f"{metadata}: field 'settings.{section}' must be an object, got {type(values).__name__}")
-        if not isinstance(values.get(field, ...), kinds) or isinstance(values.get(field), bool):
-            got = "is missing" if field not in values else f"has the wrong type ({type(values[field]).__name__})"
-            raise DataError(f"{metadata}: field 'settings.{section}.{field}' {got}")
+    settings = copy.deepcopy(record.get("settings")) or {}
+    for section, field, kinds in READ_SETTINGS:
+        values = settings.get(section) if isinstance(settings.get(section), dict) else {}
+        if type(values.get(field, ...)) not in kinds:
+            raise DataError(f"{metadata}: field 'settings.{section}.{field}' is missing or of another type")
     if settings["model"]["kind"] not in PROMPTED_KINDS:
         made_by = KINDS[settings["model"]["kind"]][0] if settings["model"]["kind"] in KINDS else "another kind of model"
         raise UsageError(f"--reread {source}: its predictions were made by {made_by}, which keeps no replies (only "
@@ -351,18 +317,16 @@ def reread(args) -> int:
     if split_fingerprint(split, [*KEY_FIELDS, "masked_caption"]) != dataset["fingerprint"]:
         raise DataError(f"{source}: the masked captions of {dataset['name'] or 'the bundled sample'}, split "
                         f"{dataset['split']}, changed since the predictions were made (fingerprint "
-                        f"{dataset['fingerprint'][:19]}... in {metadata.name}): the replies answer other blanks; predict "
-                        "again")
+                        f"{dataset['fingerprint'][:19]}... in {metadata.name}): the replies answer other blanks; "
+                        "predict again")
     rows = read_rows(source, keys)
-    for number, key in enumerate(keys, start=1):
-        if key not in rows:
-            raise DataError(f"{source}: no row for clip {key} of the {len(keys)} its metadata names")
-        if "raw" not in rows[key]:
-            raise DataError(f"{source}: line {number}: field 'raw' is missing: the model's replies were not kept")
+    if (missing := next((key for key in keys if "raw" not in rows.get(key, {})), None)) is not None:
+        raise DataError(f"{source}: clip {missing}: no row with field 'raw' (the model's replies) to read again")
     answerer = Answerer.load(settings["decoding"]["num_beams"], True, args.only_noun_phrases, args.read_noun_phrases,
                              args.spacy_model)
     present, captions = [key for key in keys if not skipped(rows[key])], dict(zip(keys, split["masked_caption"]))
-    answered = dict(zip(present, answerer.fields([captions[key] for key in present], [rows[key]["raw"] for key in present])))
+    replies = [rows[key]["raw"] for key in present]
+    answered = dict(zip(present, answerer.fields([captions[key] for key in present], replies)))
     settings["decoding"] |= answerer.decoding
     settings["reader"] = answerer.reader
     with output_lock(args.output_file, FLAG):
@@ -370,8 +334,7 @@ def reread(args) -> int:
                                 inputs=[source, metadata])
         output = start_output(args.output_file, COMMAND, previous, folder=False, settings=settings)
         write_jsonl(args.output_file, (rows[key] | answered.get(key, {}) for key in keys))
-        skipped_clips = [list(key) for key in keys if skipped(rows[key])]
-        finish_output(args.output_file, output, output={"rows": len(keys), "skipped_missing_videos": skipped_clips})
+        finish(args.output_file, output, keys)
     changed = sum(answered[key]["prediction"] != rows[key]["prediction"] for key in present)
     logger.info("Read the replies of %s again into %s: %d of %d answers changed", source, args.output_file, changed,
                 len(keys))

@@ -1,55 +1,45 @@
-"""The kinds of model `fiberbench predict` runs, read from the config, and how each turns a batch of rows into answers.
+"""The kinds of model `fiberbench predict` runs (`KINDS`, read from the config) and their predictors: FIBER models and
+seq2seq LMs answer in the paper's format (a FIBER model reading the video features it was trained on); causal LMs and
+video LLMs read --prompt (through the chat template when there is one; a video LLM the frames of each clip's video, as
+a video when its processor has a video processor, else as images) and reply in words, which the answer reader reads.
+A batch goes in two steps: `inputs` (on the CPU, in the data loader's workers: groups of rows the model reads at once)
+then `generate` (each row's beams, best first)."""
 
-- `fiber` (`FiberT5ForConditionalGeneration`): the paper's format and decoding, with the video features it was
-  trained on (the dataset config its `video_features_name` names) unless it is text-only.
-- `seq2seq` (`AutoModelForSeq2SeqLM`): the paper's zero-shot format, the blank as T5's `<extra_id_0>`, 8 beams.
-- `causal` (`AutoModelForCausalLM`): --prompt, through the tokenizer's chat template when it has one.
-- `video` (`AutoModelForImageTextToText` + `AutoProcessor`): frames of each clip's video, as a video through the
-  processor's video processor (`videos=`, the frames' times as video metadata, the chat template's video part) when
-  it has one, else as images; then --prompt.
-
-A batch is answered in two steps: `inputs` makes what the model reads from the rows on the CPU, without the model
-(in the data loader's workers), as groups of rows the model reads together; `generate` gives each row its beams: the
-answers of the paper's format, or the replies of the prompted kinds, which the answer reader reads.
-"""
-
+import contextlib
 from pathlib import Path
 
 import torch
-import transformers
+import transformers as t
 from transformers import AutoProcessor, AutoTokenizer
 from transformers.utils import SAFE_WEIGHTS_INDEX_NAME, SAFE_WEIGHTS_NAME
 
-from fiberbench.errors import DataError, UsageError
+from fiberbench.errors import DataError, FiberbenchError, UsageError
 from fiberbench.modeling import FiberProcessor, FiberT5Config, FiberT5ForConditionalGeneration
 from fiberbench.modeling.decoding import PAPER_DECODING, PAPER_NUM_BEAMS, ZERO_SHOT_NUM_BEAMS, generate_candidates
 from fiberbench.modeling.modeling_fiber_t5 import weights_mismatch
 from fiberbench.videos import FrameSampling, choose_sampling, sample_frames
 
-# Kind (--model_type) -> how messages name it, and the transformers class and mapping that load it; in the order a
-# config is matched: a FIBER config is also a seq2seq one, and some (Gemma 3, Mllama) are image-text and causal.
+# Kind (--model_type) -> how messages name it, the class and mapping that load it; in the order a config is matched (a
+# FIBER config is also a seq2seq one; some, Gemma 3's, are image-text and causal).
 KINDS = {
-    "fiber": ("a FIBER model", "FiberT5ForConditionalGeneration", None),
-    "video": ("a video-language model", "AutoModelForImageTextToText", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING"),
-    "seq2seq": ("a seq2seq LM", "AutoModelForSeq2SeqLM", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING"),
-    "causal": ("a causal LM", "AutoModelForCausalLM", "MODEL_FOR_CAUSAL_LM_MAPPING"),
+    "fiber": ("a FIBER model", FiberT5ForConditionalGeneration, None),
+    "video": ("a video-language model", t.AutoModelForImageTextToText, t.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING),
+    "seq2seq": ("a seq2seq LM", t.AutoModelForSeq2SeqLM, t.MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING),
+    "causal": ("a causal LM", t.AutoModelForCausalLM, t.MODEL_FOR_CAUSAL_LM_MAPPING),
 }
 PROMPTED_KINDS = ("video", "causal")
-# The sequence length T5 was pre-trained on (Raffel et al., 2020, §3.1.2): the bound of --max_new_tokens for models
-# whose relative positions state no maximum.
+# The length T5 was trained on (Raffel et al., 2020, §3.1.2): --max_new_tokens at most, where no positions are stated.
 T5_TRAINED_LENGTH = 512
-# Frames per clip when neither the flags nor the video processor choose them.
-DEFAULT_NUM_FRAMES = 8
-# Where a video processor keeps its own frame sampling (`BaseVideoProcessor`).
+DEFAULT_NUM_FRAMES = 8  # when neither the flags nor the video processor choose them
 SAMPLING_DEFAULTS = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames")
 
 
 def loads(kind: str, config) -> bool:
-    """Whether the class of `kind` loads the model of `config`: by its config class, or remote code's `auto_map`."""
+    """Whether the class of `kind` loads `config`'s model: by its config class, or remote code's `auto_map`."""
     if kind == "fiber":
         return config.model_type in ("fiber_t5", "t5")  # a T5 checkpoint runs as a text-only FIBER model
     _, model_class, mapping = KINDS[kind]
-    return type(config) in getattr(transformers, mapping) or model_class in (getattr(config, "auto_map", None) or {})
+    return type(config) in mapping or model_class.__name__ in (getattr(config, "auto_map", None) or {})
 
 
 def choose_kind(args, config) -> str:
@@ -59,13 +49,13 @@ def choose_kind(args, config) -> str:
     kind = args.model_type or detected
     name, described = args.model_name_or_path, KINDS.get(kind, ("",))[0]
     if kind is None:
-        kinds = ", ".join(f"{described} ({model_class})" for described, model_class, _ in KINDS.values())
+        kinds = ", ".join(f"{described} ({model_class.__name__})" for described, model_class, _ in KINDS.values())
         raise UsageError(f"--model_name_or_path {name}: model type {config.model_type!r} is none of the kinds "
                          f"fiberbench predict runs: {kinds}")
     if not loads(kind, config):
         read = f"; its config makes it {KINDS[detected][0]}" if detected else ""
-        raise UsageError(f"--model_type {kind}: {name} is a {config.model_type!r} model, which {KINDS[kind][1]} does "
-                         f"not load{read}")
+        raise UsageError(f"--model_type {kind}: {name} is a {config.model_type!r} model, which "
+                         f"{KINDS[kind][1].__name__} does not load{read}")
     folder = Path(name).expanduser()
     if folder.is_dir() and not any((folder / file).is_file() for file in (SAFE_WEIGHTS_NAME, SAFE_WEIGHTS_INDEX_NAME)):
         raise DataError(f"--model_name_or_path {name}: no {SAFE_WEIGHTS_NAME} in it; fiberbench predict reads only "
@@ -97,7 +87,7 @@ def make_predictor(kind: str, args, source, config) -> "Predictor":
         return {"fiber": FiberPredictor, "seq2seq": Seq2SeqPredictor, "causal": CausalPredictor,
                 "video": VideoPredictor}[kind](kind, args, source, config)
     except (OSError, ValueError) as error:
-        if isinstance(error, UsageError | DataError):
+        if isinstance(error, FiberbenchError):
             raise
         raise DataError(f"--model_name_or_path {args.model_name_or_path}: cannot read its tokenizer or processor "
                         f"({error})") from error
@@ -106,11 +96,8 @@ def make_predictor(kind: str, args, source, config) -> "Predictor":
 class Predictor:
     """One kind of model: what it reads of each row, its settings (recorded with the predictions), then its beams."""
 
-    prompted = False  # it reads --prompt and replies in words
-    reads_features = False  # each row has the clip's `video_features`
-    reads_video = False  # each row has the clip's `video` (a `ClipVideo`)
-    dataset_config = "text"
-    chat_template = None
+    prompted, chat_template, processor = False, None, None  # prompted: it reads --prompt and replies in words
+    reads_features, reads_video, dataset_config = False, False, "text"  # a row's `video_features`, its `video`
 
     def __init__(self, kind: str, args, source, config):
         self.kind, self.args, self.loading, self.model = kind, args, source.loading(), None
@@ -119,19 +106,19 @@ class Predictor:
     def __getstate__(self) -> dict:
         return self.__dict__ | {"model": None}  # a copy for the data loader's workers, which make inputs only
 
-    def decoding(self) -> dict:
-        """The generation settings, as `generate` gets them."""
+    def decoding(self) -> dict:  # the generation settings, as `generate` gets them
         return {"num_beams": self.num_beams, "max_new_tokens": self.args.max_new_tokens, "do_sample": False}
 
     def load_model(self, device, dtype) -> None:
         """The weights, from safetensors only (a pickle can run code), read once everything else was checked."""
-        name, placement = self.args.model_name_or_path, {"device_map": self.args.device_map} if self.args.device_map else {}
-        model_class = FiberT5ForConditionalGeneration if self.kind == "fiber" else getattr(transformers, KINDS[self.kind][1])
+        name, device_map = self.args.model_name_or_path, self.args.device_map
+        placement = {"device_map": device_map} if device_map else {}
         try:
-            model, info = model_class.from_pretrained(name, dtype=dtype, use_safetensors=True, output_loading_info=True,
-                                                      **placement, **self.loading)
+            model, info = KINDS[self.kind][1].from_pretrained(
+                name, dtype=dtype, use_safetensors=True, output_loading_info=True, **placement, **self.loading)
         except (OSError, ValueError, RuntimeError) as error:
-            raise DataError(f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})") from error
+            raise DataError(f"--model_name_or_path {name}: cannot be loaded as --model_type {self.kind} ({error})") \
+                from error
         if mismatch := weights_mismatch(info):
             raise DataError(f"--model_name_or_path {name}: its weights do not match its config ({mismatch}); it would "
                             "run with random or missing weights")
@@ -139,12 +126,11 @@ class Predictor:
 
     def generate(self, groups) -> list[list[str]]:
         """Each row's beams (best first), from the groups `inputs` made: (the rows' positions in the batch, inputs)."""
-        beams = [None] * sum(len(positions) for positions, _ in groups)
-        for positions, inputs in groups:
-            with torch.inference_mode():
-                for position, generated in zip(positions, self._generate(inputs)):
-                    beams[position] = generated
-        return beams
+        beams = {}
+        with torch.inference_mode():
+            for positions, inputs in groups:
+                beams.update(zip(positions, self._generate(inputs)))
+        return [beams[position] for position in sorted(beams)]
 
 
 class PaperFormatPredictor(Predictor):
@@ -160,8 +146,8 @@ class PaperFormatPredictor(Predictor):
 
     def inputs(self, rows):
         features = [row["video_features"] for row in rows] if self.reads_features else None
-        return [(list(range(len(rows))), self.processor([row["masked_caption"] for row in rows],
-                                                        **({"video_features": features} if features else {})))]
+        captions = [row["masked_caption"] for row in rows]
+        return [(list(range(len(rows))), self.processor(captions, video_features=features))]
 
 
 class Seq2SeqPredictor(PaperFormatPredictor):
@@ -181,15 +167,14 @@ class Seq2SeqPredictor(PaperFormatPredictor):
 class FiberPredictor(PaperFormatPredictor):
     def __init__(self, kind, args, source, config):
         super().__init__(kind, args, source, config)
+        # A T5 checkpoint run as a FIBER model (--model_type fiber) is a text-only one.
         self.fusion = getattr(config, "fusion", "none")
         self.features_name = getattr(config, "video_features_name", "i3d")
         self.reads_features = self.fusion != "none"
         self.dataset_config = self.features_name if self.reads_features else "text"
         self.num_beams = args.num_beams or PAPER_NUM_BEAMS[self.fusion]
-        try:
+        with contextlib.suppress(OSError, ValueError):
             self.processor = AutoProcessor.from_pretrained(args.model_name_or_path, **self.loading)
-        except (OSError, ValueError):
-            self.processor = None
         if not isinstance(self.processor, FiberProcessor):  # saved without its processor: the tokenizer is enough
             self.processor = FiberProcessor(AutoTokenizer.from_pretrained(args.model_name_or_path, **self.loading))
 
@@ -213,8 +198,7 @@ class PromptedPredictor(Predictor):
 
     def _tokenizer_padding_left(self, tokenizer):
         tokenizer.padding_side = "left"  # every prompt of a batch then ends where generation starts
-        if tokenizer.pad_token is None:
-            tokenizer.pad_token = tokenizer.eos_token
+        tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
         self.tokenizer = tokenizer
 
     def render(self, renderer, content) -> str:
@@ -224,17 +208,17 @@ class PromptedPredictor(Predictor):
             return renderer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
                                                 tokenize=False)
         except Exception as error:  # noqa: BLE001 - a template raises what its author wrote (jinja2, TypeError, ...)
-            raise DataError(f"--model_name_or_path {self.args.model_name_or_path}: its chat template cannot be rendered "
-                            f"({type(error).__name__}: {' '.join(str(error).split())[:300]})") from error
+            raise DataError(f"--model_name_or_path {self.args.model_name_or_path}: its chat template cannot be "
+                            f"rendered ({type(error).__name__}: {' '.join(str(error).split())[:300]})") from error
 
     def prompt(self, masked_caption: str) -> dict:
         return {"template": self.args.prompt, "chat_template": self.chat_template, "example": self.text(masked_caption)}
 
     def _generate(self, inputs):
         # Floating inputs (pixels) in the model's dtype; non_blocking: from a pinned batch the copy does not wait.
-        inputs = inputs.to(self.model.device, non_blocking=True)
-        dtype = self.model.dtype
-        inputs = {key: value.to(dtype) if torch.is_tensor(value) and value.is_floating_point() else value for key, value in inputs.items()}
+        model = self.model
+        inputs = {key: value.to(model.device, model.dtype if value.is_floating_point() else None, non_blocking=True)
+                  if torch.is_tensor(value) else value for key, value in inputs.items()}
         sequences = self.model.generate(**inputs, num_return_sequences=self.num_beams,
                                         pad_token_id=self.tokenizer.pad_token_id, **self.decoding())
         replies = self.tokenizer.batch_decode(sequences[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -252,9 +236,9 @@ class CausalPredictor(PromptedPredictor):
         return prompt if self.chat_template is None else self.render(self.tokenizer, prompt)
 
     def inputs(self, rows):
-        # A chat template writes its own special tokens (BOS); a plain prompt gets the tokenizer's.
         texts = [self.text(row["masked_caption"]) for row in rows]
-        encoded = self.tokenizer(texts, padding=True, add_special_tokens=self.chat_template is None, return_tensors="pt")
+        plain = self.chat_template is None  # a chat template writes its own special tokens (BOS); a plain prompt not
+        encoded = self.tokenizer(texts, padding=True, add_special_tokens=plain, return_tensors="pt")
         return [(list(range(len(rows))), encoded)]
 
 
@@ -270,10 +254,9 @@ class VideoPredictor(PromptedPredictor):
         try:
             self.processor = AutoProcessor.from_pretrained(name, **self.loading)
         except ImportError as error:  # transformers' video processors need torchvision
-            raise UsageError(
-                f"--model_name_or_path {name}: its processor cannot be built here ({' '.join(str(error).split()).split('. ')[0]}"
-                '); install torch and torchvision as a matching pair, then pip install -e ".[video]" (README: "Evaluate '
-                'a video LLM")') from error
+            raise UsageError(f"--model_name_or_path {name}: its processor cannot be built here "
+                             f"({str(error).split('. ')[0]}); install torch and torchvision as a pair, then pip "
+                             'install -e ".[video]" (README: "Evaluate a video LLM")') from error
         self.chat_template = self.processor.chat_template
         video_processor = getattr(self.processor, "video_processor", None)
         described = f"--model_name_or_path {name}: its processor ({type(self.processor).__name__})"
@@ -286,33 +269,28 @@ class VideoPredictor(PromptedPredictor):
         if self.chat_template is None and self.placeholder is None:
             raise UsageError(f"{described} has neither a chat template nor a {self.video_input.rstrip('s')} token, so "
                              "there is no known way to place the clip in the prompt")
-        defaults = {name: getattr(video_processor, name, None) for name in SAMPLING_DEFAULTS}
-        self.processor_defaults = {name: value for name, value in defaults.items() if value is not None}
+        defaults = ((name, getattr(video_processor, name, None)) for name in SAMPLING_DEFAULTS)
+        self.processor_defaults = {name: value for name, value in defaults if value is not None}
         self.sampling, self.sampling_chosen_by = self._frame_sampling(type(video_processor).__name__)
         self._tokenizer_padding_left(self.processor.tokenizer)
 
     def _frame_sampling(self, processor_name: str) -> tuple[FrameSampling, str]:
         """--num_frames, else --fps (up to --max_frames), else the video processor's own rate or number of frames,
         else `DEFAULT_NUM_FRAMES`; and what chose them."""
-        defaults, by = self.processor_defaults, f"the defaults of {processor_name}"
-        if "fps" in defaults:
-            default = FrameSampling(fps=defaults["fps"], max_frames=defaults.get("max_frames", defaults.get("num_frames")))
-        elif "num_frames" in defaults:
-            default = FrameSampling(num_frames=defaults["num_frames"])
-        else:
-            default, by = FrameSampling(num_frames=DEFAULT_NUM_FRAMES), f"fiberbench's default ({DEFAULT_NUM_FRAMES} frames)"
-        args = self.args
-        flag = next((f"--{name}" for name in ("num_frames", "fps") if getattr(args, name) is not None), None)
-        return choose_sampling(args.num_frames, args.fps, args.max_frames, default), flag or by
+        defaults, by, args = self.processor_defaults, f"the defaults of {processor_name}", self.args
+        default = (FrameSampling(fps=defaults["fps"], max_frames=defaults.get("max_frames", defaults.get("num_frames")))
+                   if "fps" in defaults else FrameSampling(num_frames=defaults.get("num_frames", DEFAULT_NUM_FRAMES)))
+        if not {"fps", "num_frames"} & defaults.keys():
+            by = f"fiberbench's default ({DEFAULT_NUM_FRAMES} frames)"
+        flag = next((f"--{name}" for name in ("num_frames", "fps") if getattr(args, name) is not None), by)
+        return choose_sampling(args.num_frames, args.fps, args.max_frames, default), flag
 
     def video_settings(self) -> dict:
         """How the clips reach the model, as the predictions' metadata records it."""
-        sampling = self.sampling
-        return {"input": self.video_input, "num_frames": sampling.num_frames, "fps": sampling.fps,
-                "max_frames": sampling.max_frames, "frames": sampling.rule(), "chosen_by": self.sampling_chosen_by,
-                "processor_defaults": self.processor_defaults,
-                "video_metadata": "fps, duration, total_num_frames and frames_indices of each clip, counted from its "
-                "start" if self.video_input == "video" else None}
+        metadata = "fps, duration, total_num_frames and frames_indices of each clip, counted from its start"
+        return {"input": self.video_input, **vars(self.sampling), "frames": self.sampling.rule(),
+                "chosen_by": self.sampling_chosen_by, "processor_defaults": self.processor_defaults,
+                "video_metadata": metadata if self.video_input == "video" else None}
 
     def text(self, masked_caption: str, num_frames: int | None = None) -> str:
         """The prompt with the clip's placeholder: one video part, or one image part per frame."""
@@ -320,7 +298,8 @@ class VideoPredictor(PromptedPredictor):
         parts = 1 if self.video_input == "video" else num_frames or self.sampling.num_frames or 1
         if self.chat_template is None:
             return self.placeholder * parts + prompt
-        text = self.render(self.processor, [{"type": self.video_input.rstrip("s")}] * parts + [{"type": "text", "text": prompt}])
+        content = [{"type": self.video_input.rstrip("s")}] * parts + [{"type": "text", "text": prompt}]
+        text = self.render(self.processor, content)
         if self.placeholder is not None and self.placeholder not in text:
             part, other = ("a video part", "images") if self.video_input == "video" else ("an image part", "video")
             raise UsageError(f"--model_name_or_path {self.args.model_name_or_path}: its processor "
@@ -345,8 +324,3 @@ class VideoPredictor(PromptedPredictor):
             made.append((positions, self.processor(text=texts, padding=True, return_tensors="pt",
                                                    add_special_tokens=self.chat_template is None, **media)))
         return made
-
-    def num_visual_tokens(self, inputs) -> int:
-        """The image and video placeholder tokens in a batch's `input_ids` (the frames' cost in the context)."""
-        ids = {getattr(self.processor, name, None) for name in ("image_token_id", "video_token_id")} - {None}
-        return int(sum((inputs["input_ids"] == token_id).sum() for token_id in ids))

@@ -55,8 +55,7 @@ NOUN_PHRASE_STEP = "noun_phrase"
 BLANK = re.compile(r"_{2,}")
 QUOTES = "\"'`“”‘’«»„"
 FINAL_PUNCTUATION = ".,;:!?"
-# Markdown around an answer: bold, italics, code.
-EMPHASIS = "*_`"
+EMPHASIS = "*_`"  # Markdown around an answer: bold, italics, code
 # Reasoning models (Qwen3, DeepSeek-R1) think between these before they answer.
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # Phrases of a longer answer are looked for in its first words only (see the module's docstring).
@@ -285,7 +284,7 @@ def _statement(reply: str) -> str | None:
 
 def _quoted(reply: str) -> str | None:
     """The first phrase in quotes, bold or italics that is not the blank."""
-    answers = (_usable(next(group for group in match.groups() if group is not None)) for match in _QUOTED.finditer(reply))
+    answers = (_usable(next(group for group in found.groups() if group)) for found in _QUOTED.finditer(reply))
     return next((answer for answer in answers if answer is not None), None)
 
 
@@ -375,7 +374,8 @@ def noun_phrases_in_blanks(masked_captions: Sequence[str], answers: Sequence[str
 
     # An answer longer than the window is not parsed whole (an empty answer is no noun phrase): only its first words.
     words = [answer.split() for answer in answers]
-    fits = are_noun_phrases(masked_captions, [a if len(w) <= NOUN_PHRASE_WORDS else "" for a, w in zip(answers, words)], nlp)
+    whole = [answer if len(split) <= NOUN_PHRASE_WORDS else "" for answer, split in zip(answers, words)]
+    fits = are_noun_phrases(masked_captions, whole, nlp)
     rejected = [index for index, (answer, fit) in enumerate(zip(answers, fits)) if answer and not fit]
     windows = (" ".join(words[index][:NOUN_PHRASE_WORDS]) for index in rejected)
     phrases = {}  # index of a rejected answer -> its noun phrases, in the order they are tried

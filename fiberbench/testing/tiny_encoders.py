@@ -1,18 +1,13 @@
-"""Random-weight encoders for `fiberbench extract-features`, built offline from configs (no pretrained CLIP, SigLIP or
-VideoMAE weights can be downloaded here; what the command does with an encoder does not depend on its weights): a
-CLIP image encoder (vision tower, or with `with_text` a whole dual encoder) and a VideoMAE video encoder, with their
-PIL/NumPy processors (no torchvision), tiny (`TINY_*`) or of real size (`BASE_*`: ViT-B/16, VideoMAE-base).
+"""Random encoders for `fiberbench extract-features` (what it does does not depend on the weights), built offline: a
+CLIP image encoder (its vision tower, or a whole dual encoder) and a VideoMAE video encoder, with their PIL/NumPy
+processors (no torchvision), tiny (`TINY_*`) or of real size (`BASE_*`: ViT-B/16, VideoMAE-base)."""
 
-    python -m fiberbench.testing.tiny_encoders clip tiny-clip     # or clip_dual, videomae
-"""
-
-import argparse
 from pathlib import Path
 
 from transformers import (CLIPConfig, CLIPImageProcessorPil, CLIPModel, CLIPVisionConfig, CLIPVisionModel,
                           VideoMAEConfig, VideoMAEImageProcessorPil, VideoMAEModel)
 
-from .tiny_models import save_seeded
+from .tiny_models import frame_sizes, save_seeded
 
 # Tiny: 32 x 32 frames in 8 x 8 patches, 2 layers; D = 48 (the tower), 24 (CLIP's projection), 40 (VideoMAE).
 TINY_CLIP = {"hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -25,33 +20,19 @@ TEXT_TOWER = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1
               "vocab_size": 64, "bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 1}
 
 
-def sizes(image_size: int) -> dict:
-    """Resize the short side to the model's size, then crop its centre square (as CLIP's and VideoMAE's do)."""
-    return {"size": {"shortest_edge": image_size}, "crop_size": {"height": image_size, "width": image_size}}
-
-
 def save_clip(folder: Path, vision: dict = TINY_CLIP, with_text: bool = False) -> None:
     """A random `CLIPVisionModel`, or with `with_text` a whole `CLIPModel` (read through `get_image_features`)."""
     config = CLIPVisionConfig(**vision)
     dual = CLIPConfig(text_config=TEXT_TOWER, vision_config=config.to_dict(), projection_dim=TINY_PROJECTION)
     build = (lambda: CLIPModel(dual)) if with_text else (lambda: CLIPVisionModel(config))
-    save_seeded(folder, build, CLIPImageProcessorPil(**sizes(config.image_size)))
+    save_seeded(folder, build, CLIPImageProcessorPil(**frame_sizes(config.image_size)))
 
 
 def save_videomae(folder: Path, config: dict = TINY_VIDEOMAE) -> None:
     """A random `VideoMAEModel` with `VideoMAEImageProcessorPil`."""
     config = VideoMAEConfig(**config)
-    save_seeded(folder, lambda: VideoMAEModel(config), VideoMAEImageProcessorPil(**sizes(config.image_size)))
+    save_seeded(folder, lambda: VideoMAEModel(config), VideoMAEImageProcessorPil(**frame_sizes(config.image_size)))
 
 
+# Name -> what saves such an encoder, tiny: clip (D 48), clip_dual (a whole CLIP model, D 24), videomae (D 40).
 SAVERS = {"clip": save_clip, "clip_dual": lambda folder: save_clip(folder, with_text=True), "videomae": save_videomae}
-
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(prog="python -m fiberbench.testing.tiny_encoders",
-                                     description="Save a tiny random encoder for extract-features, offline, in seconds.")
-    parser.add_argument("encoder", choices=list(SAVERS), help="clip: a CLIP vision tower (D 48); clip_dual: a whole "
-                        "CLIP model (D 24); videomae: VideoMAE (D 40).")
-    parser.add_argument("output_dir", type=Path)
-    args = parser.parse_args()
-    SAVERS[args.encoder](args.output_dir)
-    print(f"Saved a tiny random {args.encoder} encoder in {args.output_dir}")

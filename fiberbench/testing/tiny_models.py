@@ -1,11 +1,6 @@
-"""Tiny random language models of the kinds `fiberbench predict` runs, built offline in seconds with a fixed seed.
-
-A character-level tokenizer with T5's specials and sentinels (`tiny_tokenizer`); a T5 seq2seq LM, a Llama
-causal LM with a chat template, and a LLaVA (CLIP vision tower, Llama text model) whose processor reads a clip's
-frames as images, which needs no torchvision (`SAVERS`). Their answers are random characters: what they show is that a
-kind runs end to end, and how fast.
-"""
-
+"""Tiny random models of the kinds `fiberbench predict` runs, built offline in seconds with a fixed seed (`SAVERS`): a
+T5 seq2seq LM, a Llama causal LM with a chat template, and a LLaVA whose processor reads frames as images (no
+torchvision), all with a character-level tokenizer (`tiny_tokenizer`). Their answers are random characters."""
 import string
 from pathlib import Path
 
@@ -21,13 +16,10 @@ FRAME_SIZE = 32  # pixels; the CLIP towers read 32x32 frames in 8x8 patches: 16 
 
 def chat_template(image: str, video: str = "") -> str:
     """A minimal chat template, "user: ...\\nassistant:", with `image` for an image part and `video` for a video."""
-    return (
-        "{% for message in messages %}{{ message['role'] }}: "
-        "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
-        f"{{% if part['type'] == 'image' %}}{image}{{% elif part['type'] == 'video' %}}{video}"
-        "{% else %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}{{ '\\n' }}{% endfor %}"
-        "{% if add_generation_prompt %}assistant:{% endif %}"
-    )
+    return ("{% for message in messages %}{{ message['role'] }}: {% if message['content'] is string %}"
+            "{{ message['content'] }}{% else %}{% for part in message['content'] %}{% if part['type'] == 'image' %}"
+            f"{image}{{% elif part['type'] == 'video' %}}{video}{{% else %}}{{{{ part['text'] }}}}{{% endif %}}"
+            "{% endfor %}{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}")
 
 
 CHAT_TEMPLATE = chat_template("<image>")  # the LLaVA's and the causal LM's: images as <image> placeholders
@@ -47,6 +39,11 @@ def tiny_tokenizer(special_tokens=(), named: dict[str, str] | None = None) -> Pr
     return tokenizer
 
 
+def frame_sizes(size: int) -> dict:
+    """An image processor's sizes: the short side resized to `size`, its centre square cropped (as CLIP's)."""
+    return {"size": {"shortest_edge": size}, "crop_size": {"height": size, "width": size}}
+
+
 def llama_fields(tokenizer, hidden_size: int, num_layers: int) -> dict:
     """A Llama text model of `hidden_size` and `num_layers` for `tokenizer` (4 heads, 2 key-value heads)."""
     return {"vocab_size": len(tokenizer), "hidden_size": hidden_size, "intermediate_size": 2 * hidden_size,
@@ -55,11 +52,11 @@ def llama_fields(tokenizer, hidden_size: int, num_layers: int) -> dict:
 
 
 def save_seeded(folder: Path, build, *savable) -> None:
-    """`build()` (a model) with the fixed seed, saved in `folder` with the tokenizers and processors `savable`."""
+    """`build()` (a model, or a model and its processor) with the fixed seed, saved in `folder` with `savable`."""
     with torch.random.fork_rng():
         torch.manual_seed(SEED)
-        build().save_pretrained(folder)
-    for item in savable:
+        built = build()
+    for item in (*(built if isinstance(built, tuple) else (built,)), *savable):
         item.save_pretrained(folder)
 
 
@@ -75,22 +72,21 @@ def save_causal(folder: Path, hidden_size: int = 32, num_layers: int = 1, chat_t
     """A Llama of `hidden_size` with `num_layers` layers, its tokenizer with `chat_template` (None: none)."""
     tokenizer = tiny_tokenizer()
     tokenizer.chat_template = chat_template
-    save_seeded(folder, lambda: LlamaForCausalLM(LlamaConfig(**llama_fields(tokenizer, hidden_size, num_layers))), tokenizer)
+    config = LlamaConfig(**llama_fields(tokenizer, hidden_size, num_layers))
+    save_seeded(folder, lambda: LlamaForCausalLM(config), tokenizer)
 
 
 def save_video(folder: Path) -> None:
-    """A LLaVA (CLIP vision tower, one-layer Llama) whose processor reads frames as images, with CLIP's PIL image
-    processor (the default one needs torchvision): one extra token per image, CLIP's class token."""
+    """A LLaVA (CLIP vision tower, one-layer Llama) reading frames as images through CLIP's PIL image processor."""
     tokenizer = tiny_tokenizer(["<image>"])
     vision = {"model_type": "clip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
               "num_attention_heads": 4, "image_size": FRAME_SIZE, "patch_size": 8, "projection_dim": 32}
     config = LlavaConfig(vision_config=vision, text_config={"model_type": "llama", **llama_fields(tokenizer, 32, 1)},
                          image_token_id=tokenizer.convert_tokens_to_ids("<image>"), vision_feature_layer=-1)
-    frames = CLIPImageProcessorPil(size={"shortest_edge": FRAME_SIZE}, crop_size={"height": FRAME_SIZE, "width": FRAME_SIZE})
-    processor = LlavaProcessor(image_processor=frames, tokenizer=tokenizer, patch_size=8, chat_template=CHAT_TEMPLATE,
-                               vision_feature_select_strategy="default", num_additional_image_tokens=1)
+    processor = LlavaProcessor(image_processor=CLIPImageProcessorPil(**frame_sizes(FRAME_SIZE)), tokenizer=tokenizer,
+                               patch_size=8, chat_template=CHAT_TEMPLATE, vision_feature_select_strategy="default",
+                               num_additional_image_tokens=1)  # CLIP's class token
     save_seeded(folder, lambda: LlavaForConditionalGeneration(config), processor)
 
 
-# Kind -> the function that saves a tiny model of that kind into a folder (FIBER's own: tests/predict's conftest).
 SAVERS = {"seq2seq": save_seq2seq, "causal": save_causal, "video": save_video}

@@ -1,5 +1,4 @@
-"""Synthetic videos (each frame a flat grey) of the clips of release-format records, named as the commands look for
-them."""
+"""Synthetic videos (each frame a flat grey) of release-format records' clips, named as the commands look for them."""
 
 import json
 from pathlib import Path
@@ -33,10 +32,9 @@ def read_records(data_dir: Path, split: str) -> list[dict]:
     return json.loads((Path(data_dir) / SPLIT_FILES[split]).read_text(encoding="utf-8"))
 
 
-def write_videos(folder: Path, records: list[dict], whole_videos: bool = False) -> int:
-    """A video for each record's clip: a file of the clip alone (`VIDEO_ID_START_END.mp4`, 2 fps, the only kind
-    lmms-eval's models read), or with `whole_videos` for every other clip its whole video (`VIDEO_ID.mp4`, 1 fps, a
-    second past the clip's end) to be cut to the clip. Returns how many were written."""
+def write_videos(folder: Path, records: list[dict], whole_videos: bool = False) -> None:
+    """A video of each record's clip: its own file (`VIDEO_ID_START_END.mp4`, 2 fps: what lmms-eval's models read), or
+    with `whole_videos` for every other clip its whole video (`VIDEO_ID.mp4`, 1 fps, a second past the clip) to cut."""
     folder.mkdir(parents=True, exist_ok=True)
     for index, record in enumerate(records):
         video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
@@ -44,4 +42,3 @@ def write_videos(folder: Path, records: list[dict], whole_videos: bool = False) 
             write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1)
         else:
             write_video(folder / f"{clip_id(video_id, start, end)}.mp4", seconds=end - start, fps=2)
-    return len(records)

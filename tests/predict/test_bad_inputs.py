@@ -159,7 +159,7 @@ CASES = {
                                                        r"states no maximum of positions: at most 512, the length T5 was"),
     "--revision with a local folder": (model("causal", "--revision", "v1"), USAGE, "--revision v1 applies to a Hub"),
     "--device_map on a GPU this torch has not": (model("causal", "--device_map", f"cuda:{torch.cuda.device_count()}"),
-                                                 USAGE, r"--device_map cuda:\d: this machine \(torch .*\) has \d cuda"),
+                                                 USAGE, r"--device_map cuda:\d: neither a way to spread the model .* nor a device this torch can use"),
     "an output that is not JSON Lines": (model("causal", "--output_file", "p.json"), USAGE, r"name a \.jsonl file"),
     "an output inside the model folder": (lambda tmp_path, models: [
         "--model_name_or_path", models["causal"], "--output_file", models["causal"] / "p.jsonl"], USAGE,

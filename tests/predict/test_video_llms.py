@@ -81,7 +81,6 @@ def test_the_model_receives_the_family_video_tokens_then_predict_and_evaluate(fa
     assert as_video.video_input == "video" and video_marker in text and (image_marker or "!") not in text, text
     assert TIMESTAMPS.get(family, "") in text, text
     assert modalities(inputs) == ({"image"} if family in FRAMES_AS_PIXEL_VALUES else {"video"})
-    assert as_video.num_visual_tokens(inputs) > 0
     as_images, inputs = first_forward(family_models(family), video_dir, "--num_frames", 4, "--video_input", "images")
     text = as_images.processor.tokenizer.decode(inputs["input_ids"][0])
     assert video_marker not in text and (image_marker or "") in text and modalities(inputs) == {"image"}, text
