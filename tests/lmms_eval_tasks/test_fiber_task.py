@@ -31,8 +31,7 @@ CLIP_FILE = "{video_id}_{video_start_time:06d}_{video_end_time:06d}.mp4".format(
 @pytest.fixture(scope="module")
 def videos(tmp_path_factory):
     """A file of each test clip alone (lmms-eval's models read whole files)."""
-    folder = tmp_path_factory.mktemp("videos")
-    write_videos(folder, RECORDS)
+    write_videos(folder := tmp_path_factory.mktemp("videos"), RECORDS)
     return folder
 
 
@@ -89,7 +88,8 @@ def records_with(field, value, rows):
 DOCS_CASES = {
     "no FIBER_VIDEO_DIR": (lambda v, t: None, RECORDS, UsageError, "the folder named by FIBER_VIDEO_DIR: set it$"),
     "no such folder": (lambda v, t: t / "absent", RECORDS, DataError, "FIBER_VIDEO_DIR=.*absent: no such folder$"),
-    "a clip without a video": (without_first, RECORDS, DataError, f"no video for clip {FIRST['video_id']} \\(123-133 s\\)"
+    "a clip without a video": (without_first, RECORDS, DataError, f"no video for clip {FIRST['video_id']} \\(123-133 "
+                               "s\\)"
                                f": looked for {CLIP_FILE[:-4]}.mp4 or .*; 1 of 60 clips have no usable video$"),
     "a whole video": (lambda v, t: write_video(without_first(v, t) / f"{FIRST['video_id']}.mp4", 140, 1) or t, RECORDS,
                       DataError, "but lmms-eval's models read whole files: the clip needs a file of its own, "
@@ -103,7 +103,7 @@ DOCS_CASES = {
     "a caption without a blank": (lambda v, t: v, records_with("masked_caption", lambda _: "No blank.", [1]), DataError,
                                   "record 1: field 'masked_caption': expected exactly one blank"),
     "times as text": (lambda v, t: v, records_with("video_start_time", str, range(60)), DataError,
-                      r"record 0: field 'video_start_time': must be a whole number of seconds.*; 60 of 60 docs are not"),
+                      r"record 0: field 'video_start_time': must be a whole number of seconds.*; 60 of 60 docs"),
 }
 
 
@@ -111,7 +111,7 @@ DOCS_CASES = {
 def test_every_doc_and_its_video_is_checked_before_any_generation(case, videos, tmp_path, reader_env):
     make, records, error, pattern = DOCS_CASES[case]
     folder = make(videos, tmp_path / "videos")
-    reader_env.delenv("FIBER_VIDEO_DIR", raising=False) if folder is None else reader_env.setenv("FIBER_VIDEO_DIR", str(folder))
+    reader_env.setenv("FIBER_VIDEO_DIR", str(folder)) if folder else reader_env.delenv("FIBER_VIDEO_DIR", raising=False)
     with pytest.raises(error, match=pattern) as raised:
         utils.process_docs(Dataset.from_list(records, split="test"))
     assert "\n" not in str(raised.value)
@@ -166,8 +166,8 @@ def test_lmms_eval_scores_equal_fiberbench_evaluate_on_its_samples(lmms_eval_run
     assert [sample["prediction"] for sample in logged] == [
         read_answer(sample["filtered_resps"], RECORDS[sample["doc_id"]]["masked_caption"], nlp) for sample in logged]
     assert len(logged) == 60 and all(sample["reader"] == reader_settings(nlp) for sample in logged)
-    flags = ["--dataset_name", str(folder / "fiber"), "--output_dir", str(folder / "evaluation"), "--num_bootstrap", "100"]
-    assert main(["evaluate", str(samples), *flags, "--names", "lmms-eval"]) == 0
+    flags = ["--dataset_name", str(folder / "fiber"), "--output_dir", str(folder / "evaluation")]
+    assert main(["evaluate", str(samples), *flags, "--num_bootstrap", "100", "--names", "lmms-eval"]) == 0
     evaluated = json.loads((folder / "evaluation" / "results.json").read_text())["systems"]["lmms-eval"]
     assert evaluated["reading"] == reader_settings(nlp)
     for metric in ("exact_match", "f1", "exact_match_label_only", "f1_label_only"):

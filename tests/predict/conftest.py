@@ -1,5 +1,4 @@
-"""Tiny random models of every kind `fiberbench predict` runs, videos of the sample's test clips, and the predictions
-format `fiberbench evaluate` reads."""
+"""Tiny random models of every kind `predict` runs, videos of the sample's test clips, the format `evaluate` reads."""
 
 import json
 import struct
@@ -8,7 +7,8 @@ import pytest
 
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration, build_tiny_config
+from fiberbench.modeling import SAMPLE_TOKENIZER_PATH, FiberProcessor, FiberT5ForConditionalGeneration
+from fiberbench.modeling import build_tiny_config
 from fiberbench.testing.tiny_models import SAVERS, save_seeded
 from fiberbench.testing.tiny_videos import read_records, write_video, write_videos
 from transformers import AutoTokenizer
@@ -33,7 +33,7 @@ def save_fiber(folder) -> None:
 def tiny_models(tmp_path_factory):
     """Kind -> the folder of a tiny random model of that kind (fixed seed), saved once per test run."""
     savers = SAVERS | {"fiber": save_fiber}
-    root = built_once(tmp_path_factory, "tiny_models", lambda root: [save(root / kind) for kind, save in savers.items()])
+    root = built_once(tmp_path_factory, "tiny_models", lambda to: [save(to / name) for name, save in savers.items()])
     return {kind: root / kind for kind in savers}
 
 
@@ -103,8 +103,7 @@ def write_zero_duration_video(path):
 
 
 def write_video_claiming(path, seconds: float, fps: int, claimed_seconds: float):
-    """A Matroska video (`path` ends in .mkv) of `seconds` whose Segment's Duration (the one length a Matroska file
-    states; an MP4's is read from its index of packets) claims `claimed_seconds`."""
+    """A Matroska video (`path`: .mkv) of `seconds` whose header (its Segment's Duration) claims `claimed_seconds`."""
     write_video(path, seconds=seconds, fps=fps)
     data = bytearray(path.read_bytes())
     at = data.index(b"\x44\x89\x88", data.index(b"\x15\x49\xa9\x66")) + 3  # Info's Duration: 8 bytes, milliseconds

@@ -1,5 +1,4 @@
-"""Long runs of `fiberbench predict`: resumed after a kill, two processes, a clip whose video comes later, two runs into
-one output, a rerun after the inputs changed."""
+"""Long runs of `predict`: killed and resumed, two processes, videos found later, two runs, inputs changed."""
 
 import os
 import shutil
@@ -11,6 +10,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
+from fiberbench.cli import main
 from fiberbench.testing.tiny_models import save_seq2seq
 
 from ..processes import run_to_end
@@ -19,8 +19,7 @@ from .conftest import KEYS, SPACY, metadata, predict, read_evaluate_format, scor
 pytestmark = pytest.mark.slow
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-# `accelerate launch --cpu --num_processes 2` runs one process; this runs two, with ACCELERATE_USE_CPU=1; port 0: a
-# free one, so that two launches at once never collide.
+# `accelerate launch --cpu --num_processes 2` runs one process; this two, with ACCELERATE_USE_CPU=1 (port 0: a free one).
 TWO_CPU_PROCESSES = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
                      "--dynamo_backend", "no", "--main_process_port", "0"]
 
@@ -29,27 +28,22 @@ def command(model, output_file, *flags) -> list[str]:
     return ["predict", "--model_name_or_path", str(model), "--output_file", str(output_file), *SPACY, *map(str, flags)]
 
 
-def fiberbench_command(argv: list[str], launch: list[str] | None = None) -> list[str]:
-    """`fiberbench ARGV` as a command line (under `accelerate launch LAUNCH` when given)."""
-    launcher = [sys.executable, "-m", "accelerate.commands.launch", *launch] if launch is not None else [sys.executable]
-    return [*launcher, "-m", "fiberbench.cli", *argv]
-
-
-def run_in_a_process(argv: list[str], launch: list[str] | None = None, **popen) -> subprocess.Popen:
-    """`fiberbench ARGV` in a new process (under `accelerate launch LAUNCH` when given), offline."""
-    return subprocess.Popen(fiberbench_command(argv, launch), env={**os.environ, **OFFLINE, **popen.pop("env", {})},
-                            text=True, **popen)
+def run_in_a_process(argv: list[str], **popen) -> subprocess.Popen:
+    """`fiberbench ARGV` in a new process, offline."""
+    return subprocess.Popen([sys.executable, "-m", "fiberbench.cli", *argv], env={**os.environ, **OFFLINE}, text=True,
+                            **popen)
 
 
 def run_in_two_cpu_processes(argv: list[str], timeout: float) -> tuple[int, str]:
     """`fiberbench ARGV` under `accelerate launch` as two processes on the CPU, offline, to its end (stopped whole
     after `timeout` seconds): its exit status and stderr."""
-    result = run_to_end(fiberbench_command(argv, TWO_CPU_PROCESSES), timeout=timeout, capture_output=True, text=True,
+    command = [sys.executable, "-m", "accelerate.commands.launch", *TWO_CPU_PROCESSES, "-m", "fiberbench.cli", *argv]
+    result = run_to_end(command, timeout=timeout, capture_output=True, text=True,
                         env={**os.environ, **OFFLINE, "ACCELERATE_USE_CPU": "1"})
     return result.returncode, result.stderr
 
 
-def lines(path) -> int:
+def lines(path) -> int:  # rows written
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
@@ -74,7 +68,7 @@ def test_a_killed_run_resumed_writes_the_uninterrupted_file(tiny_models, tmp_pat
     assert predict(tiny_models["seq2seq"], resumed, *flags, *SPACY) == 0
     assert f"{done} of 60 clips of the bundled sample, split test already predicted, {60 - done} to go" in caplog.text
     assert resumed.read_bytes() == uninterrupted.read_bytes()
-    assert metadata(resumed)["settings"] == metadata(uninterrupted)["settings"] and metadata(resumed)["state"] == "complete"
+    assert metadata(resumed) == metadata(uninterrupted)  # complete, with the same settings
     assert sorted(path.name for path in resumed.parent.iterdir()) == [
         ".predictions.jsonl.lock", "predictions.jsonl", "predictions.metadata.json"]  # no temporary file
 
@@ -101,7 +95,8 @@ def test_a_bad_video_stops_both_processes_before_any_work_said_once(tiny_models,
     status, stderr = run_in_two_cpu_processes(command(tiny_models["video"], output_file, *flags), timeout=300)
     errors = [line for line in stderr.splitlines() if line.startswith("fiberbench predict: error:")]
     assert status != 0 and errors == [
-        f"fiberbench predict: error: {videos / good.name}: cannot be decoded (Invalid data found when processing input) "
+        f"fiberbench predict: error: {videos / good.name}: cannot be decoded (Invalid data found when processing "
+        "input) "
         f"(the video of clip {KEYS[-1][0]}, {KEYS[-1][1]}-{KEYS[-1][2]} s); 1 of 60 clips' videos cannot be used"
     ], stderr[-4000:]
     assert not output_file.parent.exists(), "something was written"
@@ -118,6 +113,8 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     assert metadata(output_file)["output"] == {"rows": 60, "skipped_missing_videos": [list(KEYS[0])]}
     assert "1 of 60 clips have no video" in caplog.text and "1 clips skipped for a missing video" in caplog.text
     scored_by_evaluate(output_file, tmp_path / "scores", num_beams=1)  # its empty answer scores as a wrong one
+    skipped = shutil.copy(output_file, tmp_path / "skipped.jsonl")
+    shutil.copy(output_file.with_suffix("").with_suffix(".metadata.json"), tmp_path / "skipped.metadata.json")
 
     for video in video_dir.glob(f"{KEYS[0][0]}*"):
         (videos / video.name).symlink_to(video)
@@ -127,6 +124,9 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     rows_after = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert rows_after[0]["raw"] and rows_after[1:] == rows[1:]
     assert metadata(output_file)["output"] == {"rows": 60, "skipped_missing_videos": []}
+    assert main(["predict", "--reread", str(skipped), "--output_file", str(tmp_path / "reread.jsonl"),
+                 "--no_read_noun_phrases"]) == 0  # a skipped clip's empty answer is kept
+    assert metadata(tmp_path / "reread.jsonl")["output"] == {"rows": 60, "skipped_missing_videos": [list(KEYS[0])]}
 
 
 def test_a_second_run_into_an_output_being_written_is_refused(tiny_models, tmp_path, cli_error):
@@ -148,7 +148,7 @@ def test_a_second_run_into_an_output_being_written_is_refused(tiny_models, tmp_p
 
 
 @pytest.mark.parametrize("change", ["the model re-saved with other weights", "the dataset rebuilt with other captions"])
-def test_a_rerun_after_its_inputs_changed_is_refused_naming_what(change, tiny_models, built_sample, tmp_path, cli_error):
+def test_a_rerun_after_its_inputs_changed_is_refused(change, tiny_models, built_sample, tmp_path, cli_error):
     """A resume after the model or the dataset changed at the same path would mix the old rows and the new."""
     model, dataset, output_file = tmp_path / "model", tmp_path / "fiber", tmp_path / "predictions.jsonl"
     shutil.copytree(tiny_models["seq2seq"], model)
@@ -164,7 +164,8 @@ def test_a_rerun_after_its_inputs_changed_is_refused_naming_what(change, tiny_mo
         shard = next((dataset / "text").glob("test-*.parquet"))
         table = pq.read_table(shard)
         captions = [f"Another {caption}" for caption in table.column("masked_caption").to_pylist()]
-        pq.write_table(table.set_column(table.schema.get_field_index("masked_caption"), "masked_caption", [captions]), shard)
+        index = table.column_names.index("masked_caption")
+        pq.write_table(table.set_column(index, "masked_caption", [captions]), shard)
         changed = "dataset.fingerprint"
     status, line = cli_error("predict", "--model_name_or_path", model, "--output_file", output_file, *argv)
     assert status == 2 and "holds predictions made with other settings" in line and changed in line, line

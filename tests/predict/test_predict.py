@@ -2,6 +2,7 @@
 and the settings it depends on recorded beside it."""
 
 import logging
+import shutil
 
 import pytest
 from transformers import AutoConfig
@@ -12,7 +13,6 @@ from fiberbench.predict.arguments import parser_of
 from fiberbench.predict.predictors import choose_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 from fiberbench.predict.replies import read_answers
-from fiberbench.testing.tiny_models import save_causal, save_video
 
 from .conftest import CAPTIONS, KEYS, SPACY, metadata, predict, read_evaluate_format, scored_by_evaluate, videos_but_one
 
@@ -45,7 +45,7 @@ def test_predict_writes_a_row_per_clip_that_evaluate_scores(kind, tiny_models, v
     assert settings["dataset"].pop("fingerprint").startswith("sha256:")
     assert settings["dataset"] == {"name": None, "config": "i3d" if kind == "fiber" else "text", "split": "test",
                                    "clips": 60, "synthetic": True}
-    assert settings["decoding"]["num_beams"] == num_beams and settings["decoding"]["only_noun_phrases"] == (num_beams > 1)
+    assert (settings["decoding"]["num_beams"], settings["decoding"]["only_noun_phrases"]) == (num_beams, num_beams > 1)
     assert prompt_field in settings["prompt"] and settings["prompt"]["example"]
     if kind in ("causal", "video"):  # the answers are the reader's, noun-phrase step included, of the replies kept
         assert settings["reader"]["readings"][-1] == "noun_phrase"
@@ -66,32 +66,21 @@ def test_predict_writes_a_row_per_clip_that_evaluate_scores(kind, tiny_models, v
     assert "is complete, made with these settings: nothing to do" in caplog.text and output_file.read_bytes() == written
 
 
-def plain_causal(tmp_path, tiny_models):
-    save_causal(tmp_path / "plain", chat_template=None)
-    return tmp_path / "plain", []
+PLAIN = DEFAULT_PROMPT.replace("{masked_caption}", "{caption}")
 
 
-def plain_video(tmp_path, video_dir):
-    save_video(tmp_path / "plain")
-    (tmp_path / "plain" / "chat_template.jinja").unlink()
-    return tmp_path / "plain", ["--video_dir", video_dir, "--num_frames", 3]
-
-
-@pytest.mark.parametrize(
-    "make, example",
-    [
-        (lambda tmp_path, models, videos: (models["causal"], ["--prompt", "Caption: {masked_caption} Answer:"]),
-         "user: Caption: {caption} Answer:\nassistant:"),
-        (lambda tmp_path, models, videos: plain_causal(tmp_path, models), DEFAULT_PROMPT.replace("{masked_caption}",
-                                                                                                 "{caption}")),
-        (lambda tmp_path, models, videos: plain_video(tmp_path, videos),
-         "<image>" * 3 + DEFAULT_PROMPT.replace("{masked_caption}", "{caption}")),
-    ],
-    ids=["a chat template", "no chat template", "a video LLM without a chat template"],
-)
-def test_the_prompt_goes_through_the_chat_template_when_there_is_one(make, example, tiny_models, video_dir, tmp_path):
-    model, flags = make(tmp_path, tiny_models, video_dir)
-    output_file = tmp_path / "predictions.jsonl"
+@pytest.mark.parametrize("kind, flags, example", [
+    ("causal", ["--prompt", "Caption: {masked_caption} Answer:"], "user: Caption: {caption} Answer:\nassistant:"),
+    ("causal", ["--no_chat_template"], PLAIN),
+    ("video", ["--no_chat_template", "--num_frames", 3], "<image>" * 3 + PLAIN),
+], ids=["a chat template", "no chat template", "a video LLM without a chat template"])
+def test_the_prompt_goes_through_the_chat_template_when_there_is_one(kind, flags, example, tiny_models, video_dir,
+                                                                      tmp_path):
+    model, output_file = tiny_models[kind], tmp_path / "predictions.jsonl"
+    if "--no_chat_template" in flags:  # the model saved without its chat template
+        model, flags = shutil.copytree(model, tmp_path / "plain"), flags[1:]
+        (model / "chat_template.jinja").unlink()
+    flags += ["--video_dir", video_dir] if kind == "video" else []
     assert predict(model, output_file, *flags, "--max_predict_samples", 2, "--no_read_noun_phrases") == 0
     assert metadata(output_file)["settings"]["prompt"]["example"] == example.format(caption=CAPTIONS[0])
     assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 2
@@ -108,10 +97,11 @@ def test_the_same_file_with_any_number_of_data_loader_workers_and_with_device_ma
     if kind == "video":  # with a clip without its video, skipped in its batch
         flags += ["--video_dir", videos_but_one(video_dir, tmp_path), "--num_frames", 2, "--skip_missing_videos"]
     files = []
-    for run, extra in enumerate((["--dataloader_num_workers", 0], ["--dataloader_num_workers", 2], ["--device_map", "auto"])):
+    for run, extra in enumerate((("--dataloader_num_workers", 0), ("--dataloader_num_workers", 2),
+                                 ("--device_map", "auto"))):
         files.append(tmp_path / f"{run}.jsonl")
         assert predict(tiny_models[kind], files[-1], *flags, *extra) == 0
-    assert "the inputs made in this process" in caplog.text and "the inputs made by 2 data loader workers" in caplog.text
+    assert "inputs made in this process" in caplog.text and "inputs made by 2 data loader workers" in caplog.text
     assert files[0].read_bytes() == files[1].read_bytes() == files[2].read_bytes()
     rows = read_evaluate_format(files[0], 4 if kind == "fiber" else 1, replies=kind != "fiber")
     assert len(rows) == 11 and (kind != "video" or rows[1]["prediction"] == "" and rows[1]["raw"] == [])
