@@ -35,9 +35,9 @@ def qwen_vision(**fields) -> dict:
             "out_hidden_size": TEXT, **fields}
 
 
-def ids(tokenizer, names: tuple, tokens: tuple) -> dict:
-    """The config fields `{name}_token_id` of `tokens`."""
-    return {f"{name}_token_id": id_ for name, id_ in zip(names, tokenizer.convert_tokens_to_ids(list(tokens)))}
+def ids(tokenizer, names: tuple, tokens: tuple, suffix: str = "_token_id") -> dict:
+    """The config fields `{name}{suffix}` of `tokens`."""
+    return {f"{name}{suffix}": id_ for name, id_ in zip(names, tokenizer.convert_tokens_to_ids(list(tokens)))}
 
 
 def qwen_processors(image: str, video: str, patch_size: int = 14) -> tuple:
@@ -64,7 +64,7 @@ def llava(name: str, tower_type: str, text_type: str, processors, **fields):
     """A LLaVA family (`name`: LlavaOnevision, LlavaNextVideo, VideoLlava): placeholders <image> and <video>, the last
     vision layer's features; `processors()` gives its image and video processors and their settings."""
     def build(tokenizer):
-        token_ids = ids(tokenizer, ("image_token_index", "video_token_index"), ("<image>", "<video>"))
+        token_ids = ids(tokenizer, ("image", "video"), ("<image>", "<video>"), "_token_index")
         config = getattr(t, f"{name}Config")(vision_config=tower(model_type=tower_type), vision_feature_layer=-1,
                                              text_config={"model_type": text_type, **text(tokenizer)}, **token_ids,
                                              **fields)
