@@ -1,381 +1,341 @@
-"""`fiberbench predict`: a model's answers to every blank of a FIBER split, as a file for `fiberbench evaluate`.
+"""`fiberbench predict`: a model's answers to every blank of a FIBER split, as a predictions file `evaluate` scores.
 
-Everything that can refuse the run is checked before the dataset or the model's weights are read
-where it can be: the flags (`settings`), the model's config (its kind, the class that loads it,
-its safetensors weights: `kinds`); then, before any generation, the dataset split (`clips`), what
-the model's kind reads beyond its rows (each clip's video, opened; every prompt, rendered: the
-predictor's `prepare_clips`), and an existing output (resumed only when it was written with the
-same settings: `describe_run`). Then each process (several under `accelerate launch`) predicts its
-share of the clips not done yet, batch by batch (inputs made ahead by data loader workers:
-`clips`), each batch's answers picked (`fiberbench.predict.answers`) and written as a part file, and the
-first process merges all rows in dataset order (`outputs`).
-
-`fiberbench predict --reread PREDICTIONS_FILE` is the command's other flow (`reread`): a file's
-kept replies read again, without the model.
-"""
+Everything that can refuse the run is checked before anything is written: the flags, the model's config, the split,
+every clip's video, the output. The settings the predictions depend on are recorded beside the file (`fiberbench.
+outputs`): a rerun with the same settings appends the clips not written yet; other settings are refused unless
+--overwrite_output_file. Under `accelerate launch` each process predicts its share of every step and the main process
+appends the rows; the finished file holds them in dataset order, as one process writes it. `--reread`: the replies
+kept in a predictions file read again, without the model."""
 
 import argparse
+import contextlib
 import copy
+import json
 import logging
 import os
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+import sys
 
-from fiberbench.predict.answers import Answerer
+import torch
+from accelerate import Accelerator
+from accelerate.utils import gather_object
+from tqdm.auto import tqdm
+
+from fiberbench import __version__
 from fiberbench.cli import default_num_workers
-from fiberbench.collector import collector_held_off
-from fiberbench.errors import DataError, UsageError, alike_on_every_process
-from fiberbench.models import inference_dtype, load_config, locate_model, model_commit
+from fiberbench.data import load_fiber
+from fiberbench.data.loading import split_fingerprint
+from fiberbench.data.provenance import is_synthetic
+from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
+from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model, model_commit, model_files
+from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
+                                start_output, write_jsonl)
+from fiberbench.predict.answers import Answerer
+from fiberbench.predict.arguments import add_arguments, check_flags  # noqa: F401 - add_arguments: the CLI's
+from fiberbench.predict.predictors import KINDS, PROMPTED_KINDS, choose_kind, make_predictor
+from fiberbench.predict.prompts import DEFAULT_PROMPT
 from fiberbench.records import KEY_FIELDS
-
-from fiberbench.predict.arguments import add_arguments, parse_settings
-from fiberbench.predict.clips import clip_keys, dataset_fingerprint, load_split, make_loader
-from fiberbench.predict.kinds import KIND_NAMES, KINDS, PROMPTED_KINDS, check_max_new_tokens, choose_kind, make_predictor
-from fiberbench.predict.outputs import SKIPPED, PredictionsFile, check_settings_fields, metadata_path
-from fiberbench.predict.settings import PredictSettings, Request, request_of
-
-if TYPE_CHECKING:
-    import datasets
-    import torch
-    from transformers import PretrainedConfig
-
-    from fiberbench.records import ClipKey
-    from fiberbench.models import ModelSource
-    from fiberbench.videos import ClipVideo
-
-    from fiberbench.predict.predictors import Predictor
-
-__all__ = ["add_arguments", "run"]
+from fiberbench.videos import Clip, check_clip_videos, find_clip_video
 
 logger = logging.getLogger(__name__)
 
+COMMAND, FLAG = "fiberbench predict", "--output_file"
+# The fields of every row and their JSON types (a bool is no int here: `type` is compared, not isinstance).
+ROW_FIELDS = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
+# The recorded settings --reread reads, and their JSON types.
+READ_SETTINGS = (("model", "kind", (str,)), ("dataset", "name", (str, type(None))), ("dataset", "config", (str,)),
+                 ("dataset", "split", (str,)), ("dataset", "clips", (int,)), ("dataset", "fingerprint", (str,)),
+                 ("decoding", "num_beams", (int,)))
+
 
 def run(args: argparse.Namespace) -> int:
-    """`fiberbench predict` with the parsed command line `args` (read once, as `PredictSettings`)."""
-    settings = PredictSettings.from_args(args)
-    if settings.reread is not None:
-        return reread(settings)
-    # Every process makes these checks alike: a refusal is said once, by the main process.
-    with alike_on_every_process():
-        settings.check_flags()
-        request = request_of(settings)
-        # Before anything is loaded: an earlier output of other settings is refused, a complete one of this request
-        # is done. The output is this file throughout; its settings are known in full once the model is read.
-        predictions = PredictionsFile(
-            settings.output_file, request.known, overwrite=settings.overwrite_output_file, request=request.asked
-        )
-        if predictions.answered_by_the_record(request.inputs):
-            logger.info("%s is complete, made with these settings: nothing to do", settings.output_file)
+    """`fiberbench predict` with the parsed command line `args`."""
+    state = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
+    with alike_on_every_process():  # every process makes these checks alike: a refusal is said once
+        check_flags(args)
+        if args.reread is not None:
+            return reread(args)
+        source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+        config = load_config(source)
+        kind = choose_kind(args, config)
+        if kind in PROMPTED_KINDS and args.prompt is None:
+            args = argparse.Namespace(**{**vars(args), "prompt": DEFAULT_PROMPT})
+        predictor = make_predictor(kind, args, source, config)
+        split = load_split(args.dataset_name, args.split, args.max_predict_samples, predictor.dataset_config)
+        keys = clip_keys(split)
+        videos = find_videos(args, predictor, split, keys) if predictor.reads_video else None
+        answerer = Answerer.load(predictor.num_beams, predictor.prompted, args.only_noun_phrases,
+                                 args.read_noun_phrases, args.spacy_model)
+        dtype = inference_dtype(state.device)
+        settings = describe_run(args, source, config, predictor, split, answerer, dtype)
+        inputs = [path for path in (args.model_name_or_path, args.dataset_name, args.video_dir)
+                  if path and os.path.exists(path)]
+    with contextlib.ExitStack() as held:
+        if state.is_main_process:  # the main process writes; a second run into the output is refused, naming it
+            held.enter_context(output_lock(args.output_file, FLAG))
+        with alike_on_every_process():
+            previous, rows = resumable_rows(args, settings, keys, inputs)
+        state.wait_for_everyone()  # every process has read the output before the main one writes it
+        pending = [index for index, key in enumerate(keys) if key not in rows or skipped(rows[key])]
+        if not pending and previous is not None and previous.get("state") == COMPLETE:
+            logger.info("%s is complete, made with these settings: nothing to do", args.output_file)
             return 0
-        with collector_held_off():  # the libraries, the dataset, the pipelines and processors
-            prepared, predictions, accelerator = prepare_run(settings, request, predictions)
-
-    def load_model() -> None:
-        # Loaded before anything is written: weights that do not match the config are refused with nothing written.
-        with collector_held_off():
-            prepared.predictor.load_model(accelerator.device, prepared.dtype)
-
-    # Locked by the main process until the rows are merged.
-    with predictions.open(request.inputs, accelerator, under_the_lock=load_model):
-        predict_and_merge(prepared, predictions, accelerator)
+        if state.is_main_process:
+            logger.info("%s: %d of %d clips of %s, split %s already predicted, %d to go%s", args.output_file,
+                        len(keys) - len(pending), len(keys), args.dataset_name or "the bundled sample", args.split,
+                        len(pending), " (SYNTHETIC data)" if settings["dataset"]["synthetic"] else "")
+        with alike_on_every_process():
+            if pending:  # before anything is written: weights that do not match the config are refused first
+                predictor.load_model(state.device, dtype)
+        if state.is_main_process:
+            record = start_output(args.output_file, COMMAND, previous, folder=False, resume=bool(rows),
+                                  settings=settings)
+            write_jsonl(args.output_file, rows.values())  # a killed run's last line may be cut short: the whole ones
+        predict_clips(state, args, predictor, answerer, split, keys, videos, pending)
+        if state.is_main_process:
+            finish(args.output_file, record, keys)
     return 0
 
 
-@dataclass(frozen=True)
-class Run:
-    """What a run works on, once every check that could refuse it has passed: what `describe_run` records
-    and `command.predict_shard` reads."""
-
-    settings: PredictSettings  # its kind's (`PredictSettings.for_kind`)
-    source: "ModelSource"  # where the model is, and how from_pretrained reaches it
-    config: "PretrainedConfig"
-    predictor: "Predictor"  # of the model's kind (`predictor.kind.name`)
-    split: "datasets.Dataset"
-    keys: "list[ClipKey]"  # each row's clip, in dataset order
-    videos: "list[ClipVideo | None] | None"  # video-language models: each row's video (None: missing, skipped)
-    answerer: Answerer  # what picks each clip's answer
-    dtype: "torch.dtype"
-    request: Request  # what the flags asked for
+def load_split(dataset_name: str | None, split: str, max_predict_samples: int | None, config_name: str):
+    """The clips to predict: the first `max_predict_samples` (all with None) of `split` of the dataset (or sample)."""
+    splits = load_fiber(dataset_name, config_name)
+    if split not in splits:
+        raise DataError(f"--dataset_name {dataset_name or '(the bundled sample)'} has no split {split!r} (splits: "
+                        f"{', '.join(splits)})")
+    clips = splits[split]
+    return clips.select(range(min(max_predict_samples, len(clips)))) if max_predict_samples else clips
 
 
-def describe_run(prepared: Run) -> dict:
+def clip_keys(split, described: str = "the split") -> list[tuple]:
+    """Each row's clip (video_id, video_start_time, video_end_time); a clip twice in the split is a `DataError`."""
+    keys, first_row = list(zip(*(split[field] for field in KEY_FIELDS))), {}
+    for index, key in enumerate(keys):
+        if key in first_row:
+            raise DataError(f"{described}: rows {first_row[key]} and {index} are the same clip {key}")
+        first_row[key] = index
+    if not keys:
+        raise DataError(f"{described}: has no clips")
+    return keys
+
+
+def find_videos(args, predictor, split, keys) -> list:
+    """Each clip's video, checked to give the frames asked (None: missing, with --skip_missing_videos); then the
+    inputs of the clip of fewest frames are made, so that a processor that cannot read them stops the run here."""
+    clips = [Clip(f"{key[0]}, {key[1]}-{key[2]} s", find_clip_video(args.video_dir, *key), key) for key in keys]
+    spans = check_clip_videos(clips, predictor.sampling, args.video_dir, args.skip_missing_videos,
+                              skipping="predict the others (the skipped clips get an empty answer)",
+                              skipped="skipped, with an empty answer")
+    counts = {index: predictor.sampling.count(span) for index, span in enumerate(spans) if span is not None}
+    if counts:
+        fewest = min(counts, key=counts.get)
+        try:
+            predictor.inputs([{"masked_caption": split[fewest]["masked_caption"], "video": clips[fewest].video}])
+        except (ValueError, RuntimeError, IndexError) as error:
+            if isinstance(error, FiberbenchError):
+                raise
+            raise UsageError(f"--model_name_or_path {args.model_name_or_path}: its processor cannot read clip "
+                             f"{clips[fewest].name} ({counts[fewest]} frames, chosen by "
+                             f"{predictor.sampling_chosen_by}): "
+                             f"{' '.join(str(error).split())[:300]}") from error
+    return [clip.video for clip in clips]
+
+
+def describe_run(args, source, config, predictor, split, answerer, dtype) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
-    import fiberbench
-    from fiberbench.data.provenance import is_synthetic
-
-    settings, predictor, request = (prepared.settings, prepared.predictor, prepared.request)
+    columns = [*KEY_FIELDS, "masked_caption", *(["video_features"] if predictor.reads_features else [])]
     return {
-        "fiberbench_version": fiberbench.__version__,
-        "model": {
-            "name_or_path": request.model_name,
-            "revision": settings.revision,
-            "commit": model_commit(prepared.source),
-            "kind": predictor.kind.name,
-            "architectures": prepared.config.architectures,
-            "dtype": str(prepared.dtype).removeprefix("torch."),
-            # A local folder's files (a Hub model's are its commit's): re-saved weights are other settings.
-            "files": request.model_files,
-        },
-        "dataset": {
-            "name": request.dataset_name,
-            "config": predictor.dataset_config,
-            "split": settings.split,
-            "clips": len(prepared.split),
-            "synthetic": is_synthetic(settings.dataset_name),
-            "fingerprint": dataset_fingerprint(prepared.split, predictor.reads_features),
-        },
-        "prompt": predictor.prompt(prepared.split[0]["masked_caption"]),
-        "decoding": predictor.decoding() | prepared.answerer.decoding,
-        "reader": prepared.answerer.reader,
-        "video": predictor.video_settings(),
+        "fiberbench_version": __version__,
+        "model": {"name_or_path": local_or_hub(args.model_name_or_path), "revision": args.revision,
+                  "commit": model_commit(source), "kind": predictor.kind, "architectures": config.architectures,
+                  "dtype": str(dtype).removeprefix("torch."), "files": model_files(args.model_name_or_path)},
+        "dataset": {"name": local_or_hub(args.dataset_name), "config": predictor.dataset_config, "split": args.split,
+                    "clips": len(split), "synthetic": is_synthetic(args.dataset_name),
+                    "fingerprint": split_fingerprint(split, columns)},
+        "prompt": predictor.prompt(split[0]["masked_caption"]),
+        "decoding": predictor.decoding() | answerer.decoding,
+        "reader": answerer.reader,
+        "video": predictor.video_settings() if predictor.reads_video else None,
     }
 
 
-def prepare_run(settings: PredictSettings, request: Request, predictions: PredictionsFile) -> tuple:
-    """Every check that could refuse the run, then what it works on: the `Run`, its `PredictionsFile` (`predictions`
-    with the run's settings) and the Accelerator."""
-    source = locate_model(settings.model_name_or_path, settings.revision, settings.trust_remote_code)
-    config = load_config(source)
-    kind = choose_kind(settings, config)
-    check_max_new_tokens(settings, config)
-    settings = settings.for_kind(KINDS[kind].predictor.prompted)
-    predictor = make_predictor(settings, kind, config, source)
-    predictions.check_ours(request.inputs)
-    split = load_split(settings.dataset_name, settings.split, settings.max_predict_samples, predictor.dataset_config)
-    keys = clip_keys(split, described_split(settings))
-    if not keys:
-        raise DataError(f"{described_split(settings)}: has no clips")
-    videos = predictor.prepare_clips(split, keys)  # what its kind reads beyond the rows, checked; prompts rendered
-    answerer = Answerer.load(
-        predictor.num_beams,
-        predictor.prompted,
-        only_noun_phrases=settings.only_noun_phrases,
-        read_noun_phrases=settings.read_noun_phrases,
-        spacy_model=settings.spacy_model,
-    )
-    # Imported here, not first: a mistyped path or flag above is answered before it takes seconds to load.
-    from accelerate import Accelerator
-
-    accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
-    dtype = inference_dtype(accelerator.device)
-    # Each local is named as the field it fills, in the fields' order.
-    prepared = Run(settings, source, config, predictor, split, keys, videos, answerer, dtype, request)
-    return prepared, predictions.with_settings(describe_run(prepared)), accelerator
+def differences(ours, theirs, where: str = "") -> list[str]:
+    """The settings that differ, as "section.field: X here, Y there"."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        keys = sorted(ours.keys() | theirs.keys(), key=lambda key: (key not in ("model", "video"), key))  # these first
+        return [found for key in keys for found in differences(ours.get(key), theirs.get(key), f"{where}{key}.")]
+    return [] if ours == theirs else [f"{where[:-1]}: {json.dumps(ours)} here, {json.dumps(theirs)} there"]
 
 
-def described_split(settings: PredictSettings) -> str:
-    """The dataset split of a run, as messages name it."""
-    return f"{settings.dataset_name or 'the bundled sample'}, split {settings.split}"
+def resumable_rows(args, settings: dict, keys: list, inputs: list) -> tuple[dict | None, dict]:
+    """The output's earlier record (None: nothing there) and the rows it holds by clip, when it was written with these
+    settings; refused (`UsageError`) when it was written with others, unless --overwrite_output_file replaces it."""
+    previous = check_output(args.output_file, command=COMMAND, flag=FLAG, overwrite=args.overwrite_output_file,
+                            inputs=inputs, resume=True)
+    if previous is None:
+        return None, {}
+    found = differences(settings, previous.get("settings"))
+    if found and not args.overwrite_output_file:
+        more = f", and {len(found) - 3} more" if len(found) > 3 else ""
+        raise UsageError(f"{record_path(args.output_file, folder=False)} holds predictions made with other settings "
+                         f"({'; '.join(found[:3])}{more}); pass --overwrite_output_file to replace it, or another "
+                         "--output_file")
+    return previous, {} if found else read_rows(args.output_file, keys)
 
 
-def predict_and_merge(prepared: Run, predictions, accelerator) -> None:
-    """With the output opened (checked, locked, its part files started or resumed): predict the clips not done, merge
-    them."""
-    settings, keys, predictor = prepared.settings, prepared.keys, prepared.predictor
-    done = predictions.done()
-    accelerator.wait_for_everyone()  # every process has read the part files before any writes a new one
-    pending = [index for index, key in enumerate(keys) if key not in done]
-    if accelerator.is_main_process:
-        logger.info(
-            "%s: %d of %d clips of %s already predicted, %d to go%s",
-            settings.output_file,
-            len(done & set(keys)),
-            len(keys),
-            described_split(settings),
-            len(pending),
-            " (SYNTHETIC data)" if predictions.settings["dataset"]["synthetic"] else "",
-        )
-    shard = pending[accelerator.process_index :: accelerator.num_processes]
-    logger.info(
-        "Process %d of %d: %d clips to predict", accelerator.process_index + 1, accelerator.num_processes, len(shard)
-    )
-    if shard:
-        predict_shard(prepared, shard, predictions, accelerator)
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        output = predictions.merge(keys, predictor.num_beams)
-        skipped = len(output["skipped_missing_videos"])
-        logger.info(
-            "Wrote %d predictions to %s (settings in %s)%s",
-            output["rows"],
-            settings.output_file,
-            predictions.metadata_path.name,
-            f"; {skipped} clips skipped for a missing video" if skipped else "",
-        )
+def read_rows(path, keys: list) -> dict:
+    """The rows of a predictions file by clip (a later row replacing a skipped one), each checked: a `DataError` names
+    the line and the field; a last line cut short by a kill is left out."""
+    rows, known = {}, set(keys)
+    lines = path.read_bytes().split(b"\n") if path.exists() else []
+    for number, line in enumerate(lines[:-1], start=1):  # the last is empty, or a line cut short
+        where = f"{path}: line {number}"
+        try:
+            row = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise DataError(f"{where}: not valid JSON ({error})") from error
+        if not isinstance(row, dict):
+            raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        for field, kind in ROW_FIELDS.items():
+            if type(row.get(field)) is not kind:
+                got = f"must be {'a string' if kind is str else 'an integer'}, got {json.dumps(row.get(field))[:60]}"
+                raise DataError(f"{where}: field '{field}' {got if field in row else 'is missing'}")
+        for field, values in ((field, row.get(field, [])) for field in ("candidates", "raw")):
+            if not isinstance(values, list) or any(type(value) is not str for value in values):
+                raise DataError(f"{where}: field '{field}' must be a list of strings, got {json.dumps(values)[:60]}")
+        key = tuple(row[field] for field in KEY_FIELDS)
+        if key not in known:
+            raise DataError(f"{where}: clip {key} is not one of the {len(known)} clips of the split predicted")
+        if key not in rows or skipped(rows[key]):
+            rows[key] = row
+    return rows
 
 
-def predict_shard(prepared: Run, shard: list[int], predictions, accelerator) -> None:
-    """Predict this process's clips (`shard`, row indices) batch by batch, writing each batch's rows as a part file.
-
-    The batches' inputs are made ahead by data loader workers (`clips.make_loader`) while the model generates.
-    """
-    from tqdm.auto import tqdm
-
-    settings, predictor = prepared.settings, prepared.predictor
-    processes_here = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
-    workers = settings.dataloader_num_workers
-    if workers is None:
-        workers = default_num_workers(processes_here)
-    loader = make_loader(
-        predictor,
-        shard,
-        batch_size=settings.per_device_eval_batch_size,
-        split=prepared.split,
-        videos=prepared.videos,
-        num_workers=workers,
-        pin_memory=accelerator.device.type == "cuda",
-    )
-    logger.info(
-        "Process %d of %d: the inputs made %s",
-        accelerator.process_index + 1,
-        accelerator.num_processes,
-        f"by {loader.num_workers} data loader workers" if loader.num_workers else "in this process",
-    )
-    prompted = predictor.prompted
-    progress = tqdm(
-        total=len(shard),
-        unit="clip",
-        desc=f"Predicting (process {accelerator.process_index + 1} of {accelerator.num_processes})",
-        disable=not accelerator.is_local_main_process,
-    )
-    with progress:
-        for batch in loader:
-            if batch.error is not None:  # a clip that failed to decode in a worker: its one line
-                raise DataError(batch.error)
-            # Clips without a video (--skip_missing_videos) are not put to the model.
-            indices, present, masked_captions = batch.indices, batch.present, batch.masked_captions
-            if prompted:  # models that reply in words: their replies are read, and kept
-                beams = predictor.replies(batch.inputs) if present else []
-            else:
-                beams = predictor.candidates(batch.inputs) if present else []
-            answered = prepared.answerer.fields(masked_captions, beams)
-            predicted = dict(zip(present, answered))
-            skipped = {"prediction": "", "candidates": [], SKIPPED: True} | ({"raw": []} if prompted else {})
-            records = [dict(zip(KEY_FIELDS, prepared.keys[index])) | predicted.get(index, skipped) for index in indices]
-            predictions.append(accelerator.process_index, records)
-            progress.update(len(indices))
+def skipped(row: dict) -> bool:
+    return row.get("raw") == []  # a clip skipped for a missing video: its model replies in words, and it has no reply
 
 
-# --reread, the command's other flow: a predictions file's kept replies read again, without the model.
+class Batches:
+    """Batch i of this process's clips, made ready for the model by `predictor.inputs`: a map-style dataset, which a
+    `DataLoader`'s workers make while the model generates. A clip that fails to decode comes back as its one line (a
+    worker's exception would come wrapped in its traceback)."""
 
-# The flags --reread reads; every other one belongs to generation, which --reread does not do.
-REREAD_FLAGS = (
-    "reread",
-    "output_file",
-    "overwrite_output_file",
-    "read_noun_phrases",
-    "only_noun_phrases",
-    "spacy_model",
-)
-# The recorded settings --reread reads: (section, field) -> the JSON types it may have.
-READ_SETTINGS = {
-    ("model", "kind"): (str,),
-    ("dataset", "name"): (str, type(None)),
-    ("dataset", "config"): (str,),
-    ("dataset", "split"): (str,),
-    ("dataset", "clips"): (int,),
-    ("dataset", "fingerprint"): (str,),
-    ("decoding", "num_beams"): (int,),
-}
+    def __init__(self, predictor, batches: list[list[int]], split, videos: list | None):
+        self.predictor, self.batches, self.videos = predictor, batches, videos
+        self.captions = split["masked_caption"]
+        self.features = split.with_format("numpy") if predictor.reads_features else None  # read a batch at a time
 
+    def __len__(self) -> int:
+        return len(self.batches)
 
-def check_reread_flags(settings: PredictSettings) -> None:
-    """Refuse a flag that --reread would ignore (model, data, prompt, generation): a UsageError naming it."""
-    defaults = parse_settings([])
-    names = [field.name for field in fields(PredictSettings) if field.name not in REREAD_FLAGS]
-    given = [name for name in names if getattr(settings, name) != getattr(defaults, name)]
-    if given:
-        raise UsageError(
-            f"--{given[0]} does not apply to --reread, which reads the replies kept in {settings.reread} again with "
-            "the model, data and prompt recorded in its metadata"
-        )
+    def __getitem__(self, number: int) -> tuple:
+        """(the rows' indices; those put to the model, all but a clip without its video; their inputs; an error)."""
+        indices = self.batches[number]
+        present = [index for index in indices if self.videos is None or self.videos[index] is not None]
+        rows = [{"masked_caption": self.captions[index]} | ({"video": self.videos[index]} if self.videos else {})
+                for index in present]
+        if self.features is not None and present:
+            for row, features in zip(rows, self.features[present]["video_features"]):
+                row["video_features"] = features
+        try:
+            return indices, present, self.predictor.inputs(rows) if rows else None, None
+        except DataError as error:
+            return indices, present, None, str(error)
 
 
-def reread(settings: PredictSettings) -> int:
-    """Read the replies of `settings.reread` again into `settings.output_file`, without the model.
+def predict_clips(state, args, predictor, answerer, split, keys, videos, pending) -> None:
+    """Predict the `pending` clips (row indices) in steps of a batch per process; the main process appends each step's
+    rows to the output as they come, whatever the order (`finish` puts them in dataset order)."""
+    size, mine = args.per_device_eval_batch_size, state.process_index * args.per_device_eval_batch_size
+    step = size * state.num_processes
+    batches = [pending[start + mine : start + mine + size] for start in range(0, len(pending), step)]
+    here = int(os.environ.get("LOCAL_WORLD_SIZE", state.num_processes))  # processes on this machine
+    workers = args.dataloader_num_workers
+    workers = min(len(batches), default_num_workers(here) if workers is None else workers)
+    loader = torch.utils.data.DataLoader(Batches(predictor, batches, split, videos), batch_size=None,
+                                         num_workers=workers, pin_memory=state.device.type == "cuda",
+                                         prefetch_factor=4 if workers else None)  # batches ahead, each
+    logger.info("Process %d of %d: %d clips to predict, the inputs made %s", state.process_index + 1,
+                state.num_processes, sum(map(len, batches)),
+                f"by {workers} data loader workers" if workers else "in this process")
+    captions = split["masked_caption"]
+    no_video = {"prediction": ""} | ({"candidates": []} if answerer.num_beams > 1 else {}) | {"raw": []}
+    terminal, done, tenth = sys.stderr.isatty(), 0, max(1, len(pending) // 10)
+    with contextlib.ExitStack() as stack:
+        output = stack.enter_context(args.output_file.open("a", encoding="utf-8")) if state.is_main_process else None
+        bar = stack.enter_context(tqdm(total=len(pending), unit="clip", desc="Predicting",
+                                       disable=not (terminal and state.is_main_process)))
+        for indices, present, inputs, error in loader:
+            if error is not None:
+                raise DataError(error)
+            beams = predictor.generate(inputs) if present else []
+            answered = dict(zip(present, answerer.fields([captions[index] for index in present], beams)))
+            rows = [dict(zip(KEY_FIELDS, keys[index])) | answered.get(index, no_video) for index in indices]
+            rows = gather_object(rows) if state.num_processes > 1 else rows
+            if output is not None:
+                output.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+                output.flush()
+                if not terminal and (done + len(rows)) // tenth > done // tenth:  # a few log lines, not a bar
+                    logger.info("Predicted %d of %d clips", done + len(rows), len(pending))
+                done += len(rows)
+                bar.update(len(rows))
 
-    A causal or video-language model's predictions keep its replies (`raw`, one per beam). Reading
-    them again with other reader settings (`--read_noun_phrases` or `--no_read_noun_phrases`,
-    `--spacy_model`) or another beam choice (`--only_noun_phrases`) gives the rows and metadata that
-    `fiberbench predict` with those settings writes, because it is the same code: `Answerer`. The
-    masked captions come from the dataset split named in the file's metadata, which must still hold
-    the same clips and masked captions: its fingerprint must equal the one recorded, as for a
-    resumed run. Metadata that is not in predict's shape is one line naming the field.
-    """
-    check_reread_flags(settings)
-    source = settings.reread
+
+def finish(path, record: dict, keys: list) -> None:
+    """The rows in dataset order, one per clip (atomically), and the record `complete`, listing the skipped clips."""
+    rows = read_rows(path, keys)
+    if missing := [key for key in keys if key not in rows]:
+        raise RuntimeError(f"{len(missing)} clips have no prediction after the run, the first {missing[0]}")
+    write_jsonl(path, (rows[key] for key in keys))
+    skipped_clips = [list(key) for key in keys if skipped(rows[key])]
+    finish_output(path, record, output={"rows": len(keys), "skipped_missing_videos": skipped_clips})
+    logger.info("Wrote %d predictions to %s (settings in %s)%s", len(keys), path, record_path(path, folder=False).name,
+                f"; {len(skipped_clips)} clips skipped for a missing video" if skipped_clips else "")
+
+
+def reread(args) -> int:
+    """Read the replies kept in `args.reread` again into --output_file with the reader settings given, without the
+    model: the rows and metadata `fiberbench predict` writes with those settings. The masked captions come from the
+    dataset split the metadata names, which must hold the same clips and captions (its fingerprint)."""
+    source, metadata = args.reread, record_path(args.reread, folder=False)
     if not source.is_file():
         raise DataError(f"--reread {source}: no such file")
-    if not metadata_path(source).is_file():
-        raise DataError(
-            f"--reread {source}: no {metadata_path(source).name} beside it: not a finished fiberbench predict output"
-        )
-    inputs = [source, metadata_path(source)]
-    output = PredictionsFile(settings.output_file, {}, overwrite=settings.overwrite_output_file)
-    output.check_ours(inputs)
-    recorded, rows = PredictionsFile(source, settings={}).read_finished()
-    check_settings_fields(recorded, READ_SETTINGS, metadata_path(source))
-    kind = recorded["model"]["kind"]
-    if kind not in PROMPTED_KINDS:
-        made_by = KIND_NAMES.get(kind, f"a model of kind {kind!r}")
-        raise UsageError(
-            f"--reread {source}: its predictions were made by {made_by}, which keeps no replies (only causal and "
-            "video-language models reply in words)"
-        )
-    for row, where in rows:
-        if "raw" not in row:
-            raise DataError(f"{where}: field 'raw' is missing: the model's replies were not kept to be read again")
-        if not row["raw"] and not row.get(SKIPPED):
-            raise DataError(f"{where}: field 'raw' is empty, but the clip was not skipped for a missing video")
-
-    dataset = recorded["dataset"]
+    record = read_record(source, folder=False)
+    if record is None or record["written_by"] != COMMAND or record.get("state") != COMPLETE:
+        raise DataError(f"--reread {source}: no {metadata.name} beside it: not a finished fiberbench predict output")
+    settings = copy.deepcopy(record.get("settings")) or {}
+    for section, field, kinds in READ_SETTINGS:
+        values = settings.get(section) if isinstance(settings.get(section), dict) else {}
+        if type(values.get(field, ...)) not in kinds:
+            raise DataError(f"{metadata}: field 'settings.{section}.{field}' is missing or of another type")
+    if settings["model"]["kind"] not in PROMPTED_KINDS:
+        made_by = KINDS[settings["model"]["kind"]][0] if settings["model"]["kind"] in KINDS else "another kind of model"
+        raise UsageError(f"--reread {source}: its predictions were made by {made_by}, which keeps no replies (only "
+                         "causal and video-language models reply in words)")
+    dataset = settings["dataset"]
     split = load_split(dataset["name"], dataset["split"], dataset["clips"], dataset["config"])
-    keys = [tuple(row[field] for field in KEY_FIELDS) for row, _ in rows]
-    expected = clip_keys(split, f"{source}'s dataset split")
-    for (row, where), key, expected_key in zip(rows, keys, expected):
-        if key != expected_key:
-            raise DataError(
-                f"{where}: clip {key} is not the clip {expected_key} of the dataset at that row: the dataset in the "
-                "metadata changed since the predictions were made"
-            )
-    if len(keys) != len(expected):
-        raise DataError(f"{source}: {len(keys)} rows for the {len(expected)} clips its metadata names")
-    fingerprint, found = dataset["fingerprint"], dataset_fingerprint(split, reads_features=False)
-    if found != fingerprint:
-        raise DataError(
-            f"{source}: the masked captions of {dataset['name'] or 'the bundled sample'}, split {dataset['split']}, "
-            f"changed since the predictions were made (fingerprint {found[:19]}... now, {fingerprint[:19]}... in "
-            f"{metadata_path(source).name}): the replies answer other blanks; predict again"
-        )
-
-    num_beams = recorded["decoding"]["num_beams"]
-    answerer = Answerer.load(
-        num_beams,
-        prompted=True,
-        only_noun_phrases=settings.only_noun_phrases,
-        read_noun_phrases=settings.read_noun_phrases,
-        spacy_model=settings.spacy_model,
-    )
-    # Clips skipped for a missing video have no reply: they keep their empty answer.
-    present = [index for index, (row, _) in enumerate(rows) if not row.get(SKIPPED)]
-    all_captions = split["masked_caption"]
-    masked_captions = [all_captions[index] for index in present]
-    replies = [rows[index][0]["raw"] for index in present]
-    answered = dict(zip(present, answerer.fields(masked_captions, replies)))
-    records = [row | answered.get(index, {}) for index, (row, _) in enumerate(rows)]
-    recorded = copy.deepcopy(recorded)
-    recorded["decoding"] |= answerer.decoding
-    recorded["reader"] = answerer.reader
-    predictions = output.with_settings(recorded)
-    with predictions.open(inputs):
-        predictions.append(0, records)
-        predictions.merge(keys, num_beams)
-    changed = sum(record["prediction"] != row["prediction"] for record, (row, _) in zip(records, rows))
-    logger.info(
-        "Read the replies of %s again into %s: %d of %d answers changed",
-        source,
-        settings.output_file,
-        changed,
-        len(rows),
-    )
+    keys = clip_keys(split, f"{source}'s dataset split")
+    if split_fingerprint(split, [*KEY_FIELDS, "masked_caption"]) != dataset["fingerprint"]:
+        raise DataError(f"{source}: the masked captions of {dataset['name'] or 'the bundled sample'}, split "
+                        f"{dataset['split']}, changed since the predictions were made (fingerprint "
+                        f"{dataset['fingerprint'][:19]}... in {metadata.name}): the replies answer other blanks; "
+                        "predict again")
+    rows = read_rows(source, keys)
+    if (missing := next((key for key in keys if "raw" not in rows.get(key, {})), None)) is not None:
+        raise DataError(f"{source}: clip {missing}: no row with field 'raw' (the model's replies) to read again")
+    answerer = Answerer.load(settings["decoding"]["num_beams"], True, args.only_noun_phrases, args.read_noun_phrases,
+                             args.spacy_model)
+    present, captions = [key for key in keys if not skipped(rows[key])], dict(zip(keys, split["masked_caption"]))
+    replies = [rows[key]["raw"] for key in present]
+    answered = dict(zip(present, answerer.fields([captions[key] for key in present], replies)))
+    settings["decoding"] |= answerer.decoding
+    settings["reader"] = answerer.reader
+    with output_lock(args.output_file, FLAG):
+        previous = check_output(args.output_file, command=COMMAND, flag=FLAG, overwrite=args.overwrite_output_file,
+                                inputs=[source, metadata])
+        output = start_output(args.output_file, COMMAND, previous, folder=False, settings=settings)
+        write_jsonl(args.output_file, (rows[key] | answered.get(key, {}) for key in keys))
+        finish(args.output_file, output, keys)
+    changed = sum(answered[key]["prediction"] != rows[key]["prediction"] for key in present)
+    logger.info("Read the replies of %s again into %s: %d of %d answers changed", source, args.output_file, changed,
+                len(keys))
     return 0

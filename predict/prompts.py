@@ -1,7 +1,5 @@
-"""The prompt of language models that were not trained on FIBER (causal and video-language), and its check.
-
-Their replies are read by `fiberbench.predict.replies`; the FIBER lmms-eval task imports both.
-"""
+"""The prompt of the models that reply in words (causal and video-language), and its check; the FIBER lmms-eval task
+imports both, with the reader of the replies (`replies`)."""
 
 import string
 
@@ -12,39 +10,25 @@ DEFAULT_PROMPT = (
     "Missing noun phrase:"
 )
 PROMPT_FIELD = "masked_caption"
+BRACES = "write a literal brace as {{ or }}"
 
 
 def check_template(template: str) -> str:
-    """The template if it is usable: it must hold `{masked_caption}`, plain, and no other field.
-
-    A format spec or conversion (`{masked_caption:d}`, `{masked_caption!r}`, `{masked_caption:>99999999}`)
-    is refused too: it would fail on a caption, change it, or pad it to any size.
-
-    `fiberbench predict` checks --prompt with it as the command line is parsed.
-
-    Raises:
-        ValueError: with the reason, to follow the template's name ("must contain {masked_caption}, ..."): a
-            missing field, another field, a format spec, a lone brace.
-    """
+    """The template if it holds `{masked_caption}`, plain, and no other field; else a `ValueError` with the reason, to
+    follow the template's name. A format spec or conversion (`{masked_caption:>99999999}`) would fail on a caption,
+    change it, or pad it to any size."""
     try:
         parsed = [(field, spec, conversion) for _, field, spec, conversion in string.Formatter().parse(template)]
     except ValueError as error:
-        raise ValueError(
-            f"not a valid template ({error}); write a literal brace as {{{{ or }}}}"
-        ) from error
+        raise ValueError(f"not a valid template ({error}); {BRACES}") from error
     fields = {field for field, _, _ in parsed if field is not None}
     if PROMPT_FIELD not in fields:
         raise ValueError(f"must contain {{{PROMPT_FIELD}}}, where each clip's masked caption goes")
     if fields != {PROMPT_FIELD}:
         others = ", ".join(sorted("{" + field + "}" for field in fields - {PROMPT_FIELD}))
-        raise ValueError(
-            f"may only use {{{PROMPT_FIELD}}}, got {others}; write a literal brace as {{{{ or }}}}"
-        )
+        raise ValueError(f"may only use {{{PROMPT_FIELD}}}, got {others}; {BRACES}")
     for field, spec, conversion in parsed:
         if spec or conversion:
             written = "{" + field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
-            raise ValueError(
-                f"{written[:100]} has a format spec or conversion; write {{{PROMPT_FIELD}}} alone"
-            )
+            raise ValueError(f"{written[:100]} has a format spec or conversion; write {{{PROMPT_FIELD}}} alone")
     return template
-

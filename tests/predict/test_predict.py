@@ -1,0 +1,108 @@
+"""`fiberbench predict` with each kind of model: one row per clip in dataset order, in the format `evaluate` scores,
+and the settings it depends on recorded beside it."""
+
+import logging
+import shutil
+
+import pytest
+from transformers import AutoConfig
+
+from fiberbench.modeling import FiberT5Config  # noqa: F401 - registers the FIBER config with AutoConfig
+from fiberbench.models import model_files
+from fiberbench.predict.arguments import parser_of
+from fiberbench.predict.predictors import choose_kind
+from fiberbench.predict.prompts import DEFAULT_PROMPT
+from fiberbench.predict.replies import read_answers
+
+from .conftest import CAPTIONS, KEYS, SPACY, metadata, predict, read_evaluate_format, scored_by_evaluate, videos_but_one
+
+# kind -> (extra flags, beams by default, what the metadata's prompt section holds)
+RUNS = {"seq2seq": ([], 8, "format"), "causal": ([], 1, "template"), "fiber": ([], 4, "format"),
+        "video": (["--num_frames", "4"], 1, "template")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", RUNS)
+def test_predict_writes_a_row_per_clip_that_evaluate_scores(kind, tiny_models, video_dir, tmp_path, nlp, caplog):
+    caplog.set_level(logging.INFO)
+    flags, num_beams, prompt_field = RUNS[kind]
+    config = AutoConfig.from_pretrained(tiny_models[kind])
+    video = ["--video_dir", video_dir] if kind == "video" else []
+    args = parser_of().parse_args(["--model_name_or_path", "m", *map(str, flags + video)])
+    assert choose_kind(args, config) == kind  # read from the config
+    output_file = tmp_path / "predictions.jsonl"
+    assert predict(tiny_models[kind], output_file, *flags, *video, *SPACY) == 0
+
+    rows = read_evaluate_format(output_file, num_beams, replies=kind in ("causal", "video"))
+    assert [tuple(row[field] for field in ("video_id", "video_start_time", "video_end_time")) for row in rows] == KEYS
+    record = metadata(output_file)
+    settings = record.pop("settings")
+    assert record == {"written_by": "fiberbench predict", "state": "complete", "fiberbench_version": settings[
+        "fiberbench_version"], "output": {"rows": 60, "skipped_missing_videos": []}}
+    assert settings["model"] == {
+        "name_or_path": str(tiny_models[kind]), "revision": None, "commit": None, "kind": kind,
+        "architectures": config.architectures, "dtype": "float32", "files": model_files(str(tiny_models[kind]))}
+    assert settings["dataset"].pop("fingerprint").startswith("sha256:")
+    assert settings["dataset"] == {"name": None, "config": "i3d" if kind == "fiber" else "text", "split": "test",
+                                   "clips": 60, "synthetic": True}
+    assert (settings["decoding"]["num_beams"], settings["decoding"]["only_noun_phrases"]) == (num_beams, num_beams > 1)
+    assert prompt_field in settings["prompt"] and settings["prompt"]["example"]
+    if kind in ("causal", "video"):  # the answers are the reader's, noun-phrase step included, of the replies kept
+        assert settings["reader"]["readings"][-1] == "noun_phrase"
+        assert [row["prediction"] for row in rows] == read_answers([row["raw"][0] for row in rows], CAPTIONS, nlp)
+    else:
+        assert settings["reader"] is None
+    if kind == "video":  # the tiny LLaVA's processor has no video processor: the frames go in as images
+        assert settings["video"] | {"frames": None} == {
+            "input": "images", "num_frames": 4, "fps": None, "max_frames": None, "frames": None,
+            "chosen_by": "--num_frames", "processor_defaults": {}, "video_metadata": None}
+        assert settings["prompt"]["example"].count("<image>") == 4
+    assert f"Wrote 60 predictions to {output_file}" in caplog.text
+    scored_by_evaluate(output_file, tmp_path / "scores", num_beams)
+
+    caplog.clear()  # the same command again: nothing to do, the file as it was
+    written = output_file.read_bytes()
+    assert predict(tiny_models[kind], output_file, *flags, *video, *SPACY) == 0
+    assert "is complete, made with these settings: nothing to do" in caplog.text and output_file.read_bytes() == written
+
+
+PLAIN = DEFAULT_PROMPT.replace("{masked_caption}", "{caption}")
+
+
+@pytest.mark.parametrize("kind, flags, example", [
+    ("causal", ["--prompt", "Caption: {masked_caption} Answer:"], "user: Caption: {caption} Answer:\nassistant:"),
+    ("causal", ["--no_chat_template"], PLAIN),
+    ("video", ["--no_chat_template", "--num_frames", 3], "<image>" * 3 + PLAIN),
+], ids=["a chat template", "no chat template", "a video LLM without a chat template"])
+def test_the_prompt_goes_through_the_chat_template_when_there_is_one(kind, flags, example, tiny_models, video_dir,
+                                                                      tmp_path):
+    model, output_file = tiny_models[kind], tmp_path / "predictions.jsonl"
+    if "--no_chat_template" in flags:  # the model saved without its chat template
+        model, flags = shutil.copytree(model, tmp_path / "plain"), flags[1:]
+        (model / "chat_template.jinja").unlink()
+    flags += ["--video_dir", video_dir] if kind == "video" else []
+    assert predict(model, output_file, *flags, "--max_predict_samples", 2, "--no_read_noun_phrases") == 0
+    assert metadata(output_file)["settings"]["prompt"]["example"] == example.format(caption=CAPTIONS[0])
+    assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["causal", "fiber", "video"])
+def test_the_same_file_with_any_number_of_data_loader_workers_and_with_device_map(kind, tiny_models, video_dir,
+                                                                                   tmp_path, caplog):
+    """Three batches of 4, made by 0 or 2 workers (a video LLM's frames decoded there; a FIBER model's features read
+    there), or with the model placed by Accelerate (--device_map auto: all on the CPU here)."""
+    caplog.set_level(logging.INFO)
+    flags = ["--max_predict_samples", 11, "--per_device_eval_batch_size", 4, *SPACY]
+    if kind == "video":  # with a clip without its video, skipped in its batch
+        flags += ["--video_dir", videos_but_one(video_dir, tmp_path), "--num_frames", 2, "--skip_missing_videos"]
+    files = []
+    for run, extra in enumerate((("--dataloader_num_workers", 0), ("--dataloader_num_workers", 2),
+                                 ("--device_map", "auto"))):
+        files.append(tmp_path / f"{run}.jsonl")
+        assert predict(tiny_models[kind], files[-1], *flags, *extra) == 0
+    assert "inputs made in this process" in caplog.text and "inputs made by 2 data loader workers" in caplog.text
+    assert files[0].read_bytes() == files[1].read_bytes() == files[2].read_bytes()
+    rows = read_evaluate_format(files[0], 4 if kind == "fiber" else 1, replies=kind != "fiber")
+    assert len(rows) == 11 and (kind != "video" or rows[1]["prediction"] == "" and rows[1]["raw"] == [])
+
