@@ -93,8 +93,8 @@ def add_output_arguments(
     """Declare a command's output flags, as the transformers example scripts name them: `--output_file` and
     `--overwrite_output_file`, or with `folder`, `--output_dir` and `--overwrite_output_dir`.
 
-    The output is written through `fiberbench.ownership.Output`, which refuses to replace what another run
-    wrote unless the overwrite flag is given: `overwrite_help` says what it replaces.
+    The output is written through `fiberbench.outputs`, which refuses to replace what another run wrote
+    unless the overwrite flag is given: `overwrite_help` says what it replaces.
     """
     name = "output_dir" if folder else "output_file"
     parser.add_argument(f"--{name}", type=Path, required=required, default=default, help=output_help)

@@ -3,9 +3,9 @@ processes of `pytest -n N`: each thing is a folder keyed by a digest of the code
 
 pytest-xdist gives each worker a session of its own, so a session-scoped fixture alone builds its thing once per
 worker. Here the first worker that needs a thing builds it into a folder of the test run, while another that needs
-it then waits on the build lock (`fiberbench.ownership.shared_build`, a `flock` the kernel releases however its holder
-ends) and finds it built. A build that fails leaves no completion mark: the next test that needs it builds it again
-and fails the same way, on its own.
+it then waits on the build lock (a `filelock`, which the kernel releases however its holder ends) and finds it
+built. A build that fails leaves no completion mark: the next test that needs it builds it again and fails the same
+way, on its own.
 
 The folder is the run's (pytest's numbered base folder), not a cache kept between runs: every run builds what it
 reads from the code it tests. The digest in each folder's name, of the project's code and data, sets apart the
@@ -24,15 +24,17 @@ from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
-from fiberbench.ownership import shared_build
+import filelock
 
 # The project's packages: their folders hold its code and data (editable installs: the repository's folders).
 PROJECT_PACKAGES = (
     "fiberbench",
     "fiberbench.data",
+    "fiberbench.leaderboard",
     "fiberbench.lmms_eval_tasks",
     "fiberbench.metric",
     "fiberbench.modeling",
+    "fiberbench.predict",
     "fiberbench.training",
 )
 COMPLETE = "complete.json"
@@ -73,7 +75,8 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
     """
     key = hashlib.sha256(f"{name}\0{project_digest()}".encode()).hexdigest()
     folder = run_folder(tmp_path_factory) / "built_once" / f"{name}-{key[:16]}"
-    with shared_build(folder, f"the tests' {name}", timeout=BUILD_WAIT_SECONDS):
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(folder.with_name(f".{folder.name}.building"), timeout=BUILD_WAIT_SECONDS):
         if not (folder / COMPLETE).is_file():
             # A build that failed (or a worker killed) part-way: start again from nothing.
             shutil.rmtree(folder, ignore_errors=True)

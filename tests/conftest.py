@@ -34,16 +34,6 @@ def selected_by_name(config, marker: str) -> bool:
     return marker in (config.option.markexpr or "")
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collection(session):
-    """Collect (which imports torch, transformers, datasets, spaCy) with Python's cyclic garbage collector held
-    off, and what it built frozen: as the commands load (`fiberbench.collector`)."""
-    from fiberbench.collector import collector_held_off
-
-    with collector_held_off():
-        return (yield)
-
-
 def pytest_report_header(config):
     return [f"{text} (README, Tests)" for marker, text in OTHER_ENVIRONMENTS.items() if not selected_by_name(config, marker)]
 
@@ -198,21 +188,6 @@ def fiber_metric():
 
 
 @pytest.fixture
-def earlier_output():
-    """`earlier_output(path, command, content=...)`: a file that an earlier, finished run of `command` (e.g.
-    "fiberbench answers") wrote at `path`, with its record; returns `path`."""
-    from fiberbench.ownership import COMPLETE, Output
-
-    def write(path, command: str, content: bytes = b"an earlier run's output\n"):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(content)
-        Output(path, command=command, flag="--output").write_record(COMPLETE)
-        return path
-
-    return write
-
-
-@pytest.fixture
 def make_small_disk(tmp_path):
     """`make_small_disk(size)`: a tmpfs of `size` (e.g. "320k") mounted in the test's folder, to fill; skips
     the test where mounting is not permitted (it needs root)."""
@@ -242,20 +217,3 @@ def make_small_disk(tmp_path):
             subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
 
 
-@pytest.fixture(params=["a script without a main guard", "a script on standard input"])
-def run_unguarded_script(request, tmp_path):
-    """`run_unguarded_script(code)`: run Python `code` as a script in a fresh interpreter in `tmp_path`, as a file
-    `run.py` or read on standard input (both params), with no `if __name__ == "__main__":` guard; returns the
-    finished process. A helper process that re-imports the caller's `__main__` (multiprocessing's spawn) fails
-    there: it would run the script again, or look for a file named `<stdin>`."""
-    import sys
-
-    def run(code: str) -> subprocess.CompletedProcess:
-        if request.param == "a script on standard input":
-            command, stdin = [sys.executable, "-"], code
-        else:
-            (tmp_path / "run.py").write_text(code, encoding="utf-8")
-            command, stdin = [sys.executable, "run.py"], None
-        return subprocess.run(command, cwd=tmp_path, input=stdin, capture_output=True, text=True, timeout=600)
-
-    return run

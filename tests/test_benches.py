@@ -72,7 +72,6 @@ RATIO_COLUMNS = {
     "blank.py": ["vs 1 process"],
     "cli.py": ["x python"],
     "dataset_build.py": ["numpy-format / np.load"],
-    "loading.py": ["held off / as it is"],
     "metric.py": ["speed vs (c)"],
     "model.py": ["vs T5", "vs every beam"],
     "replies.py": ["time vs baseline"],

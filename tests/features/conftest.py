@@ -2,10 +2,10 @@
 
 import pytest
 
-from fiberbench.data import SPLIT_FILES
+from fiberbench.data import SAMPLE_DIR, SPLIT_FILES
 from fiberbench.records import clip_id
 from fiberbench.testing.tiny_encoders import save_clip, save_videomae
-from fiberbench.testing.tiny_videos import sample_records, write_video
+from fiberbench.testing.tiny_videos import read_records, write_video
 
 from ..built_once import built_once
 
@@ -38,7 +38,7 @@ def sample_videos(tmp_path_factory):
         folder.mkdir()
         number = 0
         for split in SPLIT_FILES:
-            for index, record in enumerate(sample_records(split)):
+            for index, record in enumerate(read_records(SAMPLE_DIR, split)):
                 video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
                 if split == "test" and index % 3 == 1:
                     write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))

@@ -21,7 +21,7 @@ from fiberbench.data import SAMPLE_DIR, SPLIT_FILES
 from fiberbench.data.features.command import default_features_name
 from fiberbench.data.features.encoders import Encoder, EncoderSpec, encoder_spec
 from fiberbench.records import clip_id
-from fiberbench.testing.tiny_videos import sample_records, write_video
+from fiberbench.testing.tiny_videos import read_records, write_video
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
 from .conftest import clip_level
@@ -136,7 +136,7 @@ def test_a_rerun_resumes_and_a_folder_of_other_settings_is_refused_then_replaced
 
 def test_dataset_clips_with_a_whole_video_and_a_missing_one(encoders, tmp_path, cli_error, caplog):
     """--data_dir's test clips: a clip file, a whole video cut to the clip, and no video for the others."""
-    first, second, third = sample_records("test")[:3]
+    first, second, third = read_records(SAMPLE_DIR, "test")[:3]
     videos = tmp_path / "videos"
     videos.mkdir()
     write_video(videos / f"{clip_id(first['video_id'], first['video_start_time'], first['video_end_time'])}.mp4", 10, 2)
@@ -176,7 +176,7 @@ def video_ending_in_its_clip(folder: Path, encoders, videos: Path) -> dict:
     write_video(videos / "early.mp4", seconds=22, fps=2)
     release = folder / "release"
     release.mkdir()
-    record = {**sample_records("test")[0], "video_id": "early", "video_start_time": 20, "video_end_time": 30}
+    record = {**read_records(SAMPLE_DIR, "test")[0], "video_id": "early", "video_start_time": 20, "video_end_time": 30}
     for name in ("train.json", "val.json", "test.json"):
         (release / name).write_text(json.dumps([record]))
     return {"--data_dir": release, "--split": "test"}
@@ -231,7 +231,7 @@ def release(tmp_path_factory, encoders):
     (root / "release").mkdir()
     (root / "videos").mkdir()
     for split, name in SPLIT_FILES.items():
-        records = sample_records(split)[: SIZES[split]]
+        records = read_records(SAMPLE_DIR, split)[: SIZES[split]]
         (root / "release" / name).write_text(json.dumps(records))
         for number, record in enumerate(records):
             key = (record["video_id"], record["video_start_time"], record["video_end_time"])
