@@ -4,8 +4,9 @@ and beside them the scoring of systems: `fiberbench evaluate` (`evaluate`) and `
 from pathlib import Path
 
 from .fiber_metric.agreement import human_agreement
-from .fiber_metric.scores import (average_precision, correct_at_k, distinct_candidates, exact_match, f1,
-                                  normalize_answer, references_from_example, score_predictions, summarize)
+from .fiber_metric.scores import (annotators_from_example, average_precision, correct_at_k, distinct_candidates,
+                                  exact_match, f1, f1_release, normalize_answer, references_from_example,
+                                  score_predictions, summarize, vqa_accuracy)
 from .fiber_metric.statistics import (bootstrap_means, compare_systems, confidence_interval, mcnemar_p_value,
                                       mean_std, paired_bootstrap_means, randomization_p_value)
 

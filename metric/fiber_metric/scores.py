@@ -55,14 +55,18 @@ def _correct(references):
     return {text for text, _ in normalized}, [tokens for _, tokens in normalized]
 
 
+def _token_set_f1(tokens, other):
+    """Token-set F1 in percent: TP / (TP + (FP + FN) / 2) = 2 TP / (|tokens| + |other|); two empty sets match."""
+    return 200 * len(tokens & other) / (len(tokens) + len(other)) if tokens or other else 100.0
+
+
 def _best_match(prediction, references):
-    """(EM, best token-set F1) of one answer against its correct answers, in percent. Token-set F1 is
-    TP / (TP + (FP + FN) / 2) = 2 TP / (|answer| + |correct answer|), whose denominator is 0 only for an exact match."""
+    """(EM, best token-set F1) of one answer against its correct answers, in percent."""
     normalized, tokens = _normalized(prediction)
     texts, token_sets = _correct(tuple(references))
     if normalized in texts:
         return 100.0, 100.0
-    return 0.0, max(200 * len(tokens & other) / (len(tokens) + len(other)) for other in token_sets)
+    return 0.0, max(_token_set_f1(tokens, other) for other in token_sets)
 
 
 def exact_match(prediction, references):
@@ -81,6 +85,52 @@ def f1(prediction, references):
     66.66666666666667
     """
     return _best_match(_strings(prediction, "prediction", depth=0), _answers(references, "references"))[1]
+
+
+def f1_release(prediction, references):
+    """Token-set F1 as the FIBER release's code computed it for its models (`F1ScoreMany`, logged as `f1_score`, most
+    likely behind the paper's Table 3 rows): the raw prediction and each raw correct answer split on white space, with
+    no normalization (case, articles and punctuation kept), the maximum over the answers, in percent; two empty
+    answers match, as in `f1`. `f1` is the paper's text's definition, and the one to report.
+
+    >>> f1("The Mountain.", ["mountain"]), f1_release("The Mountain.", ["mountain"])
+    (100.0, 0.0)
+    >>> f1_release("a man a man", ["a man", "a woman"])
+    100.0
+    """
+    tokens = frozenset(_strings(prediction, "prediction", depth=0).split())
+    return max(_token_set_f1(tokens, frozenset(answer.split())) for answer in _answers(references, "references"))
+
+
+def vqa_accuracy(prediction, annotators):
+    """Agreement-weighted accuracy in the form of VQA accuracy (Antol et al., 2015), in percent: min(1, the number
+    of annotators who gave the answer / 3), averaged over the subsets that leave one annotator out. An annotator gave
+    it when one of their answers normalizes to the normalized prediction. `annotators`: one list of answers per
+    annotator, the label counted as one more (`annotators_from_example`). Of 10 annotators, an answer that 4 gave
+    scores 100, 3 gave 90 (three subsets hold only 2 of them), one gave 30.
+
+    >>> round(vqa_accuracy("a dog", [["dog"], ["a dog", "puppy"], ["Dog!"], ["cat"]]), 1)
+    75.0
+    >>> round(vqa_accuracy("puppy", [["dog"], ["a dog", "puppy"], ["Dog!"], ["cat"]]), 1)
+    25.0
+    """
+    answer = _normalized(_strings(prediction, "prediction", depth=0))[0]
+    annotators = _strings(annotators, "annotators", depth=2)
+    if not annotators:
+        raise ValueError("annotators is empty: the label counts as one")
+    gave = sum(answer in {_normalized(given)[0] for given in answers} for answers in annotators)
+    others = len(annotators)
+    return 100 * (gave * min(1, (gave - 1) / 3) + (others - gave) * min(1, gave / 3)) / others
+
+
+def annotators_from_example(example):
+    """The answers of one FIBER row by annotator, the label as one more annotator (first), for `vqa_accuracy`.
+
+    >>> annotators_from_example({"label": "a dog", "additional_answers": [["dog", "a dog"], ["puppy"]]})
+    [['a dog'], ['dog', 'a dog'], ['puppy']]
+    """
+    label = _strings(example.get("label"), "label", depth=0)
+    return [[label], *_strings(example.get("additional_answers") or [], "additional_answers", depth=2)]
 
 
 def _hits(candidates, references):
