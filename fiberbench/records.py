@@ -6,6 +6,7 @@ tools, the scorers and the lmms-eval task read records through these functions.
 """
 
 import csv
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,16 @@ def clip_key(record: dict) -> ClipKey:
 def clip_id(video_id: str, start: int, end: int) -> str:
     """VaTeX's id of a clip, `{video_id}_{start:06d}_{end:06d}`: the stem of its feature (and video) files."""
     return f"{video_id}_{start:06d}_{end:06d}"
+
+
+def clips_fingerprint(clip_ids) -> str:
+    """A short name of a set of clips (`clip_id`s), the same for the same set in any order: two labs whose
+    predictions answer the same clips of a split (the clips whose videos they hold) have the same fingerprint.
+
+    >>> clips_fingerprint(["b_000001_000011", "a_000000_000010"]) == clips_fingerprint(["a_000000_000010", "b_000001_000011"])
+    True
+    """
+    return "sha256:" + hashlib.sha256("\n".join(sorted(set(clip_ids))).encode()).hexdigest()[:16]
 
 
 def feature_file_name(video_id: str, start: int, end: int) -> str:
