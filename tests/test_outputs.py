@@ -1,6 +1,7 @@
 """The output guarantees (`fiberbench.outputs`, docs/reliability.md): what is refused, what is replaced, what a
 killed run leaves, and that a second run into an output being written is refused naming the first."""
 
+import json
 import os
 import subprocess
 import sys
@@ -205,3 +206,59 @@ def test_json_that_is_not_json_is_refused_before_anything_is_written(tmp_path):
     with pytest.raises(ValueError):
         write_json(tmp_path / "results.json", {"f1": float("nan")})
     assert list(tmp_path.iterdir()) == []
+
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "dataset_script" / "fiber" / "sample"
+# Every command that writes, run in-process with the output it names: a folder (--output_dir) or a file.
+COMMANDS = {
+    "build-dataset": ["build-dataset", "--output_dir", "{out}"],
+    "blank": ["blank", str(ROOT / "tests/dataset_script/data/vatex_sample.json"), "--output_file", "{out}.json"],
+    "hit-inputs": ["hit-inputs", str(SAMPLE / "val.json"), "--output_file", "{out}.csv"],
+    "answers": ["answers", "--blanked_files", str(SAMPLE / "val.json"), "--answers_files", "{tmp}/answers.csv",
+                "--output_dir", "{out}"],
+    "agreement": ["agreement", str(SAMPLE / "val.json"), "--output_file", "{out}.json"],
+    "stats": ["stats", str(SAMPLE / "val.json"), "--output_dir", "{out}"],
+    "evaluate": ["evaluate", "{tmp}/predictions.jsonl", "--output_dir", "{out}"],
+    "leaderboard": ["leaderboard", "--results_dir", "{tmp}/results", "--output_dir", "{out}"],
+}
+
+
+def command_line(name: str, tmp_path: Path) -> tuple[list[str], Path]:
+    """The arguments of command `name` writing into `tmp_path`, and the output it names."""
+    (tmp_path / "answers.csv").write_text("video_id,video_start_time,video_end_time,annotator_id,answer_1\n")
+    rows = [{f: r[f] for f in ("video_id", "video_start_time", "video_end_time")} | {"prediction": r["label"]}
+            for r in json.loads((SAMPLE / "test.json").read_text())]
+    (tmp_path / "predictions.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "results").mkdir(exist_ok=True)
+    argv = [a.format(out=tmp_path / "out", tmp=tmp_path) for a in COMMANDS[name]]
+    flag = next(a for a in argv if a.startswith("--output_"))
+    return argv, Path(argv[argv.index(flag) + 1])
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_command_replaces_what_it_did_not_write_even_when_told(tmp_path, cli_error, name):
+    argv, output = command_line(name, tmp_path)
+    folder = "--output_dir" in argv
+    if folder:
+        output.mkdir()
+    users = output / "notes.txt" if folder else output
+    users.write_text("a user's own file")
+    status, line = cli_error(*argv, "--overwrite_output_dir" if folder else "--overwrite_output_file")
+    assert users.read_text() == "a user's own file"
+    if not (name == "answers" and status == 0):  # answers writes its files beside a user's, never over one
+        assert status == 2 and "nothing is replaced, even with --overwrite_output" in line, line
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_no_command_writes_into_an_output_another_run_is_writing(tmp_path, cli_error, name):
+    argv, output = command_line(name, tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD.replace("fiberbench other-run", f"fiberbench {name}"),
+                               str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        status, line = cli_error(*argv)
+        assert status == 2 and f"is being written by another run (fiberbench {name}, PID {holder.pid}" in line, line
+    finally:
+        holder.kill()
+        holder.wait()
