@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from fiberbench.cli import main
 from fiberbench.errors import UsageError
 from fiberbench.outputs import (
     atomic_folder,
@@ -244,10 +245,13 @@ def test_no_command_replaces_what_it_did_not_write_even_when_told(tmp_path, cli_
         output.mkdir()
     users = output / "notes.txt" if folder else output
     users.write_text("a user's own file")
-    status, line = cli_error(*argv, "--overwrite_output_dir" if folder else "--overwrite_output_file")
-    assert users.read_text() == "a user's own file"
-    if not (name == "answers" and status == 0):  # answers writes its files beside a user's, never over one
+    overwrite = "--overwrite_output_dir" if folder else "--overwrite_output_file"
+    if name == "answers":  # its output files go beside a user's file in the folder, never over one
+        assert main([*argv, overwrite]) == 0 and (output / "val.json").is_file()
+    else:
+        status, line = cli_error(*argv, overwrite)
         assert status == 2 and "nothing is replaced, even with --overwrite_output" in line, line
+    assert users.read_text() == "a user's own file"
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
