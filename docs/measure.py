@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from fiberbench.outputs import atomic_path, write_text
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 DOCS = REPOSITORY / "docs"
 PICTURE = DOCS / "by_category.png"
@@ -101,23 +103,8 @@ def write_figures(figures: dict[str, str]) -> None:
     if missing := sorted(set(figures) - found):
         raise MeasureError(f"no document has the marker <!-- measured: {missing[0]} --> for its figure")
     for path, text in updated.items():
-        write_atomically(path, text.encode("utf-8"))
+        write_text(path, text)
         print(f"measure.py: wrote the figures into {path.relative_to(REPOSITORY)}")
-
-
-def write_atomically(path: Path, content: bytes) -> None:
-    """Replace `path` with `content` in one rename, with the mode of a newly created file (0644 under umask 022)."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".incomplete")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(content)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def fresh_copy(destination: Path) -> Path:
@@ -165,7 +152,8 @@ def measure_main_job_and_picture(parts: set[str]) -> dict[str, str]:
         if "picture" in parts:
             drawing = timed(["bash", "-euo", "pipefail", "-c", picture_block()], root, env)
             drawn = root / PICTURE_OUTPUT / "by_category.png"
-            write_atomically(PICTURE, drawn.read_bytes())
+            with atomic_path(PICTURE) as temporary:
+                temporary.write_bytes(drawn.read_bytes())
             print(f"measure.py: wrote {PICTURE.relative_to(REPOSITORY)}")
             figures["picture"] = (
                 "what the main job and the block above draw in a fresh clone, offline "
