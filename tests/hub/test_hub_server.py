@@ -1,14 +1,8 @@
 """The local Hub server against the real huggingface_hub client: uploads, downloads, ranges, errors."""
 
-import json
 import os
-import re
-import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, HfFileSystem, hf_hub_download, snapshot_download
@@ -123,81 +117,3 @@ def test_an_unserved_route_fails_and_is_recorded(hub_server):
     assert raised.value.response.status_code == 404
     assert hub_server.unhandled == [f"GET /api/models/{REPO_ID}/commits/main"]
     hub_server.unhandled.clear()  # recorded as intended; the fixture fails a test that leaves any
-
-
-def post_commit(hub_server, lines) -> int:
-    """POST an NDJSON commit to REPO_ID by hand (the client never sends such paths); returns the status."""
-    body = "\n".join(json.dumps(line) for line in lines).encode()
-    request = urllib.request.Request(
-        f"{hub_server.url}/api/models/{REPO_ID}/commit/main",
-        data=body,
-        method="POST",
-        headers={"Authorization": "Bearer hf_local_test_token", "Content-Type": "application/x-ndjson"},
-    )
-    try:
-        with urllib.request.urlopen(request) as response:
-            return response.status
-    except urllib.error.HTTPError as error:
-        return error.code
-
-
-@pytest.mark.parametrize("oid", ["/etc/hostname", "../x", "../../blobs/" + "0" * 64, "A" * 64, "0" * 63])
-def test_an_lfs_oid_that_is_not_a_sha256_is_refused(hub_server, oid):
-    HfApi().create_repo(REPO_ID)
-    header = {"key": "header", "value": {"summary": "steal a host file"}}
-    operation = {"key": "lfsFile", "value": {"path": "stolen.txt", "algo": "sha256", "oid": oid}}
-    assert post_commit(hub_server, [header, operation]) == 400
-    with pytest.raises(RemoteEntryNotFoundError):
-        hf_hub_download(REPO_ID, "stolen.txt")
-
-
-@pytest.mark.parametrize("path", ["../x", "/abs", "a/../../x", "a//b", "./a"])
-def test_a_commit_path_outside_the_repo_is_refused(hub_server, path):
-    HfApi().create_repo(REPO_ID)
-    header = {"key": "header", "value": {"summary": "escape"}}
-    operation = {"key": "file", "value": {"path": path, "encoding": "base64", "content": "eA=="}}
-    assert post_commit(hub_server, [header, operation]) == 400
-
-
-@pytest.mark.parametrize(
-    "headers, body",
-    [
-        ("Content-Length: many", b"{}"),
-        ("Content-Length: -5", b"{}"),
-        ("Content-Length: 1e3", b"{}"),
-        ("Transfer-Encoding: chunked", b"zz\r\n{}\r\n0\r\n\r\n"),
-        ("Transfer-Encoding: chunked", b"-2\r\n{}\r\n0\r\n\r\n"),
-        ("Transfer-Encoding: chunked", b"\r\n"),
-    ],
-    ids=["length not a number", "negative length", "length a float", "chunk size not hex", "negative chunk size",
-         "no chunk size"],
-)
-def test_a_request_whose_body_cannot_be_read_is_answered_400(hub_server, capfd, headers, body):
-    """As a real server answers a malformed request: a 400, not a dropped connection and a thread's traceback."""
-    import socket
-
-    host, port = hub_server.url.removeprefix("http://").split(":")
-    request = f"POST /api/repos/create HTTP/1.1\r\nHost: {host}\r\n{headers}\r\nConnection: close\r\n\r\n"
-    with socket.create_connection((host, int(port)), timeout=10) as connection:
-        connection.sendall(request.encode() + body)
-        answer = b""
-        while chunk := connection.recv(65536):
-            answer += chunk
-    assert answer.startswith(b"HTTP/1.1 400 "), answer[:200]
-    assert b"body" in answer.split(b"\r\n\r\n", 1)[1]
-    assert "Traceback" not in capfd.readouterr().err
-
-
-@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
-def test_the_server_run_by_hand_removes_its_storage_when_stopped(signal_name):
-    server = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("hub_server.py"))], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        server.stdout.readline()
-        storage = Path(re.search(r"storage (\S+) is removed", server.stdout.readline())[1])
-        assert storage.is_dir()
-    finally:
-        server.send_signal(getattr(signal, signal_name))
-        server.wait(timeout=30)
-    assert not storage.exists()
