@@ -17,7 +17,7 @@ from fiberbench.outputs import check_output, finish_output, output_lock, start_o
 from fiberbench.records import InvalidRecordError, clip_key, read_release_records
 
 from .annotation import is_unavailable_video
-from .answers import read_submissions
+from .crowd import read_submissions
 from .provenance import sample_file_name, synthetic_file_notice
 
 logger = logging.getLogger(__name__)

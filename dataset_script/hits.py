@@ -17,7 +17,7 @@ from fiberbench.outputs import atomic_path, check_output, finish_output, output_
 from fiberbench.records import read_release_records
 
 from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url, task_input_cell
-from .answers import check_unique_clips
+from .crowd import check_unique_clips
 
 logger = logging.getLogger(__name__)
 
