@@ -6,13 +6,9 @@
         ...                                                        # write, each file through `atomic_path`
         finish_output(path, record)                                # "complete", listing the files written
 
-- An existing output is replaced only with the command's overwrite flag, and only when its record says this
-  command wrote it; then only the files that record lists are deleted, never a user's file.
-- Never an input, a folder holding one, the current or home directory, the root, or a symbolic link.
-- The record is `fiberbench_output.json` inside a folder, `X.metadata.json` beside a file `X.ext`: the command,
-  the package version, host, PID and times, its state (`running` until the run ends: a killed run's output says
-  it is unfinished), a folder's files, and the command's own sections (e.g. predict's settings).
-- Files are written beside their destination and renamed into place, readable by others (0644 under umask 022).
+The record is `fiberbench_output.json` inside a folder, `X.metadata.json` beside a file `X.ext`: the command, the
+package version, host, PID and times, its state (`running` until the run ends: a killed run's output says it is
+unfinished), a folder's files, and the command's own sections (its arguments, predict's settings).
 """
 
 import contextlib
@@ -66,11 +62,10 @@ def output_lock(path: str | os.PathLike, flag: str) -> Iterator[None]:
     try:
         lock.acquire()
     except filelock.Timeout:
-        holder = read_record(path, folder=path.is_dir()) or read_record(path, folder=False) or {}
-        # A record that is not `running` is an earlier run's (one that writes a folder whole writes its record last).
-        holder = holder if holder.get("state") == RUNNING else {}
-        who = f"{holder['written_by']}, PID {holder.get('pid')} on {holder.get('host')}" if holder else "another run"
-        raise UsageError(f"{flag} {path} is being written by another run ({who}); wait for it or choose another") from None
+        raise UsageError(
+            f"{flag} {path} is being written by another run ({_holder(lock.lock_file, path)}); wait for it or choose "
+            "another"
+        ) from None
     try:
         yield
     finally:
@@ -101,6 +96,11 @@ def check_output(
     if not found and not (not folder and record_path(path, folder).exists()):
         return None
     record = read_record(path, folder)
+    if record is not None and not folder and record.get("file", path.name) != path.name:
+        raise UsageError(
+            f"{flag} {given}: its record's name, {record_path(path, folder).name}, is taken by the record of "
+            f"{record['file']}: give the output another name"
+        )
     if record is None or record["written_by"] != command:
         what = f"was written by {record['written_by']}" if record else f"has no record {record_path(path, folder).name}"
         raise UsageError(
@@ -129,23 +129,16 @@ def start_output(
     """Begin writing output `path`: the files of the `previous` run's record are deleted (unless it is `resume`d:
     then they are kept and listed on), and this run's record says `running`. Returns the record."""
     path = _canonical(path)
+    for folder_path in ([Path(root) for root, _, _ in os.walk(path)] if folder else [path.parent]):
+        _remove_stale(folder_path, "." if folder else f".{path.name}.")
     kept = previous.get("files", []) if previous and resume else []
     if previous and not resume:
         _remove_listed(path, previous.get("files", []) if folder else [path.name])
     if folder:
         path.mkdir(parents=True, exist_ok=True)
-    now = _now()
-    record = {
-        "written_by": command,
-        "state": RUNNING,
-        "fiberbench_version": __version__,
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "started": now,
-        "finished": None,
-        **({"files": kept} if folder else {}),
-        **sections,
-    }
+    record = {"written_by": command, "state": RUNNING, "fiberbench_version": __version__, "host": socket.gethostname(),
+              "pid": os.getpid(), "started": _now(), "finished": None,
+              **({"files": kept} if folder else {"file": path.name}), **sections}
     write_json(record_path(path, folder), record)
     return record
 
@@ -165,11 +158,11 @@ def finish_output(path: str | os.PathLike, record: dict, *, state: str = COMPLET
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """A temporary path beside `path` to write; it replaces `path` when the block succeeds, and is removed if not.
 
-    A killed run leaves at most a hidden `.NAME.tmp-PID-*` beside `path`, which the next write of it removes.
+    A killed run leaves at most a hidden `.NAME.tmp-PID-*` beside `path`, which the next run's `start_output`
+    removes.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(path)
     descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-", suffix=path.suffix)
     os.close(descriptor)
     temporary = Path(name)
@@ -192,7 +185,7 @@ def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
     not (after a kill, by the next write of `path`)."""
     path = Path(path).absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale(path)
+    _remove_stale(path.parent, f".{path.name}.")
     staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-{os.getpid()}-"))
     try:
         yield staging
@@ -249,22 +242,22 @@ def _check_apart(flag: str, given, path: Path, folder: bool, inputs: Iterable) -
     for source in (Path(item).expanduser().resolve() for item in inputs if item is not None):
         for target in targets:
             same = target.resolve() == source or (target.exists() and source.exists() and os.path.samefile(target, source))
-            problem = (
-                "is an input of this command" if same
-                else f"lies inside the input folder {source}" if source in target.parents
-                else f"holds the input {source}" if target in source.parents
-                else None
-            )
+            problem = ("is an input of this command" if same else f"lies inside the input folder {source}"
+                       if source in target.parents else f"holds the input {source}" if target in source.parents else None)
             if problem:
                 raise UsageError(f"{flag} {given} {problem}: it would be overwritten; write the output elsewhere")
 
 
 def _files(folder: Path) -> list[str]:
-    """The files of `folder` (links included, never followed), relative, without hidden lock and staging files."""
+    """The files of `folder` (links included, never followed) and its empty folders (`name/`), relative; a running
+    write's temporary files (`.NAME.tmp-PID-*`) left out."""
     if not folder.is_dir():
         return []
-    found = (p for p in folder.rglob("*") if p.is_symlink() or not p.is_dir())
-    return sorted(p.relative_to(folder).as_posix() for p in found if not (p.parent == folder and p.name.startswith(".")))
+    found = [p for p in folder.rglob("*") if ".tmp-" not in p.name or not p.name.startswith(".")]
+    return sorted(
+        p.relative_to(folder).as_posix() + ("/" if p.is_dir() and not p.is_symlink() else "")
+        for p in found if p.is_symlink() or not p.is_dir() or not any(p.iterdir())
+    )
 
 
 def _remove_listed(folder_or_file: Path, names: Iterable[str]) -> None:
@@ -280,12 +273,30 @@ def _remove_listed(folder_or_file: Path, names: Iterable[str]) -> None:
                 sub.rmdir()
 
 
-def _remove_stale(path: Path) -> None:
-    """Remove the temporary files beside `path` of this host's processes that are gone (a killed run's)."""
-    for stale in path.parent.glob(f".{path.name}.tmp-*"):
-        pid = stale.name[len(f".{path.name}.tmp-") :].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+def _remove_stale(folder: Path, prefix: str) -> None:
+    """Remove the temporary files and folders (`.NAME.tmp-PID-*`) in `folder` whose names start with `prefix`, of
+    this host's processes that are gone (killed runs')."""
+    with contextlib.suppress(FileNotFoundError):
+        for stale in folder.iterdir():
+            pid = stale.name.rpartition(".tmp-")[2].split("-", 1)[0]
+            if stale.name.startswith(prefix) and ".tmp-" in stale.name and pid.isdigit() and int(pid) != os.getpid() \
+                    and not Path(f"/proc/{pid}").exists():
+                shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+
+
+def _holder(lock_file: str, path: Path) -> str:
+    """The run holding the lock in words, from its record when it has written one, else from the kernel's table of
+    locks (Linux's /proc/locks: 'PID 12: fiberbench stats val.json')."""
+    with contextlib.suppress(OSError, ValueError, StopIteration):
+        inode = str(os.stat(lock_file).st_ino)
+        pid = next(f[4] for f in map(str.split, Path("/proc/locks").read_text().splitlines())
+                   if len(f) > 5 and f[5].rsplit(":", 1)[-1] == inode)
+        record = read_record(path, folder=path.is_dir()) or read_record(path, folder=False) or {}
+        if str(record.get("pid")) == pid and record.get("state") == RUNNING:
+            return f"{record['written_by']}, PID {pid} on {record.get('host')}"
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        return f"PID {pid}: {command[:120]}"
+    return "a process of another machine, or one that has just ended"
 
 
 def _now() -> str:

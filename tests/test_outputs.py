@@ -44,6 +44,9 @@ def edit(folder: Path, how: str) -> None:
         earlier_run(folder, command="fiberbench stats" if "other command" in how else COMMAND)
         if "a user's file" in how:
             (folder / "plots" / "notes.txt").write_text("mine")
+    elif how.startswith("a user's hidden") or how.startswith("a user's empty"):
+        earlier_run(folder)
+        (folder / ".env").write_text("SECRET=1") if "hidden" in how else (folder / "mine").mkdir()
     elif how == "a link":
         folder.rmdir()
         folder.with_name("elsewhere").mkdir()
@@ -62,6 +65,8 @@ CASES = [
     ("an earlier run of another command", True, r"was written by fiberbench stats, not fiberbench evaluate's"),
     ("an earlier run with a user's file in it", True, r"holds plots/notes.txt, which fiberbench evaluate did not write"),
     ("a link", True, r"is a symbolic link"),
+    ("a user's hidden file", True, r"holds \.env, which fiberbench evaluate did not write"),
+    ("a user's empty folder", True, r"holds mine/, which fiberbench evaluate did not write"),
 ]
 
 
@@ -117,6 +122,16 @@ def test_replacing_an_earlier_run_deletes_only_what_it_wrote(tmp_path):
     record = read_record(folder, folder=True)
     assert (record["state"], record["files"], record["arguments"]) == ("complete", ["results.json"], {"seed": 0})
     assert (tmp_path / "neighbour.txt").exists()
+
+
+def test_two_outputs_of_one_stem_never_share_a_record(tmp_path):
+    record = start_output(tmp_path / "hits.csv", "fiberbench hit-inputs", None, folder=False)
+    finish_output(tmp_path / "hits.csv", record)
+    (tmp_path / "hits.html").write_text("a user's page")
+    for name in ("hits.html", "hits.json"):
+        with pytest.raises(UsageError, match=f"{name}: its record's name, hits.metadata.json, is taken by the record of "
+                                             "hits.csv"):
+            check_output(tmp_path / name, command="fiberbench hit-inputs", flag="--output_file", overwrite=True)
 
 
 def test_a_file_output_has_its_record_beside_it(tmp_path):
@@ -183,11 +198,10 @@ def test_a_killed_write_leaves_the_previous_output_whole(tmp_path):
     assert (tmp_path / "results.json").read_text() == "previous"
     assert [p.name for p in (tmp_path / "built").iterdir()] == ["data"]
     assert len(list(tmp_path.iterdir())) == 4  # the killed run's two hidden leftovers
-    with atomic_path(tmp_path / "results.json") as temporary:
-        temporary.write_text("new")
+    start_output(tmp_path / "results.json", "fiberbench x", None, folder=False)  # the next run removes them
     with atomic_folder(tmp_path / "built") as staging:
         (staging / "data").write_text("new")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["built", "results.json"]  # the next write removed them
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["built", "results.json", "results.metadata.json"]
     assert (tmp_path / "built" / "data").read_text() == "new"
 
 
@@ -263,6 +277,21 @@ def test_no_command_writes_into_an_output_another_run_is_writing(tmp_path, cli_e
         assert holder.stdout.readline() == "held\n"
         status, line = cli_error(*argv)
         assert status == 2 and f"is being written by another run (fiberbench {name}, PID {holder.pid}" in line, line
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_run_that_has_written_no_record_yet_is_named_by_its_process(tmp_path):
+    code = "import sys\nfrom fiberbench.outputs import output_lock\nwith output_lock(sys.argv[1], '--output_dir'):\n" \
+           "    print('held', flush=True)\n    sys.stdin.read()\n"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "out")], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(UsageError, match=rf"being written by another run \(PID {holder.pid}: .*python"):
+            with output_lock(tmp_path / "out", "--output_dir"):
+                pass
     finally:
         holder.kill()
         holder.wait()
