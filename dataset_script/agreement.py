@@ -10,14 +10,14 @@ import contextlib
 import logging
 from pathlib import Path
 
-from fiberbench.cli import add_output_arguments
+from fiberbench.cli import add_output_arguments, arguments_of
 from fiberbench.errors import DataError, UsageError
 from fiberbench.metric import human_agreement
 from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json
 from fiberbench.records import InvalidRecordError, clip_key, read_release_records
 
 from .annotation import is_unavailable_video
-from .crowd import read_submissions
+from .crowd import check_unique_clips, read_submissions
 from .provenance import sample_file_name, synthetic_file_notice
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,7 @@ def agreement_of_file(path: Path, answers_files: list[Path] | None = None) -> di
     """`human_agreement` of a release-format file: of its `additional_answers`, or of the crowd answers of CSVs."""
     records = read_release_records(path)
     if answers_files:
+        check_unique_clips({path: records})  # answers are matched to clips by ids and times
         additional_answers, annotator_ids = crowd_answers(records, answers_files)
     else:
         for index, record in enumerate(records):
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         results["synthetic"] = sample_file is not None
         print(agreement_table(results, sample_file))
         if args.output_file:
-            record = start_output(args.output_file, COMMAND, None, folder=False)
+            record = start_output(args.output_file, COMMAND, None, folder=False, arguments=arguments_of(args))
             write_json(args.output_file, results)
             finish_output(args.output_file, record)
             logger.info("Wrote %s", args.output_file)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.cli import add_output_arguments, arguments_of, positive_int
 from fiberbench.errors import UsageError
 from fiberbench.json_records import write_json_records
 from fiberbench.metric import normalize_answer
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
         kept = {clip_key(record): record for record in merged}
         for output, records in zip(outputs, files.values()):
-            record = start_output(output, COMMAND, None, folder=False)
+            record = start_output(output, COMMAND, None, folder=False, arguments=arguments_of(args))
             written = write_json_records(output, (kept[key] for key in map(clip_key, records) if key in kept))
             finish_output(output, record)
             logger.info("Wrote %s (%d of its %d clips)", output, written, len(records))

@@ -16,12 +16,12 @@ from pathlib import Path
 import datasets
 from tqdm.auto import tqdm
 
-from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.cli import add_output_arguments, arguments_of, positive_int
 from fiberbench.errors import DataError, UsageError
 from fiberbench.json_records import JsonRecordError, read_json_values, write_json_records
 from fiberbench.modeling.noun_phrases import load_spacy_pipeline, unused_components
 from fiberbench.outputs import check_output, finish_output, output_lock, start_output
-from fiberbench.records import BLANK, ClipKey, check_plain_video_id
+from fiberbench.records import BLANK, ClipKey, check_plain_video_id, whole_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,10 @@ def parse_clip_id(clip_id: str) -> ClipKey:
     parts = clip_id.rsplit("_", maxsplit=2)
     if len(parts) != 3 or not (parts[0] and parts[1].isdigit() and parts[2].isdigit()):
         raise ValueError(f"expected '{{video_id}}_{{start}}_{{end}}' with integer times, got {clip_id!r}")
-    return check_plain_video_id(parts[0]), int(parts[1]), int(parts[2])
+    start, end = whole_seconds(parts[1], text=True), whole_seconds(parts[2], text=True)
+    if start >= end:
+        raise ValueError(f"the clip {clip_id!r} ends at {end} s, not after its start at {start} s")
+    return check_plain_video_id(parts[0]), start, end
 
 
 def clip_from_record(record, video_id_column: str, captions_column: str, max_chars: int) -> tuple[ClipKey, list[str]]:
@@ -162,11 +165,14 @@ def run(args: argparse.Namespace) -> int:
         )
         records = _input_records(args)
         nlp = load_spacy_pipeline(args.spacy_model)
-        counts, clips = Counter(), []
+        counts, clips, seen = Counter(), [], {}
         for index, record in enumerate(records):
             counts["clips read"] += 1
             try:
-                clips.append(clip_from_record(record, args.video_id_column, args.captions_column, nlp.max_length))
+                clip = clip_from_record(record, args.video_id_column, args.captions_column, nlp.max_length)
+                if seen.setdefault(clip[0], index) != index:
+                    raise ValueError(f"the clip {clip[0]} is also record {seen[clip[0]]}")
+                clips.append(clip)
             except ValueError as error:
                 message = f"{args.input}: record {index}: {error}"
                 if not args.skip_invalid:
@@ -187,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 counts["dropped: no caption"] += 1
         # The previous output stays whole until the new one replaces it (atomically).
-        record = start_output(args.output_file, COMMAND, None, folder=False)
+        record = start_output(args.output_file, COMMAND, None, folder=False, arguments=arguments_of(args))
         write_json_records(args.output_file, blanked)
         finish_output(args.output_file, record)
     logger.info("Wrote %s", args.output_file)

@@ -23,7 +23,7 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from fiberbench import __version__
-from fiberbench.cli import add_output_arguments
+from fiberbench.cli import add_output_arguments, arguments_of
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.hub import HubPushError, check_can_push, push_folder
 from fiberbench.outputs import FOLDER_RECORD, atomic_folder, check_output, finish_output, output_lock, start_output
@@ -133,7 +133,7 @@ def _prepare(config: str, sources: Sources, staging: Path, features: tuple | Non
 CARD_TEMPLATE_PATH = Path(__file__).parent / "fiber" / "card_template.md"
 
 
-def answer_statistics(split: str, parquet_files: list[Path]) -> tuple[dict, Counter]:
+def card_statistics(split: str, parquet_files: list[Path]) -> tuple[dict, Counter]:
     """The means over a split's clips of the annotators, answers and distinct answers (label included, case
     ignored), and the split's category counts, read from its built Parquet files."""
     table = pq.read_table(parquet_files, columns=["label", "additional_answers", "category"])
@@ -186,7 +186,7 @@ def make_dataset_card(
     ).to_dataset_card_data(card_data)
     DatasetInfosDict(infos).to_dataset_card_data(card_data)
     info = infos[Fiber.DEFAULT_CONFIG_NAME]
-    per_split = [answer_statistics(split, sorted(folder.glob(f"text/{split}-*"))) for split in info.splits]
+    per_split = [card_statistics(split, sorted(folder.glob(f"text/{split}-*"))) for split in info.splits]
     category_counts = {row["split"]: counts for row, counts in per_split if counts}
     categories = None
     if category_counts:
@@ -226,6 +226,7 @@ def build_dataset(
     skip_invalid: bool = False,
     max_shard_size: str = DEFAULT_MAX_SHARD_SIZE,
     overwrite: bool = False,
+    arguments: dict | None = None,
     repo_id: str | None = None,
 ) -> dict[str, Fiber]:
     """Build FIBER (or data in its release format) into the Hub-native folder `output_dir`: the `text` config, and a
@@ -251,7 +252,7 @@ def build_dataset(
         )
         try:
             with atomic_folder(output_dir) as staging:
-                record = start_output(staging, COMMAND, None, folder=True)
+                record = start_output(staging, COMMAND, None, folder=True, arguments=arguments or {})
                 for config in ["text", *features]:
                     builders[config] = _prepare(
                         config, sources, staging, features.get(config), skip_invalid=skip_invalid,
@@ -311,7 +312,7 @@ def run(args: argparse.Namespace) -> int:
         datasets.disable_progress_bars()
     builders = build_dataset(
         sources, args.output_dir, skip_invalid=args.skip_invalid, max_shard_size=args.max_shard_size,
-        overwrite=args.overwrite_output_dir, repo_id=args.push_to_hub,
+        overwrite=args.overwrite_output_dir, repo_id=args.push_to_hub, arguments=arguments_of(args),
     )
     for config, builder in builders.items():
         sizes = ", ".join(f"{split} {info.num_examples:,}" for split, info in builder.info.splits.items())

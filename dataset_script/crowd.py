@@ -61,7 +61,8 @@ class CsvTable:
         if "\0" in text:  # valid UTF-8, but no text holds it: a UTF-16 file without its byte-order mark does
             line = text.count("\n", 0, text.index("\0")) + 1
             raise DataError(f"{path}, line {line}: holds a NUL character (a UTF-16 file?); save the file as UTF-8 text")
-        self._reader = csv.DictReader(io.StringIO(text, newline=""), restval="")
+        # strict: a stray quote is an error where it stands, never a cell that swallows the lines after it
+        self._reader = csv.DictReader(io.StringIO(text, newline=""), restval="", strict=True)
         self.columns = self._reader.fieldnames
         if not self.columns:
             raise DataError(f"{path}: empty, no header line")
@@ -82,7 +83,8 @@ class CsvTable:
                 else:
                     yield line, row
         except csv.Error as error:  # raised before the reader counts the line it stopped in
-            raise DataError(f"{self.path}, line {self._reader.line_num + 1}: {error}") from error
+            problem = "a quoted cell starts here and is never closed" if "end of data" in str(error) else error
+            raise DataError(f"{self.path}, line {self._reader.line_num + 1}: {problem}") from error
 
     def require(self, columns: Iterable[str], layout: str) -> None:
         if missing := [column for column in columns if column not in self.columns]:

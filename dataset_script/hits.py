@@ -11,9 +11,10 @@ import csv
 import logging
 from pathlib import Path
 
-from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.cli import add_output_arguments, arguments_of, positive_int
 from fiberbench.errors import DataError, UsageError
-from fiberbench.outputs import atomic_path, check_output, finish_output, output_lock, start_output, write_text
+from fiberbench.outputs import (atomic_path, check_output, finish_output, output_lock, record_path, start_output,
+                                write_text)
 from fiberbench.records import read_release_records
 
 from .annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url, task_input_cell
@@ -54,8 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     outputs = {"--output_file": args.output_file}
     if args.page_file is not None:
-        if args.page_file.absolute() == args.output_file.absolute():
-            raise UsageError(f"--output_file {args.output_file} and --page_file {args.page_file} are one file")
+        if record_path(args.page_file.resolve(), False) == record_path(args.output_file.resolve(), False):
+            raise UsageError(f"--output_file {args.output_file} and --page_file {args.page_file} would share one "
+                             "record (or are one file): give the page another name")
         outputs["--page_file"] = args.page_file
     with contextlib.ExitStack() as stack:
         for flag, path in outputs.items():
@@ -68,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
             raise DataError(f"{args.blanked_file}: holds no clips")
         check_unique_clips({args.blanked_file: records})
         rows = task_rows(records, args.questions_per_hit)
-        written = {path: start_output(path, COMMAND, None, folder=False) for path in outputs.values()}
+        written = {path: start_output(path, COMMAND, None, folder=False, arguments=arguments_of(args))
+                   for path in outputs.values()}
         with atomic_path(args.output_file) as temporary, temporary.open("w", newline="", encoding="utf-8") as file:
             writer = csv.DictWriter(file, task_columns(args.questions_per_hit))
             writer.writeheader()

@@ -12,14 +12,16 @@ import datasets
 import filelock
 import numpy as np
 import yaml
+
 from fiberbench.errors import DataError, UsageError, users_cause
 from fiberbench.hub import is_hub_id
-from fiberbench.records import REQUIRED_NON_NULL, check_tables  # noqa: F401 - read here by the scorers
+from fiberbench.records import check_tables
 
 from .build import Sources, build_dataset
 from .fiber.release import SAMPLE_DIR
 
 logger = logging.getLogger(__name__)
+
 
 def check_dataset_name(dataset_name: str) -> None:
     """A `DataError` for a --dataset_name that is neither a folder nor a possible Hub id (cheap: check it first)."""

@@ -11,7 +11,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from fiberbench.cli import add_output_arguments, positive_int
+from fiberbench.cli import add_output_arguments, arguments_of, positive_int
 from fiberbench.errors import DataError
 from fiberbench.metric import mean_std, normalize_answer
 from fiberbench.modeling.noun_phrases import answer_spans, is_noun_phrase_span, load_spacy_pipeline, pipeline_name
@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
         check_lengths(records, nlp, str(args.file))
         stats = compute_stats(records, nlp, args.batch_size) | {"synthetic": sample_file is not None}
         with atomic_folder(args.output_dir) as staging:
-            record = start_output(staging, COMMAND, None, folder=True)
+            record = start_output(staging, COMMAND, None, folder=True, arguments=arguments_of(args))
             write_json(staging / REPORT_FILES[0], stats)
             write_text(staging / REPORT_FILES[1], stats_markdown(stats, args.file.name, sample_file))
             charts = write_charts(stats, staging, args.file.name)

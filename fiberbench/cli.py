@@ -10,9 +10,8 @@ from pathlib import Path
 from . import __version__
 from .errors import UsageError, describe, run_reporting_errors
 
-# Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`, and
-# imports its heavy libraries (torch, transformers, datasets, spaCy) inside functions, so that
-# `fiberbench COMMAND --help` answers at once (bench/cli.py measures it).
+# Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`; only the one named
+# is imported (`build_parser`), so that `fiberbench --help` loads no command's libraries (bench/cli.py measures it).
 COMMANDS = {
     "build-dataset": (
         "fiberbench.data.build",
@@ -219,10 +218,6 @@ def main(argv: list[str] | None = None) -> int:
     return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 MAX_DEFAULT_WORKERS = 8
 
 
@@ -231,3 +226,18 @@ def default_num_workers(processes_per_machine: int = 1) -> int:
     this machine's CPU cores, less one for the model's own work, and at most `MAX_DEFAULT_WORKERS`."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return max(0, min(MAX_DEFAULT_WORKERS, cores // max(processes_per_machine, 1) - 1))
+
+
+def arguments_of(args: argparse.Namespace) -> dict:
+    """A command's parsed flags as the record of its output keeps them: paths as text; tokens and the dispatch out."""
+
+    def plain(value):
+        if isinstance(value, list | tuple):
+            return [plain(item) for item in value]
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    return {name: plain(value) for name, value in vars(args).items() if name != "run" and "token" not in name}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

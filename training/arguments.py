@@ -39,6 +39,11 @@ class ModelArguments:
     baseline: Literal["most_frequent_answer"] | None = argument(None, "A baseline instead of a model.")
 
 
+    def __post_init__(self):
+        if self.num_beams is not None and self.num_beams < 1:
+            raise ValueError(f"--num_beams: must be at least 1, got {self.num_beams}")
+
+
 @dataclass
 class DataArguments:
     dataset_name: str | None = argument(None, "Hub id or folder of a FIBER dataset; default: the bundled sample.")
@@ -70,6 +75,7 @@ class FiberTrainingArguments(Seq2SeqTrainingArguments):
     metric_for_best_model: str = "f1"
     predict_with_generate: bool = True
     remove_unused_columns: bool = False
+    bf16: bool | None = argument(None, "bf16 mixed precision; default: on a GPU that supports it.")
 
     def __post_init__(self):
         if not self.do_eval:  # nothing chooses a best model: the last one is the run's
@@ -77,9 +83,13 @@ class FiberTrainingArguments(Seq2SeqTrainingArguments):
         if self.disable_tqdm is None:  # a log that is not a terminal gets the Trainer's log lines, not bar fragments
             self.disable_tqdm = not sys.stderr.isatty()
         self.dataloader_pin_memory = self.dataloader_pin_memory and torch.cuda.is_available()
+        if self.bf16 is None:
+            self.bf16 = torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         for name in ("learning_rate", "num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size"):
             if not 0 < getattr(self, name) < math.inf:
                 raise ValueError(f"--{name}: must be a finite number greater than 0, got {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"--seed: must be from 0 to 2**32 - 1 (NumPy's seeds), got {self.seed}")
         super().__post_init__()
 
 
@@ -114,7 +124,8 @@ def config_flags(parser: ArgumentParser, path: Path) -> list[str]:
     for key, value in settings.items():
         if isinstance(value, (dict, list)):
             raise UsageError(f"{path}: {key} must be a single value, got {quoted(value)}")
-        flags.append(f"--{key}={value}")  # one token, so that a negative number is read as the value, not as a flag
+        if value is not None:  # null: the default
+            flags.append(f"--{key}={value}")  # one token, so that a negative number is read as the value, not a flag
     try:
         unknown = parser.parse_known_args(flags)[1]
     except UsageError as error:
@@ -139,7 +150,9 @@ def parse_args(argv: list | None = None) -> tuple[ModelArguments, DataArguments,
     try:  # ValueError: a dataclass's own check, or flags the parser does not know
         return parser.parse_args_into_dataclasses(flags + argv, look_for_args_file=False)
     except ValueError as error:
-        raise UsageError(" ".join(str(error).split())) from error
+        name = str(error).partition(":")[0].lstrip("-")
+        source = f"{path}: " if path and any(flag.startswith(f"--{name}=") for flag in flags) else ""
+        raise UsageError(source + " ".join(str(error).split())) from error
 
 
 def training_settings(model_args: ModelArguments, data_args: DataArguments, args: FiberTrainingArguments) -> dict:

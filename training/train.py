@@ -69,8 +69,8 @@ def train(argv: list | None) -> None:
     with alike_on_every_process():
         model_args, data_args, args = parse_args(argv)
         name, resume = model_args.model_name_or_path, args.resume_from_checkpoint
-        if not (args.do_train or args.do_eval or args.do_predict):
-            raise UsageError("Nothing to do: --do_train, --do_eval and --do_predict are all false.")
+        if not (args.do_eval or args.do_predict or args.do_train and not model_args.baseline):
+            raise UsageError("Nothing to do: --do_eval and --do_predict are false, and there is no model to train.")
         if name and (model_args.baseline or model_args.config_overrides):
             raise UsageError("--baseline and --config_overrides build no model from --model_name_or_path; drop it.")
         if args.push_to_hub and (model_args.baseline or not args.do_train):
@@ -113,7 +113,11 @@ def train(argv: list | None) -> None:
             model, processor = build_model(model_args, data_args, splits, fusion, options, base)
             nlp = load_spacy_pipeline(model_args.spacy_model) if model_args.only_noun_phrases else None
     with output_lock(args.output_dir, "--output_dir") if args.should_save else nullcontext():
-        record = args.should_save and start_output(args.output_dir, COMMAND, previous, folder=True, resume=here)
+        record = None
+        if args.should_save:  # checked again: another run may have written the folder while this one loaded
+            previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True, resume=here,
+                                    overwrite=args.overwrite_output_dir)
+            record = start_output(args.output_dir, COMMAND, previous, folder=True, resume=here)
         results = {"synthetic": synthetic, "dataset_name": data_args.dataset_name or "bundled sample",
                    "dataset_config_name": data_args.dataset_config_name, "fusion": fusion, "resumed_from": resume,
                    "num_processes": args.world_size,
@@ -123,7 +127,9 @@ def train(argv: list | None) -> None:
             outputs = {split: [{"index": i, "prediction": answer, "candidates": [answer]}
                                for i in range(len(splits[split]))] for split in evaluated}
         else:
-            scorer = lambda split: FiberMetrics(processor, splits[split], model_args.only_noun_phrases, nlp)  # noqa
+            def scorer(split):
+                return FiberMetrics(processor, splits[split], model_args.only_noun_phrases, nlp)
+
             drawn = torch.random.get_rng_state()
             trainer = FiberSeq2SeqTrainer(
                 model=model, args=args, data_collator=FiberDataCollator(processor), processing_class=processor,

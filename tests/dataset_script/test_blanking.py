@@ -81,6 +81,7 @@ def test_json_lines_and_a_dataset_folder_of_other_columns(tmp_path):
 
 
 GOOD = {"videoID": "good_000000_000010", "enCap": ["A dog runs in the park.", "Someone walks a dog."]}
+OTHER = {"videoID": "other_000005_000015", "enCap": ["A cat sleeps on a sofa."]}
 # (case, record 1 of a file of three as raw JSON, what the line says)
 BAD_RECORDS = [
     ("not utf8", b'{"videoID": "x_000000_000010", "enCap": ["A caf\xe9."]}', r"record 1: holds bytes that are not UTF-8"),
@@ -92,6 +93,9 @@ BAD_RECORDS = [
     ("video id a path", b'{"videoID": "../../etc/passwd_000000_000010", "enCap": ["A dog."]}',
      r"record 1: field 'videoID': '../../etc/passwd' is not a plain video id \(only A-Z, a-z, 0-9, '_' and '-'\)"),
     ("captions not a list", b'{"videoID": "x_000000_000010", "enCap": "A dog."}', r"record 1: field 'enCap' must be"),
+    ("a clip that ends before it starts", b'{"videoID": "abc_000011_000001", "enCap": ["A dog."]}',
+     r"record 1: field 'videoID': the clip 'abc_000011_000001' ends at 1 s, not after its start at 11 s"),
+    ("a clip given twice", json.dumps(GOOD).encode(), r"record 1: the clip \('good', 0, 10\) is also record 0"),
     ("caption of 1 MB", json.dumps({"videoID": "x_000000_000010", "enCap": ["A dog " * 200_000]}).encode(),
      r"record 1: field 'enCap': caption 0 has 1,200,000 characters, more than the spaCy pipeline takes \(1,000,000\)"),
 ]
@@ -100,7 +104,7 @@ BAD_RECORDS = [
 @pytest.mark.parametrize(("raw", "message"), [case[1:] for case in BAD_RECORDS], ids=[case[0] for case in BAD_RECORDS])
 def test_a_bad_record_is_one_line_or_skipped_and_counted(tmp_path, cli_error, caplog, raw, message):
     source = tmp_path / "vatex.json"
-    source.write_bytes(b"[" + b",\n".join([json.dumps(GOOD).encode(), raw, json.dumps(GOOD).encode()]) + b"]")
+    source.write_bytes(b"[" + b",\n".join([json.dumps(GOOD).encode(), raw, json.dumps(OTHER).encode()]) + b"]")
     before = snapshot(tmp_path)
     status, line = cli_error("blank", source, "--output_file", tmp_path / "blanked.json", "--spacy_model", PIPELINE)
     assert status == 1 and re.search(f"{re.escape(str(source))}: {message}", line), line

@@ -97,13 +97,14 @@ RECORD = '{"video_id": "abc", "video_start_time": 0, "video_end_time": 10, "mask
         (RECORD[:20], [], 1, r"val.json: record 0: invalid JSON"),
         (f"[{RECORD}]", ["--questions_per_hit", "0"], 2, r"--questions_per_hit: must be at least 1, got 0"),
         (f"[{RECORD}]", ["--output_file", "{input}"], 2, r"--output_file .*val.json is an input of this command"),
-        (f"[{RECORD}]", ["--page_file", "{output}"], 2, r"--output_file .*hits.csv and --page_file .*hits.csv are one file"),
+        (f"[{RECORD}]", ["--page_file", "{output}"], 2, r"--output_file .*hits.csv and --page_file .*hits.csv would share"),
+        (f"[{RECORD}]", ["--page_file", "{page}"], 2, r"--page_file .*hits.html would share one record"),
     ],
 )
 def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, cli_error, content, arguments, status, message):
     path, output = tmp_path / "val.json", tmp_path / "hits.csv"
     path.write_text(content)
-    arguments = [argument.format(input=path, output=output) for argument in arguments]
+    arguments = [argument.format(input=path, output=output, page=tmp_path / "hits.html") for argument in arguments]
     if "--output_file" not in arguments:
         arguments += ["--output_file", str(output)]
     before = snapshot(tmp_path)
