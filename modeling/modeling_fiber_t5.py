@@ -33,21 +33,16 @@ VIDEO_MODULES = ("encoder.video_projection.", "encoder.video_encoder.", "encoder
 def weights_mismatch(loading_info: dict, allowed: tuple[str, ...] = ()) -> str | None:
     """What `from_pretrained(..., output_loading_info=True)` found wrong with a checkpoint's weights, or None.
 
-    Missing weights (a config that promises more layers than the weights hold) are left random by
-    transformers with only a log line; unexpected ones are dropped. Either way the model that
-    runs is not the one saved. Weights whose names start with `allowed` belong to modules that
-    are expected to be new (initialized) or dropped: the video modules of a model whose fusion
-    is being set.
+    transformers leaves missing weights random (a config promising more layers than the weights hold) and drops
+    unexpected ones, with only a log line: either way the model that runs is not the one saved. Weights whose names
+    start with `allowed` belong to modules expected to be new or dropped (the video modules of a fusion being set).
     """
-    found = {
-        "missing": sorted(key for key in loading_info.get("missing_keys", ()) if not key.startswith(allowed)),
-        "unexpected": sorted(key for key in loading_info.get("unexpected_keys", ()) if not key.startswith(allowed)),
-        "of another shape": sorted(str(key[0] if isinstance(key, tuple) else key)
-                                   for key in loading_info.get("mismatched_keys", ())),
-    }
-    problems = [
-        f"{len(keys)} {kind} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})" for kind, keys in found.items() if keys
-    ]
+    found = {kind: sorted(str(key[0] if isinstance(key, tuple) else key) for key in loading_info.get(field, ())
+                          if kind == "of another shape" or not str(key).startswith(allowed))
+             for kind, field in (("missing", "missing_keys"), ("unexpected", "unexpected_keys"),
+                                 ("of another shape", "mismatched_keys"))}
+    problems = [f"{len(keys)} {kind} ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
+                for kind, keys in found.items() if keys]
     return "; ".join(problems) or None
 
 
@@ -168,15 +163,11 @@ class FiberT5Encoder(T5Stack):
         Returns a [`FiberT5EncoderOutput`] whose `attention_mask` goes with `last_hidden_state`.
         """
         if (video_features is None) != (self.config.fusion == "none"):
-            raise ValueError(
-                f"A model with fusion={self.config.fusion!r} "
-                + ("takes no video_features." if video_features is not None else "needs video_features.")
-            )
+            needs = "takes no video_features." if video_features is not None else "needs video_features."
+            raise ValueError(f"A model with fusion={self.config.fusion!r} {needs}")
         if video_features is not None and video_features.shape[-1] != self.config.video_feature_size:
-            raise ValueError(
-                f"video_features have {video_features.shape[-1]} values per frame; this model reads "
-                f"video_feature_size={self.config.video_feature_size} (shape (batch, frames, size))."
-            )
+            raise ValueError(f"video_features have {video_features.shape[-1]} values per frame; this model reads "
+                             f"video_feature_size={self.config.video_feature_size} (shape (batch, frames, size)).")
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids)  # (B, T, d_model)
         if attention_mask is None:
@@ -262,10 +253,8 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
                 inputs_embeds=inputs_embeds,
             )
         elif not isinstance(encoder_outputs, FiberT5EncoderOutput):
-            raise ValueError(
-                "`encoder_outputs` must be what `model.encoder(...)` returns, a FiberT5EncoderOutput: its "
-                f"attention_mask masks the joint text and video sequence. Got {type(encoder_outputs).__name__}."
-            )
+            raise ValueError("`encoder_outputs` must be what `model.encoder(...)` returns, a FiberT5EncoderOutput: its "
+                             f"attention_mask masks the text and video. Got {type(encoder_outputs).__name__}.")
         return super().forward(
             attention_mask=encoder_outputs.attention_mask, encoder_outputs=encoder_outputs, **kwargs
         )
@@ -368,10 +357,8 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
         masked_captions = check_masked_captions(masked_captions)
         video_features = None if video_features is None else list(video_features)
         if video_features is not None and len(video_features) != len(masked_captions):
-            raise ValueError(
-                f"Got {len(masked_captions)} masked captions but {len(video_features)} video feature arrays: "
-                "give one array per caption."
-            )
+            raise ValueError(f"Got {len(masked_captions)} masked captions but {len(video_features)} video feature "
+                             "arrays: give one array per caption.")
         for name, value in (("num_beams", num_beams), ("batch_size", batch_size)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
@@ -407,5 +394,6 @@ class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):
                 return generate_candidates(self, processor, inputs, num_beams)
         finally:
             self.train(was_training)
+
 
 __all__ = ["FiberT5Encoder", "FiberT5EncoderOutput", "FiberT5ForConditionalGeneration"]
