@@ -49,6 +49,10 @@ COMMANDS = {
         "fiberbench.predict.command",
         "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
     ),
+    "clips": (
+        "fiberbench.predict.clips",
+        "Which clips of a FIBER split have a video in a folder: a manifest with their fingerprint.",
+    ),
     "extract-features": (
         "fiberbench.data.features.command",
         "Video features of every clip from its video with an image or video encoder (CLIP, SigLIP, DINOv2, VideoMAE, "

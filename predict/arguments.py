@@ -14,6 +14,8 @@ from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 
 # --device_map's ways to spread a model (Accelerate's); any other value names one device.
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+# The flags of the video's frames, which a blind run (--video_input none) does not read.
+BLIND_IGNORES = ("video_dir", "num_frames", "fps", "max_frames", "skip_missing_videos")
 # The flags --reread reads; every other one belongs to generation, which --reread does not do.
 REREAD_FLAGS = ("reread", "output_file", "overwrite_output_file", "read_noun_phrases", "only_noun_phrases",
                 "spacy_model")
@@ -39,9 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--split", default="test", help="The split to predict (default: test).")
     data.add_argument("--max_predict_samples", type=positive_int, help="Predict only the first N clips.")
     add_video_dir_argument(data, "Video-language models: the clips' videos")
-    data.add_argument("--video_input", choices=("auto", "video", "images"), help="Video-language models: the frames as "
-                      "a video (with their times) or as images (default auto: a video when the processor has a video "
-                      "processor).")
+    data.add_argument("--video_input", choices=("auto", "video", "images", "none"), help="Video-language models: the "
+                      "frames as a video (with their times) or as images (default auto: a video when the processor has "
+                      "a video processor). none, any model: a blind control, the same weights, prompt and decoding "
+                      "without the video (a FIBER model's features withheld; a text model is blind already).")
     data.add_argument("--num_frames", type=positive_int, help="Frames per clip, at the centres of equal parts of it "
                       f"(default: the video processor's own sampling, else {DEFAULT_NUM_FRAMES}).")
     data.add_argument("--fps", type=positive_float, help="Instead of --num_frames: frames per second of clip.")
@@ -110,6 +113,8 @@ def check_flags(args: argparse.Namespace) -> None:
         raise UsageError("--model_name_or_path is required (or --reread, to read a predictions file's replies again)")
     if args.num_frames is not None and args.fps is not None:
         raise UsageError("--num_frames and --fps are two ways to choose the frames: give one")
+    if args.video_input == "none" and (given := next((flag for flag in BLIND_IGNORES if getattr(args, flag)), None)):
+        raise UsageError(f"--{given} does not apply to --video_input none, which runs the model without the video")
     if args.max_frames is not None and args.fps is None:
         raise UsageError("--max_frames applies to --fps (with --num_frames, the number of frames is fixed)")
     if args.video_dir is not None and args.video_dir.exists() and not args.video_dir.is_dir():

@@ -5,7 +5,9 @@ every clip's video, the output. The settings the predictions depend on are recor
 outputs`): a rerun with the same settings appends the clips not written yet; other settings are refused unless
 --overwrite_output_file. Under `accelerate launch` each process predicts its share of every step and the main process
 appends the rows; the finished file holds them in dataset order, as one process writes it. `--reread`: the replies
-kept in a predictions file read again, without the model."""
+kept in a predictions file read again, without the model. With --video_input none the model runs blind (a control);
+a clip skipped for a missing video is a row marked `"missing": true`, and the record gives the fingerprint of the clips
+answered (`fiberbench clips` gives that of the clips a folder holds)."""
 
 import argparse
 import contextlib
@@ -22,7 +24,6 @@ from tqdm.auto import tqdm
 
 from fiberbench import __version__
 from fiberbench.cli import default_num_workers
-from fiberbench.data import load_fiber
 from fiberbench.data.loading import split_fingerprint
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
@@ -31,9 +32,10 @@ from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lo
                                 start_output, write_jsonl)
 from fiberbench.predict.answers import Answerer
 from fiberbench.predict.arguments import add_arguments, check_flags  # noqa: F401 - add_arguments: the CLI's
+from fiberbench.predict.clips import clip_keys, load_split
 from fiberbench.predict.predictors import KINDS, PROMPTED_KINDS, choose_kind, make_predictor
 from fiberbench.predict.prompts import DEFAULT_PROMPT
-from fiberbench.records import KEY_FIELDS
+from fiberbench.records import KEY_FIELDS, clip_id, clips_fingerprint
 from fiberbench.videos import Clip, check_clip_videos, find_clip_video
 
 logger = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         with alike_on_every_process():
             previous, rows = resumable_rows(args, settings, keys, inputs)
         state.wait_for_everyone()  # every process has read the output before the main one writes it
-        pending = [index for index, key in enumerate(keys) if key not in rows or skipped(rows[key])]
+        pending = [index for index, key in enumerate(keys) if key not in rows or missing(rows[key])]
         if not pending and previous is not None and previous.get("state") == COMPLETE:
             logger.info("%s is complete, made with these settings: nothing to do", args.output_file)
             return 0
@@ -96,35 +98,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_split(dataset_name: str | None, split: str, max_predict_samples: int | None, config_name: str):
-    """The clips to predict: the first `max_predict_samples` (all with None) of `split` of the dataset (or sample)."""
-    splits = load_fiber(dataset_name, config_name)
-    if split not in splits:
-        raise DataError(f"--dataset_name {dataset_name or '(the bundled sample)'} has no split {split!r} (splits: "
-                        f"{', '.join(splits)})")
-    clips = splits[split]
-    return clips.select(range(min(max_predict_samples, len(clips)))) if max_predict_samples else clips
-
-
-def clip_keys(split, described: str = "the split") -> list[tuple]:
-    """Each row's clip (video_id, video_start_time, video_end_time); a clip twice in the split is a `DataError`."""
-    keys, first_row = list(zip(*(split[field] for field in KEY_FIELDS))), {}
-    for index, key in enumerate(keys):
-        if key in first_row:
-            raise DataError(f"{described}: rows {first_row[key]} and {index} are the same clip {key}")
-        first_row[key] = index
-    if not keys:
-        raise DataError(f"{described}: has no clips")
-    return keys
-
-
 def find_videos(args, predictor, split, keys) -> list:
     """Each clip's video, checked to give the frames asked (None: missing, with --skip_missing_videos); then the
     inputs of the clip of fewest frames are made, so that a processor that cannot read them stops the run here."""
     clips = [Clip(f"{key[0]}, {key[1]}-{key[2]} s", find_clip_video(args.video_dir, *key), key) for key in keys]
     spans = check_clip_videos(clips, predictor.sampling, args.video_dir, args.skip_missing_videos,
-                              skipping="predict the others (the skipped clips get an empty answer)",
-                              skipped="skipped, with an empty answer")
+                              skipping="predict the others (the skipped clips are marked missing)",
+                              skipped="skipped, marked missing")
     counts = {index: predictor.sampling.count(span) for index, span in enumerate(spans) if span is not None}
     if counts:
         fewest = min(counts, key=counts.get)
@@ -154,6 +134,7 @@ def describe_run(args, source, config, predictor, split, answerer, dtype) -> dic
         "prompt": predictor.prompt(split[0]["masked_caption"]),
         "decoding": predictor.decoding() | answerer.decoding,
         "reader": answerer.reader,
+        "video_input": predictor.video_input,  # none: a blind control (or a text model)
         "video": predictor.video_settings() if predictor.reads_video else None,
     }
 
@@ -161,7 +142,8 @@ def describe_run(args, source, config, predictor, split, answerer, dtype) -> dic
 def differences(ours, theirs, where: str = "") -> list[str]:
     """The settings that differ, as "section.field: X here, Y there"."""
     if isinstance(ours, dict) and isinstance(theirs, dict):
-        keys = sorted(ours.keys() | theirs.keys(), key=lambda key: (key not in ("model", "video"), key))  # these first
+        first = ("model", "video_input", "video")  # named first in a refusal, in this order
+        keys = sorted(ours.keys() | theirs.keys(), key=lambda name: (first.index(name) if name in first else 3, name))
         return [found for key in keys for found in differences(ours.get(key), theirs.get(key), f"{where}{key}.")]
     return [] if ours == theirs else [f"{where[:-1]}: {json.dumps(ours)} here, {json.dumps(theirs)} there"]
 
@@ -202,16 +184,18 @@ def read_rows(path, keys: list) -> dict:
         for field, values in ((field, row.get(field, [])) for field in ("candidates", "raw")):
             if not isinstance(values, list) or any(type(value) is not str for value in values):
                 raise DataError(f"{where}: field '{field}' must be a list of strings, got {json.dumps(values)[:60]}")
+        if type(row.get("missing", False)) is not bool:
+            raise DataError(f"{where}: field 'missing' must be true or false, got {json.dumps(row['missing'])[:60]}")
         key = tuple(row[field] for field in KEY_FIELDS)
         if key not in known:
             raise DataError(f"{where}: clip {key} is not one of the {len(known)} clips of the split predicted")
-        if key not in rows or skipped(rows[key]):
+        if key not in rows or missing(rows[key]):
             rows[key] = row
     return rows
 
 
-def skipped(row: dict) -> bool:
-    return row.get("raw") == []  # a clip skipped for a missing video: its model replies in words, and it has no reply
+def missing(row: dict) -> bool:
+    return row.get("missing") is True  # a clip skipped for a missing video (--skip_missing_videos): not answered
 
 
 class Batches:
@@ -258,7 +242,7 @@ def predict_clips(state, args, predictor, answerer, split, keys, videos, pending
                 state.num_processes, sum(map(len, batches)),
                 f"by {workers} data loader workers" if workers else "in this process")
     captions = split["masked_caption"]
-    no_video = {"prediction": ""} | ({"candidates": []} if answerer.num_beams > 1 else {}) | {"raw": []}
+    no_video = {"prediction": "", **({"candidates": []} if answerer.num_beams > 1 else {}), "raw": [], "missing": True}
     terminal, done, tenth = sys.stderr.isatty(), 0, max(1, len(pending) // 10)
     with contextlib.ExitStack() as stack:
         output = stack.enter_context(args.output_file.open("a", encoding="utf-8")) if state.is_main_process else None
@@ -281,15 +265,18 @@ def predict_clips(state, args, predictor, answerer, split, keys, videos, pending
 
 
 def finish(path, record: dict, keys: list) -> None:
-    """The rows in dataset order, one per clip (atomically), and the record `complete`, listing the skipped clips."""
+    """The rows in dataset order, one per clip (atomically), and the record `complete`: the clips missing, and the
+    fingerprint of those answered (`fiberbench clips` gives the same for a folder holding their videos)."""
     rows = read_rows(path, keys)
-    if missing := [key for key in keys if key not in rows]:
-        raise RuntimeError(f"{len(missing)} clips have no prediction after the run, the first {missing[0]}")
+    if absent := [key for key in keys if key not in rows]:
+        raise RuntimeError(f"{len(absent)} clips have no prediction after the run, the first {absent[0]}")
     write_jsonl(path, (rows[key] for key in keys))
-    skipped_clips = [list(key) for key in keys if skipped(rows[key])]
-    finish_output(path, record, output={"rows": len(keys), "skipped_missing_videos": skipped_clips})
+    skipped = [clip_id(*key) for key in keys if missing(rows[key])]
+    answered = [clip_id(*key) for key in keys if not missing(rows[key])]
+    finish_output(path, record, output={"rows": len(keys), "answered": len(answered), "missing_clips": skipped,
+                                        "clips_fingerprint": clips_fingerprint(answered)})
     logger.info("Wrote %d predictions to %s (settings in %s)%s", len(keys), path, record_path(path, folder=False).name,
-                f"; {len(skipped_clips)} clips skipped for a missing video" if skipped_clips else "")
+                f"; {len(skipped)} clips missing (no video), marked so" if skipped else "")
 
 
 def reread(args) -> int:
@@ -320,11 +307,11 @@ def reread(args) -> int:
                         f"{dataset['fingerprint'][:19]}... in {metadata.name}): the replies answer other blanks; "
                         "predict again")
     rows = read_rows(source, keys)
-    if (missing := next((key for key in keys if "raw" not in rows.get(key, {})), None)) is not None:
-        raise DataError(f"{source}: clip {missing}: no row with field 'raw' (the model's replies) to read again")
+    if unread := [key for key in keys if not (rows.get(key, {}).get("raw") or missing(rows.get(key, {})))]:
+        raise DataError(f"{source}: clip {unread[0]}: no row with field 'raw' (the model's replies) to read again")
     answerer = Answerer.load(settings["decoding"]["num_beams"], True, args.only_noun_phrases, args.read_noun_phrases,
                              args.spacy_model)
-    present, captions = [key for key in keys if not skipped(rows[key])], dict(zip(keys, split["masked_caption"]))
+    present, captions = [key for key in keys if not missing(rows[key])], dict(zip(keys, split["masked_caption"]))
     replies = [rows[key]["raw"] for key in present]
     answered = dict(zip(present, answerer.fields([captions[key] for key in present], replies)))
     settings["decoding"] |= answerer.decoding

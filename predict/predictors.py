@@ -2,6 +2,7 @@
 seq2seq LMs answer in the paper's format (a FIBER model reading the video features it was trained on); causal LMs and
 video LLMs read --prompt (through the chat template when there is one; a video LLM the frames of each clip's video, as
 a video when its processor has a video processor, else as images) and reply in words, which the answer reader reads.
+With --video_input none each runs blind, the same weights, prompt and decoding without the video: the blind control.
 A batch goes in two steps: `inputs` (on the CPU, in the data loader's workers: groups of rows the model reads at once)
 then `generate` (each row's beams, best first)."""
 
@@ -67,11 +68,11 @@ def choose_kind(args, config) -> str:
             flag = "--read_noun_phrases" if args.read_noun_phrases else "--no_read_noun_phrases"
             raise UsageError(f"{flag} is for causal and video-language models, which reply in words; {described} "
                              "answers in the paper's format")
-    if kind == "video" and args.video_dir is None:
+    if kind == "video" and args.video_dir is None and args.video_input != "none":
         raise UsageError(f"{name} is a video-language model: give --video_dir with the clips' videos (or --model_type "
                          "causal to run it on the captions alone)")
     for flag in ("video_dir", "video_input", "num_frames", "fps", "max_frames", "skip_missing_videos"):
-        if kind != "video" and getattr(args, flag) not in (None, False):
+        if kind != "video" and getattr(args, flag) not in (None, False, "none"):  # any model can run blind
             raise UsageError(f"--{flag} is for video-language models; {described} does not read videos")
     positions = getattr(config.get_text_config(), "max_position_embeddings", None)
     if args.max_new_tokens > (positions or T5_TRAINED_LENGTH):
@@ -98,6 +99,7 @@ class Predictor:
 
     prompted, chat_template, processor = False, None, None  # prompted: it reads --prompt and replies in words
     reads_features, reads_video, dataset_config = False, False, "text"  # a row's `video_features`, its `video`
+    video_input = "none"  # how the model sees the clip, as the settings record it: text models never do
 
     def __init__(self, kind: str, args, source, config):
         self.kind, self.args, self.loading, self.model = kind, args, source.loading(), None
@@ -170,7 +172,9 @@ class FiberPredictor(PaperFormatPredictor):
         # A T5 checkpoint run as a FIBER model (--model_type fiber) is a text-only one.
         self.fusion = getattr(config, "fusion", "none")
         self.features_name = getattr(config, "video_features_name", "i3d")
-        self.reads_features = self.fusion != "none"
+        self.video_size = getattr(config, "video_feature_size", None)
+        self.reads_features = self.fusion != "none" and args.video_input != "none"
+        self.video_input = "features" if self.reads_features else "none"
         self.dataset_config = self.features_name if self.reads_features else "text"
         self.num_beams = args.num_beams or PAPER_NUM_BEAMS[self.fusion]
         with contextlib.suppress(OSError, ValueError):
@@ -180,7 +184,19 @@ class FiberPredictor(PaperFormatPredictor):
 
     def prompt(self, masked_caption, video=None):
         features = f"the clip's {self.features_name} features ({self.fusion} fusion)"
-        return super().prompt(masked_caption, features if self.reads_features else None)
+        withheld = f"withheld: one frame marked as padding, which the {self.fusion} fusion encoder leaves out"
+        return super().prompt(masked_caption, features if self.reads_features else None if self.fusion == "none" else
+                              withheld)
+
+    def inputs(self, rows):
+        if self.reads_features or self.fusion == "none":
+            return super().inputs(rows)
+        # Blind: the model's own path for a clip without frames. A frame whose video_attention_mask is 0 is padding,
+        # which the encoder's `pack` drops, so the caption alone goes through the same weights.
+        [(positions, batch)] = super().inputs(rows)
+        batch["video_features"] = torch.zeros(len(rows), 1, self.video_size)
+        batch["video_attention_mask"] = torch.zeros(len(rows), 1, dtype=torch.long)
+        return [(positions, batch)]
 
     def load_model(self, device, dtype):
         super().load_model(device, dtype)
@@ -244,9 +260,10 @@ class CausalPredictor(PromptedPredictor):
 
 class VideoPredictor(PromptedPredictor):
     """Frames of the clip's video, as a video (the processor's video processor with the clip's `video_metadata`, the
-    chat template's `{"type": "video"}` part; it samples no frames again) or as images (one image part per frame)."""
+    chat template's `{"type": "video"}` part; it samples no frames again) or as images (one image part per frame); or
+    blind (--video_input none), the chat without its video part."""
 
-    reads_video = True
+    placeholder = None  # the processor's video or image token
 
     def __init__(self, kind, args, source, config):
         super().__init__(kind, args, source, config)
@@ -262,17 +279,21 @@ class VideoPredictor(PromptedPredictor):
         described = f"--model_name_or_path {name}: its processor ({type(self.processor).__name__})"
         if args.video_input == "video" and video_processor is None:
             raise UsageError(f"--video_input video: {described} has no video processor; use --video_input images")
-        self.video_input = args.video_input or ("images" if video_processor is None else "video")
+        automatic = "images" if video_processor is None else "video"
+        self.video_input = automatic if args.video_input in (None, "auto") else args.video_input
+        self.reads_video = self.video_input != "none"
+        self._tokenizer_padding_left(self.processor.tokenizer)
+        if not self.reads_video:
+            return
+        self.placeholder = getattr(self.processor, f"{self.video_input.rstrip('s')}_token", None)
         if self.video_input == "images" and getattr(self.processor, "image_processor", None) is None:
             raise UsageError(f"{described} has no image processor to read the clip's frames as images")
-        self.placeholder = getattr(self.processor, f"{self.video_input.rstrip('s')}_token", None)
         if self.chat_template is None and self.placeholder is None:
             raise UsageError(f"{described} has neither a chat template nor a {self.video_input.rstrip('s')} token, so "
                              "there is no known way to place the clip in the prompt")
         defaults = ((name, getattr(video_processor, name, None)) for name in SAMPLING_DEFAULTS)
         self.processor_defaults = {name: value for name, value in defaults if value is not None}
         self.sampling, self.sampling_chosen_by = self._frame_sampling(type(video_processor).__name__)
-        self._tokenizer_padding_left(self.processor.tokenizer)
 
     def _frame_sampling(self, processor_name: str) -> tuple[FrameSampling, str]:
         """--num_frames, else --fps (up to --max_frames), else the video processor's own rate or number of frames,
@@ -286,18 +307,18 @@ class VideoPredictor(PromptedPredictor):
         return choose_sampling(args.num_frames, args.fps, args.max_frames, default), flag
 
     def video_settings(self) -> dict:
-        """How the clips reach the model, as the predictions' metadata records it."""
+        """How the clips' frames are taken, as the predictions' metadata records it (beside `video_input`)."""
         metadata = "fps, duration, total_num_frames and frames_indices of each clip, counted from its start"
-        return {"input": self.video_input, **vars(self.sampling), "frames": self.sampling.rule(),
+        return {**vars(self.sampling), "frames": self.sampling.rule(),
                 "chosen_by": self.sampling_chosen_by, "processor_defaults": self.processor_defaults,
                 "video_metadata": metadata if self.video_input == "video" else None}
 
     def text(self, masked_caption: str, num_frames: int | None = None) -> str:
-        """The prompt with the clip's placeholder: one video part, or one image part per frame."""
+        """The prompt with the clip's placeholder: one video part, one image part per frame, or none (blind)."""
         prompt = self.args.prompt.format(masked_caption=masked_caption)
-        parts = 1 if self.video_input == "video" else num_frames or self.sampling.num_frames or 1
+        parts = (num_frames or self.sampling.num_frames or 1) if self.video_input == "images" else int(self.reads_video)
         if self.chat_template is None:
-            return self.placeholder * parts + prompt
+            return (self.placeholder or "") * parts + prompt
         content = [{"type": self.video_input.rstrip("s")}] * parts + [{"type": "text", "text": prompt}]
         text = self.render(self.processor, content)
         if self.placeholder is not None and self.placeholder not in text:
@@ -310,15 +331,16 @@ class VideoPredictor(PromptedPredictor):
     def inputs(self, rows):
         """Each clip decoded once; clips in groups of equal frame counts (with --fps they differ, and the processors
         that stack a batch's videos, LLaVA-OneVision's and InternVL's, need them equal)."""
-        clips = [sample_frames(row["video"], self.sampling) for row in rows]
+        clips = [sample_frames(row["video"], self.sampling) if self.reads_video else None for row in rows]
         groups: dict[int, list[int]] = {}
         for position, clip in enumerate(clips):
-            groups.setdefault(len(clip.frames), []).append(position)
+            groups.setdefault(len(clip.frames) if clip else 0, []).append(position)
         made = []
         for count, positions in groups.items():
-            frames = [clips[position].frames for position in positions]
-            media = ({"videos": frames, "video_metadata": [clips[position].video_metadata() for position in positions],
-                      "do_sample_frames": False} if self.video_input == "video" else {"images": frames})
+            frames = [clips[position].frames for position in positions] if count else None
+            media = {} if not count else {"images": frames} if self.video_input == "images" else {
+                "videos": frames, "video_metadata": [clips[position].video_metadata() for position in positions],
+                "do_sample_frames": False}
             texts = [self.text(rows[position]["masked_caption"], count) for position in positions]
             # A chat template writes its own special tokens; a plain prompt gets the tokenizer's.
             made.append((positions, self.processor(text=texts, padding=True, return_tensors="pt",

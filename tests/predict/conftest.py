@@ -67,13 +67,15 @@ def metadata(output_file) -> dict:
 def read_evaluate_format(path, num_beams: int, replies: bool = False) -> list[dict]:
     """The rows of a predictions file, checked to be the format `evaluate` reads: the clip and `prediction`, with
     several beams `candidates` (distinct after the metric's normalization, holding the prediction), and for models
-    that reply in words `raw` (one reply per beam; none for a clip skipped for a missing video)."""
+    that reply in words `raw` (one reply per beam; none for a clip skipped for a missing video, marked `missing`)."""
     from fiberbench.metric import normalize_answer
 
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     for row in rows:
         fields = {"video_id": str, "video_start_time": int, "video_end_time": int, "prediction": str}
-        assert set(row) == set(fields) | ({"candidates"} if num_beams > 1 else set()) | ({"raw"} if replies else set())
+        optional = {"candidates"} if num_beams > 1 else set()
+        optional |= ({"raw"} if replies else set()) | ({"missing"} if row.get("missing") is True else set())
+        assert set(row) == set(fields) | optional
         assert all(type(row[field]) is kind for field, kind in fields.items()), row
         if num_beams > 1:
             assert row["prediction"] in row["candidates"] or row["candidates"] == []

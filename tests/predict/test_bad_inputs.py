@@ -139,6 +139,10 @@ CASES = {
     "--fps nan": (videos("--fps", "nan"), USAGE, "--fps: must be a finite number greater than 0, got nan"),
     "--video_input video, no video processor": (videos("--video_input", "video"), USAGE,
                                                 r"\(LlavaProcessor\) has no video processor; use --video_input"),
+    "--num_frames for a blind run": (model("video", "--video_input", "none", "--num_frames", "2"), USAGE,
+                                     "--num_frames does not apply to --video_input none, which runs the model without"),
+    "--video_input images for a causal LM": (model("causal", "--video_input", "images"), USAGE,
+                                             "--video_input is for video-language models; a causal LM does not read"),
     "--num_beams 0": (model("causal", "--num_beams", "0"), USAGE, "--num_beams: must be at least 1, got 0"),
     "--dataloader_num_workers -1": (model("causal", "--dataloader_num_workers", "-1"), USAGE, "must be 0 or more"),
     "--max_new_tokens beyond the positions": (model("causal", "--max_new_tokens", "5000"), USAGE,
@@ -218,6 +222,8 @@ FINISHED_OUTPUT_CASES = {
     "a row of another clip": ({"edit_row": lambda row: row | {"video_id": "elsewhere"}}, [], DATA,
                               r"line 1: clip \('elsewhere', .*\) is not one of the 2 clips of the split predicted$"),
     "replies not strings": ({"edit_row": lambda row: row | {"raw": 1}}, [], DATA, r"'raw' must be a list of strings"),
+    "missing not a bool": ({"edit_row": lambda row: row | {"missing": "yes"}}, [], DATA,
+                           r"line 1: field 'missing' must be true or false, got \"yes\"$"),
 }
 
 

@@ -1,5 +1,6 @@
 """Long runs of `predict`: killed and resumed, two processes, videos found later, two runs, inputs changed."""
 
+import json
 import os
 import shutil
 import signal
@@ -11,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fiberbench.cli import main
+from fiberbench.records import clip_id, clips_fingerprint
 from fiberbench.testing.tiny_models import save_seq2seq
 
 from ..processes import run_to_end
@@ -102,17 +104,28 @@ def test_a_bad_video_stops_both_processes_before_any_work_said_once(tiny_models,
     assert not output_file.parent.exists(), "something was written"
 
 
-def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_dir, tmp_path, caplog):
+CLIPS = [clip_id(*key) for key in KEYS]
+ALL_ANSWERED = {"rows": 60, "answered": 60, "missing_clips": [], "clips_fingerprint": clips_fingerprint(CLIPS)}
+
+
+def test_a_skipped_clip_is_missing_then_predicted_once_its_video_is_there(tiny_models, video_dir, tmp_path, caplog):
+    """Marked missing, never an empty answer without a word; the clips answered are those `fiberbench clips` finds."""
     caplog.set_level("INFO")
     videos = videos_but_one(video_dir, tmp_path, index=0)
     output_file = tmp_path / "predictions.jsonl"
     flags = ["--video_dir", videos, "--num_frames", 2, "--skip_missing_videos", *SPACY]
     assert predict(tiny_models["video"], output_file, *flags) == 0
     rows = read_evaluate_format(output_file, num_beams=1, replies=True)
-    assert rows[0]["prediction"] == "" and rows[0]["raw"] == [] and all(row["raw"] for row in rows[1:])
-    assert metadata(output_file)["output"] == {"rows": 60, "skipped_missing_videos": [list(KEYS[0])]}
-    assert "1 of 60 clips have no video" in caplog.text and "1 clips skipped for a missing video" in caplog.text
-    scored_by_evaluate(output_file, tmp_path / "scores", num_beams=1)  # its empty answer scores as a wrong one
+    assert rows[0] == dict(zip(("video_id", "video_start_time", "video_end_time"), KEYS[0])) | {
+        "prediction": "", "raw": [], "missing": True}
+    assert all(row["raw"] and "missing" not in row for row in rows[1:])
+    missing = {"rows": 60, "answered": 59, "missing_clips": CLIPS[:1],
+               "clips_fingerprint": clips_fingerprint(CLIPS[1:])}
+    assert metadata(output_file)["output"] == missing
+    assert "1 of 60 clips have no video" in caplog.text and "1 clips missing (no video), marked so" in caplog.text
+    assert main(["clips", str(videos), "--output_file", str(tmp_path / "clips.json")]) == 0
+    manifest = json.loads((tmp_path / "clips.json").read_text())
+    assert manifest["clips_fingerprint"] == missing["clips_fingerprint"] and manifest["missing"] == CLIPS[:1]
     skipped = shutil.copy(output_file, tmp_path / "skipped.jsonl")
     shutil.copy(output_file.with_suffix("").with_suffix(".metadata.json"), tmp_path / "skipped.metadata.json")
 
@@ -123,10 +136,11 @@ def test_a_skipped_clip_is_predicted_once_its_video_is_there(tiny_models, video_
     assert "59 of 60 clips of the bundled sample, split test already predicted, 1 to go" in caplog.text
     rows_after = read_evaluate_format(output_file, num_beams=1, replies=True)
     assert rows_after[0]["raw"] and rows_after[1:] == rows[1:]
-    assert metadata(output_file)["output"] == {"rows": 60, "skipped_missing_videos": []}
+    assert metadata(output_file)["output"] == ALL_ANSWERED
     assert main(["predict", "--reread", str(skipped), "--output_file", str(tmp_path / "reread.jsonl"),
-                 "--no_read_noun_phrases"]) == 0  # a skipped clip's empty answer is kept
-    assert metadata(tmp_path / "reread.jsonl")["output"] == {"rows": 60, "skipped_missing_videos": [list(KEYS[0])]}
+                 "--no_read_noun_phrases"]) == 0  # a missing clip stays missing
+    assert metadata(tmp_path / "reread.jsonl")["output"] == missing
+    assert json.loads((tmp_path / "reread.jsonl").read_text().splitlines()[0])["missing"] is True
 
 
 def test_a_second_run_into_an_output_being_written_is_refused(tiny_models, tmp_path, cli_error):

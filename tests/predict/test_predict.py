@@ -1,5 +1,5 @@
 """`fiberbench predict` with each kind of model: one row per clip in dataset order, in the format `evaluate` scores,
-and the settings it depends on recorded beside it."""
+and the settings it depends on recorded beside it; each kind run blind (--video_input none), the control."""
 
 import logging
 import shutil
@@ -7,25 +7,26 @@ import shutil
 import pytest
 from transformers import AutoConfig
 
-from fiberbench.modeling import FiberT5Config  # noqa: F401 - registers the FIBER config with AutoConfig
+from fiberbench.modeling import FiberT5ForConditionalGeneration
 from fiberbench.models import model_files
 from fiberbench.predict.arguments import parser_of
 from fiberbench.predict.predictors import choose_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 from fiberbench.predict.replies import read_answers
+from fiberbench.records import clip_id, clips_fingerprint
 
 from .conftest import CAPTIONS, KEYS, SPACY, metadata, predict, read_evaluate_format, scored_by_evaluate, videos_but_one
 
-# kind -> (extra flags, beams by default, what the metadata's prompt section holds)
-RUNS = {"seq2seq": ([], 8, "format"), "causal": ([], 1, "template"), "fiber": ([], 4, "format"),
-        "video": (["--num_frames", "4"], 1, "template")}
+# kind -> (extra flags, beams by default, what the metadata's prompt section holds, how it sees the video)
+RUNS = {"seq2seq": ([], 8, "format", "none"), "causal": ([], 1, "template", "none"),
+        "fiber": ([], 4, "format", "features"), "video": (["--num_frames", "4"], 1, "template", "images")}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", RUNS)
 def test_predict_writes_a_row_per_clip_that_evaluate_scores(kind, tiny_models, video_dir, tmp_path, nlp, caplog):
     caplog.set_level(logging.INFO)
-    flags, num_beams, prompt_field = RUNS[kind]
+    flags, num_beams, prompt_field, video_input = RUNS[kind]
     config = AutoConfig.from_pretrained(tiny_models[kind])
     video = ["--video_dir", video_dir] if kind == "video" else []
     args = parser_of().parse_args(["--model_name_or_path", "m", *map(str, flags + video)])
@@ -38,7 +39,9 @@ def test_predict_writes_a_row_per_clip_that_evaluate_scores(kind, tiny_models, v
     record = metadata(output_file)
     settings = record.pop("settings")
     assert record == {"written_by": "fiberbench predict", "state": "complete", "fiberbench_version": settings[
-        "fiberbench_version"], "output": {"rows": 60, "skipped_missing_videos": []}}
+        "fiberbench_version"], "output": {"rows": 60, "answered": 60, "missing_clips": [],
+                                          "clips_fingerprint": clips_fingerprint(clip_id(*key) for key in KEYS)}}
+    assert settings["video_input"] == video_input
     assert settings["model"] == {
         "name_or_path": str(tiny_models[kind]), "revision": None, "commit": None, "kind": kind,
         "architectures": config.architectures, "dtype": "float32", "files": model_files(str(tiny_models[kind]))}
@@ -54,7 +57,7 @@ def test_predict_writes_a_row_per_clip_that_evaluate_scores(kind, tiny_models, v
         assert settings["reader"] is None
     if kind == "video":  # the tiny LLaVA's processor has no video processor: the frames go in as images
         assert settings["video"] | {"frames": None} == {
-            "input": "images", "num_frames": 4, "fps": None, "max_frames": None, "frames": None,
+            "num_frames": 4, "fps": None, "max_frames": None, "frames": None,
             "chosen_by": "--num_frames", "processor_defaults": {}, "video_metadata": None}
         assert settings["prompt"]["example"].count("<image>") == 4
     assert f"Wrote 60 predictions to {output_file}" in caplog.text
@@ -106,3 +109,34 @@ def test_the_same_file_with_any_number_of_data_loader_workers_and_with_device_ma
     rows = read_evaluate_format(files[0], 4 if kind == "fiber" else 1, replies=kind != "fiber")
     assert len(rows) == 11 and (kind != "video" or rows[1]["prediction"] == "" and rows[1]["raw"] == [])
 
+
+
+@pytest.mark.parametrize("kind, with_video", [("fiber", []), ("video", ["--num_frames", 2]), ("causal", [])])
+def test_a_blind_control_is_recorded_and_a_rerun_with_the_video_is_refused(kind, with_video, tiny_models, video_dir,
+                                                                          tmp_path, cli_error):
+    """The same model, prompt and decoding without the video; a text model is blind already: its run is the same."""
+    model, output_file, flags = tiny_models[kind], tmp_path / "blind.jsonl", ["--max_predict_samples", 3, *SPACY]
+    assert predict(model, output_file, "--video_input", "none", *flags) == 0
+    settings = metadata(output_file)["settings"]
+    assert (settings["video_input"], settings["video"], settings["dataset"]["config"]) == ("none", None, "text")
+    assert "<image>" not in settings["prompt"]["example"]  # the tiny LLaVA's chat without its video part
+    assert settings["decoding"]["num_beams"] == RUNS[kind][1]
+    if kind == "causal":
+        assert predict(model, output_file, *flags) == 0  # the same settings: nothing to do
+        return
+    video = ["--video_dir", video_dir] if kind == "video" else []
+    status, line = cli_error("predict", "--model_name_or_path", model, "--output_file", output_file, *video,
+                             *with_video, *flags)
+    seen = RUNS[kind][3]
+    assert status == 2 and f'other settings (video_input: "{seen}" here, "none" there' in line, line
+
+
+def test_a_blind_fiber_model_answers_as_its_weights_without_the_video_modules(tiny_models, tmp_path):
+    """Early fusion with its video withheld is T5 over the caption: the same answers as the model loaded without its
+    video modules (fusion="none"), beam for beam."""
+    text_only = shutil.copytree(tiny_models["fiber"], tmp_path / "text_only")  # its processor, then its weights
+    FiberT5ForConditionalGeneration.from_pretrained(tiny_models["fiber"], fusion="none").save_pretrained(text_only)
+    flags = ["--max_predict_samples", 6, "--num_beams", 4, *SPACY]
+    assert predict(tiny_models["fiber"], tmp_path / "blind.jsonl", "--video_input", "none", *flags) == 0
+    assert predict(text_only, tmp_path / "text_only.jsonl", *flags) == 0
+    assert (tmp_path / "blind.jsonl").read_bytes() == (tmp_path / "text_only.jsonl").read_bytes()

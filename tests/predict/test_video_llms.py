@@ -81,8 +81,9 @@ def test_the_model_receives_the_family_video_tokens_and_predicts(family, family_
     output_file = tmp_path / "predictions.jsonl"
     assert predict(family_models(family), output_file, "--video_dir", video_dir, "--num_frames", 4, *SPACY) == 0
     assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 60
-    video = metadata(output_file)["settings"]["video"]
-    assert (video["input"], video["num_frames"], video["chosen_by"]) == ("video", 4, "--num_frames")
+    settings = metadata(output_file)["settings"]
+    assert settings["video_input"] == "video" and (settings["video"]["num_frames"], settings["video"]["chosen_by"]) == (
+        4, "--num_frames")
     scored_by_evaluate(output_file, tmp_path / "scores", num_beams=1)
 
 
@@ -101,7 +102,7 @@ def test_another_input_the_processor_defaults_and_workers(family_models, video_d
     assert video["processor_defaults"] == {"do_sample_frames": True, "fps": 2, "min_frames": 4, "max_frames": 768}
     status, line = cli_error("predict", "--model_name_or_path", family_models("qwen3_vl"), "--output_file", files[0],
                              *flags, "--video_input", "images")
-    assert status == 2 and 'other settings (video.input: "images" here, "video" there' in line, line
+    assert status == 2 and 'other settings (video_input: "images" here, "video" there' in line, line
 
 
 def test_a_chat_template_without_a_video_part_is_one_line(family_models, video_dir, tmp_path, cli_error):
@@ -136,3 +137,16 @@ def test_frames_at_a_rate_in_a_batch_of_clips_of_different_lengths(family_models
                    "--max_predict_samples", 4, *SPACY) == 0
     assert len(read_evaluate_format(output_file, num_beams=1, replies=True)) == 4
     assert json.loads(output_file.with_name("predictions.metadata.json").read_text())["settings"]["video"]["fps"] == 1
+
+
+def test_a_blind_video_llm_gets_the_chat_without_its_video_part(family_models, video_dir, tmp_path, cli_error):
+    """--video_input none: the same model and prompt, no video token and no video tensor at its forward."""
+    blind, inputs = first_forward(family_models("qwen2_vl"), video_dir, "--video_input", "none")
+    text = blind.processor.tokenizer.decode(inputs["input_ids"][0])
+    assert modalities(inputs) == set() and "<|vision_start|>" not in text and CAPTIONS[0] in text, text
+    flags = ["--output_file", tmp_path / "blind.jsonl", "--max_predict_samples", 3, *SPACY]
+    assert predict(family_models("qwen2_vl"), *flags[1:2], "--video_input", "none", *flags[2:]) == 0
+    assert metadata(tmp_path / "blind.jsonl")["settings"]["video_input"] == "none"
+    status, line = cli_error("predict", "--model_name_or_path", family_models("qwen2_vl"), "--video_dir", video_dir,
+                             *flags)
+    assert status == 2 and 'other settings (video_input: "video" here, "none" there' in line, line
