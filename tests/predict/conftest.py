@@ -59,9 +59,9 @@ def predict(model, output_file, *flags) -> int:
 
 
 def metadata(output_file) -> dict:
-    """The output's record, without what differs from one run to the next (its process and times)."""
+    """The output's record, without what differs from one run to the next (its process, times and file name)."""
     record = json.loads(output_file.with_name(f"{output_file.stem}.metadata.json").read_text(encoding="utf-8"))
-    return {key: value for key, value in record.items() if key not in ("pid", "host", "started", "finished")}
+    return {key: value for key, value in record.items() if key not in ("pid", "host", "started", "finished", "file")}
 
 
 def read_evaluate_format(path, num_beams: int, replies: bool = False) -> list[dict]:
