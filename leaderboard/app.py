@@ -13,12 +13,11 @@ import gradio as gr
 
 from fiberbench.errors import FiberbenchError, describe
 from fiberbench.metric.evaluate.predictions import load_split
-from src.display import (ALL, COLUMNS, F1_TEXT, PAIRWISE_TEXT, RANKS_TEXT, REPORTED, category_chart, columns,
-                         introduction, pairwise_html, paper_rows, sorted_rows, table_rows)
-from src.metadata import KINDS, RUNS, VIDEO_INPUTS, Refused
+from src.display import (ALL, COLUMNS, F1_TEXT, NUMBERS, PAIRWISE_TEXT, RANKS_TEXT, REPORTED, category_chart,
+                         columns, introduction, pairwise_html, paper_rows, sorted_rows, table_rows)
+from src.metadata import KINDS, RUNS, VIDEO_INPUTS, Refused, check_metadata
 from src.populate import Board, open_store
-from src.scoring import BOUNDS, MAX_FILE_BYTES
-from src.submission import DailyLimit, submit
+from src.submission import BOUNDS, MAX_FILE_BYTES, DailyLimit, submit
 
 HERE = Path(__file__).resolve().parent
 CONFIG = json.loads((HERE / "leaderboard.json").read_text(encoding="utf-8"))
@@ -50,8 +49,8 @@ def refresh(sort_by: str, metric: str, chosen: list[str] | None, kind: str, open
     chosen = [name for name in (chosen or names[:CHART_SYSTEMS]) if name in names]
     rows = sorted_rows(table_rows(board, kind, open_weights, video_input), shown, sort_by)
     return (
-        gr.Dataframe({"headers": shown, "data": rows}, headers=shown, datatype=[COLUMNS[c][0] for c in shown],
-                     column_widths=[COLUMNS[c][1] for c in shown]),
+        gr.Dataframe({"headers": shown, "data": rows}, headers=shown,
+                     datatype=["number" if column in NUMBERS else "str" for column in shown]),
         gr.Textbox("\n".join(board["problems"]), visible=bool(board["problems"])),
         pairwise_html(board, "f1" if metric == "F1" else "exact_match"),
         gr.CheckboxGroup(choices=names, value=chosen),
@@ -69,6 +68,7 @@ def send(upload, system, link, kind, parameters, open_weights, video_input, fram
     try:
         if upload is None:
             raise Refused("predictions file: choose one")
+        check_metadata(fields)  # a mistyped field costs no submission of the day
         limit.take(request.username or getattr(request.client, "host", None) or "unknown")
         submit(split, CONFIG["settings"], store, Path(upload), fields, Path(upload).name, parent=seen_head)
         message = f"Stored: {' '.join(str(system).split())} is on the board."
@@ -91,7 +91,7 @@ with gr.Blocks(title=CONFIG["title"], delete_cache=(UPLOADS_KEPT_S, UPLOADS_KEPT
             kind_filter = gr.Dropdown([ALL, *KINDS], value=ALL, label="kind", elem_id="kind_filter")
             weights_filter = gr.Dropdown([ALL, "yes", "no"], value=ALL, label="open weights", elem_id="weights_filter")
             video_filter = gr.Dropdown([ALL, *VIDEO_INPUTS], value=ALL, label="video input", elem_id="video_filter")
-        table = gr.Dataframe(interactive=False, elem_id="board", wrap=True, show_search="none")
+        table = gr.Dataframe(interactive=False, elem_id="board", wrap=True, show_search="none", latex_delimiters=[])
         problems = gr.Textbox(label="stored submissions not shown", visible=False, interactive=False,
                               elem_id="problems")
         gr.Markdown(RANKS_TEXT)

@@ -1,18 +1,13 @@
 """`fiberbench leaderboard`: build (and push) the FIBER leaderboard Space from a store of results.
 
-The store is a Hub dataset repo (`--results_repo ORG/fiber-results`) or a local folder
-(`--results_dir`), holding one folder per submission: the predictions file, its `fiberbench
-evaluate` results and its metadata. `--add FILE --name NAME ...` first adds a predictions file
-to the store, checked and scored as the Space's Submit tab does; each flag after an --add (up to
-the next --add) describes that system, so one call adds several, all or none. The board is then
-computed (a stored file that can no longer be shown stops the command with one line) and printed,
-and the Space folder is written into `--output_dir`, replacing the one this command wrote there
-before: this folder's app.py, src/ and README.md (the Space's card), requirements.txt and
-leaderboard.json (plus a copy of a local store). `--push_to_hub ORG/NAME` pushes it as a Gradio
-Space; `python app.py` in the folder runs it locally.
-
-The Space installs this package (requirements.txt) rather than a copy of its scoring code, so that the board
-scores with the very code of `fiberbench evaluate`; the requirement pins the version that built the folder.
+The store is a Hub dataset repo (`--results_repo ORG/fiber-results`) or a local folder (`--results_dir`), one folder
+per submission: the predictions file, its `fiberbench evaluate` results and its metadata. `--add FILE --name NAME ...`
+first adds a predictions file to the store, checked and scored as the Space's Submit tab does; the flags after an
+--add, up to the next --add, describe that system, so one call adds several (all or none). The board is then computed
+(a stored submission that cannot be shown stops the command with one line) and printed, and the Space folder is
+written into `--output_dir`, replacing the one this command wrote there before: app.py, src/, README.md (the Space's
+card), requirements.txt (which installs this package, so that the Space scores with the very code of `fiberbench
+evaluate`), leaderboard.json and a copy of a local store. `--push_to_hub ORG/NAME` pushes it as a Gradio Space.
 """
 
 import argparse
@@ -28,12 +23,13 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import check_can_push, push_folder
 from fiberbench.metric.evaluate.predictions import load_split
-from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json, write_text
+from fiberbench.outputs import (atomic_path, check_output, finish_output, output_lock, start_output, write_json,
+                               write_text)
 
 from .src.display import table_rows
 from .src.metadata import KINDS, RUNS, VIDEO_INPUTS, Refused, name_key
-from .src.populate import METADATA_FILE, RESULTS_FILE, SUBMISSIONS, Board, open_store
-from .src.submission import commit, prepare
+from .src.populate import SUBMISSIONS, Board, open_store
+from .src.submission import METADATA_FILE, RESULTS_FILE, commit, prepare
 
 COMMAND, HERE = "fiberbench leaderboard", Path(__file__).resolve().parent
 
@@ -147,15 +143,13 @@ def run(args: argparse.Namespace) -> int:
         }
         record = start_output(args.output_dir, COMMAND, previous, folder=True)
         write_space(args.output_dir, config, args.package_requirement, sdk_version)
-        if args.results_dir is not None:  # only the files each submission is made of: a link in it is not followed
-            for entry in entries:
-                for name in (METADATA_FILE, RESULTS_FILE, entry.path.name):
-                    source = args.results_dir / SUBMISSIONS / args.split / entry.id / name
-                    if source.is_symlink():
-                        raise DataError(f"{source}: a link, not a file of the store's own; remove it")
-                    target = args.output_dir / "results" / SUBMISSIONS / args.split / entry.id / name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(source, target)
+        for entry in entries if args.results_dir is not None else []:  # only its files: no link is followed
+            for name in (METADATA_FILE, RESULTS_FILE, entry.path.name):
+                source = entry.path.with_name(name)
+                if source.is_symlink():
+                    raise DataError(f"{source}: a link, not a file of the store's own; remove it")
+                with atomic_path(args.output_dir / "results" / source.relative_to(args.results_dir)) as temporary:
+                    shutil.copyfile(source, temporary)
         finish_output(args.output_dir, record)
     print(f"Wrote the Space folder {args.output_dir} ({len(entries)} system{'s' * (len(entries) != 1)}); run it with "
           "`python app.py` there")

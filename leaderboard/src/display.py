@@ -31,9 +31,10 @@ F1_TEXT = (
     "comparable point for point. The column \"F1, release's\" (where scored) puts a system on the paper's footing."
 )
 RANKS_TEXT = (
-    "**Rank** orders the systems by F1. **Rank interval**: the ranks a system takes across the same paired bootstrap "
-    "resamples of the blanks (every system scored on the same resampled blanks); two systems whose rank intervals "
-    "overlap may be in either order on other blanks like these. Baselines and the paper's rows are not ranked. "
+    "**Rank** orders the systems by F1. **Rank interval**: the middle 95% of the ranks a system takes across the "
+    "same paired bootstrap resamples of the blanks (every system scored on the same resampled blanks); two systems "
+    "whose rank intervals overlap may be in either order on other blanks like these. Baselines and the paper's rows "
+    "are not ranked. "
     "**Verified**: scored from a run the maintainers made, or from lmms-eval logged samples that carry the FIBER "
     "task's version and settings; every other row is self-reported."
 )
@@ -46,15 +47,10 @@ PAIRWISE_TEXT = (
 SCORES = {"F1": ("f1",), "EM": ("exact_match",), "F1, label only": ("f1_label_only",),
           "EM, label only": ("exact_match_label_only",), "Correct@1": ("correct_at_k", "1"), "MAP": ("map",)}
 RELEASE_COLUMN = "F1, release's"  # evaluate's `f1_release`, shown where the results carry it
-# column: (Gradio datatype, pixels); number columns sort highest first.
-COLUMNS = {
-    "rank": ("str", 50), "rank interval": ("str", 70), "system": ("str", 190), "verified": ("str", 100),
-    "F1": ("number", 60), "F1 interval": ("str", 110), "EM": ("number", 60), "EM interval": ("str", 110),
-    "F1, label only": ("number", 70), "EM, label only": ("number", 70), "Correct@1": ("number", 70),
-    "MAP": ("number", 60), RELEASE_COLUMN: ("number", 70), "blanks": ("number", 60), "kind": ("str", 70),
-    "parameters (B)": ("number", 90), "open weights": ("str", 70), "video input": ("str", 110),
-    "run with": ("str", 130), "answer reading": ("str", 130), "date": ("str", 100), "link": ("str", 160),
-}
+COLUMNS = ["rank", "rank interval", "system", "verified", "F1", "F1 interval", "EM", "EM interval", "F1, label only",
+           "EM, label only", "Correct@1", "MAP", RELEASE_COLUMN, "blanks", "kind", "parameters (B)", "open weights",
+           "video input", "run with", "answer reading", "date", "link"]
+NUMBERS = {*SCORES, RELEASE_COLUMN, "blanks", "parameters (B)"}  # sorted highest first; the others alphabetically
 ALL = "all"
 
 
@@ -76,15 +72,10 @@ def _score(row: dict, keys: tuple) -> float | None:
 
 
 def _video_input(metadata: dict) -> str | None:
-    rule, frames, fps = metadata.get("video_input"), metadata.get("frames"), metadata.get("fps")
+    rule, frames, fps = metadata["video_input"], metadata["frames"], metadata["fps"]
     if rule == "fps":
         return f"{fps:g} fps" + (f", at most {frames} frames" if frames else "")
     return f"{frames} frames" if rule == "frames" and frames else rule
-
-
-def _how_run(metadata: dict) -> str:
-    version = metadata.get("task_version")
-    return f"{metadata['run_with']}, task {version}" if version else metadata["run_with"]
 
 
 def columns(board: dict) -> list[str]:
@@ -110,18 +101,18 @@ def table_rows(board: dict, kind: str = ALL, open_weights: str = ALL, video_inpu
         else:
             rank += 1
             low, high = board["rank_intervals"][name]
-            weights = {True: "yes", False: "no"}.get(metadata["open_weights"])
-            if (kind, open_weights, video_input) != (ALL, ALL, ALL) and not (
-                    kind in (ALL, metadata["kind"]) and open_weights in (ALL, weights)
-                    and video_input in (ALL, metadata["video_input"])):
+            filters = {"kind": kind, "open_weights": open_weights, "video_input": video_input}
+            if any(value not in (ALL, metadata[field]) for field, value in filters.items()):
                 continue
             parameters = metadata["parameters"]
             cells.update({
                 "rank": str(rank), "rank interval": str(low) if low == high else f"{low}-{high}",
-                "verified": "✓ verified" if metadata["verified"] else "self-reported", "kind": metadata["kind"],
+                "verified": "✓ verified" if metadata["verified"] else "self-reported",
                 "parameters (B)": None if parameters is None else float(f"{parameters / 1e9:.3g}"),
-                "open weights": weights, "video input": _video_input(metadata), "run with": _how_run(metadata),
-                **{column: metadata[column.replace(" ", "_")] for column in ("answer reading", "date", "link")},
+                "video input": _video_input(metadata),
+                "run with": ", task ".join(filter(None, (metadata["run_with"], metadata["task_version"]))),
+                **{column: metadata[column.replace(" ", "_")]
+                   for column in ("kind", "open weights", "answer reading", "date", "link")},
             })
         rows.append([cells.get(column) for column in shown])
     return rows
@@ -134,7 +125,7 @@ def sorted_rows(rows: list[list], shown: list[str], column: str) -> list[list]:
         return rows
     index = shown.index(column)
     filled = [row for row in rows if row[index] not in (None, "")]
-    if COLUMNS[column][0] == "number":
+    if column in NUMBERS:
         filled.sort(key=lambda row: -row[index])
     else:
         filled.sort(key=lambda row: str(row[index]).casefold())
@@ -142,7 +133,7 @@ def sorted_rows(rows: list[list], shown: list[str], column: str) -> list[list]:
 
 
 def paper_rows(split: str) -> list[list]:
-    """The paper's Table 3 for `split` (none for a split the paper does not report): method, EM, F1, which F1, source."""
+    """The paper's Table 3 for `split` (none for a split it does not report): method, EM, F1, which F1, source."""
     return [[method, *by_split[split], NORMALIZED_F1 if method.startswith("human") else RELEASE_F1, REPORTED]
             for method, by_split in PAPER_TABLE_3.items() if split in by_split]
 

@@ -3,7 +3,6 @@ same way from the Submit tab, the command line and a stored metadata.json (`Refu
 system names compared as a reader sees them: two names that look alike are one name.
 """
 
-import datetime
 import re
 import unicodedata
 
@@ -15,7 +14,6 @@ MAX_NAME_CHARS, MAX_TEXT_CHARS = 80, 200
 KINDS = ("fiber", "seq2seq", "causal", "video", "other")  # fiberbench predict's --model_type, or other
 VIDEO_INPUTS = ("frames", "fps", "features", "none")  # a number of frames per clip, frames per second, ...
 RUNS = ("fiberbench predict", "lmms-eval", "other")
-OPEN_WEIGHTS = {"yes": True, "no": False, True: True, False: False, "": None, None: None}
 FORMATS = (".jsonl", ".json", ".csv")
 # Letters (any script), digits, spaces and a few signs: no markup, no quotes, no $ (mathtext), no control characters.
 PLAIN_TEXT = re.compile(r"[\w .,:;+\-_()/#@%&=?!]*")
@@ -89,31 +87,25 @@ def check_name(name, taken: set[str]) -> str:
 
 def _number(value, field: str, low: float, high: float, whole: bool = False, suffixes: dict | None = None):
     """A number from text or JSON, None when empty; `suffixes` read "7B" as 7e9."""
-    if value is None or value == "":
+    if value in (None, ""):
         return None
     text = str(value).strip()
     scale = (suffixes or {}).get(text[-1:].upper(), 1)
     try:
-        number = float(text[:-1] if scale != 1 else text)
+        number = None if isinstance(value, bool) else float(text[:-1] if scale != 1 else text) * scale
     except ValueError:
         number = None
-    if isinstance(value, bool) or number is None or not low <= number * scale <= high or (
-            whole and not (number * scale).is_integer()):
+    if number is None or not low <= number <= high or whole and not number.is_integer():
         raise Refused(f"{field}: {str(value)[:40]!r} is not a{' whole' * whole} number from {low:,g} to {high:,.0f}")
-    return int(number * scale) if whole else number
+    return int(number) if whole else number
 
 
-def _choice(value, field: str, choices: dict):
-    """`choices[value]`: the choices as given (texts or JSON values) and what each stands for."""
-    for given, meant in choices.items():
-        if value == given and type(value) is type(given):
-            return meant
-    shown = ", ".join(given for given in choices if isinstance(given, str) and given)
-    raise Refused(f"{field}: {str(value)[:40]!r} is not one of {shown}")
-
-
-def _same(choices) -> dict:
-    return {choice: choice for choice in choices}
+def _choice(value, field: str, choices: tuple, default: str | None = None) -> str | None:
+    if value in (None, ""):
+        return default
+    if not (isinstance(value, str) and value in choices):
+        raise Refused(f"{field}: {str(value)[:40]!r} is not one of {', '.join(choices)}")
+    return value
 
 
 def check_metadata(fields: dict, taken: set[str] = frozenset()) -> dict:
@@ -122,24 +114,24 @@ def check_metadata(fields: dict, taken: set[str] = frozenset()) -> dict:
     link = fields.get("link") or ""
     if link and not (isinstance(link, str) and len(link) <= MAX_TEXT_CHARS and LINK.fullmatch(link)):
         raise Refused(f"link: {str(link)[:60]!r} is not an https:// address of at most {MAX_TEXT_CHARS} characters")
-    video_input = _choice(fields.get("video_input"), "video input", {"": None, None: None, **_same(VIDEO_INPUTS)})
     metadata = {
         "system": check_name(fields.get("system"), taken),
         "link": link or None,
-        "kind": _choice(fields.get("kind") or "other", "kind", _same(KINDS)),
+        "kind": _choice(fields.get("kind"), "kind", KINDS, "other"),
         "parameters": _number(fields.get("parameters"), "parameters", 1e3, 1e13, True, {"K": 1e3, "M": 1e6, "B": 1e9}),
-        "open_weights": _choice(fields.get("open_weights"), "open weights", OPEN_WEIGHTS),
-        "video_input": video_input,
+        "open_weights": _choice(fields.get("open_weights"), "open weights", ("yes", "no")),
+        "video_input": _choice(fields.get("video_input"), "video input", VIDEO_INPUTS),
         "frames": _number(fields.get("frames"), "frames per clip", 1, 10_000, whole=True),
         "fps": _number(fields.get("fps"), "frames per second", 0.01, 240),
-        "run_with": _choice(fields.get("run_with") or "other", "run with", _same(RUNS)),
+        "run_with": _choice(fields.get("run_with"), "run with", RUNS, "other"),
         "task_version": plain(fields.get("task_version"), "task version", 20),
         "answer_reading": plain(fields.get("answer_reading"), "answer reading"),
         "verified": fields.get("verified") is True,
     }
-    if metadata["fps"] is not None and video_input != "fps" or video_input == "fps" and metadata["fps"] is None:
+    rule = metadata["video_input"]
+    if (metadata["fps"] is None) != (rule != "fps"):
         raise Refused("frames per second: give it with video input 'fps', and only then")
-    if metadata["frames"] is not None and video_input not in ("frames", "fps"):
+    if metadata["frames"] is not None and rule not in ("frames", "fps"):
         raise Refused("frames per clip: give it with video input 'frames' (or 'fps', as the most it reads)")
     if metadata["task_version"] is not None and metadata["run_with"] != "lmms-eval":
         raise Refused("task version: the lmms-eval task's; give it with run with 'lmms-eval'")
@@ -147,17 +139,14 @@ def check_metadata(fields: dict, taken: set[str] = frozenset()) -> dict:
 
 
 def check_stored(metadata) -> dict:
-    """A stored metadata.json's fields checked again (the store may have been edited), with what the store adds."""
+    """A stored metadata.json's fields checked again (the store may have been edited), with what the store adds: the
+    predictions file's name (a file of the submission's folder: no path), its sha256 and the date."""
     if not isinstance(metadata, dict):
         raise Refused(f"expected a JSON object, got {type(metadata).__name__}")
     checked = check_metadata(metadata)
-    predictions, sha256, date = (metadata.get(field) for field in ("predictions", "sha256", "date"))
-    if predictions not in {f"predictions{suffix}" for suffix in FORMATS}:  # a file of the folder: no path, no ".."
-        raise Refused(f"field 'predictions': {str(predictions)[:60]!r} is not predictions.jsonl, .json or .csv")
-    if not (isinstance(sha256, str) and re.fullmatch(r"[0-9a-f]{64}", sha256)):
-        raise Refused(f"field 'sha256': {str(sha256)[:80]!r} is not a SHA-256 digest")
-    try:
-        datetime.date.fromisoformat(date)
-    except (TypeError, ValueError):
-        raise Refused(f"field 'date': {str(date)[:40]!r} is not a date (YYYY-MM-DD)") from None
-    return {**checked, "predictions": predictions, "sha256": sha256, "date": date}
+    for field, pattern in ("predictions", r"predictions\.(jsonl|json|csv)"), ("sha256", "[0-9a-f]{64}"), (
+            "date", r"\d{4}-\d\d-\d\d"):
+        if not (isinstance(metadata.get(field), str) and re.fullmatch(pattern, metadata[field])):
+            raise Refused(f"field {field!r}: {str(metadata.get(field))[:60]!r} is not {pattern}")
+        checked[field] = metadata[field]
+    return checked

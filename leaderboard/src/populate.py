@@ -24,15 +24,11 @@ from fiberbench.metric.evaluate.predictions import Split
 from fiberbench.metric.evaluate.results import compare_pairs, evaluate_systems
 from fiberbench.outputs import atomic_folder
 
-from .metadata import RESERVED_KEYS, Refused, check_stored, name_key
-from .scoring import in_child, score_files
+from .metadata import Refused, check_stored, name_key
+from .submission import METADATA_FILE, HeadMoved, in_child, score_files
 
-SUBMISSIONS, METADATA_FILE, RESULTS_FILE = "submissions", "metadata.json", "results.json"
+SUBMISSIONS = "submissions"
 MAX_METADATA_BYTES = 2**16
-
-
-class HeadMoved(Exception):
-    """The store changed since the revision a submission was checked against: check again and retry."""
 
 
 @dataclass
@@ -44,12 +40,16 @@ class Entry:
     metadata: dict
     path: Path
 
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.id, self.metadata["sha256"]
+
 
 def read_entries(root: Path, split: str, within: Path) -> tuple[list[Entry], list[str]]:
     """The submissions for `split` under `root` (a store's folder or a snapshot), oldest first, and a line for each
     that cannot be shown. Files are read only inside `within` (no link is followed out of it); a submission whose
     name another shows already (or a reserved one) is shown with its id after its name: none is dropped."""
-    entries, problems, shown = [], [], set(RESERVED_KEYS)
+    entries, problems, shown = [], [], set()
     folder = root / SUBMISSIONS / split
     for submission in sorted(folder.iterdir()) if folder.is_dir() else []:
         if submission.name.startswith("."):  # a submission being written: a hidden staging folder
@@ -198,46 +198,40 @@ class Board:
 
     def __init__(self, split: Split, settings: dict):
         self.split, self.settings = split, settings
-        self.scored: dict[tuple, tuple | str] = {}  # (id, sha256) -> (evaluate's row, per-blank scores) or a problem
+        self.scored: dict[tuple, tuple | str] = {}  # entry key -> (evaluate's row, per-blank scores), or a problem
         self.pairs: dict[tuple, list] = {}  # (key a, key b), the better first -> the pair's comparisons
         self.base = evaluate_systems([], split, settings, with_baselines=True)  # the baselines, dataset and settings
 
     def update(self, entries: list[Entry], problems: list[str] = ()) -> dict:
-        """The board of `entries`: evaluate's results for all of them with the baselines (in evaluate's order), each
-        entry's metadata and rank interval (by F1), each comparison's Holm-corrected p-value (within its metric's
-        pairs) and the lines of the entries that cannot be shown."""
-        keys = {entry.id: (entry.id, entry.metadata["sha256"]) for entry in entries}
-        new = [entry for entry in entries if keys[entry.id] not in self.scored]
+        """The board of `entries`: evaluate's results for all of them with the baselines (comparisons in evaluate's
+        order), each entry's metadata and rank interval (by F1), each comparison's Holm-corrected p-value (within its
+        metric's pairs) and the lines of the stored submissions that cannot be shown."""
+        new = [entry for entry in entries if entry.key not in self.scored]
         if new:
             files = [(entry.path, f"{entry.id}/{entry.path.name}", entry.metadata["sha256"]) for entry in new]
             outcomes = in_child(score_files, self.split, self.settings, files)
-            self.scored.update({keys[entry.id]: outcome for entry, outcome in zip(new, outcomes)})
-        # What left the store leaves memory.
-        self.scored = {key: self.scored[key] for key in keys.values()}
-        problems = [*problems, *(value for value in self.scored.values() if isinstance(value, str))]
-        shown = [entry for entry in entries if not isinstance(self.scored[keys[entry.id]], str)]
-        ranked = sorted(shown, key=lambda entry: -self.scored[keys[entry.id]][0]["f1"])
-        pairs, comparisons = {}, []
-        for a, b in combinations(ranked, 2):
-            pair = (keys[a.id], keys[b.id])
-            if pair not in self.pairs:
-                columns = {"a": self.scored[pair[0]][1], "b": self.scored[pair[1]][1]}
-                self.pairs[pair] = compare_pairs(columns, ["a", "b"], self.settings)
-            pairs[pair] = self.pairs[pair]
-            comparisons += [{**comparison, "systems": [a.name, b.name]} for comparison in pairs[pair]]
-        self.pairs = pairs
-        systems = {entry.name: self.scored[keys[entry.id]][0] for entry in shown}
+            self.scored.update(zip((entry.key for entry in new), outcomes))
+        self.scored = {entry.key: self.scored[entry.key] for entry in entries}  # what left the store leaves memory
+        problems = [*problems, *(outcome for outcome in self.scored.values() if isinstance(outcome, str))]
+        ranked = sorted((entry for entry in entries if not isinstance(self.scored[entry.key], str)),
+                        key=lambda entry: -self.scored[entry.key][0]["f1"])  # stable: ties in the store's order
+        self.pairs = {(a, b): self.pairs.get((a, b)) or compare_pairs(
+            {"a": self.scored[a][1], "b": self.scored[b][1]}, ["a", "b"], self.settings)
+            for a, b in combinations([entry.key for entry in ranked], 2)}
+        names = {entry.key: entry.name for entry in ranked}
+        comparisons = [{**comparison, "systems": [names[a], names[b]]}
+                       for (a, b), compared in self.pairs.items() for comparison in compared]
+        systems = {entry.name: self.scored[entry.key][0] for entry in ranked}
         readings = {json.dumps(row["reading"], sort_keys=True) for row in systems.values() if row["reading"]}
-        results = {**self.base, "systems": systems, "readings_differ": len(readings) > 1, "comparisons": comparisons}
         adjusted = {}
         for metric in ("f1", "exact_match"):
             family = [index for index, comparison in enumerate(comparisons) if comparison["metric"] == metric]
             adjusted.update(zip(family, holm([comparisons[index]["p_value"] for index in family])))
-        columns = {entry.name: self.scored[keys[entry.id]][1]["f1"] for entry in shown}
         return {
-            "results": results,
-            "metadata": {entry.name: entry.metadata for entry in shown},
-            "rank_intervals": rank_intervals(columns, **self.settings),
+            "results": {**self.base, "systems": systems, "readings_differ": len(readings) > 1,
+                        "comparisons": comparisons},
+            "metadata": {entry.name: entry.metadata for entry in ranked},
+            "rank_intervals": rank_intervals({e.name: self.scored[e.key][1]["f1"] for e in ranked}, **self.settings),
             "holm_p_values": [adjusted[index] for index in range(len(comparisons))],
             "problems": problems,
         }

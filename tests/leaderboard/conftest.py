@@ -80,6 +80,8 @@ def bad_files(tmp_path_factory, sample_splits) -> dict[str, Path]:
     files["many columns"].write_text(",".join(f"c{index}" for index in range(1_000)) + "\n")
     files["long answer"] = folder / "long_answer.jsonl"
     write_jsonl(files["long answer"], [{**test[0], "prediction": "a dog " * 200}, *test[1:]])
+    files["long value"] = folder / "long_value.jsonl"  # quoted in the refusal, which stays a short line
+    write_jsonl(files["long value"], [{**test[0], "candidates": "x" * 60_000}, *test[1:]])
     files["unclosed string"] = folder / "unclosed_string.json"  # a JSON string never closed: still one pass
     files["unclosed string"].write_text('["' + '\\"' * 2**20)
     return files

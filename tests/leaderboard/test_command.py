@@ -32,7 +32,7 @@ def test_several_adds_in_one_call_each_keep_their_own_metadata(predictions_files
     metadata = stored(tmp_path)
     assert {name: (entry["kind"], entry["video_input"], entry["verified"], entry["parameters"], entry["open_weights"])
             for name, entry in metadata.items()} == {"A": ("fiber", "features", True, None, None),
-                                                      "B": ("other", None, False, 7_000_000_000, True)}
+                                                      "B": ("other", None, False, 7_000_000_000, "yes")}
     # The normal case: one more system on the same board, no --overwrite_output_dir.
     assert leaderboard(tmp_path, "--add", predictions_files["best"], "--name", "C") == 0
     config = json.loads((tmp_path / "space" / "leaderboard.json").read_text())

@@ -35,7 +35,7 @@ from ..metric.test_space import free_port, serving  # noqa: E402
 
 RESULTS_REPO, SPACE_REPO = "fiber-org/fiber-results", "fiber-org/fiber-leaderboard"
 BUILT_FILES = ["README.md", "app.py", "leaderboard.json", "requirements.txt", "src/__init__.py", "src/display.py",
-               "src/metadata.py", "src/populate.py", "src/scoring.py", "src/submission.py"]
+               "src/metadata.py", "src/populate.py", "src/submission.py"]
 # How each system was run, as --add takes it: "best" is the maintainers' own run.
 METADATA = {"best": ["--verified", "--open_weights", "yes", "--parameters", "7B"], "tied A": ["--open_weights", "no"],
             "tied B": []}
@@ -217,7 +217,10 @@ def test_a_file_submitted_through_the_page_is_scored_stored_and_ranked(hub, spac
     commits = len(local_hub.history(RESULTS_REPO, "dataset"))
     with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
         open_board(browser, space_url)
-        line, _ = submit_on_page(browser, worst_file, "through the page")
+        choose_on_page(browser, worst_file)
+        # The optional fields start empty: no frame count is claimed for a system that gave none.
+        assert browser.evaluate("document.querySelector('#frames textarea, #frames input').value") == ""
+        line, _ = send_on_page(browser, "through the page")
         assert line == "Stored: through the page is on the board."
         browser.evaluate("[...document.querySelectorAll('button[role=tab]')].find(b => b.innerText.includes("
                          "'Leaderboard')).click()")
