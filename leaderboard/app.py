@@ -13,7 +13,7 @@ import gradio as gr
 
 from fiberbench.errors import FiberbenchError, describe
 from fiberbench.metric.evaluate.predictions import load_split
-from src.display import (ALL, COLUMNS, F1_TEXT, NUMBERS, PAIRWISE_TEXT, RANKS_TEXT, REPORTED, category_chart,
+from src.display import (ALL, COLUMNS, F1_TEXT, NUMBERS, PAIRWISE_TEXT, RANKS_TEXT, REPORTED, WIDTHS, category_chart,
                          columns, introduction, pairwise_html, paper_rows, sorted_rows, table_rows)
 from src.metadata import KINDS, RUNS, VIDEO_INPUTS, Refused, check_metadata
 from src.populate import Board, open_store
@@ -49,7 +49,7 @@ def refresh(sort_by: str, metric: str, chosen: list[str] | None, kind: str, open
     chosen = [name for name in (chosen or names[:CHART_SYSTEMS]) if name in names]
     rows = sorted_rows(table_rows(board, kind, open_weights, video_input), shown, sort_by)
     return (
-        gr.Dataframe({"headers": shown, "data": rows}, headers=shown,
+        gr.Dataframe({"headers": shown, "data": rows}, headers=shown, column_widths=[WIDTHS.get(c, 80) for c in shown],
                      datatype=["number" if column in NUMBERS else "str" for column in shown]),
         gr.Textbox("\n".join(board["problems"]), visible=bool(board["problems"])),
         pairwise_html(board, "f1" if metric == "F1" else "exact_match"),

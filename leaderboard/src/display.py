@@ -47,10 +47,12 @@ PAIRWISE_TEXT = (
 SCORES = {"F1": ("f1",), "EM": ("exact_match",), "F1, label only": ("f1_label_only",),
           "EM, label only": ("exact_match_label_only",), "Correct@1": ("correct_at_k", "1"), "MAP": ("map",)}
 RELEASE_COLUMN = "F1, release's"  # evaluate's `f1_release`, shown where the results carry it
-COLUMNS = ["rank", "rank interval", "system", "verified", "F1", "F1 interval", "EM", "EM interval", "F1, label only",
-           "EM, label only", "Correct@1", "MAP", RELEASE_COLUMN, "blanks", "kind", "parameters (B)", "open weights",
-           "video input", "run with", "answer reading", "date", "link"]
+COLUMNS = ["rank", "rank interval", "system", "verified", "F1", "F1 interval", "EM", "EM interval", "kind",
+           "parameters (B)", "open weights", "video input", "run with", "date", "F1, label only", "EM, label only",
+           "Correct@1", "MAP", RELEASE_COLUMN, "blanks", "answer reading", "link"]
 NUMBERS = {*SCORES, RELEASE_COLUMN, "blanks", "parameters (B)"}  # sorted highest first; the others alphabetically
+WIDTHS = {"rank": 90, "system": 200, "verified": 130, "F1 interval": 140, "EM interval": 140, "video input": 130,
+          "run with": 150, "date": 110, "answer reading": 150, "link": 220}  # pixels; the others 80
 ALL = "all"
 
 
