@@ -54,14 +54,13 @@ def read_entries(root: Path, split: str, within: Path) -> tuple[list[Entry], lis
     for submission in sorted(folder.iterdir()) if folder.is_dir() else []:
         if submission.name.startswith("."):  # a submission being written: a hidden staging folder
             continue
-        if submission.is_symlink():
-            problems.append(f"{submission}: a link, not a submission folder of the store's own; remove it")
-            continue
         try:
+            if submission.is_symlink():
+                raise DataError(f"{submission}: a link, not a submission folder of the store's own; remove it")
             metadata = _read_metadata(submission, within)
             path = _inside(submission / metadata["predictions"], within)
-        except DataError as error:
-            problems.append(describe(error))
+        except DataError as error:  # named within the store: the page shows it
+            problems.append(describe(error).replace(f"{root}/", ""))
             continue
         key = name_key(metadata["system"])
         name = metadata["system"] if key not in shown else f"{metadata['system']} ({submission.name})"
@@ -101,7 +100,7 @@ class LocalStore:
 
     def head(self, split: str) -> str:
         folder = self.folder / SUBMISSIONS / split
-        names = "\n".join(sorted(path.name for path in folder.iterdir())) if folder.is_dir() else ""
+        names = "\n".join(sorted(path.name for path in folder.glob("[!.]*"))) if folder.is_dir() else ""
         return hashlib.sha256(names.encode()).hexdigest()
 
     def read(self, split: str, revision: str) -> tuple[list[Entry], list[str]]:

@@ -227,10 +227,11 @@ def test_a_submission_still_being_written_is_not_read_yet(split, predictions_fil
     # What a reader met when another submission's staging folder had no metadata.json yet.
     store = LocalStore(tmp_path / "store")
     submit(split, SETTINGS, store, predictions_files["best"], fields("best"), "best")
+    head = store.head("test")
     staging = store.folder / "submissions" / "test" / ".next.tmp-1-x"  # as `fiberbench.outputs.atomic_folder` names it
     staging.mkdir()
     (staging / "predictions.jsonl").write_text("{}\n", encoding="utf-8")
-    assert [entry.name for entry in store.read("test", "")[0]] == ["best"]
+    assert [entry.name for entry in store.read("test", "")[0]] == ["best"] and store.head("test") == head
 
 
 def edit_metadata(folder, **changes):
@@ -260,7 +261,7 @@ def test_an_edited_store_shows_what_it_can_and_says_what_it_cannot_in_one_line(s
     edit(sorted((store.folder / "submissions" / "test").iterdir())[-1])
     computed = read_board(split, store)
     (problem,) = computed["problems"]
-    assert "\n" not in problem and re.search(line, problem), problem
+    assert "\n" not in problem and re.search(line, problem) and str(tmp_path) not in problem, problem
     assert "best" in computed["metadata"]
 
 
