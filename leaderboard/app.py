@@ -42,7 +42,7 @@ def current_board() -> tuple[str, dict]:
 def refresh(sort_by: str, metric: str, chosen: list[str] | None, kind: str, open_weights: str, video_input: str):
     try:
         head, board = current_board()
-    except (FiberbenchError, OSError) as error:
+    except (FiberbenchError, OSError, Refused) as error:
         raise gr.Error(describe(error)) from None
     shown, systems = columns(board), board["results"]["systems"]
     names = sorted(systems, key=lambda name: -systems[name]["f1"])

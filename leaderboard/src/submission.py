@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import uuid
+from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from itertools import chain
@@ -56,7 +57,7 @@ def in_child(function, *args):
         with ProcessPoolExecutor(1, mp_context=_CHILDREN) as pool:
             return pool.submit(function, *args).result()
     except BrokenProcessPool:
-        raise Refused("the file could not be read: its reader ended abruptly") from None
+        raise DataError("the file could not be read: its reader ended abruptly") from None
 
 
 def check_file(path: Path, shown: str) -> None:
@@ -182,14 +183,13 @@ class DailyLimit:
     one blank would otherwise tell that blank's answer, one query at a time."""
 
     def __init__(self, per_day: int):
-        self.per_day, self.counts, self.lock = per_day, {}, threading.Lock()
+        self.per_day, self.day, self.counts, self.lock = per_day, None, Counter(), threading.Lock()
 
     def take(self, submitter: str) -> None:
-        today = datetime.datetime.now(datetime.timezone.utc).date()
         with self.lock:
-            self.counts = {key: count for key, count in self.counts.items() if key[1] == today}
-            count = self.counts.get((submitter, today), 0)
-            if count >= self.per_day:
+            if self.day != (today := datetime.datetime.now(datetime.timezone.utc).date()):
+                self.day, self.counts = today, Counter()  # yesterday's counts go
+            if self.counts[submitter] >= self.per_day:
                 raise Refused(f"{self.per_day} submissions a day (UTC) at most from each submitter: submit again "
                               "tomorrow")
-            self.counts[submitter, today] = count + 1
+            self.counts[submitter] += 1
