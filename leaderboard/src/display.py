@@ -125,12 +125,9 @@ def sorted_rows(rows: list[list], shown: list[str], column: str) -> list[list]:
     "rank" and "rank interval" keep the board's order (best F1 first), and ties keep it too."""
     if column in ("rank", "rank interval") or column not in shown:
         return rows
-    index = shown.index(column)
-    filled = [row for row in rows if row[index] not in (None, "")]
-    if column in NUMBERS:
-        filled.sort(key=lambda row: -row[index])
-    else:
-        filled.sort(key=lambda row: str(row[index]).casefold())
+    index, number = shown.index(column), column in NUMBERS
+    filled = sorted((row for row in rows if row[index] not in (None, "")),
+                    key=lambda row: -row[index] if number else str(row[index]).casefold())
     return filled + [row for row in rows if row[index] in (None, "")]
 
 
