@@ -1,16 +1,13 @@
 """`fiberbench leaderboard`: build (and push) the FIBER leaderboard Space from a store of results.
 
-The store is a Hub dataset repo (`--results_repo ORG/fiber-results`) or a local folder
-(`--results_dir`), holding one folder per submission: the predictions file, its `fiberbench
-evaluate` results and its metadata. `--add FILE --name NAME ...` first adds a predictions file
-to the store, checked and scored as the Space's Submit tab does. The board is then computed once
-(a stored file that no longer joins the split stops the command with one line) and printed, and
-the Space folder is written into `--output_dir`: this folder's app.py, src/ and README.md (the Space's
-card), requirements.txt and leaderboard.json (plus a copy of a local store). `--push_to_hub
-ORG/NAME` pushes it as a Gradio Space; `python app.py` in the folder runs it locally.
-
-The Space installs this package (requirements.txt) rather than a copy of its scoring code, so that the board
-scores with the very code of `fiberbench evaluate`; the requirement pins the version that built the folder.
+The store is a Hub dataset repo (`--results_repo ORG/fiber-results`) or a local folder (`--results_dir`), one folder
+per submission: the predictions file, its `fiberbench evaluate` results and its metadata. `--add FILE --name NAME ...`
+first adds a predictions file to the store, checked and scored as the Space's Submit tab does; the flags after an
+--add, up to the next --add, describe that system, so one call adds several (all or none). The board is then computed
+(a stored submission that cannot be shown stops the command with one line) and printed, and the Space folder is
+written into `--output_dir`, replacing the one this command wrote there before: app.py, src/, README.md (the Space's
+card), requirements.txt (which installs this package, so that the Space scores with the very code of `fiberbench
+evaluate`), leaderboard.json and a copy of a local store. `--push_to_hub ORG/NAME` pushes it as a Gradio Space.
 """
 
 import argparse
@@ -23,16 +20,33 @@ from huggingface_hub import RepoCard
 from fiberbench import __version__
 from fiberbench.cli import positive_int, seed
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.errors import UsageError
+from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import check_can_push, push_folder
 from fiberbench.metric.evaluate.predictions import load_split
-from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json, write_text
+from fiberbench.outputs import (atomic_path, check_output, finish_output, output_lock, start_output, write_json,
+                               write_text)
 
 from .src.display import table_rows
-from .src.populate import SUBMISSIONS, compute_board, open_store, read_entries, submission_folders
-from .src.submission import KINDS, Refused, check_metadata, submit
+from .src.metadata import KINDS, RUNS, VIDEO_INPUTS, Refused, name_key
+from .src.populate import SUBMISSIONS, Board, open_store
+from .src.submission import METADATA_FILE, RESULTS_FILE, commit, prepare
 
 COMMAND, HERE = "fiberbench leaderboard", Path(__file__).resolve().parent
+
+
+class _SystemFlag(argparse.Action):
+    """--add starts a system; each flag after it, up to the next --add, is that system's own."""
+
+    def __call__(self, parser, namespace, value, option=None):
+        systems = namespace.systems = namespace.systems or []
+        if self.dest == "add":
+            systems.append({"add": value})
+        elif not systems:
+            parser.error(f"{option} describes a system: give it after that system's --add")
+        elif self.dest in systems[-1]:
+            parser.error(f"{option} given twice for --add {systems[-1]['add']}")
+        else:
+            systems[-1][self.dest] = True if self.nargs == 0 else value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,13 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     store.add_argument("--results_repo", help="The store: a Hub dataset repo, e.g. ORG/fiber-results.")
     store.add_argument("--results_dir", type=Path, help="The store: a local folder (created by the first --add).")
     parser.add_argument("--output_dir", type=Path, required=True, help="Where the Space folder is written.")
-    parser.add_argument("--overwrite_output_dir", action="store_true", help="Replace an earlier Space folder there.")
     parser.add_argument("--push_to_hub", metavar="ORG/NAME", help="Push the Space folder to this Space.")
     parser.add_argument("--private", action="store_true", help="Create the pushed Space as private.")
     parser.add_argument("--hub_token", help="Hub token; default: HF_TOKEN or the saved login.")
     parser.add_argument("--title", default="FIBER leaderboard", help="The page's and the Space's title.")
     parser.add_argument("--package_requirement", help="How the Space's requirements.txt names the FIBER package "
                         "(default: fiber-benchmark[plots]==VERSION).")
+    parser.add_argument("--submissions_per_day", type=positive_int, default=5,
+                        help="How many files the Space's Submit tab takes from one submitter a day (UTC).")
     data = parser.add_argument_group("the scores (as fiberbench evaluate takes them)")
     data.add_argument("--dataset_name", help="A Hub dataset id or a built folder (default: the SYNTHETIC sample).")
     data.add_argument("--dataset_config_name", default="text", help="The dataset config.")
@@ -56,22 +71,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--confidence_level", type=float, default=0.95, help="Of the bootstrap intervals.")
     data.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples, randomization trials.")
     data.add_argument("--seed", type=seed, default=0, help="Seed of the resamples and the randomization trials.")
-    add = parser.add_argument_group("adding a system to the store first")
-    add.add_argument("--add", type=Path, metavar="PREDICTIONS", help="A predictions file to add (as evaluate reads).")
-    add.add_argument("--name", help="Its system name.")
-    add.add_argument("--link", default="", help="A link to the paper, code or model (https://...).")
-    add.add_argument("--kind", choices=KINDS, default="other", help="What kind of system it is.")
-    add.add_argument("--video_input", default="", help="What it sees of the video (e.g. '8 frames as a video').")
-    add.add_argument("--frames", type=positive_int, help="Frames per clip it reads.")
-    add.add_argument("--answer_reading", default="", help="How the answer is read from its reply.")
+    add = parser.add_argument_group("adding systems to the store first (each flag after the --add it describes)")
+    parser.set_defaults(systems=None)
+    for flag, kwargs in {
+        "--add": dict(type=Path, metavar="PREDICTIONS", help="A predictions file to add (as evaluate reads)."),
+        "--name": dict(help="Its system name."),
+        "--link": dict(help="A link to the model, paper or code (https://...)."),
+        "--kind": dict(choices=KINDS, help="What kind of system it is (default: other)."),
+        "--parameters": dict(help="Its number of parameters, e.g. 7B or 220M."),
+        "--open_weights": dict(choices=["yes", "no"], help="Whether its weights are published."),
+        "--video_input": dict(choices=VIDEO_INPUTS, help="What it sees of a clip: frames (a number per clip), fps "
+                              "(frames per second), features (e.g. I3D) or none."),
+        "--frames": dict(help="Frames per clip it reads (with fps: the most it reads)."),
+        "--fps": dict(help="Frames per second it reads (with --video_input fps)."),
+        "--run_with": dict(choices=RUNS, help="How its predictions were made (default: other)."),
+        "--task_version": dict(help="With --run_with lmms-eval: the FIBER task's version."),
+        "--answer_reading": dict(help="How the answer is read from its reply."),
+        "--verified": dict(nargs=0, help="The maintainers ran it themselves: the row is marked verified."),
+    }.items():
+        add.add_argument(flag, action=_SystemFlag, dest=flag[2:], **kwargs)
 
 
 def run(args: argparse.Namespace) -> int:
     local_dataset = args.dataset_name is not None and Path(args.dataset_name).is_dir()
+    systems = args.systems or []
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
-    if (args.add is None) != (args.name is None):
-        raise UsageError("--add and --name go together: the file to add and its system name")
+    for system in systems:
+        if "name" not in system:
+            raise UsageError(f"--add {system['add']}: give its --name after it")
+        if not system["add"].is_file():
+            raise UsageError(f"--add {system['add']}: no such file")
+    if args.results_dir is not None and not systems and not (args.results_dir / SUBMISSIONS).is_dir():
+        raise UsageError(f"--results_dir {args.results_dir}: not a store (no {SUBMISSIONS}/ folder in it); the first "
+                         "--add makes one")
     if args.push_to_hub is not None:
         check_can_push(args.push_to_hub, args.hub_token)
         if local_dataset:
@@ -83,24 +116,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("the leaderboard is a Gradio page: install gradio (`pip install gradio`)") from None
     with output_lock(args.output_dir, "--output_dir"):
         dataset = SAMPLE_DIR if args.dataset_name is None else args.dataset_name if local_dataset else None
-        previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True,
-                                overwrite=args.overwrite_output_dir, inputs=[args.results_dir, args.add, dataset])
+        # The Space folder is made from the store alone: this command's earlier one is replaced without asking.
+        previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True, overwrite=True,
+                                inputs=[args.results_dir, *(system["add"] for system in systems), dataset])
         settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
         split = load_split(args.dataset_name, args.dataset_config_name, args.split)
         store = open_store(args.results_repo, args.results_dir, args.hub_token)
-        if args.add is not None:
-            if not args.add.is_file():
-                raise UsageError(f"--add {args.add}: no such file")
-            try:
-                metadata = check_metadata(args.name, args.link, args.kind, args.video_input, args.frames,
-                                          args.answer_reading)
-                store.create()
-                submit(split, settings, store, args.add, metadata, str(args.add))
-            except Refused as refusal:
-                raise UsageError(f"--add: {refusal}") from None
-            print(f"Added {args.name} to {store.describe()}")
-        entries = read_entries(store.snapshot(args.split, store.head(args.split)), args.split)
-        for row in table_rows(compute_board(split, settings, entries)):
+        add_systems(store, split, settings, systems)
+        head = store.head(args.split)
+        entries, problems = store.read(args.split, head)
+        board = Board(split, settings).update(entries, problems)
+        if board["problems"]:
+            raise DataError(f"{len(board['problems'])} stored submission(s) cannot be shown: {board['problems'][0]}")
+        for row in table_rows(board):
             print(" | ".join("" if cell is None else str(cell) for cell in row[:6]))
         config = {
             "title": args.title,
@@ -111,9 +139,17 @@ def run(args: argparse.Namespace) -> int:
             "dataset_config_name": args.dataset_config_name,
             "split": args.split,
             "settings": settings,
+            "submissions_per_day": args.submissions_per_day,
         }
         record = start_output(args.output_dir, COMMAND, previous, folder=True)
-        write_space(args.output_dir, config, args.package_requirement, args.results_dir, sdk_version)
+        write_space(args.output_dir, config, args.package_requirement, sdk_version)
+        for entry in entries if args.results_dir is not None else []:  # only its files: no link is followed
+            for name in (METADATA_FILE, RESULTS_FILE, entry.path.name):
+                source = entry.path.with_name(name)
+                if source.is_symlink():
+                    raise DataError(f"{source}: a link, not a file of the store's own; remove it")
+                with atomic_path(args.output_dir / "results" / source.relative_to(args.results_dir)) as temporary:
+                    shutil.copyfile(source, temporary)
         finish_output(args.output_dir, record)
     print(f"Wrote the Space folder {args.output_dir} ({len(entries)} system{'s' * (len(entries) != 1)}); run it with "
           "`python app.py` there")
@@ -125,8 +161,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_space(folder: Path, config: dict, requirement: str | None, results_dir: Path | None, sdk_version: str):
-    """The Space folder: the page (app.py and src/), its card, requirements.txt, leaderboard.json, a local store."""
+def add_systems(store, split, settings: dict, systems: list[dict]) -> None:
+    """Check and score every --add before storing any (all or none), each name unlike the store's and the others'."""
+    if not systems:
+        return
+    store.create()
+    head, prepared = store.head(split.name), []
+    for system in systems:
+        fields = {field: value for field, value in system.items() if field != "add"} | {"system": system["name"]}
+        taken = {name_key(metadata["system"]) for metadata, _ in prepared}
+        try:
+            prepared.append(prepare(split, settings, store, system["add"], fields, str(system["add"]), head, taken))
+        except Refused as refusal:
+            raise UsageError(f"--add {system['add']}: {refusal}") from None
+    for metadata, files in prepared:
+        head = commit(store, split, metadata, files, head)
+        print(f"Added {metadata['system']} to {store.describe()}")
+
+
+def write_space(folder: Path, config: dict, requirement: str | None, sdk_version: str):
+    """The Space folder: the page (app.py and src/), its card, requirements.txt, leaderboard.json."""
     for source in [HERE / "app.py", *sorted((HERE / "src").glob("*.py"))]:
         write_text(folder / source.relative_to(HERE), source.read_text(encoding="utf-8"))
     card = RepoCard.load(HERE / "README.md")  # the Space's card, with this build's title and Gradio
@@ -134,6 +188,3 @@ def write_space(folder: Path, config: dict, requirement: str | None, results_dir
     write_text(folder / "README.md", str(card).replace("# FIBER leaderboard", f"# {config['title']}", 1))
     write_text(folder / "requirements.txt", f"{requirement or f'fiber-benchmark[plots]=={__version__}'}\n")
     write_json(folder / "leaderboard.json", config)
-    if results_dir is not None:
-        for submission in submission_folders(results_dir, config["split"]):
-            shutil.copytree(submission, folder / "results" / SUBMISSIONS / config["split"] / submission.name)

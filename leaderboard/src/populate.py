@@ -1,14 +1,16 @@
-"""The board's data: the store of submissions (a Hub dataset repo, or a local folder to try it), and the board computed
-from it by `fiberbench evaluate`'s code, with rank intervals and Holm-corrected p-values.
+"""The board's data: the store of submissions (a Hub dataset repo, or a local folder to try it), read only inside
+itself, and the board computed from it by `fiberbench evaluate`'s code, with rank intervals and Holm-corrected p-values.
 
 As the Hub's leaderboards keep their requests and results, each submission is a folder `submissions/SPLIT/ID/`: the
 predictions file as sent, `results.json` (evaluate's, for that file alone) and `metadata.json` (name, link, how it
-was run). A submission is committed on top of the revision it was checked against; when another came in meanwhile the
-commit is refused (`HeadMoved`) and the caller checks again on the new head, so neither is lost.
+was run, the file's sha256). A submission is committed on top of the revision it was checked against; when another
+came in meanwhile the commit is refused (`HeadMoved`) and the caller checks again on the new head, so neither is lost.
 """
 
 import hashlib
 import json
+from dataclasses import dataclass
+from itertools import combinations
 from pathlib import Path
 
 import filelock
@@ -16,36 +18,72 @@ import numpy as np
 from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
-from fiberbench.errors import DataError
+from fiberbench.errors import DataError, describe
 from fiberbench.metric import paired_bootstrap_means
-from fiberbench.metric.evaluate.predictions import Split, System, join, read_rows
-from fiberbench.metric.evaluate.results import evaluate_systems, score_columns
+from fiberbench.metric.evaluate.predictions import Split
+from fiberbench.metric.evaluate.results import compare_pairs, evaluate_systems
 from fiberbench.outputs import atomic_folder
 
-SUBMISSIONS, METADATA_FILE, RESULTS_FILE = "submissions", "metadata.json", "results.json"
+from .metadata import Refused, check_stored, name_key
+from .submission import METADATA_FILE, HeadMoved, in_child, score_files
+
+SUBMISSIONS = "submissions"
+MAX_METADATA_BYTES = 2**16
 
 
-class HeadMoved(Exception):
-    """The store changed since the revision a submission was checked against: check again and retry."""
+@dataclass
+class Entry:
+    """A stored submission: its folder's name, its name as shown, its checked metadata and its predictions file."""
+
+    id: str
+    name: str
+    metadata: dict
+    path: Path
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.id, self.metadata["sha256"]
 
 
-def submission_folders(root: Path, split: str) -> list[Path]:
-    """The complete submissions for `split` under `root`, oldest first (one being written is a hidden staging folder);
-    a link is refused, never followed (it would make another folder a submission)."""
-    folders = sorted(folder for folder in (root / SUBMISSIONS / split).glob("*/") if not folder.name.startswith("."))
-    for folder in folders:
-        if folder.is_symlink():
-            raise DataError(f"{folder}: a link, not a submission folder of the store's own; remove it")
-    return folders
+def read_entries(root: Path, split: str, within: Path) -> tuple[list[Entry], list[str]]:
+    """The submissions for `split` under `root` (a store's folder or a snapshot), oldest first, and a line for each
+    that cannot be shown. Files are read only inside `within` (no link is followed out of it); a submission whose
+    name another shows already (or a reserved one) is shown with its id after its name: none is dropped."""
+    entries, problems, shown = [], [], set()
+    folder = root / SUBMISSIONS / split
+    for submission in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if submission.name.startswith("."):  # a submission being written: a hidden staging folder
+            continue
+        try:
+            if submission.is_symlink():
+                raise DataError(f"{submission}: a link, not a submission folder of the store's own; remove it")
+            metadata = _read_metadata(submission, within)
+            path = _inside(submission / metadata["predictions"], within)
+        except DataError as error:  # named within the store: the page shows it
+            problems.append(describe(error).replace(f"{root}/", ""))
+            continue
+        key = name_key(metadata["system"])
+        name = metadata["system"] if key not in shown else f"{metadata['system']} ({submission.name})"
+        shown |= {key, name_key(name)}
+        entries.append(Entry(submission.name, name, metadata, path))
+    return entries, problems
 
 
-def read_entries(root: Path, split: str) -> list[tuple[dict, Path]]:
-    """(metadata, predictions file) of each submission for `split` under `root` (a store's folder or a snapshot)."""
-    entries = []
-    for folder in submission_folders(root, split):
-        metadata = json.loads((folder / METADATA_FILE).read_text(encoding="utf-8"))
-        entries.append((metadata, folder / metadata["predictions"]))
-    return entries
+def _inside(path: Path, within: Path) -> Path:
+    if not path.resolve().is_relative_to(within.resolve()) or not path.is_file():
+        raise DataError(f"{path}: not a file of the store's own (a link out of it, or missing)")
+    return path
+
+
+def _read_metadata(folder: Path, within: Path) -> dict:
+    path = _inside(folder / METADATA_FILE, within)
+    if path.stat().st_size > MAX_METADATA_BYTES:
+        raise DataError(f"{path}: more than {MAX_METADATA_BYTES:,} bytes")
+    try:
+        return check_stored(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, RecursionError) as error:  # Refused and json's errors are ValueErrors
+        problem = str(error) if isinstance(error, Refused) else f"not readable JSON ({error})"
+        raise DataError(f"{path}: {problem}") from None
 
 
 class LocalStore:
@@ -61,11 +99,12 @@ class LocalStore:
         self.folder.mkdir(parents=True, exist_ok=True)
 
     def head(self, split: str) -> str:
-        names = "\n".join(folder.name for folder in submission_folders(self.folder, split))
+        folder = self.folder / SUBMISSIONS / split
+        names = "\n".join(sorted(path.name for path in folder.glob("[!.]*"))) if folder.is_dir() else ""
         return hashlib.sha256(names.encode()).hexdigest()
 
-    def snapshot(self, split: str, revision: str) -> Path:
-        return self.folder
+    def read(self, split: str, revision: str) -> tuple[list[Entry], list[str]]:
+        return read_entries(self.folder, split, self.folder)
 
     def add(self, split: str, submission_id: str, files: dict[str, bytes], parent: str, message: str) -> str:
         self.create()
@@ -97,9 +136,10 @@ class HubStore:
             raise DataError(f"{self.describe()}: no such dataset repo at {self.api.endpoint} (or it is private: log "
                             "in); `fiberbench leaderboard --add` creates it") from None
 
-    def snapshot(self, split: str, revision: str) -> Path:
-        return Path(snapshot_download(self.repo_id, repo_type="dataset", revision=revision, token=self.api.token,
+    def read(self, split: str, revision: str) -> tuple[list[Entry], list[str]]:
+        root = Path(snapshot_download(self.repo_id, repo_type="dataset", revision=revision, token=self.api.token,
                                       allow_patterns=[f"{SUBMISSIONS}/{split}/**"]))
+        return read_entries(root, split, root.parents[1])  # a snapshot's files link to the repo's cached blobs
 
     def add(self, split: str, submission_id: str, files: dict[str, bytes], parent: str, message: str) -> str:
         operations = [CommitOperationAdd(f"{SUBMISSIONS}/{split}/{submission_id}/{name}", content)
@@ -116,11 +156,6 @@ class HubStore:
 def open_store(results_repo: str | None, results_dir: Path | None, token: str | None = None):
     """The store that `--results_repo` or `--results_dir` names (exactly one of them)."""
     return HubStore(results_repo, token) if results_repo is not None else LocalStore(results_dir)
-
-
-def join_file(split: Split, path: Path, name: str) -> System:
-    """A predictions file joined to the split as `fiberbench evaluate` joins it (a `DataError` says what is wrong)."""
-    return System(name, str(path), *join(path, read_rows(path), split))
 
 
 def rank_intervals(columns: dict, confidence_level=0.95, num_bootstrap=10_000, seed=0) -> dict[str, tuple[int, int]]:
@@ -156,18 +191,46 @@ def holm(p_values) -> list[float]:
     return adjusted.tolist()
 
 
-def compute_board(split: Split, settings: dict, entries: list[tuple[dict, Path]]) -> dict:
-    """The board of the stored `entries`: evaluate's results for all of them with the baselines, each system's metadata
-    and rank interval (by F1), and each comparison's Holm-corrected p-value (within its metric's pairs)."""
-    systems = [join_file(split, path, metadata["system"]) for metadata, path in entries]
-    results = evaluate_systems(systems, split, settings, with_baselines=True)
-    comparisons, adjusted = results["comparisons"], {}
-    for metric in ("f1", "exact_match"):
-        family = [index for index, comparison in enumerate(comparisons) if comparison["metric"] == metric]
-        adjusted.update(zip(family, holm([comparisons[index]["p_value"] for index in family])))
-    return {
-        "results": results,
-        "metadata": {metadata["system"]: metadata for metadata, _ in entries},
-        "rank_intervals": rank_intervals({s.name: score_columns(s, split)["f1"] for s in systems}, **settings),
-        "holm_p_values": [adjusted[index] for index in range(len(comparisons))],
-    }
+class Board:
+    """The board of a store, kept as the store grows: each submission is scored once and each pair compared once (a
+    new submission costs its own scoring and its pairs with the others, never the others' again)."""
+
+    def __init__(self, split: Split, settings: dict):
+        self.split, self.settings = split, settings
+        self.scored: dict[tuple, tuple | str] = {}  # entry key -> (evaluate's row, per-blank scores), or a problem
+        self.pairs: dict[tuple, list] = {}  # (key a, key b), the better first -> the pair's comparisons
+        self.base = evaluate_systems([], split, settings, with_baselines=True)  # the baselines, dataset and settings
+
+    def update(self, entries: list[Entry], problems: list[str] = ()) -> dict:
+        """The board of `entries`: evaluate's results for all of them with the baselines (comparisons in evaluate's
+        order), each entry's metadata and rank interval (by F1), each comparison's Holm-corrected p-value (within its
+        metric's pairs) and the lines of the stored submissions that cannot be shown."""
+        new = [entry for entry in entries if entry.key not in self.scored]
+        if new:
+            files = [(entry.path, f"{entry.id}/{entry.path.name}", entry.metadata["sha256"]) for entry in new]
+            outcomes = in_child(score_files, self.split, self.settings, files)
+            self.scored.update(zip((entry.key for entry in new), outcomes))
+        self.scored = {entry.key: self.scored[entry.key] for entry in entries}  # what left the store leaves memory
+        problems = [*problems, *(outcome for outcome in self.scored.values() if isinstance(outcome, str))]
+        ranked = sorted((entry for entry in entries if not isinstance(self.scored[entry.key], str)),
+                        key=lambda entry: -self.scored[entry.key][0]["f1"])  # stable: ties in the store's order
+        self.pairs = {(a, b): self.pairs.get((a, b)) or compare_pairs(
+            {"a": self.scored[a][1], "b": self.scored[b][1]}, ["a", "b"], self.settings)
+            for a, b in combinations([entry.key for entry in ranked], 2)}
+        names = {entry.key: entry.name for entry in ranked}
+        comparisons = [{**comparison, "systems": [names[a], names[b]]}
+                       for (a, b), compared in self.pairs.items() for comparison in compared]
+        systems = {entry.name: self.scored[entry.key][0] for entry in ranked}
+        readings = {json.dumps(row["reading"], sort_keys=True) for row in systems.values() if row["reading"]}
+        adjusted = {}
+        for metric in ("f1", "exact_match"):
+            family = [index for index, comparison in enumerate(comparisons) if comparison["metric"] == metric]
+            adjusted.update(zip(family, holm([comparisons[index]["p_value"] for index in family])))
+        return {
+            "results": {**self.base, "systems": systems, "readings_differ": len(readings) > 1,
+                        "comparisons": comparisons},
+            "metadata": {entry.name: entry.metadata for entry in ranked},
+            "rank_intervals": rank_intervals({e.name: self.scored[e.key][1]["f1"] for e in ranked}, **self.settings),
+            "holm_p_values": [adjusted[index] for index in range(len(comparisons))],
+            "problems": problems,
+        }

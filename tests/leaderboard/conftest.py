@@ -69,4 +69,19 @@ def bad_files(tmp_path_factory, sample_splits) -> dict[str, Path]:
     files["too large"] = folder / "too_large.json"
     with files["too large"].open("w") as file:  # 50 MB of one JSON array
         file.write(json.dumps(test) + " " * (50 * 2**20))
+    # Each past one bound, refused before reading it costs more than a pass over its text.
+    files["long line"] = folder / "long_line.jsonl"
+    write_jsonl(files["long line"], [{**test[0], "note": "x" * 2**17}, *test[1:]])
+    files["deep line"] = folder / "deep_line.jsonl"
+    files["deep line"].write_text(json.dumps(test[0])[:-1] + ', "x": ' + "[" * 30_000 + "]" * 30_000 + "}\n")
+    files["deep array"] = folder / "deep_array.json"
+    files["deep array"].write_text("[" * 20 + json.dumps(test) + "]" * 20)
+    files["many columns"] = folder / "many_columns.csv"
+    files["many columns"].write_text(",".join(f"c{index}" for index in range(1_000)) + "\n")
+    files["long answer"] = folder / "long_answer.jsonl"
+    write_jsonl(files["long answer"], [{**test[0], "prediction": "a dog " * 200}, *test[1:]])
+    files["long value"] = folder / "long_value.jsonl"  # quoted in the refusal, which stays a short line
+    write_jsonl(files["long value"], [{**test[0], "candidates": "x" * 60_000}, *test[1:]])
+    files["unclosed string"] = folder / "unclosed_string.json"  # a JSON string never closed: still one pass
+    files["unclosed string"].write_text('["' + '\\"' * 2**20)
     return files

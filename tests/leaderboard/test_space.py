@@ -35,7 +35,10 @@ from ..metric.test_space import free_port, serving  # noqa: E402
 
 RESULTS_REPO, SPACE_REPO = "fiber-org/fiber-results", "fiber-org/fiber-leaderboard"
 BUILT_FILES = ["README.md", "app.py", "leaderboard.json", "requirements.txt", "src/__init__.py", "src/display.py",
-               "src/populate.py", "src/submission.py"]
+               "src/metadata.py", "src/populate.py", "src/submission.py"]
+# How each system was run, as --add takes it: "best" is the maintainers' own run.
+METADATA = {"best": ["--verified", "--open_weights", "yes", "--parameters", "7B"], "tied A": ["--open_weights", "no"],
+            "tied B": []}
 DOCS_PICTURE = Path(__file__).parents[2] / "docs" / "leaderboard.png"
 
 
@@ -58,14 +61,15 @@ def fiberbench(env: dict, *args) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def pulled_space(hub, predictions_files, tmp_path_factory):
-    """The three systems added to the results repo one by one, the Space pushed after the last, and pulled back."""
+    """The three systems added to the results repo one by one (the board rebuilt each time), the Space pushed after
+    the last, and pulled back."""
     local_hub, env = hub
     built = tmp_path_factory.mktemp("built") / "space"
     for name, path in predictions_files.items():
         push = ["--push_to_hub", SPACE_REPO] if name == list(predictions_files)[-1] else []
         fiberbench(env, "leaderboard", "--results_repo", RESULTS_REPO, "--add", path, "--name", name, "--kind", "video",
-                   "--link", "https://example.org/fiber", "--frames", "8", "--output_dir", built,
-                   "--overwrite_output_dir", *FLAGS, *push)
+                   "--link", "https://example.org/fiber", "--video_input", "frames", "--frames", "8", *METADATA[name],
+                   "--output_dir", built, "--submissions_per_day", "100", *FLAGS, *push)
     pulled = Path(snapshot_download(SPACE_REPO, repo_type="space", endpoint=local_hub.url, token=env["HF_TOKEN"],
                                     local_dir=tmp_path_factory.mktemp("pulled") / "space"))
     pushed = sorted(path.relative_to(pulled).as_posix() for path in pulled.rglob("*")
@@ -90,15 +94,22 @@ def space_url(hub, pulled_space, tmp_path_factory):
         yield url
 
 
-def board_rows(space_url, sort_by: str = "F1") -> list[list]:
-    table = Client(space_url, verbose=False).predict(sort_by, "F1", [], api_name="/board")[0]
-    return table["data"]
+def board(space_url, sort_by: str = "F1", kind: str = "all", open_weights: str = "all", video_input: str = "all"):
+    """The board as the page's API gives it: (table, the line of each stored submission not shown)."""
+    answer = Client(space_url, verbose=False).predict(sort_by, "F1", [], kind, open_weights, video_input,
+                                                      api_name="/board")
+    return answer[0]["value"], answer[1]["value"]  # updates of the table (with its columns) and of the note
 
 
-def send_through_api(space_url, path: Path, name: str) -> str:
+def board_rows(space_url, sort_by: str = "F1", **filters) -> list[list]:
+    return board(space_url, sort_by, **filters)[0]["data"]
+
+
+def send_through_api(space_url, path: Path, name: str, frames="") -> str:
     """Submit `path` as system `name` as a script would, through the Space's API: the line it answers."""
-    return Client(space_url, verbose=False).predict(handle_file(str(path)), name, "", "other", "", None, "", "F1",
-                                                    "F1", [], api_name="/submit")[0]
+    fields = [name, "", "other", "", "", "", frames, "", "other", "", ""]
+    return Client(space_url, verbose=False).predict(handle_file(str(path)), *fields, "F1", "F1", [], "all", "all",
+                                                    "all", api_name="/submit")[0]
 
 
 def test_the_pulled_space_serves_the_board_sorted_by_any_column_without_the_answers(space_url, sample_splits):
@@ -109,8 +120,12 @@ def test_the_pulled_space_serves_the_board_sorted_by_any_column_without_the_answ
                                                                        ["3", "2-3", "tied B"]]
     assert {row[2] for row in rows if row[0] == "baseline"} == {"human agreement (baseline)",
                                                                   'most frequent answer "a guitar" (baseline)'}
-    by_system, by_em = [row[2] for row in board_rows(space_url, "system")], [row[5] for row in board_rows(space_url, "EM")]
+    by_system, by_em = [row[2] for row in board_rows(space_url, "system")], [row[6] for row in board_rows(space_url, "EM")]
     assert by_system == sorted(by_system, key=str.casefold) and by_em == sorted(by_em, reverse=True)
+    # The filters keep the baselines; a system without the field filtered on is not kept.
+    assert [row[2] for row in board_rows(space_url, open_weights="yes") if row[0] != "baseline"] == ["best"]
+    assert [row[2] for row in board_rows(space_url, open_weights="no") if row[0] != "baseline"] == ["tied A"]
+    assert [row[3] for row in rows if row[0] != "baseline"][:3] == ["✓ verified", "self-reported", "self-reported"]
     config = httpx.get(f"{space_url}config", timeout=60).text
     for blank in sample_splits["test"]:  # the split's answers stay on the server
         assert blank["caption"] not in config and blank["caption"] not in str(rows)
@@ -175,13 +190,20 @@ def test_the_page_shows_the_board_with_rank_intervals_and_the_paper(space_url, t
         assert "SYNTHETIC" in text and "Holm" in text
         board = browser.evaluate("document.querySelector('#board').innerText")
         assert board.count("2-3") == 2 and "[100.0, 100.0]" in board
+        assert board.count("✓ verified") == 1 and board.count("self-reported") == 2
         paper = browser.evaluate("document.querySelector('#paper').innerText")
         assert "T5 + I3D" in paper and "71.4" in paper and "reported in the paper" in paper
+        assert paper.count("the release's model F1 (raw answers, not normalized)") == 7
         matrix = browser.evaluate("document.querySelector('#pairwise').innerHTML")
         # Bold where Holm's p is below 0.05: best against each tied system, not the tied pair.
         assert matrix.count("<td><b>+61.7 (p 0.001, Holm") == 2 and matrix.count("<td>+0.0 (p 1, Holm 1)</td>") == 2
         browser.wait_for("document.querySelector('#chart img, #chart svg, #chart canvas') !== null", 120)
         browser.screenshot(tmp_path / "leaderboard.png")
+        # The filters: open weights "yes" keeps "best" and the baselines.
+        browser.click("#weights_filter input")
+        browser.click("li[role=option][aria-label='yes']")  # the open dropdown's option
+        browser.wait_for("!document.querySelector('#board').innerText.includes('tied A')")
+        assert "best" in browser.evaluate("document.querySelector('#board').innerText")
         assert not browser.exceptions
     image = Image.open(tmp_path / "leaderboard.png").convert("L")
     assert image.size[0] > 1000 and sum(1 for count in image.histogram() if count) > 20
@@ -195,7 +217,10 @@ def test_a_file_submitted_through_the_page_is_scored_stored_and_ranked(hub, spac
     commits = len(local_hub.history(RESULTS_REPO, "dataset"))
     with Chromium(tmp_path / "chromium", window_size=(1400, 1800)) as browser:
         open_board(browser, space_url)
-        line, _ = submit_on_page(browser, worst_file, "through the page")
+        choose_on_page(browser, worst_file)
+        # The optional fields start empty: no frame count is claimed for a system that gave none.
+        assert browser.evaluate("document.querySelector('#frames textarea, #frames input').value") == ""
+        line, _ = send_on_page(browser, "through the page")
         assert line == "Stored: through the page is on the board."
         browser.evaluate("[...document.querySelectorAll('button[role=tab]')].find(b => b.innerText.includes("
                          "'Leaderboard')).click()")
@@ -203,7 +228,7 @@ def test_a_file_submitted_through_the_page_is_scored_stored_and_ranked(hub, spac
     assert len(local_hub.history(RESULTS_REPO, "dataset")) == commits + 1
     rows = {row[2]: row for row in board_rows(space_url)}
     # Below the three in every resample; other tests' submissions have the same answers, and ties share a rank.
-    assert rows["through the page"][1] == "4" and rows["through the page"][3] == 0.0
+    assert rows["through the page"][1] == "4" and rows["through the page"][4] == 0.0
     assert [rows[name][1] for name in ("best", "tied A", "tied B")] == ["1", "2-3", "2-3"]
 
 
@@ -215,7 +240,10 @@ def test_a_file_submitted_through_the_page_is_scored_stored_and_ranked(hub, spac
     ("not json", "fine", "Refused: not_json.jsonl: line 1: invalid JSON"),
     # Gradio refuses it in the browser, before it is sent (the Space's max_file_size): there is no file to score.
     ("too large", "fine", "Refused: predictions file: choose one"),
-    (None, "<img src=x onerror=alert(1)>", "Refused: system name: '<' is not allowed"),
+    (None, "<img src=x onerror=alert(1)>", "Refused: system name: '<' (U+003C) is not allowed"),
+    (None, "human agreement (baseline)", "Refused: system name: 'human agreement (baseline)' is, or looks like, a "
+     "baseline's"),
+    (None, "tiеd A", "Refused: system name: mixes CYRILLIC and LATIN letters"),  # a Cyrillic e
 ])
 def test_a_bad_submission_is_refused_on_the_page_in_one_line(hub, space_url, bad_files, predictions_files, tmp_path,
                                                             bad, name, line):
@@ -247,6 +275,23 @@ def test_a_submission_whose_parent_moved_is_committed_on_the_new_head(hub, space
     history = local_hub.history(RESULTS_REPO, "dataset")
     assert [commit.title for commit in history[-2:]] == ["Add meanwhile (test)", "Add after the move (test)"]
     assert {"meanwhile", "after the move"} <= {row[2] for row in board_rows(space_url)}
+
+
+def test_what_the_api_gets_wrong_and_an_edited_store_are_one_line_each(hub, space_url, worst_file, tmp_path):
+    from huggingface_hub import HfApi
+
+    local_hub, env = hub
+    line = send_through_api(space_url, worst_file, "frames of letters", frames="abc")
+    assert line == "Refused: frames per clip: 'abc' is not a whole number from 1 to 10,000"
+    # A submission committed by hand with a metadata.json the page cannot use: the rest of the board is shown.
+    metadata = tmp_path / "metadata.json"
+    metadata.write_text('{"system": "edited", "frames": "abc"}')
+    HfApi(endpoint=local_hub.url, token=env["HF_TOKEN"]).upload_file(
+        path_or_fileobj=metadata, path_in_repo="submissions/test/zz-edited/metadata.json", repo_id=RESULTS_REPO,
+        repo_type="dataset")
+    table, problems = board(space_url)
+    assert problems.endswith("zz-edited/metadata.json: frames per clip: 'abc' is not a whole number from 1 to 10,000")
+    assert "\n" not in problems and {"best", "tied A", "tied B"} <= {row[2] for row in table["data"]}
 
 
 def test_a_results_repo_that_refuses_the_commit_is_one_line_and_nothing_is_stored(hub, space_url, worst_file):
