@@ -104,8 +104,8 @@ def check_output(
     if record is None or record["written_by"] != command:
         what = f"was written by {record['written_by']}" if record else f"has no record {record_path(path, folder).name}"
         raise UsageError(
-            f"{flag} {given} exists and {what}, not {command}'s; nothing is replaced, even with {overwrite_flag}: "
-            "move it away or choose another"
+            f"{flag} {given} exists and {what}, not {command}'s; nothing is replaced"
+            + (f", even with {overwrite_flag}" if overwrite else "") + ": move it away or choose another"
         )
     if folder:
         strangers = sorted(set(found) - set(record.get("files", [])) - {FOLDER_RECORD})
