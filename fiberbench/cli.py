@@ -13,59 +13,19 @@ from .errors import UsageError, describe, run_reporting_errors
 # Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`; only the one named
 # is imported (`build_parser`), so that `fiberbench --help` loads no command's libraries (bench/cli.py measures it).
 COMMANDS = {
-    "build-dataset": (
-        "fiberbench.data.build",
-        "Build FIBER (or data in its release format) into a Hub-native Parquet dataset folder.",
-    ),
-    "blank": (
-        "fiberbench.data.blanking",
-        "Blank one noun phrase per clip in captioning data, as the FIBER release was made.",
-    ),
-    "hit-inputs": (
-        "fiberbench.data.hits",
-        "Input CSV of crowd tasks (Mechanical Turk HITs) for the annotation page, several clips per task.",
-    ),
-    "answers": (
-        "fiberbench.data.answers",
-        "Merge crowd-sourced answers into the release format's additional_answers.",
-    ),
-    "agreement": (
-        "fiberbench.data.agreement",
-        "Human agreement (the paper's Table 2) of a release-format file.",
-    ),
-    "stats": (
-        "fiberbench.data.stats",
-        "Answer statistics (the paper's Table 1, gender words, top answers, POS sequences).",
-    ),
-    "evaluate": (
-        "fiberbench.metric.evaluate.command",
-        "Score predictions files of any system on a FIBER split: CIs, paired comparisons, baselines, plot.",
-    ),
-    "leaderboard": (
-        "fiberbench.leaderboard.command",
-        "Build (and push) the FIBER leaderboard Space from a store of results: intervals, rank intervals, Submit tab.",
-    ),
-    "predict": (
-        "fiberbench.predict.command",
-        "Run a Hub model (seq2seq, causal, FIBER or video-language) on a FIBER split into a predictions file.",
-    ),
-    "clips": (
-        "fiberbench.predict.clips",
-        "Which clips of a FIBER split have a video in a folder: a manifest with their fingerprint.",
-    ),
-    "extract-features": (
-        "fiberbench.data.features.command",
-        "Video features of every clip from its video with an image or video encoder (CLIP, SigLIP, DINOv2, VideoMAE, "
-        "V-JEPA 2), for build-dataset --features_dir.",
-    ),
-    "lmms-eval-task": (
-        "fiberbench.lmms_eval_tasks.command",
-        "Print the folder of FIBER's lmms-eval task, for lmms-eval --include_path.",
-    ),
-    "push-metric": (
-        "fiberbench.metric.push",
-        "Push the fiber_metric module to the Hub as a Space, for `evaluate.load(REPO_ID)`.",
-    ),
+    "build-dataset": ("fiberbench.data.build", "Build FIBER (or data in its release format) into a dataset folder."),
+    "blank": ("fiberbench.data.blanking", "Blank one noun phrase per clip of captioning data, as the release did."),
+    "hit-inputs": ("fiberbench.data.hits", "The crowd tasks' input CSV (Mechanical Turk HITs) for the annotation page."),
+    "answers": ("fiberbench.data.answers", "Merge crowd answers into the release format's additional_answers."),
+    "agreement": ("fiberbench.data.agreement", "Human agreement (the paper's Table 2) of a release-format file."),
+    "stats": ("fiberbench.data.stats", "Answer statistics (the paper's Table 1, gender words, answers, POS)."),
+    "evaluate": ("fiberbench.metric.evaluate.command", "Score systems' predictions files: intervals, paired tests."),
+    "leaderboard": ("fiberbench.leaderboard.command", "Build (and push) the FIBER leaderboard Space from a store."),
+    "predict": ("fiberbench.predict.command", "Run a Hub model (seq2seq, causal, FIBER, video LLM) on a FIBER split."),
+    "clips": ("fiberbench.predict.clips", "Which clips of a split have a video in a folder: a manifest."),
+    "extract-features": ("fiberbench.data.features.command", "Video features of every clip, for build-dataset."),
+    "lmms-eval-task": ("fiberbench.lmms_eval_tasks.command", "The folder of FIBER's lmms-eval task."),
+    "push-metric": ("fiberbench.metric.push", "Push the fiber_metric module to the Hub as a Space."),
 }
 
 
