@@ -36,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = __doc__.split("\n", 2)[2]
     parser.add_argument("predictions", nargs="+", type=Path, help="Predictions files (.jsonl, .json or .csv).")
     parser.add_argument("--names", nargs="+", help="The systems' names (default: the files' stems, made unique).")
-    parser.add_argument("--control", action="append", default=[], metavar="NAME=FILE", help="A system's blind control: "
-                        "its predictions without the video (`fiberbench predict --video_input none`), for its gain from "
-                        "the video; once per system.")
+    parser.add_argument("--control", action="append", default=[], metavar="NAME=FILE", help="A system's blind "
+                        "control: its predictions without the video (`fiberbench predict --video_input none`), for its "
+                        "gain from the video; once per system.")
     parser.add_argument("--release_f1", action="store_true", help="Show F1 as the FIBER release computed it for its "
                         "models (no normalization), to compare with the paper's Table 3; F1 is the one to report.")
     parser.add_argument("--dataset_name", help="A folder built by build-dataset, or a Hub dataset id (default: the "
@@ -61,10 +61,10 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     """`--names`, or the files' stems made unique (by their folder's name, then a number); each file once, every name
     UTF-8 text, as results.json and results.md are (bytes that are not reach Python as lone surrogates), and none a
     baseline's (which would take its row)."""
-    shown = [str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") for path in paths]
-    for path, text in zip(paths, shown):
-        if text != str(path):
-            raise UsageError(f"{text}: the file name is not UTF-8 text, which results.json must be; rename the file")
+    for given, shown in [(str(path), "{}: the file name") for path in paths] + [(name, "--names: '{}'") for name in
+                                                                               names or []]:
+        if (text := given.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")) != given:
+            raise UsageError(f"{shown.format(text)} is not UTF-8 text, which results.json and results.md must be")
     if names is None:
         stems = [path.stem for path in paths]
         names = [f"{path.parent.name}/{path.stem}" if stems.count(path.stem) > 1 else path.stem for path in paths]
@@ -75,8 +75,6 @@ def system_names(paths: list[Path], names: list[str] | None) -> list[str]:
     elif len(set(names)) != len(names):
         raise UsageError(f"--names must all be different, got {names}")
     for name in names:
-        if (text := name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")) != name:
-            raise UsageError(f"--names: '{text}' is not UTF-8 text, which results.json and results.md must be")
         folded = " ".join(unicodedata.normalize("NFKC", name).casefold().split())
         if folded in (MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT) or folded.endswith("(baseline)"):
             raise UsageError(f"{name!r} names a baseline ({MOST_FREQUENT_ANSWER}, {HUMAN_AGREEMENT}): name the system "
@@ -97,7 +95,8 @@ def control_files(controls: list[str], names: list[str]) -> dict[str, Path]:
     for given in controls:
         name = next((given[:end] for end in range(len(given)) if given[end] == "=" and given[:end] in names), None)
         if name is None:
-            raise UsageError(f"--control {given!r}: give NAME=FILE, NAME one of the systems: {', '.join(map(repr, names))}")
+            raise UsageError(f"--control {given!r}: give NAME=FILE, NAME one of the systems: "
+                             + ", ".join(map(repr, names)))
         if name in found:
             raise UsageError(f"--control: {name!r} is given two controls; give one")
         found[name] = Path(given[len(name) + 1 :])
@@ -130,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
                            "all of them answered", results["compared_blanks"])
         if args.model_index is not None:
             model_index.write(args.model_index, results)
-            logger.info("Wrote the model-index of %s into %s", plain_text(names[0]), args.model_index)
+            logger.info("Wrote the model-index of %s into %s", plain_text(names[0]), plain_text(str(args.model_index)))
         if args.output_dir is None:
             logger.info("No --output_dir: nothing written")
             return 0
@@ -159,8 +158,8 @@ def score_files(args: argparse.Namespace, names: list[str], controls: dict[str, 
     for name, path in controls.items():
         if not made_without_video(path):
             logger.warning("%s: its record does not say it was made without the video (`fiberbench predict "
-                           "--video_input none`); it stands as the blind control of %s all the same", path,
-                           plain_text(name))
+                           "--video_input none`); it stands as the blind control of %s all the same",
+                           plain_text(str(path)), plain_text(name))
     blind = {name: read_system(path, f"{name} without the video", split) for name, path in controls.items()}
     settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
     return evaluate_systems(systems, split, settings, args.with_baselines, blind, args.release_f1)

@@ -21,7 +21,8 @@ def check_flag(card: Path | None, names: list[str], inputs: list[Path], output_d
     if card is None:
         return
     if len(names) != 1:
-        raise UsageError(f"--model_index: a model card describes one model; give one predictions file, not {len(names)}")
+        raise UsageError(f"--model_index: a model card describes one model; give one predictions file, not "
+                         f"{len(names)}")
     problem = None
     if card.suffix.lower() != ".md":
         problem = "a model card is a Markdown file (README.md)"

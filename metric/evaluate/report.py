@@ -101,24 +101,28 @@ def leaderboard_markdown(results: dict) -> str:
     scores = {**SCORES, **({"f1_release": "F1 (release)"} if release else {})}
     rows = []
     for name, row in leaderboard_rows(results).items():
-        low, high = row.get("rank_interval", ("–", "–"))
-        ranks = [str(row["rank"]), str(low) if low == high else f"{low}-{high}"] if name in systems else ["–", "–"]
-        answered = row["coverage"]["answered"] if name in systems else row.get("num_blanks", blanks)
+        if name in systems:  # a baseline is shown, never ranked
+            low, high = row["rank_interval"]
+            ranks = [str(row["rank"]), f"{low}-{high}" if low < high else str(low)]
+            answered = row["coverage"]["answered"]
+        else:
+            ranks, answered = ["–", "–"], row.get("num_blanks", blanks)
         rows.append([*ranks, markdown_text(name), *(_cell(row, score) for score in scores),
                      _cell(row, "correct_at_k", "1"), _cell(row, "map"), f"{answered:,} of {blanks:,}"])
     title = f"the {dataset['split']} split of {dataset['name']} (config {dataset['config']})"
-    lines = [f"# FIBER: {markdown_text(title)}", *["", "**SYNTHETIC data** (the bundled sample, or a build of it): the "
-                                                   "numbers say nothing about FIBER."] * dataset["synthetic"], "",
-             f"{blanks:,} blanks. Scores in percent on the blanks a system answered, each with its {level} confidence "
-             f"interval [low, high] (percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, "
-             f"seed {settings['seed']}).", "",
-             f"**How to read a confidence interval.** [low, high] holds the scores the system would likely get on "
-             f"another set of as many blanks like these ({level} of the resampled sets score in it); two systems whose "
-             "intervals overlap may still differ: the comparisons below say whether they do.", "",
-             "**Rank interval**: from 1 + the systems significantly better in F1 to n - those significantly worse, by "
-             "the Holm-corrected comparisons below, so that two systems whose intervals do not overlap always differ "
-             "significantly there. Baselines are not ranked.",
-             *_table(["rank", "rank interval", "system", *scores.values(), "Correct@1", "MAP", "answered"], rows)]
+    lines = [f"# FIBER: {markdown_text(title)}", ""]
+    if dataset["synthetic"]:
+        lines += ["**SYNTHETIC data** (the bundled sample, or a build of it): the numbers say nothing about FIBER.", ""]
+    lines += [f"{blanks:,} blanks. Scores in percent on the blanks a system answered, each with its {level} confidence "
+              f"interval [low, high] (percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, "
+              f"seed {settings['seed']}).", "",
+              f"**How to read a confidence interval.** [low, high] holds the scores the system would likely get on "
+              f"another set of as many blanks like these ({level} of the resampled sets score in it); two systems "
+              "whose intervals overlap may still differ: the comparisons below say whether they do.", "",
+              "**Rank interval**: from 1 + the systems significantly better in F1 to n - those significantly worse, by "
+              "the Holm-corrected comparisons below, so that two systems whose intervals do not overlap always differ "
+              "significantly there. Baselines are not ranked.",
+              *_table(["rank", "rank interval", "system", *scores.values(), "Correct@1", "MAP", "answered"], rows)]
     if release:
         lines += ["", "F1 (release): F1 as the FIBER release's code computed it for its models (raw answers split on "
                   "white space, no normalization), to set a system beside the paper's Table 3; F1 is the paper's "
@@ -131,8 +135,9 @@ def leaderboard_markdown(results: dict) -> str:
     if read:
         lines += ["", "Answers read from the models' replies by fiberbench's answer reader:", "",
                   *(f"- {markdown_text(name)}: {markdown_text(describe_reading(how))}" for name, how in read.items()),
-                  *["", f"**{READ_DIFFERENTLY}**"] * results["readings_differ"]]
-    return "\n".join(lines + coverage_lines(results) + gain_lines(results, level) + comparison_lines(results, level)) + "\n"
+                  *(["", f"**{READ_DIFFERENTLY}**"] if results["readings_differ"] else [])]
+    lines += coverage_lines(results) + gain_lines(results, level) + comparison_lines(results, level)
+    return "\n".join(lines) + "\n"
 
 
 def coverage_lines(results: dict) -> list[str]:
@@ -187,7 +192,7 @@ def comparison_lines(results: dict, level: str) -> list[str]:
             "**How to read a p-value.** p is how often a difference at least as large as A - B would come up by luck "
             "of the blanks if the two systems were equally good: below 0.05, it is unlikely to be luck.", "",
             "**Minimum detectable difference.** Differences under "
-            + ", ".join(f"{smallest[metric]:.1f} {shown}" for metric, shown in METRIC_NAMES.items())
+            + ", ".join(f"{smallest[metric] or 0:.1f} {shown}" for metric, shown in METRIC_NAMES.items())
             + f" points cannot be told from luck on these {blanks:,} blanks (a paired test at 5% finds a difference of "
             "that size 80% of the time, given the per-blank spread and correlation of these systems' scores).",
             *_table(["A", "B", "metric", "A - B [interval]", "p", "p, Holm"], rows)] if rows else []

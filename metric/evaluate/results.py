@@ -39,18 +39,6 @@ def score_columns(system: System, split: Split, release_f1: bool = False) -> dic
     return columns
 
 
-def row_scores(columns: dict, categories: list[str] | None, settings: dict) -> dict:
-    """A leaderboard row: the means of its per-blank `columns`, their intervals and the scores by category."""
-    summary = summarize(columns, categories, **settings)
-    row = {**summary["means"], "confidence_intervals": summary["intervals"]}
-    if categories is not None:
-        row["by_category"] = {
-            category: {"count": scores["count"], **scores["means"], "confidence_intervals": scores["intervals"]}
-            for category, scores in summary["by_category"].items()
-        }
-    return row
-
-
 def answered(system: System, split: Split) -> np.ndarray:
     """Which blanks of the split the system answered (a row saying `"missing": true` did not)."""
     return np.ones(len(split.keys), bool) if system.answered is None else np.array(system.answered, bool)
@@ -62,13 +50,13 @@ def system_row(system: System, columns: dict, split: Split, settings: dict) -> d
     kept = answered(system, split)
     categories = None if split.categories is None else [c for c, keep in zip(split.categories, kept) if keep]
     row = {"file": system.file, "reading": system.reading, "correct_at_k": None, "map": None,
-           **row_scores({name: column[kept] for name, column in columns.items()}, categories, settings)}
+           **summarize({name: column[kept] for name, column in columns.items()}, categories, **settings)}
     clips = [clip_id(*key) for key, keep in zip(split.keys, kept) if keep]
     row["coverage"] = {"answered": len(clips), "blanks": len(kept), "missing": len(kept) - len(clips),
                        "clips_fingerprint": clips_fingerprint(clips)}
     if not kept.all():
         wrong = {name: np.where(kept, columns[name], 0.0) for name in COMPARED}
-        row["missing_as_wrong"] = row_scores(wrong, None, settings)
+        row["missing_as_wrong"] = summarize(wrong, None, **settings)
     return row
 
 
@@ -113,7 +101,7 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, with_b
     minimum detectable difference; and, `with_baselines`, the most frequent training answer and human agreement."""
     columns = {system.name: score_columns(system, split, release_f1) for system in systems}
     rows = {system.name: system_row(system, columns[system.name], split, settings) for system in systems}
-    common = np.logical_and.reduce([answered(system, split) for system in systems])
+    common = np.logical_and.reduce([np.ones(len(split.keys), bool), *(answered(system, split) for system in systems)])
     means = {name: mean_std(columns[name]["f1"][common]).mean for name in rows}
     ranked = sorted(rows, key=lambda name: -means[name])
     comparisons = compare_pairs(columns, ranked, common, settings)
@@ -134,7 +122,7 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, with_b
         "compared_blanks": int(common.sum()),
         "clips_differ": len({row["coverage"]["clips_fingerprint"] for row in rows.values()}) > 1,
         "minimum_detectable_difference": {metric: minimum_detectable_difference(
-            np.stack([columns[name][metric][common] for name in ranked], 1)) for metric in COMPARED},
+            np.array([columns[name][metric][common] for name in ranked]).T) for metric in COMPARED},
         "comparisons": comparisons,
     }
     if with_baselines:
@@ -146,7 +134,7 @@ def evaluate_systems(systems: list[System], split: Split, settings: dict, with_b
         human = {metric: [column[blank] for blank in kept] for metric, column in per_caption.items()}
         categories = None if split.categories is None else [split.categories[blank] for blank in kept]
         results["baselines"] = {
-            MOST_FREQUENT_ANSWER: {"answer": answer, **row_scores(guessed, split.categories, settings)},
-            HUMAN_AGREEMENT: {"num_blanks": len(kept), **row_scores(human, categories, settings)},
+            MOST_FREQUENT_ANSWER: {"answer": answer, **summarize(guessed, split.categories, **settings)},
+            HUMAN_AGREEMENT: {"num_blanks": len(kept), **summarize(human, categories, **settings)},
         }
     return results

@@ -23,7 +23,7 @@ def normalize_answer(text):
     """Lower-cases, deletes ASCII punctuation and the words "a", "an", "the", collapses white space: in one pass, as
     the FIBER release did (whole words are found before punctuation goes, and nothing deleted leaves a space: "a-team"
     becomes "team", "water-filled" "waterfilled"). Text that is not ASCII is first put in NFKC form without format
-    characters, so "café" with a combining accent, fullwidth "ｄｏｇ", "ﬁ" or a zero-width space read as plain text.
+    characters, so "café" with a combining accent, fullwidth "ｄｏｇ", "ﬁ" or a zero-width space read plainly.
 
     >>> normalize_answer("  The Water-filled   balloons!")
     'waterfilled balloons'
@@ -204,17 +204,19 @@ def score_predictions(
             columns[("correct_at_k", str(k))] = [100.0 if any(found[:k]) else 0.0 for found in hits]
         columns["map"] = [_average_precision(found) for found in hits]
     summary = summarize(columns, categories, confidence_level, num_bootstrap, seed)
-    results = {**summary["means"], **{f"{name}_ci": value for name, value in summary.get("intervals", {}).items()}}
+    by_category, intervals = summary.pop("by_category", {}), summary.pop("confidence_intervals", {})
+    results = {**summary, **{f"{name}_ci": value for name, value in intervals.items()}}
     if per_example:
         results.update(_nested({name: column for name, column in columns.items() if name != "map"}, "_per_example"))
         if candidates is not None:
             results["average_precision_per_example"] = columns["map"]
     if categories is not None:
-        by_category = summary["by_category"].items()
-        results["count_by_category"] = {name: scores["count"] for name, scores in by_category}
-        for part, suffix in [("means", ""), *[("intervals", "_ci")] * (confidence_level is not None)]:
-            results.update({f"{metric}{suffix}_by_category": {name: scores[part][metric] for name, scores in by_category}
-                            for metric in _METRICS})
+        results["count_by_category"] = {name: scores["count"] for name, scores in by_category.items()}
+        for metric in _METRICS:
+            results[f"{metric}_by_category"] = {name: scores[metric] for name, scores in by_category.items()}
+            if confidence_level is not None:
+                results[f"{metric}_ci_by_category"] = {name: scores["confidence_intervals"][metric]
+                                                       for name, scores in by_category.items()}
     return results
 
 
@@ -226,30 +228,25 @@ def _columns(predictions, references):
 
 
 def summarize(columns, categories=None, confidence_level=None, num_bootstrap=10_000, seed=0):
-    """The means of per-blank score `columns` and, with `confidence_level`, their bootstrap intervals; with
-    `categories` (one per blank), those of EM and F1 within each category (the paper's Table 4), sorted.
-
-    A column's name is a metric ("f1") or a metric and a key (("correct_at_k", "1")), nested so in the results:
-    {"means": {"f1": x, "correct_at_k": {"1": y}}, "intervals": {...}, "by_category": {category: {"count": n,
-    "means": ..., "intervals": ...}}}. Each interval depends only on its own column, `num_bootstrap` and `seed`.
+    """The means of per-blank score `columns`, with `confidence_level` their bootstrap `confidence_intervals`, and with
+    `categories` (one per blank) those of EM and F1 `by_category` (Table 4). A column is named by a metric ("f1") or a
+    metric and a key (("correct_at_k", "1")), nested so in the summary.
 
     >>> summarize({"exact_match": [100.0, 0.0], ("correct_at_k", "1"): [100.0, 100.0]})
-    {'means': {'exact_match': 50.0, 'correct_at_k': {'1': 100.0}}}
+    {'exact_match': 50.0, 'correct_at_k': {'1': 100.0}}
     """
-    summary = {"means": _nested({name: mean_std(column).mean for name, column in columns.items()})}
+    summary = _nested({name: mean_std(column).mean for name, column in columns.items()})
     if confidence_level is not None:
         matrix = np.array(list(columns.values()), dtype=float).reshape(len(columns), -1).T
         intervals = confidence_interval(matrix, confidence_level, num_bootstrap, seed).tolist()
-        summary["intervals"] = _nested(dict(zip(columns, intervals)))
+        summary["confidence_intervals"] = _nested(dict(zip(columns, intervals)))
     if categories is not None:
-        rows_by_category = {name: [row for row, category in enumerate(categories) if category == name]
-                            for name in sorted(set(categories))}
-        summary["by_category"] = {
-            category: {"count": len(rows), **summarize(
-                {metric: [columns[metric][row] for row in rows] for metric in _METRICS}, None, confidence_level,
-                num_bootstrap, seed)}
-            for category, rows in rows_by_category.items()
-        }
+        summary["by_category"] = {}
+        for name in sorted(set(categories)):
+            rows = [row for row, category in enumerate(categories) if category == name]
+            scores = {metric: [columns[metric][row] for row in rows] for metric in _METRICS}
+            summary["by_category"][name] = {"count": len(rows), **summarize(scores, None, confidence_level,
+                                                                            num_bootstrap, seed)}
     return summary
 
 
