@@ -167,14 +167,17 @@ def gain_lines(results: dict, level: str) -> list[str]:
     words = [f"- {name}: the {shown} gain's interval holds zero: on these blanks the system is not shown to do better "
              "with the video than without it." for name, gain in gains.items() for metric, shown in METRIC_NAMES.items()
              if gain[metric]["gain_ci"][0] <= 0 <= gain[metric]["gain_ci"][1]]
-    return ["", "## Gain from the video", "",
-            "Each system against its blind control (the same system without the video), on the blanks both answered: "
-            f"the score with the video minus the score without, with its paired {level} interval and p-value (EM: "
-            "McNemar's exact test; F1 and VQA accuracy: the sign-flip test).",
-            *_table(["system", "metric", "blanks", "with video", "without video", "gain [interval]", "p"], overall),
-            *(["", "By category (gain [interval]):"] + _table(["system", "category", "blanks", *METRIC_NAMES.values()],
-                                                             by_category) if by_category else []),
-            *(["", *words] if words else [])] if gains else []
+    if not gains:
+        return []
+    lines = ["", "## Gain from the video", "",
+             "Each system against its blind control (the same system without the video), on the blanks both answered: "
+             f"the score with the video minus the score without, with its paired {level} interval and p-value (EM: "
+             "McNemar's exact test; F1 and VQA accuracy: the sign-flip test).",
+             *_table(["system", "metric", "blanks", "with video", "without video", "gain [interval]", "p"], overall)]
+    if by_category:
+        header = ["system", "category", "blanks", *METRIC_NAMES.values()]
+        lines += ["", "By category (gain [interval]):", *_table(header, by_category)]
+    return lines + (["", *words] if words else [])
 
 
 def comparison_lines(results: dict, level: str) -> list[str]:
@@ -183,6 +186,8 @@ def comparison_lines(results: dict, level: str) -> list[str]:
     rows = [[*map(markdown_text, c["systems"]), METRIC_NAMES[c["metric"]], _difference(c["difference"],
             c["difference_ci"]), p_value_text(c["p_value"]), p_value_text(c["p_value_holm"])]
             for c in results["comparisons"]]
+    if not rows:
+        return []
     return ["", "## Comparisons", "",
             f"On the {blanks:,} blanks every system answered: A - B with its paired bootstrap {level} interval, and p, "
             "two-sided: for EM by McNemar's exact test, for F1 and VQA accuracy by the sign-flip test in its normal "
@@ -195,7 +200,7 @@ def comparison_lines(results: dict, level: str) -> list[str]:
             + ", ".join(f"{smallest[metric] or 0:.1f} {shown}" for metric, shown in METRIC_NAMES.items())
             + f" points cannot be told from luck on these {blanks:,} blanks (a paired test at 5% finds a difference of "
             "that size 80% of the time, given the per-blank spread and correlation of these systems' scores).",
-            *_table(["A", "B", "metric", "A - B [interval]", "p", "p, Holm"], rows)] if rows else []
+            *_table(["A", "B", "metric", "A - B [interval]", "p", "p, Holm"], rows)]
 
 
 # matplotlib's tab10 without its grey, which is the baselines' (grey and hatched: (colour, hatch)).
