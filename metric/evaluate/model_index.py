@@ -8,18 +8,34 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from fiberbench.errors import UsageError
 from fiberbench.hub import is_hub_id
-from fiberbench.outputs import write_text
+from fiberbench.outputs import read_record, write_text
 
 # results.json's scores -> their names on the page; the metric type is the key less "_label_only" (the same metric).
 METRICS = {"exact_match": "EM", "f1": "F1", "exact_match_label_only": "EM, label only",
-           "f1_label_only": "F1, label only", "correct_at_1": "Correct@1", "map": "MAP"}
+           "f1_label_only": "F1, label only", "vqa_accuracy": "VQA accuracy", "correct_at_1": "Correct@1", "map": "MAP"}
 
 
-def check_flag(card: Path | None, names: list[str]) -> None:
-    """Refuse --model_index for several systems (a model card describes one model), before any work."""
-    if card is not None and len(names) != 1:
+def check_flag(card: Path | None, names: list[str], inputs: list[Path], output_dir: Path | None) -> None:
+    """Refuse --model_index before any work unless it may be written: for one system (a card describes one model), a
+    Markdown file that is no input of this run, not in its --output_dir and not a file another fiberbench run wrote."""
+    if card is None:
+        return
+    if len(names) != 1:
         raise UsageError(f"--model_index: a model card describes one model; give one predictions file, not "
                          f"{len(names)}")
+    problem = None
+    if card.suffix.lower() != ".md":
+        problem = "a model card is a Markdown file (README.md)"
+    elif any(card.resolve() == path.resolve() or path.resolve() in card.resolve().parents for path in inputs):
+        problem = "it is an input of this command"
+    elif output_dir is not None and output_dir.resolve() in [card.resolve(), *card.resolve().parents]:
+        problem = "it is in --output_dir, which this run writes"
+    elif read_record(card, folder=False) or any(
+            str(card.resolve().relative_to(folder)) in (read_record(folder, folder=True) or {}).get("files", [])
+            for folder in card.resolve().parents):
+        problem = "another fiberbench run wrote it"
+    if problem:
+        raise UsageError(f"--model_index {card}: {problem}; give a model card's README.md")
 
 
 def eval_results(results: dict, name: str) -> list[EvalResult]:

@@ -20,17 +20,25 @@ READ_DIFFERENTLY = (
 )
 # Characters that would make a table cell, a link, emphasis, code or HTML of a name in Markdown.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*|<>\[\]])")
+_BIDI_CONTROLS = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def plain_text(text: str) -> str:
+    """`text` as one line a terminal or a chart shows as it is: white space runs and line breaks become one space;
+    control characters (an ANSI escape's ESC too), lone surrogates and the bidirectional overrides that reorder what
+    follows become U+FFFD."""
+    return "".join("\ufffd" if unicodedata.category(char) in ("Cc", "Cs") or char in _BIDI_CONTROLS else char
+                   for char in " ".join(text.split()))
 
 
 def markdown_text(text: str) -> str:
-    """`text` as one line of Markdown (a table cell, a title) shows it: white space runs and line breaks become one
-    space, control characters U+FFFD, and what would make a cell, a link, emphasis, code or HTML is escaped.
+    """`text` as one line of Markdown (a table cell, a title) shows it: `plain_text`, with what would make a cell, a
+    link, emphasis, code or HTML escaped.
 
-    >>> markdown_text("A | B\\n*new* row")
-    'A \\\\| B \\\\*new\\\\* row'
+    >>> markdown_text("A | B\\n*new* row\\x1b[2J")
+    'A \\\\| B \\\\*new\\\\* row\ufffd\\\\[2J'
     """
-    line = "".join("\ufffd" if unicodedata.category(char) == "Cc" else char for char in " ".join(text.split()))
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", line)
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", plain_text(text))
 
 
 def describe_reading(settings: dict) -> str:
@@ -46,20 +54,13 @@ def describe_reading(settings: dict) -> str:
     return f"{reader}, without the noun-phrase step"
 
 
-def p_value_text(p_value: float, num_permutations: int) -> str:
-    """A randomization p-value as results.md prints it: "0.034", or at its floor 1 / (trials + 1), where no trial was
-    as extreme and the true p is smaller, "<" the floor rounded up to one significant digit.
+def p_value_text(p_value: float) -> str:
+    """A p-value as results.md prints it, one format for the column: four decimals, and below 0.0001 "<0.0001".
 
-    >>> p_value_text(0.5, 10_000), p_value_text(1 / 10_001, 10_000), p_value_text(1 / 501, 500)
-    ('0.5', '<0.0001', '<0.002')
+    >>> p_value_text(0.5), p_value_text(0.0123456), p_value_text(3e-12)
+    ('0.5000', '0.0123', '<0.0001')
     """
-    floor = 1 / (num_permutations + 1)
-    if p_value > floor * (1 + 1e-9):
-        return f"{p_value:.2g}"
-    exponent = math.floor(math.log10(floor))
-    digit = math.ceil(round(floor / 10**exponent, 9))
-    exponent, digit = (exponent + 1, 1) if digit == 10 else (exponent, digit)
-    return f"<{digit * 10.0**exponent:.{max(0, -exponent)}f}"
+    return "<0.0001" if p_value < 0.0001 else f"{p_value:.4f}"
 
 
 def leaderboard_rows(results: dict) -> dict[str, dict]:
@@ -78,59 +79,128 @@ def _cell(row: dict, name: str, key: str | None = None) -> str:
     return "–" if value is None else f"{value:.1f} [{interval[0]:.1f}, {interval[1]:.1f}]"
 
 
+def _difference(difference: float, interval: list[float]) -> str:
+    return f"{difference:+.1f} [{interval[0]:+.1f}, {interval[1]:+.1f}]"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return ["", f"| {' | '.join(header)} |", "|---" * len(header) + "|", *(f"| {' | '.join(row)} |" for row in rows)]
+
+
+METRIC_NAMES = {"f1": "F1", "exact_match": "EM", "vqa_accuracy": "VQA accuracy"}
+SCORES = {**METRIC_NAMES, "f1_label_only": "F1, label only", "exact_match_label_only": "EM, label only"}
+
+
 def leaderboard_markdown(results: dict) -> str:
-    """results.md: the leaderboard (each score with its confidence interval), how the replies were read, and the
-    comparisons of every pair. Names (of systems, files, the dataset, the baseline's answer) are shown as text."""
-    dataset, settings = results["dataset"], results["settings"]
-    level, trials = f"{100 * settings['confidence_level']:g}%", settings["num_permutations"]
+    """results.md: the leaderboard (each score with its confidence interval, the systems' ranks), coverage, the gain
+    from the video, how the replies were read, and the comparisons of every pair. Every name (of systems, files, the
+    dataset, the baseline's answer) and every field a file gives is shown as text."""
+    dataset, settings, systems = results["dataset"], results["settings"], results["systems"]
+    level, blanks = f"{100 * settings['confidence_level']:g}%", dataset["num_blanks"]
+    release = all("f1_release" in row for row in systems.values())
+    scores = {**SCORES, **({"f1_release": "F1 (release)"} if release else {})}
+    rows = []
+    for name, row in leaderboard_rows(results).items():
+        if name in systems:  # a baseline is shown, never ranked
+            low, high = row["rank_interval"]
+            ranks = [str(row["rank"]), f"{low}-{high}" if low < high else str(low)]
+            answered = row["coverage"]["answered"]
+        else:
+            ranks, answered = ["–", "–"], row.get("num_blanks", blanks)
+        rows.append([*ranks, markdown_text(name), *(_cell(row, score) for score in scores),
+                     _cell(row, "correct_at_k", "1"), _cell(row, "map"), f"{answered:,} of {blanks:,}"])
     title = f"the {dataset['split']} split of {dataset['name']} (config {dataset['config']})"
     lines = [f"# FIBER: {markdown_text(title)}", ""]
     if dataset["synthetic"]:
         lines += ["**SYNTHETIC data** (the bundled sample, or a build of it): the numbers say nothing about FIBER.", ""]
-    lines += [
-        f"{dataset['num_blanks']} blanks. Scores in percent, each with its {level} confidence interval [low, high] "
-        f"(percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, seed {settings['seed']}).",
-        "",
-        f"**How to read a confidence interval.** [low, high] holds the scores the system would likely get on another "
-        f"set of as many blanks like these ({level} of the resampled sets score in it); two systems whose intervals "
-        "overlap may still differ: the comparisons below say whether they do.",
-        "",
-        "| rank | system | F1 | EM | F1, label only | EM, label only | Correct@1 | MAP |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for rank, (name, row) in enumerate(leaderboard_rows(results).items(), start=1):
-        cells = [_cell(row, score) for score in ("f1", "exact_match", "f1_label_only", "exact_match_label_only")]
-        lines.append(f"| {rank} | {markdown_text(name)} | {' | '.join(cells)} | {_cell(row, 'correct_at_k', '1')} | "
-                     f"{_cell(row, 'map')} |")
+    lines += [f"{blanks:,} blanks. Scores in percent on the blanks a system answered, each with its {level} confidence "
+              f"interval [low, high] (percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, "
+              f"seed {settings['seed']}).", "",
+              f"**How to read a confidence interval.** [low, high] holds the scores the system would likely get on "
+              f"another set of as many blanks like these ({level} of the resampled sets score in it); two systems "
+              "whose intervals overlap may still differ: the comparisons below say whether they do.", "",
+              "**Rank interval**: from 1 + the systems significantly better in F1 to n - those significantly worse, by "
+              "the Holm-corrected comparisons below, so that two systems whose intervals do not overlap always differ "
+              "significantly there. Baselines are not ranked.",
+              *_table(["rank", "rank interval", "system", *scores.values(), "Correct@1", "MAP", "answered"], rows)]
+    if release:
+        lines += ["", "F1 (release): F1 as the FIBER release's code computed it for its models (raw answers split on "
+                  "white space, no normalization), to set a system beside the paper's Table 3; F1 is the paper's "
+                  "text's definition, the one to report."]
     if HUMAN_AGREEMENT in results.get("baselines", {}):
         lines += ["", "Human agreement: per blank, the mean over its annotators of their first answer scored against "
                   "the other annotators and the label (leave one annotator out, the human row of the paper's Table 3), "
                   f"on the {results['baselines'][HUMAN_AGREEMENT]['num_blanks']} blanks with an annotator to score."]
-    read = {name: row["reading"] for name, row in results["systems"].items() if row.get("reading") is not None}
+    read = {name: row["reading"] for name, row in systems.items() if row.get("reading") is not None}
     if read:
-        lines += ["", "Answers read from the models' replies by fiberbench's answer reader:", ""]
-        lines += [f"- {markdown_text(name)}: {describe_reading(reading)}" for name, reading in read.items()]
-        lines += ["", f"**{READ_DIFFERENTLY}**"] if results["readings_differ"] else []
-    if results["comparisons"]:
-        lines += [
-            "", "## Comparisons", "",
-            f"A - B on the same blanks, with its paired bootstrap {level} interval. p: two-sided, by approximate "
-            f"randomization ({trials:,} trials, so never below {1 / (trials + 1):.1g}: at that floor it shows as "
-            f"{p_value_text(1 / (trials + 1), trials)}); for EM also by McNemar's exact test.",
-            "",
-            "**How to read a p-value.** p is how often a difference at least as large as A - B comes up when the two "
-            "systems' answers are swapped at random blank by blank, as if they were equally good: below 0.05, the "
-            "difference is unlikely to be luck of the blanks.",
-            "", "| A | B | metric | A - B | interval | p | p, McNemar |", "|---|---|---|---|---|---|---|",
-        ]
-        for comparison in results["comparisons"]:
-            low, high = comparison["difference_ci"]
-            mcnemar = comparison.get("mcnemar_p_value")
-            cells = [*map(markdown_text, comparison["systems"]), "F1" if comparison["metric"] == "f1" else "EM",
-                     f"{comparison['difference']:+.1f}", f"[{low:+.1f}, {high:+.1f}]",
-                     p_value_text(comparison["p_value"], trials), "" if mcnemar is None else f"{mcnemar:.2g}"]
-            lines.append(f"| {' | '.join(cells)} |")
+        lines += ["", "Answers read from the models' replies by fiberbench's answer reader:", "",
+                  *(f"- {markdown_text(name)}: {markdown_text(describe_reading(how))}" for name, how in read.items()),
+                  *(["", f"**{READ_DIFFERENTLY}**"] if results["readings_differ"] else [])]
+    lines += coverage_lines(results) + gain_lines(results, level) + comparison_lines(results, level)
     return "\n".join(lines) + "\n"
+
+
+def coverage_lines(results: dict) -> list[str]:
+    """Each system's blanks answered where some are missing, with its scores as the paper would count them, and
+    whether the compared systems answered different clips."""
+    lines = [f"- {markdown_text(name)}: {row['coverage']['answered']:,} of {row['coverage']['blanks']:,} blanks "
+             f"answered; {row['coverage']['missing']:,} clips missing. Missing counted as wrong, as the paper would: "
+             + ", ".join(f"{shown} {_cell(row['missing_as_wrong'], metric)}" for metric, shown in METRIC_NAMES.items())
+             for name, row in results["systems"].items() if row["coverage"]["missing"]]
+    if results["clips_differ"]:
+        lines.append(f"- The systems answered different sets of clips (`clips_fingerprint` in results.json): the ranks "
+                     f"and comparisons use the {results['compared_blanks']:,} blanks all of them answered.")
+    return ["", "## Coverage", "", *lines] if lines else []
+
+
+def gain_lines(results: dict, level: str) -> list[str]:
+    """The gain from the video of each system given with its blind control, overall and by category, in numbers and,
+    where an interval holds zero, in words."""
+    gains = {markdown_text(name): row["video_gain"] for name, row in results["systems"].items() if "video_gain" in row}
+    overall = [[name, shown, f"{gain['count']:,}", f"{gain[metric]['with_video']:.1f}",
+                f"{gain[metric]['without_video']:.1f}", _difference(gain[metric]["gain"], gain[metric]["gain_ci"]),
+                p_value_text(gain[metric]["p_value"])] for name, gain in gains.items()
+               for metric, shown in METRIC_NAMES.items()]
+    by_category = [[name, markdown_text(category), f"{found['count']:,}",
+                    *(_difference(found[metric]["gain"], found[metric]["gain_ci"]) for metric in METRIC_NAMES)]
+                   for name, gain in gains.items() for category, found in gain.get("by_category", {}).items()]
+    words = [f"- {name}: the {shown} gain's interval holds zero: on these blanks the system is not shown to do better "
+             "with the video than without it." for name, gain in gains.items() for metric, shown in METRIC_NAMES.items()
+             if gain[metric]["gain_ci"][0] <= 0 <= gain[metric]["gain_ci"][1]]
+    if not gains:
+        return []
+    lines = ["", "## Gain from the video", "",
+             "Each system against its blind control (the same system without the video), on the blanks both answered: "
+             f"the score with the video minus the score without, with its paired {level} interval and p-value (EM: "
+             "McNemar's exact test; F1 and VQA accuracy: the sign-flip test).",
+             *_table(["system", "metric", "blanks", "with video", "without video", "gain [interval]", "p"], overall)]
+    if by_category:
+        header = ["system", "category", "blanks", *METRIC_NAMES.values()]
+        lines += ["", "By category (gain [interval]):", *_table(header, by_category)]
+    return lines + (["", *words] if words else [])
+
+
+def comparison_lines(results: dict, level: str) -> list[str]:
+    """The comparisons of every pair, on the blanks every system answered, with the minimum detectable difference."""
+    blanks, smallest = results["compared_blanks"], results["minimum_detectable_difference"]
+    rows = [[*map(markdown_text, c["systems"]), METRIC_NAMES[c["metric"]], _difference(c["difference"],
+            c["difference_ci"]), p_value_text(c["p_value"]), p_value_text(c["p_value_holm"])]
+            for c in results["comparisons"]]
+    if not rows:
+        return []
+    return ["", "## Comparisons", "",
+            f"On the {blanks:,} blanks every system answered: A - B with its paired bootstrap {level} interval, and p, "
+            "two-sided: for EM by McNemar's exact test, for F1 and VQA accuracy by the sign-flip test in its normal "
+            "approximation (z = sum(d) / sqrt(sum(d^2)) over the blanks' differences d). Neither has a floor, so a "
+            "real difference passes Holm's correction however many systems are compared; \"p, Holm\" is p after it, "
+            "over each metric's pairs, which the rank intervals use.", "",
+            "**How to read a p-value.** p is how often a difference at least as large as A - B would come up by luck "
+            "of the blanks if the two systems were equally good: below 0.05, it is unlikely to be luck.", "",
+            "**Minimum detectable difference.** Differences under "
+            + ", ".join(f"{smallest[metric] or 0:.1f} {shown}" for metric, shown in METRIC_NAMES.items())
+            + f" points cannot be told from luck on these {blanks:,} blanks (a paired test at 5% finds a difference of "
+            "that size 80% of the time, given the per-blank spread and correlation of these systems' scores).",
+            *_table(["A", "B", "metric", "A - B [interval]", "p", "p, Holm"], rows)]
 
 
 # matplotlib's tab10 without its grey, which is the baselines' (grey and hatched: (colour, hatch)).
@@ -188,7 +258,7 @@ def category_figure(results: dict):
             low, high = np.array([s["confidence_intervals"][metric] if s else [np.nan] * 2 for s in scores]).T
             x = np.arange(len(categories)) + (index - (len(rows) - 1) / 2) * bar_width
             ax.bar(x, values, bar_width, color=styles[name][0], hatch=styles[name][1], edgecolor="0.25", linewidth=0.6,
-                   label=name)
+                   label=plain_text(name))
             ax.errorbar(x, (low + high) / 2, yerr=(high - low) / 2, fmt="none", ecolor="0.15", elinewidth=1.2,
                         capsize=3)
             for position, value, top in zip(x, values, high):
@@ -205,7 +275,8 @@ def category_figure(results: dict):
     synthetic = " (SYNTHETIC data)" if dataset["synthetic"] else ""
     figure.suptitle(f"{dataset['split']} split of {dataset['name']}{synthetic}; whiskers: {level} confidence intervals",
                     fontsize=14)
-    handles = [Patch(facecolor=styles[name][0], hatch=styles[name][1], edgecolor="0.25", label=name) for name in rows]
+    handles = [Patch(facecolor=styles[name][0], hatch=styles[name][1], edgecolor="0.25", label=plain_text(name))
+               for name in rows]
     figure.legend(handles=handles, loc="outside lower center", ncols=min(len(rows), 4), fontsize=11)
     return figure
 

@@ -23,18 +23,15 @@ def _kept_answers(answers, counts):
 
 
 def human_agreement(labels, additional_answers, annotator_ids=None, per_example=False, first_answers_only=False):
-    """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it.
+    """Human agreement of the paper's Table 2 (leave one annotator out), as the FIBER release computed it: answers that
+    normalize to nothing are dropped, a repeated answer (the same text up to case and spacing) counts once, and an
+    answer is scored (EM, best F1) against every other annotator's answers, the label one more annotator.
 
-    An annotator's answers that normalize to nothing are dropped one by one, and a repeated answer (the same text up to
-    case and spacing) counts once, so their first answer is their first that keeps a token. An answer is scored (EM,
-    best F1) against the answers of every other annotator of the blank, the label counting as one more; an annotator
-    left with no answer, or with no one to compare with, is not scored.
-
-    - First answers, per caption: the mean over a caption's annotators (not the label) of their first answer's scores,
-      then the mean and population standard deviation over captions (`per_example`: each caption's, None where no one
-      was scored). `first_answers_only` gives these alone (`fiberbench evaluate`'s human row).
-    - All answers, per answer: the mean over every scored answer and label; the deviation across the pooled answers,
-      and with `annotator_ids` (for every blank, the id of each annotator) the paper's: across annotators' means.
+    - First answers, per caption: the mean over a caption's annotators of their first answer's scores, then the mean
+      and population deviation over captions (`per_example`: each caption's, None where no one was scored);
+      `first_answers_only` gives these alone (`fiberbench evaluate`'s human row).
+    - All answers, per answer: the mean over every scored answer and label; the deviation across answers, and with
+      `annotator_ids` (for every blank, the id of each annotator) the paper's: across annotators' means.
 
     >>> results = human_agreement(["a dog"], [[["dog", "puppy"], ["The!", "a puppy"], ["cat"]]])
     >>> results["first_answers_per_caption_exact_match"], results["all_answers_per_answer_exact_match"]

@@ -36,20 +36,21 @@ def _check_same_length(name, values, other_name, others):
         raise ValueError(f"{name} and {other_name} differ in length {lengths}: {missing} is missing")
 
 
-def check_predictions(predictions, references, categories=None, candidates=None):
+def check_predictions(predictions, references, categories=None, candidates=None, labels=None, additional_answers=None):
     """The inputs of `score_predictions` as lists, each item checked; an error names the index."""
     predictions = _strings(predictions, "predictions")
     references = [_answers(answers, f"references[{i}]") for i, answers in enumerate(_list(references, "references"))]
     _check_same_length("predictions", predictions, "references", references)
-    if categories is not None:
-        categories = _strings(categories, "categories")
-        _check_same_length("predictions", predictions, "categories", categories)
-    if candidates is not None:
-        candidates = _strings(candidates, "candidates", depth=2)
-        _check_same_length("predictions", predictions, "candidates", candidates)
-    return predictions, references, categories, candidates
-
-
+    if additional_answers is not None and labels is None:
+        raise ValueError("additional_answers needs labels: the label counts as one more annotator")
+    checked = []
+    for name, values, depth in (("categories", categories, 1), ("candidates", candidates, 2), ("labels", labels, 1),
+                                ("additional_answers", additional_answers, 3)):
+        if values is not None:
+            values = _strings(values, name, depth=depth)
+            _check_same_length("predictions", predictions, name, values)
+        checked.append(values)
+    return predictions, references, *checked
 def check_annotations(labels, additional_answers, annotator_ids=None):
     """The inputs of `human_agreement` as lists, each item checked; an error names the index."""
     labels = _strings(labels, "labels")

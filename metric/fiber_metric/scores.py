@@ -1,10 +1,8 @@
-"""The FIBER metric's scores, one example at a time: normalization, exact match and token-set F1 against many correct
-answers, Correct@K and average precision of ranked candidates, and `score_predictions`, what `compute` returns.
-
-These are the only scorers (`fiberbench evaluate`, training and the lmms-eval task score through them); they import
-neither `evaluate` nor anything of the FIBER package. Every score is in percent (0-100): an exact match is 0 or 100.
-Two answers that normalize to nothing (e.g. "The!" and "") match, with EM 100 and F1 100; against an answer that
-keeps a token, EM and F1 are 0 (the FIBER release divided by zero in the first case).
+"""The FIBER metric's scores, one example at a time: normalization, exact match, token-set F1 (and the release's model
+F1) against many correct answers, agreement-weighted accuracy, Correct@K and average precision of ranked candidates,
+and `score_predictions`, what `compute` returns. These are the only scorers; they import neither `evaluate` nor the
+FIBER package. Every score is in percent: an exact match is 0 or 100. Two answers that normalize to nothing (e.g.
+"The!" and "") match, with EM and F1 100; against one that keeps a token, 0 (the release divided by zero there).
 """
 
 import functools
@@ -22,13 +20,10 @@ _METRICS = ("exact_match", "f1")
 
 
 def normalize_answer(text):
-    """Lower-cases, deletes ASCII punctuation and the words "a", "an", "the", collapses white space.
-
-    One pass over the lower-cased text, as in the FIBER release: whole words are found before punctuation goes, and
-    nothing deleted leaves a space ("a-team" becomes "team", "water-filled" "waterfilled"); any run of white space,
-    a lone tab too, becomes one space. Text that is not ASCII is first put in NFKC form without format characters
-    (category Cf), so "café" with a combining accent, fullwidth "ｄｏｇ", the ligature "ﬁ", a zero-width space or a
-    soft hyphen read as their plain forms. ASCII text is normalized as the release normalized it.
+    """Lower-cases, deletes ASCII punctuation and the words "a", "an", "the", collapses white space: in one pass, as
+    the FIBER release did (whole words are found before punctuation goes, and nothing deleted leaves a space: "a-team"
+    becomes "team", "water-filled" "waterfilled"). Text that is not ASCII is first put in NFKC form without format
+    characters, so "café" with a combining accent, fullwidth "ｄｏｇ", "ﬁ" or a zero-width space read plainly.
 
     >>> normalize_answer("  The Water-filled   balloons!")
     'waterfilled balloons'
@@ -88,10 +83,9 @@ def f1(prediction, references):
 
 
 def f1_release(prediction, references):
-    """Token-set F1 as the FIBER release's code computed it for its models (`F1ScoreMany`, logged as `f1_score`, most
-    likely behind the paper's Table 3 rows): the raw prediction and each raw correct answer split on white space, with
-    no normalization (case, articles and punctuation kept), the maximum over the answers, in percent; two empty
-    answers match, as in `f1`. `f1` is the paper's text's definition, and the one to report.
+    """Token-set F1 as the FIBER release's code computed it for its models (`F1ScoreMany`, most likely behind the
+    paper's Table 3 rows): raw answers split on white space, with case, articles and punctuation kept, the maximum over
+    the answers, in percent; two empty answers match. `f1` is the paper's text's definition, and the one to report.
 
     >>> f1("The Mountain.", ["mountain"]), f1_release("The Mountain.", ["mountain"])
     (100.0, 0.0)
@@ -103,24 +97,21 @@ def f1_release(prediction, references):
 
 
 def vqa_accuracy(prediction, annotators):
-    """Agreement-weighted accuracy in the form of VQA accuracy (Antol et al., 2015), in percent: min(1, the number
-    of annotators who gave the answer / 3), averaged over the subsets that leave one annotator out. An annotator gave
-    it when one of their answers normalizes to the normalized prediction. `annotators`: one list of answers per
-    annotator, the label counted as one more (`annotators_from_example`). Of 10 annotators, an answer that 4 gave
-    scores 100, 3 gave 90 (three subsets hold only 2 of them), one gave 30.
+    """Agreement-weighted accuracy as VQA accuracy (Antol et al., 2015), in percent: min(1, annotators who gave the
+    normalized answer / 3), averaged over the subsets that leave one annotator out. `annotators`: one list of answers
+    per annotator, the label one more (`annotators_from_example`). Of 10, an answer 4 gave scores 100, one gave 30.
 
     >>> round(vqa_accuracy("a dog", [["dog"], ["a dog", "puppy"], ["Dog!"], ["cat"]]), 1)
     75.0
     >>> round(vqa_accuracy("puppy", [["dog"], ["a dog", "puppy"], ["Dog!"], ["cat"]]), 1)
     25.0
     """
-    answer = _normalized(_strings(prediction, "prediction", depth=0))[0]
-    annotators = _strings(annotators, "annotators", depth=2)
+    answer, annotators = _normalized(_strings(prediction, "prediction", 0))[0], _strings(annotators, "annotators", 2)
     if not annotators:
         raise ValueError("annotators is empty: the label counts as one")
-    gave = sum(answer in {_normalized(given)[0] for given in answers} for answers in annotators)
-    others = len(annotators)
-    return 100 * (gave * min(1, (gave - 1) / 3) + (others - gave) * min(1, gave / 3)) / others
+    gave = sum(any(_normalized(given)[0] == answer for given in answers) for answers in annotators)
+    # Leaving out one of the `gave` annotators leaves gave - 1 who gave it; leaving out another leaves all of them.
+    return 100 * (gave * min(1, (gave - 1) / 3) + (len(annotators) - gave) * min(1, gave / 3)) / len(annotators)
 
 
 def annotators_from_example(example):
@@ -190,64 +181,72 @@ def references_from_example(example, label_only=False):
 
 
 def score_predictions(
-    predictions, references, per_example=False, categories=None, candidates=None, confidence_level=None,
-    num_bootstrap=10_000, seed=0,
+    predictions, references, per_example=False, categories=None, candidates=None, labels=None, additional_answers=None,
+    confidence_level=None, num_bootstrap=10_000, seed=0,
 ):
     """What `compute` returns (see its documentation), as a plain function.
 
     >>> score_predictions(["a mountain", "gym"], [["mountain", "cliff"], ["room"]])
-    {'exact_match': 50.0, 'f1': 50.0}
+    {'exact_match': 50.0, 'f1': 50.0, 'f1_release': 33.333333333333336}
     """
-    predictions, references, categories, candidates = check_predictions(predictions, references, categories, candidates)
-    matches = [_best_match(prediction, answers) for prediction, answers in zip(predictions, references)]
-    columns = {metric: [match[index] for match in matches] for index, metric in enumerate(_METRICS)}
+    predictions, references, categories, candidates, labels, additional_answers = check_predictions(
+        predictions, references, categories, candidates, labels, additional_answers)
+    columns = _columns(predictions, references)
+    if labels is not None:
+        label_only = _columns(predictions, [[label] for label in labels])
+        columns.update({f"{name}_label_only": column for name, column in label_only.items()})
+    if additional_answers is not None:
+        columns["vqa_accuracy"] = [vqa_accuracy(prediction, [[label], *annotators])
+                                   for prediction, label, annotators in zip(predictions, labels, additional_answers)]
     if candidates is not None:
         hits = [_hits(ranked, answers) for ranked, answers in zip(candidates, references)]
         for k in (2**power for power in range(max([1, *map(len, candidates)]).bit_length())):
             columns[("correct_at_k", str(k))] = [100.0 if any(found[:k]) else 0.0 for found in hits]
         columns["map"] = [_average_precision(found) for found in hits]
     summary = summarize(columns, categories, confidence_level, num_bootstrap, seed)
-    results = {**summary["means"], **{f"{name}_ci": value for name, value in summary.get("intervals", {}).items()}}
+    by_category, intervals = summary.pop("by_category", {}), summary.pop("confidence_intervals", {})
+    results = {**summary, **{f"{name}_ci": value for name, value in intervals.items()}}
     if per_example:
         results.update(_nested({name: column for name, column in columns.items() if name != "map"}, "_per_example"))
         if candidates is not None:
             results["average_precision_per_example"] = columns["map"]
     if categories is not None:
-        by_category = summary["by_category"].items()
+        results["count_by_category"] = {name: scores["count"] for name, scores in by_category.items()}
         for metric in _METRICS:
-            results[f"{metric}_by_category"] = {name: scores["means"][metric] for name, scores in by_category}
-        results["count_by_category"] = {name: scores["count"] for name, scores in by_category}
-        for metric in _METRICS if confidence_level is not None else ():
-            results[f"{metric}_ci_by_category"] = {name: scores["intervals"][metric] for name, scores in by_category}
+            results[f"{metric}_by_category"] = {name: scores[metric] for name, scores in by_category.items()}
+            if confidence_level is not None:
+                results[f"{metric}_ci_by_category"] = {name: scores["confidence_intervals"][metric]
+                                                       for name, scores in by_category.items()}
     return results
 
 
-def summarize(columns, categories=None, confidence_level=None, num_bootstrap=10_000, seed=0):
-    """The means of per-blank score `columns` and, with `confidence_level`, their bootstrap intervals; with
-    `categories` (one per blank), those of EM and F1 within each category (the paper's Table 4), sorted.
+def _columns(predictions, references):
+    """Per-blank EM, F1 and the release's F1 against each blank's correct answers (a string: the label alone)."""
+    matches = [_best_match(prediction, answers) for prediction, answers in zip(predictions, references)]
+    return {"exact_match": [match[0] for match in matches], "f1": [match[1] for match in matches],
+            "f1_release": [f1_release(prediction, answers) for prediction, answers in zip(predictions, references)]}
 
-    A column's name is a metric ("f1") or a metric and a key (("correct_at_k", "1")), nested so in the results:
-    {"means": {"f1": x, "correct_at_k": {"1": y}}, "intervals": {...}, "by_category": {category: {"count": n,
-    "means": ..., "intervals": ...}}}. Each interval depends only on its own column, `num_bootstrap` and `seed`.
+
+def summarize(columns, categories=None, confidence_level=None, num_bootstrap=10_000, seed=0):
+    """The means of per-blank score `columns`, with `confidence_level` their bootstrap `confidence_intervals`, and with
+    `categories` (one per blank) those of EM and F1 `by_category` (Table 4). A column is named by a metric ("f1") or a
+    metric and a key (("correct_at_k", "1")), nested so in the summary.
 
     >>> summarize({"exact_match": [100.0, 0.0], ("correct_at_k", "1"): [100.0, 100.0]})
-    {'means': {'exact_match': 50.0, 'correct_at_k': {'1': 100.0}}}
+    {'exact_match': 50.0, 'correct_at_k': {'1': 100.0}}
     """
-    summary = {"means": _nested({name: mean_std(column).mean for name, column in columns.items()})}
+    summary = _nested({name: mean_std(column).mean for name, column in columns.items()})
     if confidence_level is not None:
         matrix = np.array(list(columns.values()), dtype=float).reshape(len(columns), -1).T
         intervals = confidence_interval(matrix, confidence_level, num_bootstrap, seed).tolist()
-        summary["intervals"] = _nested(dict(zip(columns, intervals)))
+        summary["confidence_intervals"] = _nested(dict(zip(columns, intervals)))
     if categories is not None:
-        rows_by_category = {}
-        for row, category in enumerate(categories):
-            rows_by_category.setdefault(category, []).append(row)
-        summary["by_category"] = {
-            category: {"count": len(rows), **summarize(
-                {metric: [columns[metric][row] for row in rows] for metric in _METRICS}, None, confidence_level,
-                num_bootstrap, seed)}
-            for category, rows in sorted(rows_by_category.items())
-        }
+        summary["by_category"] = {}
+        for name in sorted(set(categories)):
+            rows = [row for row, category in enumerate(categories) if category == name]
+            scores = {metric: [columns[metric][row] for row in rows] for metric in _METRICS}
+            summary["by_category"][name] = {"count": len(rows), **summarize(scores, None, confidence_level,
+                                                                            num_bootstrap, seed)}
     return summary
 
 

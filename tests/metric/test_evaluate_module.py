@@ -45,7 +45,7 @@ def test_loads_in_a_fresh_process_from_the_repository_and_from_a_copy(tmp_path):
     completed = subprocess.run([sys.executable, "-c", LOAD_AND_SCORE, "metric/fiber_metric", str(copy)],
                                cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=True)
     output = json.loads(completed.stdout.strip().splitlines()[-1])
-    expected = {"scores": {"exact_match": 50.0, "f1": 50.0}, "agreement": 2}
+    expected = {"scores": {"exact_match": 50.0, "f1": 50.0, "f1_release": 33.333333333333336}, "agreement": 2}
     assert output == {"outputs": [expected, expected], "project_imported": False}
 
 
@@ -72,6 +72,7 @@ def test_add_batch_then_compute_equals_one_compute(fiber_metric, table_7_referen
 
 
 GOOD = {"predictions": ["a dog", "a cat"], "references": [["dog"], ["cat", "kitten"]]}
+GOOD_SCORES = {"exact_match": 100.0, "f1": 100.0, "f1_release": 200 / 3}  # "a dog" against "dog": 2 * 1 / (2 + 1)
 
 # name -> (inputs of compute, the message it must raise)
 DEFAULT_CASES = {
@@ -97,6 +98,11 @@ DEFAULT_CASES = {
     "confidence level above 1": ({"confidence_level": 1.5}, r"confidence_level must be between 0 and 1"),
     "confidence level as text": ({"confidence_level": "95%"}, r"confidence_level must be a number"),
     "no resamples": ({"confidence_level": 0.95, "num_bootstrap": 0}, r"num_bootstrap must be a positive whole number"),
+    "labels too short": ({"labels": ["dog"]}, r"labels\[1\] is missing"),
+    "a list as a label": ({"labels": [["dog"], "cat"]}, r"labels\[0\] must be a string, got list"),
+    "annotators without labels": ({"additional_answers": [[["dog"]], [["cat"]]]}, r"additional_answers needs labels"),
+    "an annotator's answers not a list": ({"labels": ["dog", "cat"], "additional_answers": [["dog"], [["cat"]]]},
+                                         r"additional_answers\[0\]\[0\] must be a list, got str"),
 }
 
 
@@ -112,7 +118,7 @@ def test_compute_names_the_bad_index_and_stores_nothing(fresh_metric, case):
     with pytest.raises(ValueError, match=message):
         fresh_metric.compute(**{**GOOD, **changes})
     assert len(fresh_metric) == 0
-    assert fresh_metric.compute(**GOOD) == {"exact_match": 100.0, "f1": 100.0}  # still usable
+    assert fresh_metric.compute(**GOOD) == GOOD_SCORES  # still usable
 
 
 def test_a_bad_later_batch_names_its_index_and_keeps_the_earlier_ones(fresh_metric):
@@ -121,13 +127,13 @@ def test_a_bad_later_batch_names_its_index_and_keeps_the_earlier_ones(fresh_metr
         fresh_metric.add_batch(predictions=["c"], references=[[None]])
     with pytest.raises(ValueError, match=r"predictions\[0\] must be a string"):
         fresh_metric.add(prediction=5, reference=["c"])
-    assert len(fresh_metric) == 2 and fresh_metric.compute() == {"exact_match": 100.0, "f1": 100.0}
+    assert len(fresh_metric) == 2 and fresh_metric.compute() == {"exact_match": 100.0, "f1": 100.0, "f1_release": 100.0}
     with pytest.raises(ValueError, match=r"Bad inputs for evaluation module: \['labels'\]"):
         fresh_metric.add_batch(**GOOD, labels=["x", "y"])
 
 
 def test_empty_compute_gives_zeros(fiber_metric):
-    assert fiber_metric.compute(predictions=[], references=[]) == {"exact_match": 0.0, "f1": 0.0}
+    assert fiber_metric.compute(predictions=[], references=[]) == {"exact_match": 0.0, "f1": 0.0, "f1_release": 0.0}
 
 
 def test_unknown_config_is_refused():

@@ -1,5 +1,5 @@
-"""EM, F1, Correct@K and MAP: properties of normalization and of the scores, the paper's and FIRE's hand-worked cases,
-bad input."""
+"""EM, F1, the release's model F1, agreement-weighted accuracy, Correct@K and MAP: properties of normalization and of
+the scores, the paper's, the release's, VQA's and FIRE's hand-worked cases, bad input."""
 
 import random
 import string
@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fiberbench.metric import (average_precision, correct_at_k, distinct_candidates, exact_match, f1, normalize_answer,
-                               references_from_example, score_predictions)
+from fiberbench.metric import (annotators_from_example, average_precision, correct_at_k, distinct_candidates, exact_match,
+                               f1, f1_release, normalize_answer, references_from_example, score_predictions,
+                               vqa_accuracy)
 
 WORD = st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=6) | st.sampled_from(
     ["a", "an", "the", "The", "man", "dog", "red", "car", "ice"]
@@ -114,6 +115,60 @@ def test_figure_1_answers_give_partial_f1():
     assert f1("red balloons", answers) == pytest.approx(200 / 3)  # "balloons"
 
 
+def f1_score_many(prediction: str, answers: list[str]) -> float:
+    """The release's model F1 (`F1ScoreMany`) from its definition: the raw texts split on white space (no lower-casing,
+    articles and punctuation kept), token-set F1, the maximum over the answers; two empty answers match."""
+    tokens = set(prediction.split())
+    return max(100.0 if not tokens and not set(answer.split()) else
+               200 * len(tokens & set(answer.split())) / (len(tokens) + len(set(answer.split()))) for answer in answers)
+
+
+@pytest.mark.parametrize(("prediction", "answers", "release", "normalized"), [
+    ("The Mountain", ["the mountain"], 0.0, 100.0),  # case
+    ("a dog", ["dog"], 200 / 3, 100.0),  # articles
+    ("dog!", ["dog"], 0.0, 100.0),  # punctuation
+    ("the dog's ball", ["dog's ball"], 80.0, 100.0),
+    ("dog dog", ["dog"], 100.0, 100.0),  # a repeated token counts once
+    ("big dog big", ["dog", "big cat", "Big dog"], 200 / 3, 100.0),
+    ("big\tdog ", ["big  dog"], 100.0, 100.0),  # white space of any kind splits
+    ("", [""], 100.0, 100.0),  # empty answers
+    ("", ["dog"], 0.0, 0.0),
+    ("   ", ["the"], 0.0, 100.0),  # "the" is a token to the release; it normalizes to nothing
+])
+def test_the_release_f1_is_f1_score_many(prediction, answers, release, normalized):
+    assert f1_release(prediction, answers) == pytest.approx(f1_score_many(prediction, answers)) == pytest.approx(release)
+    assert f1(prediction, answers) == pytest.approx(normalized)
+
+
+@given(ANY_TEXT, REFERENCES)
+def test_the_release_f1_is_f1_score_many_whatever_the_text(prediction, references):
+    assert f1_release(prediction, references) == pytest.approx(f1_score_many(prediction, references))
+
+
+@pytest.mark.parametrize(("gave", "annotators", "accuracy"), [
+    (0, 10, 0.0), (1, 10, 30.0), (2, 10, 60.0), (3, 10, 90.0), (4, 10, 100.0), (10, 10, 100.0),
+    (1, 1, 0.0),  # the label alone: no one is left when it is left out
+    (2, 4, 50.0),  # left out: a giver (2 of 4 subsets: 1/3 each), another (2: 2/3 each)
+])
+def test_vqa_accuracy_averages_min_1_of_givers_over_3_over_leave_one_out_subsets(gave, annotators, accuracy):
+    answers = [["a Dog!"]] * gave + [["cat", "fish"]] * (annotators - gave)
+    subsets = [answers[:left] + answers[left + 1:] for left in range(annotators)]
+    by_subsets = 100 * sum(min(1, sum(["a Dog!"] == given for given in subset) / 3) for subset in subsets) / annotators
+    assert vqa_accuracy("dog", answers) == pytest.approx(by_subsets) == pytest.approx(accuracy)
+
+
+def test_vqa_accuracy_counts_an_annotator_once_and_the_label_as_one():
+    row = {"label": "a dog", "additional_answers": [["dog", "The dog"], ["puppy"], ["Dog."]]}
+    annotators = annotators_from_example(row)
+    assert annotators == [["a dog"], ["dog", "The dog"], ["puppy"], ["Dog."]]
+    assert vqa_accuracy("DOG", annotators) == pytest.approx(100 * (3 * 2 / 3 + 1 * 1) / 4)  # 3 of 4 gave it
+    results = score_predictions(["DOG"], [references_from_example(row)], labels=["a dog"],
+                                additional_answers=[row["additional_answers"]], per_example=True)
+    assert results["vqa_accuracy_per_example"] == [vqa_accuracy("DOG", annotators)]
+    with pytest.raises(ValueError, match="annotators is empty"):
+        vqa_accuracy("dog", [])
+
+
 @pytest.mark.parametrize(("prediction", "references", "scores"), [
     ("The!", ["the"], (100, 100)),  # both normalize to nothing
     ("", ["An.", "dog"], (100, 100)),
@@ -129,7 +184,8 @@ def test_edge_cases(prediction, references, scores):
 def test_empty_input_gives_zeros():
     results = score_predictions([], [], per_example=True, categories=[], candidates=[])
     assert results == {
-        "exact_match": 0.0, "f1": 0.0, "exact_match_per_example": [], "f1_per_example": [],
+        "exact_match": 0.0, "f1": 0.0, "f1_release": 0.0, "exact_match_per_example": [], "f1_per_example": [],
+        "f1_release_per_example": [],
         "exact_match_by_category": {}, "f1_by_category": {}, "count_by_category": {},
         "correct_at_k": {"1": 0.0}, "map": 0.0, "correct_at_k_per_example": {"1": []},
         "average_precision_per_example": [],
@@ -137,7 +193,8 @@ def test_empty_input_gives_zeros():
 
 
 def test_flat_references_score_against_the_label_alone():
-    assert score_predictions(["a dog", "cat"], ["dog", "the dog"]) == {"exact_match": 50.0, "f1": 50.0}
+    assert score_predictions(["a dog", "cat"], ["dog", "the dog"]) == {"exact_match": 50.0, "f1": 50.0,
+                                                                       "f1_release": 100 / 3}
 
 
 def test_scores_by_category(table_7_references):

@@ -109,20 +109,25 @@ def test_results_layout_comparisons_and_leaderboard(evaluated, capsys):
     output_dir, results = evaluated
     dataset = {"name": "the bundled sample", "config": "text", "split": "test", "num_blanks": 60, "synthetic": True}
     assert results["dataset"] == dataset
-    assert results["settings"] == {**SETTINGS, "num_permutations": 500}
+    assert results["settings"] == SETTINGS
     pairs = {(tuple(comparison["systems"]), comparison["metric"]) for comparison in results["comparisons"]}
-    assert len(pairs) == len(results["comparisons"]) == 3 * 2
+    assert len(pairs) == len(results["comparisons"]) == 3 * 3  # F1, EM and VQA accuracy
     for comparison in results["comparisons"]:
         a, b = comparison["systems"]
         metric = comparison["metric"]
         assert results["systems"][a]["f1"] >= results["systems"][b]["f1"]  # the better-ranked first
         assert comparison["difference"] == pytest.approx(results["systems"][a][metric] - results["systems"][b][metric])
-        assert 0 < comparison["p_value"] <= 1 and ("mcnemar_p_value" in comparison) == (metric == "exact_match")
+        assert 0 < comparison["p_value"] <= comparison["p_value_holm"] <= 1
+        assert comparison["test"] == ("McNemar's exact test" if metric == "exact_match" else
+                                      "sign-flip test (normal approximation)")
     leaderboard = (output_dir / "results.md").read_text()
     assert "**SYNTHETIC data**" in leaderboard and "## Comparisons" in leaderboard
-    ranks = [line.split(" | ")[1] for line in leaderboard.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert ranks[0] == "annotator" and "human agreement (baseline)" in ranks
-    assert any(rank.startswith('most frequent answer "') for rank in ranks)
+    assert "cannot be told from luck on these 60 blanks" in leaderboard
+    rows = {cells[2]: cells[:2] for cells in table_rows(leaderboard) if len(cells) == 11}
+    assert list(rows)[:2] == ["system", "---"] and rows["annotator"] == ["1", "1"]
+    # The baselines are shown, never ranked.
+    assert rows["human agreement (baseline)"] == ["–", "–"]
+    assert [ranks for name, ranks in rows.items() if name.startswith('most frequent answer "')] == [["–", "–"]]
     assert {path.name for path in output_dir.iterdir()} == {"results.json", "results.md", "by_category.png", FOLDER_RECORD}
     assert json.loads((output_dir / FOLDER_RECORD).read_text())["written_by"] == "fiberbench evaluate"
     for path in output_dir.iterdir():
@@ -186,24 +191,27 @@ def test_names_holding_markdown_stay_in_their_cells(test_split, tmp_path):
     assert main(["evaluate", *map(str, files), "--names", *names, "--output_dir", str(output_dir), *FLAGS]) == 0
     leaderboard = (output_dir / "results.md").read_text()
     rows = table_rows(leaderboard)
-    assert {len(cells) for cells in rows} == {8, 7}  # the leaderboard's 8 columns, the comparisons' 7
+    assert {len(cells) for cells in rows} == {11, 6}  # the leaderboard's 11 columns, the comparisons' 6
     assert len([cells for cells in rows if cells[0].isdigit()]) == 2
     assert "A \\| injected \\| $\\\\alpha^$ row" in leaderboard and "B \\| 1 \\| fake \\| 100 \\|" in leaderboard
     assert (output_dir / "by_category.png").stat().st_size > 0
     assert json.loads((output_dir / "results.json").read_text())["systems"].keys() == set(names)
 
 
-def test_results_md_says_how_to_read_it_and_prints_a_p_at_the_floor_as_below_it(test_split, tmp_path):
+def test_results_md_says_how_to_read_it_with_one_format_per_column(test_split, tmp_path):
     right = write_rows(tmp_path / "right.jsonl", prediction_rows(test_split, lambda index, blank: blank["label"]))
-    wrong = write_rows(tmp_path / "wrong.jsonl", prediction_rows(test_split, lambda index, blank: "a thing"))
+    wrong = write_rows(tmp_path / "wrong.jsonl", prediction_rows(test_split, label_half_the_time))
     output_dir = tmp_path / "out"
     assert main(["evaluate", str(right), str(wrong), "--output_dir", str(output_dir), *FLAGS]) == 0
     leaderboard = (output_dir / "results.md").read_text()
     assert "**How to read a confidence interval.**" in leaderboard and "**How to read a p-value.**" in leaderboard
     results = json.loads((output_dir / "results.json").read_text())
-    assert {comparison["p_value"] for comparison in results["comparisons"]} == {1 / 501}  # no trial as extreme
-    p_cells = [cells[5] for cells in table_rows(leaderboard) if len(cells) == 7 and cells[2] in ("F1", "EM")]
-    assert p_cells == ["<0.002", "<0.002"]  # 500 trials: p is at least 1/501
+    assert all(comparison["p_value"] < 1e-6 for comparison in results["comparisons"])  # no floor
+    comparisons = [cells for cells in table_rows(leaderboard) if len(cells) == 6 and cells[2] in ("F1", "EM")]
+    assert [cells[4:] for cells in comparisons] == [["<0.0001", "<0.0001"]] * 2
+    scores = [cells[3:10] for cells in table_rows(leaderboard) if len(cells) == 11 and cells[0].isdigit()]
+    assert all(re.fullmatch(r"\d+\.\d \[\d+\.\d, \d+\.\d\]|–", cell) for row in scores for cell in row), scores
+    assert all(re.fullmatch(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", cells[3]) for cells in comparisons)
 
 
 def bar_styles(figure) -> list[dict]:
@@ -290,6 +298,7 @@ def test_the_model_card_holds_the_scores_of_results_json(predictions_dir, tmp_pa
         ("f1", "F1"): round(row["f1"], 2),
         ("exact_match", "EM, label only"): round(row["exact_match_label_only"], 2),
         ("f1", "F1, label only"): round(row["f1_label_only"], 2),
+        ("vqa_accuracy", "VQA accuracy"): round(row["vqa_accuracy"], 2),
         ("correct_at_1", "Correct@1"): round(row["correct_at_k"]["1"], 2),
         ("map", "MAP"): round(row["map"], 2),
     }
