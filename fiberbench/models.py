@@ -3,7 +3,7 @@
 `fiberbench predict`, `fiberbench extract-features` and training take a local folder or a Hub id, with `--revision`
 and `--trust_remote_code`. `locate_model` checks the name in seconds before anything slow is imported (a mistyped
 folder or an unreachable Hub is one line) and gives the `ModelSource` every `from_pretrained` of a run reads its
-options from; `model_files` (a folder's files) and `model_commit` (a Hub model's) say which model a run read.
+options from; its `describe()` (a folder's files, a Hub model's commit) says which model a run read.
 """
 
 import hashlib
@@ -51,6 +51,12 @@ class ModelSource:
     def loading(self) -> dict:
         """`from_pretrained`'s keyword arguments for every file of this model."""
         return {"revision": self.revision, "trust_remote_code": self.trust_remote_code, **self.hub_options}
+
+    def describe(self) -> dict:
+        """Which model a run read, for its record: where (a folder as its absolute path), the revision, and the Hub
+        commit or the local folder's files (re-saved weights are another model)."""
+        return {"name_or_path": local_or_hub(self.name_or_path), "revision": self.revision,
+                "commit": model_commit(self), "files": model_files(self.name_or_path)}
 
 
 def locate_model(name: str, revision: str | None = None, trust_remote_code: bool = False) -> ModelSource:

@@ -27,7 +27,7 @@ from fiberbench.cli import default_num_workers
 from fiberbench.data.loading import split_fingerprint
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
-from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model, model_commit, model_files
+from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model
 from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
                                 start_output, write_jsonl)
 from fiberbench.predict.answers import Answerer
@@ -57,25 +57,27 @@ def run(args: argparse.Namespace) -> int:
         if args.reread is not None:
             return reread(args)
         source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
-        config = load_config(source)
+        config, model, dataset_name = load_config(source), source.describe(), local_or_hub(args.dataset_name)
         kind = choose_kind(args, config)
         if kind in PROMPTED_KINDS and args.prompt is None:
             args = argparse.Namespace(**{**vars(args), "prompt": DEFAULT_PROMPT})
         predictor = make_predictor(kind, args, source, config)
         split = load_split(args.dataset_name, args.split, args.max_predict_samples, predictor.dataset_config)
         keys = clip_keys(split)
-        videos = find_videos(args, predictor, split, keys) if predictor.reads_video else None
         answerer = Answerer.load(predictor.num_beams, predictor.prompted, args.only_noun_phrases,
                                  args.read_noun_phrases, args.spacy_model)
         dtype = inference_dtype(state.device)
-        settings = describe_run(args, source, config, predictor, split, answerer, dtype)
+        settings = describe_run(args, model, dataset_name, config, predictor, split, answerer, dtype)
+        videos = find_videos(args, predictor, split, keys) if predictor.reads_video else None
         inputs = [path for path in (args.model_name_or_path, args.dataset_name, args.video_dir)
                   if path and os.path.exists(path)]
     with contextlib.ExitStack() as held:
         if state.is_main_process:  # the main process writes; a second run into the output is refused, naming it
             held.enter_context(output_lock(args.output_file, FLAG))
         with alike_on_every_process():
-            previous, rows = resumable_rows(args, settings, keys, inputs)
+            previous = check_output(args.output_file, command=COMMAND, flag=FLAG,
+                                    overwrite=args.overwrite_output_file, inputs=inputs, resume=True)
+            rows = resumable_rows(args, settings, previous, keys)
         state.wait_for_everyone()  # every process has read the output before the main one writes it
         pending = [index for index, key in enumerate(keys) if key not in rows or missing(rows[key])]
         if not pending and previous is not None and previous.get("state") == COMPLETE:
@@ -120,15 +122,14 @@ def find_videos(args, predictor, split, keys) -> list:
     return [clip.video for clip in clips]
 
 
-def describe_run(args, source, config, predictor, split, answerer, dtype) -> dict:
+def describe_run(args, model, dataset_name, config, predictor, split, answerer, dtype) -> dict:
     """The settings the predictions depend on, recorded beside them: a rerun resumes only with the same."""
     columns = [*KEY_FIELDS, "masked_caption", *(["video_features"] if predictor.reads_features else [])]
     return {
         "fiberbench_version": __version__,
-        "model": {"name_or_path": local_or_hub(args.model_name_or_path), "revision": args.revision,
-                  "commit": model_commit(source), "kind": predictor.kind, "architectures": config.architectures,
-                  "dtype": str(dtype).removeprefix("torch."), "files": model_files(args.model_name_or_path)},
-        "dataset": {"name": local_or_hub(args.dataset_name), "config": predictor.dataset_config, "split": args.split,
+        "model": {**model, "kind": predictor.kind, "architectures": config.architectures,
+                  "dtype": str(dtype).removeprefix("torch.")},
+        "dataset": {"name": dataset_name, "config": predictor.dataset_config, "split": args.split,
                     "clips": len(split), "synthetic": is_synthetic(args.dataset_name),
                     "fingerprint": split_fingerprint(split, columns)},
         "prompt": predictor.prompt(split[0]["masked_caption"]),
@@ -148,20 +149,18 @@ def differences(ours, theirs, where: str = "") -> list[str]:
     return [] if ours == theirs else [f"{where[:-1]}: {json.dumps(ours)} here, {json.dumps(theirs)} there"]
 
 
-def resumable_rows(args, settings: dict, keys: list, inputs: list) -> tuple[dict | None, dict]:
-    """The output's earlier record (None: nothing there) and the rows it holds by clip, when it was written with these
-    settings; refused (`UsageError`) when it was written with others, unless --overwrite_output_file replaces it."""
-    previous = check_output(args.output_file, command=COMMAND, flag=FLAG, overwrite=args.overwrite_output_file,
-                            inputs=inputs, resume=True)
+def resumable_rows(args, settings: dict, previous: dict | None, keys: list) -> dict:
+    """The rows the output holds by clip, when its earlier record (`previous`, None: nothing there) was written with
+    these settings; refused (`UsageError`) when it was written with others, unless --overwrite_output_file."""
     if previous is None:
-        return None, {}
+        return {}
     found = differences(settings, previous.get("settings"))
     if found and not args.overwrite_output_file:
         more = f", and {len(found) - 3} more" if len(found) > 3 else ""
         raise UsageError(f"{record_path(args.output_file, folder=False)} holds predictions made with other settings "
                          f"({'; '.join(found[:3])}{more}); pass --overwrite_output_file to replace it, or another "
                          "--output_file")
-    return previous, {} if found else read_rows(args.output_file, keys)
+    return {} if found else read_rows(args.output_file, keys)
 
 
 def read_rows(path, keys: list) -> dict:
@@ -265,18 +264,24 @@ def predict_clips(state, args, predictor, answerer, split, keys, videos, pending
 
 
 def finish(path, record: dict, keys: list) -> None:
-    """The rows in dataset order, one per clip (atomically), and the record `complete`: the clips missing, and the
-    fingerprint of those answered (`fiberbench clips` gives the same for a folder holding their videos)."""
+    """The rows in dataset order, one per clip (atomically), and the record `complete` with their `outcome`."""
     rows = read_rows(path, keys)
     if absent := [key for key in keys if key not in rows]:
         raise RuntimeError(f"{len(absent)} clips have no prediction after the run, the first {absent[0]}")
+    output = outcome(keys, rows)
     write_jsonl(path, (rows[key] for key in keys))
+    finish_output(path, record, output=output)
+    logger.info("Wrote %d predictions to %s (settings in %s)%s", len(keys), path, record_path(path, folder=False).name,
+                f"; {len(output['missing_clips'])} clips missing (no video), marked so" if output["missing_clips"] else "")
+
+
+def outcome(keys: list, rows: dict) -> dict:
+    """What the record says of a finished file: its rows, the clips missing, and the fingerprint of those answered
+    (`fiberbench clips` gives the same for a folder holding their videos)."""
     skipped = [clip_id(*key) for key in keys if missing(rows[key])]
     answered = [clip_id(*key) for key in keys if not missing(rows[key])]
-    finish_output(path, record, output={"rows": len(keys), "answered": len(answered), "missing_clips": skipped,
-                                        "clips_fingerprint": clips_fingerprint(answered)})
-    logger.info("Wrote %d predictions to %s (settings in %s)%s", len(keys), path, record_path(path, folder=False).name,
-                f"; {len(skipped)} clips missing (no video), marked so" if skipped else "")
+    return {"rows": len(keys), "answered": len(answered), "missing_clips": skipped,
+            "clips_fingerprint": clips_fingerprint(answered)}
 
 
 def reread(args) -> int:
@@ -316,12 +321,14 @@ def reread(args) -> int:
     answered = dict(zip(present, answerer.fields([captions[key] for key in present], replies)))
     settings["decoding"] |= answerer.decoding
     settings["reader"] = answerer.reader
+    read_again = {key: rows[key] | answered.get(key, {}) for key in keys}
+    summary = outcome(keys, read_again)
     with output_lock(args.output_file, FLAG):
         previous = check_output(args.output_file, command=COMMAND, flag=FLAG, overwrite=args.overwrite_output_file,
                                 inputs=[source, metadata])
         output = start_output(args.output_file, COMMAND, previous, folder=False, settings=settings)
-        write_jsonl(args.output_file, (rows[key] | answered.get(key, {}) for key in keys))
-        finish(args.output_file, output, keys)
+        write_jsonl(args.output_file, read_again.values())
+        finish_output(args.output_file, output, output=summary)
     changed = sum(answered[key]["prediction"] != rows[key]["prediction"] for key in present)
     logger.info("Read the replies of %s again into %s: %d of %d answers changed", source, args.output_file, changed,
                 len(keys))
