@@ -2,6 +2,8 @@
 
 import argparse
 
+from . import TASK_PATH
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
@@ -12,7 +14,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from . import TASK_PATH
-
     print(TASK_PATH)
     return 0
