@@ -1,6 +1,7 @@
 """The output guarantees (`fiberbench.outputs`, docs/reliability.md): what is refused, what is replaced, what a
 killed run leaves, and that a second run into an output being written is refused naming the first."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -159,20 +160,27 @@ HOLD = textwrap.dedent(
 )
 
 
-def test_a_second_run_is_refused_naming_the_first_and_a_killed_runs_lock_is_free(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "out")], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+@contextlib.contextmanager
+def held_by(code: str, output: Path):
+    """A process running `code` on `output` until it prints "held"; killed on leaving."""
+    holder = subprocess.Popen([sys.executable, "-c", code, str(output)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert holder.stdout.readline() == "held\n"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_second_run_is_refused_naming_the_first_and_a_killed_runs_lock_is_free(tmp_path):
+    with held_by(HOLD, tmp_path / "out") as holder:
         with pytest.raises(UsageError, match=rf"out is being written by another run \(fiberbench other-run, PID {holder.pid} on"):
             with output_lock(tmp_path / "out", "--output_dir"):
                 pass
         with pytest.raises(UsageError, match="being written by another run"):  # another spelling of the same output
             with output_lock(tmp_path / "out" / "sub" / ".." / ".." / "out", "--output_dir"):
                 pass
-    finally:
-        holder.kill()
-        holder.wait()
     with output_lock(tmp_path / "out", "--output_dir"):  # the kernel released the killed run's lock
         assert read_record(tmp_path / "out", folder=True)["state"] == "running"  # and its output says unfinished
 
@@ -286,13 +294,7 @@ def test_no_command_writes_into_an_output_another_run_is_writing(tmp_path, cli_e
 def test_a_run_that_has_written_no_record_yet_is_named_by_its_process(tmp_path):
     code = "import sys\nfrom fiberbench.outputs import output_lock\nwith output_lock(sys.argv[1], '--output_dir'):\n" \
            "    print('held', flush=True)\n    sys.stdin.read()\n"
-    holder = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "out")], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with held_by(code, tmp_path / "out") as holder:
         with pytest.raises(UsageError, match=rf"being written by another run \(PID {holder.pid}: .*python"):
             with output_lock(tmp_path / "out", "--output_dir"):
                 pass
-    finally:
-        holder.kill()
-        holder.wait()
