@@ -1,39 +1,32 @@
-"""Benchmark of `fiberbench predict`: batched against one clip at a time, video LLMs' video path against their images
-path, and the prediction loop with data loader workers against the model alone.
+"""Benchmark of `fiberbench predict`: batched against one clip at a time; video LLMs' video path against their images.
 
 1. A seq2seq LM (T5: the paper's format, 8 beams) and a causal LM (Llama: the default prompt through a chat template),
-   random, of --d_model and --num_layers: clips per second on the sample's train captions, in batches of
-   --per_device_eval_batch_size and one at a time (model loading and reading the replies not timed).
-2. Video LLMs (needs torchvision): each family of `fiberbench.testing.video_families` (--families), the same
-   --num_frames frames of --num_video_clips synthetic clips put in as a video and as images: clips per second
-   (decoding included) and the visual tokens a clip costs on each path (at the tiny models' frame size; what the video
-   path saves, Qwen's merging of frame pairs or LLaVA-OneVision's pooling, is the same rule at any size).
-3. `fiberbench predict`'s loop (the inputs made by 0 or --dataloader_num_workers data loader workers while the model
-   generates) against the model alone on the same batches made beforehand, for the causal LM widened to
-   --loader_width: the goal is the loop with workers at 0.9x of the model alone or better.
-
-`--quick`: tiny sizes on a few clips (the tests run it); its figures cannot be judged against the goal.
+   random, of --d_model and --num_layers: clips/s on the sample's captions in batches of --per_device_eval_batch_size
+   and one at a time (loading the model and reading the replies not timed).
+2. Video LLMs (needs torchvision; `--families` with no name skips them): each family of
+   `fiberbench.testing.video_families` on the same --num_frames frames of --num_video_clips synthetic clips, put in as
+   a video and as images: clips/s (decoding included) and the visual tokens a clip costs (at the tiny models' frame
+   size; what the video path saves, Qwen's merging of frame pairs or LLaVA-OneVision's pooling, is the same rule at
+   any size).
 """
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
-import quick
 import torch
 
 from fiberbench.data import SAMPLE_DIR
 from fiberbench.models import load_config, locate_model
 from fiberbench.predict.arguments import parser_of
-from fiberbench.predict.command import Batches
-from fiberbench.predict.predictors import choose_kind, make_predictor
+from fiberbench.predict.predictors import PROMPTED_KINDS, choose_kind, make_predictor
+from fiberbench.predict.prompts import DEFAULT_PROMPT
 from fiberbench.testing.tiny_models import save_causal, save_seq2seq
 from fiberbench.testing.tiny_videos import read_records, write_videos
 from fiberbench.testing.video_families import VIDEO_FAMILIES, save_video_family
 from fiberbench.videos import find_clip_video
 
-GOAL = 0.9  # the loop with its workers against the model alone, at least
+import quick
 
 
 def predictor_of(model: Path, device, *flags):
@@ -42,46 +35,40 @@ def predictor_of(model: Path, device, *flags):
     source = locate_model(args.model_name_or_path)
     config = load_config(source)
     kind = choose_kind(args, config)
-    if kind in ("causal", "video"):
-        args.prompt = args.prompt or "Fill in the blank: {masked_caption}"
+    args.prompt = DEFAULT_PROMPT if kind in PROMPTED_KINDS else None  # as the command does
     predictor = make_predictor(kind, args, source, config)
     predictor.load_model(device, torch.float32)
     return predictor
 
 
-def timed(function) -> float:
-    start = time.perf_counter()
-    function()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
-
-
 def clips_per_second(predictor, rows: list[dict], batch_size: int) -> float:
     batches = [rows[start : start + batch_size] for start in range(0, len(rows), batch_size)]
-    return len(rows) / timed(lambda: [predictor.generate(predictor.inputs(batch)) for batch in batches])
+    return len(rows) / quick.best_seconds(lambda: [predictor.generate(predictor.inputs(batch)) for batch in batches])
 
 
 def batched(args, device, folder: Path, rows: list[dict]) -> None:
-    print(f"\nfiberbench predict, language models, clips/s ({device}; d_model {args.d_model}, {args.num_layers} layers; "
-          f"{len(rows)} captions)")
-    print("| model | beams | batched clips/s | one at a time clips/s | batched vs one at a time |")
-    print("|---|---|---|---|---|")
+    print(f"\nfiberbench predict, language models, clips/s ({device}; d_model {args.d_model}, {args.num_layers} "
+          f"layers; {len(rows)} captions)")
+    print("| model | beams | batched clips/s | one at a time clips/s | batched vs one at a time |\n|---|---|---|---|---|")
     save_seq2seq(folder / "seq2seq", d_model=args.d_model, num_layers=args.num_layers)
     save_causal(folder / "causal", hidden_size=args.d_model, num_layers=2 * args.num_layers)
     for kind in ("seq2seq", "causal"):
         predictor = predictor_of(folder / kind, device)
         clips_per_second(predictor, rows[:4], 4), clips_per_second(predictor, rows[:2], 1)  # warm-up, both shapes
-        many, one = clips_per_second(predictor, rows, args.per_device_eval_batch_size), clips_per_second(predictor, rows, 1)
+        many = clips_per_second(predictor, rows, args.per_device_eval_batch_size)
+        one = clips_per_second(predictor, rows, 1)
         print(f"| {kind} | {predictor.num_beams} | {many:.1f} | {one:.1f} | {many / one:.2f}x |")
 
 
-def video_paths(args, device, folder: Path, rows: list[dict]) -> None:
+def video_paths(args, device, folder: Path) -> None:
+    records = read_records(SAMPLE_DIR, "test")[: args.num_video_clips]
+    write_videos(folder, records)
+    rows = [{"masked_caption": record["masked_caption"], "video": find_clip_video(
+        folder, record["video_id"], record["video_start_time"], record["video_end_time"])} for record in records]
     print(f"\nfiberbench predict, video LLMs: the video path against the images path ({device}; tiny random models; "
           f"{len(rows)} clips of {args.num_frames} frames)")
-    print("| family | video clips/s | images clips/s | video tokens per clip | images tokens per clip | images / video "
-          "tokens |")
-    print("|---|---|---|---|---|---|")
+    print("| family | video clips/s | images clips/s | video tokens per clip | images tokens per clip "
+          "| images / video tokens |\n|---|---|---|---|---|---|")
     for family in args.families:
         save_video_family(family, folder / family)
         figures = {}
@@ -89,68 +76,32 @@ def video_paths(args, device, folder: Path, rows: list[dict]) -> None:
             predictor = predictor_of(folder / family, device, "--video_dir", folder, "--num_frames", args.num_frames,
                                      "--video_input", path)
             ids = {getattr(predictor.processor, f"{name}_token_id", None) for name in ("image", "video")} - {None}
-            tokens = sum(int(sum((inputs["input_ids"] == id_).sum() for id_ in ids)) for _, inputs in predictor.inputs(rows))
+            tokens = sum(int((inputs["input_ids"] == id_).sum()) for _, inputs in predictor.inputs(rows) for id_ in ids)
             figures[path] = (clips_per_second(predictor, rows, args.per_device_eval_batch_size), tokens / len(rows))
         (video, video_tokens), (images, images_tokens) = figures["video"], figures["images"]
         print(f"| {family} | {video:.1f} | {images:.1f} | {video_tokens:.0f} | {images_tokens:.0f} | "
               f"{images_tokens / video_tokens:.2f}x |")
 
 
-def loader_against_model(args, device, folder: Path, rows: list[dict]) -> None:
-    """The loop as `predict_clips` runs it (a `DataLoader` over `Batches`) against the model on batches made before."""
-    import datasets
-
-    save_causal(folder / "wide", hidden_size=args.loader_width, num_layers=args.loader_layers)
-    predictor = predictor_of(folder / "wide", device)
-    split = datasets.Dataset.from_list([{"masked_caption": row["masked_caption"]} for row in rows])
-    batches = [list(range(start, min(start + args.per_device_eval_batch_size, len(rows))))
-               for start in range(0, len(rows), args.per_device_eval_batch_size)]
-    made = [predictor.inputs([rows[index] for index in batch]) for batch in batches]
-    predictor.generate(made[0])  # warm-up
-    alone = timed(lambda: [predictor.generate(inputs) for inputs in made])
-
-    def loop(workers: int) -> float:
-        loader = torch.utils.data.DataLoader(Batches(predictor, batches, split, None), batch_size=None,
-                                             num_workers=workers)
-        return timed(lambda: [predictor.generate(inputs) for _, _, inputs, _ in loader])
-
-    in_process, with_workers = alone / loop(0), alone / loop(args.dataloader_num_workers)
-    verdict = quick.verdict(args, "ok" if with_workers >= GOAL else "MISSED")
-    print(f"\nfiberbench predict's loop against the model alone ({device}; a causal LM of width {args.loader_width}, "
-          f"{args.loader_layers} layers; {len(rows)} captions)")
-    print(f"| model alone clips/s | 0 workers / alone | {args.dataloader_num_workers} workers / alone | goal >= {GOAL}x |")
-    print("|---|---|---|---|")
-    print(f"| {len(rows) / alone:.1f} | {in_process:.2f}x | {with_workers:.2f}x | {verdict} |")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", type=torch.device, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--d_model", type=int, default=256)
     parser.add_argument("--num_layers", type=int, default=4)
     parser.add_argument("--num_clips", type=int, default=400)
     parser.add_argument("--per_device_eval_batch_size", type=int, default=16)
-    parser.add_argument("--families", nargs="+", choices=list(VIDEO_FAMILIES), default=list(VIDEO_FAMILIES))
+    parser.add_argument("--families", nargs="*", choices=list(VIDEO_FAMILIES), default=list(VIDEO_FAMILIES))
     parser.add_argument("--num_video_clips", type=int, default=32)
     parser.add_argument("--num_frames", type=int, default=8)
-    parser.add_argument("--loader_width", type=int, default=512)
-    parser.add_argument("--loader_layers", type=int, default=8)
-    parser.add_argument("--dataloader_num_workers", type=int, default=2)
     args = quick.parse_args(parser, d_model=32, num_layers=1, num_clips=16, families=["qwen2_vl", "llava_onevision"],
-                            num_video_clips=4, num_frames=4, loader_width=32, loader_layers=1)
-    device = torch.device(args.device)
-    captions = [record["masked_caption"] for split in ("train", "validation", "test") for record in
-                read_records(SAMPLE_DIR, split)]
+                            num_video_clips=4, num_frames=4)
+    captions = [record["masked_caption"] for split in ("train", "validation", "test")
+                for record in read_records(SAMPLE_DIR, split)]
     rows = [{"masked_caption": captions[index % len(captions)]} for index in range(args.num_clips)]
     with tempfile.TemporaryDirectory() as folder:
-        folder = Path(folder)
-        batched(args, device, folder, rows)
-        records = read_records(SAMPLE_DIR, "test")[: args.num_video_clips]
-        write_videos(folder, records)
-        video_rows = [{"masked_caption": record["masked_caption"], "video": find_clip_video(
-            folder, record["video_id"], record["video_start_time"], record["video_end_time"])} for record in records]
-        video_paths(args, device, folder, video_rows)
-        loader_against_model(args, device, folder, rows)
+        batched(args, args.device, Path(folder), rows)
+        if args.families:
+            video_paths(args, args.device, Path(folder))
 
 
 if __name__ == "__main__":

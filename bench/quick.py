@@ -1,32 +1,42 @@
-"""The benchmarks' quick mode: `--quick` runs a benchmark's own code at tiny sizes, in seconds (tests/test_benches.py).
+"""What the benchmarks share: `--quick` (tiny sizes, the same code, seconds: tests/test_benches.py runs it) and timing.
 
-Each script names its tiny sizes; they replace the script's defaults, so a flag given beside
---quick still wins. The figures of a quick run say nothing: it only shows that the benchmark runs
-and prints its table, so where a full run judges its figures against the benchmark's goal, a quick
-run says it cannot (`verdict`). Scripts import this module as `quick` (Python puts the script's
-folder, bench/, first on sys.path).
+Scripts import it as `quick` (Python puts the script's folder, bench/, first on sys.path).
 """
 
 import argparse
+import subprocess
+import time
 
-# What a quick run prints where a full run gives its verdict (or its target) against the goal.
-TOO_SMALL_TO_JUDGE = "quick run: sizes too small to judge against the goal"
-HELP = "Tiny sizes and few rounds, the same code: seconds, to check that the benchmark runs (the tests run it)."
+import torch
 
 
 def parse_args(parser: argparse.ArgumentParser, **quick_defaults) -> argparse.Namespace:
-    """`parser`'s arguments with a --quick flag added; with --quick, `quick_defaults` are the defaults."""
-    parser.add_argument("--quick", action="store_true", help=HELP)
-    args = parser.parse_args()
-    unknown = sorted(name for name in quick_defaults if not hasattr(args, name))
-    if unknown:
-        raise ValueError(f"quick sizes for arguments the parser does not have: {unknown}")
-    if not args.quick:
-        return args
-    parser.set_defaults(**quick_defaults)
+    """`parser`'s arguments and --quick; with --quick, `quick_defaults` are the defaults (a flag given still wins)."""
+    parser.add_argument("--quick", action="store_true", help="Tiny sizes, the same code: seconds (the tests run it).")
+    if parser.parse_args().quick:
+        parser.set_defaults(**quick_defaults)
     return parser.parse_args()
 
 
 def verdict(args: argparse.Namespace, judged: str) -> str:
-    """`judged`, a full run's verdict against the goal; with --quick, TOO_SMALL_TO_JUDGE (tiny sizes tell nothing)."""
-    return TOO_SMALL_TO_JUDGE if args.quick else judged
+    """`judged`, a full run's verdict against the goal; with --quick, that tiny sizes cannot be judged."""
+    return "quick run: sizes too small to judge against the goal" if args.quick else judged
+
+
+def best_seconds(function, repeats: int = 1) -> float:
+    """The shortest of `repeats` runs of `function()`, GPU work included: other work slows a run, never speeds one."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def run(command: list[str]) -> None:
+    """`command` in a new process, as a user runs it; its failure ends the benchmark with its error output."""
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"{' '.join(command)} failed ({result.returncode}):\n{result.stderr[-3000:]}")
