@@ -70,8 +70,7 @@ class CsvTable:
             raise DataError(f"{path}, line 1: the header names column {repeated[0]!r} twice (which one is meant?)")
 
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
-        """(line, column -> cell) of the rows after the header (missing cells at a row's end read as ''), those of
-        rejected assignments skipped and counted (`rejected`)."""
+        """(line, column -> cell) of the rows after the header, those of rejected assignments skipped and counted."""
         try:
             for row in self._reader:
                 line = self._reader.line_num

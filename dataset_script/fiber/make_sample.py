@@ -115,9 +115,7 @@ def make_annotations(rng: random.Random, item: Item) -> list[list[str]]:
     weights = [1.0 / (rank + 1) for rank in range(len(item.answers))]
     annotations = []
     for _ in range(rng.randint(3, 5)):
-        remaining = list(item.answers)
-        remaining_weights = list(weights)
-        answers = []
+        remaining, remaining_weights, answers = list(item.answers), list(weights), []
         for _ in range(rng.randint(1, min(3, len(item.answers)))):
             choice = rng.choices(range(len(remaining)), weights=remaining_weights)[0]
             answers.append(remaining.pop(choice))
@@ -141,15 +139,13 @@ def make_record(rng: random.Random, video_id: str, item: Item, annotated: bool) 
     """One release-format record showing `item`, in a random template (with annotators if `annotated`)."""
     start = rng.randrange(0, 300)
     caption, masked_caption, label = make_caption(rng.choice(TEMPLATES), rng.choice(SUBJECTS), item.answers[0])
-    text = {"caption": caption, "masked_caption": masked_caption, "label": label}
-    answers = make_annotations(rng, item) if annotated else []
-    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS, **text,
-            "additional_answers": answers}
+    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS, "caption": caption,
+            "masked_caption": masked_caption, "label": label,
+            "additional_answers": make_annotations(rng, item) if annotated else []}
 
 
 def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_range: tuple, video_ids: set) -> None:
-    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`; `rngs` are the text's
-    `random.Random` and the features' NumPy generator."""
+    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`."""
     text_rng, feature_rng = rngs
     records, category_lines = [], ["video_id\tcategory"]
     while len(records) < num_clips:
@@ -158,21 +154,17 @@ def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_ran
             continue
         video_ids.add(video_id)
         item_index = text_rng.randrange(len(ITEMS))
-        record = make_record(text_rng, video_id, ITEMS[item_index], annotated=split != "train")
-        records.append(record)
+        records.append(make_record(text_rng, video_id, ITEMS[item_index], annotated=split != "train"))
         category_lines.append(f"{video_id}\t{ITEMS[item_index].category}")
-        num_frames = int(feature_rng.integers(frame_range[0], frame_range[1] + 1))
-        features = make_features(feature_rng, item_index, num_frames)
-        np.save(folder / "i3d" / feature_file_name(*clip_key(record)), features)
+        features = make_features(feature_rng, item_index, int(feature_rng.integers(frame_range[0], frame_range[1] + 1)))
+        np.save(folder / "i3d" / feature_file_name(*clip_key(records[-1])), features)
     (folder / f"{split}.json").write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     if split != "train":
         (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n", encoding="utf-8")
 
 
 def make_sample(output_dir: Path, clips_per_split: dict = CLIPS_PER_SPLIT, frame_range=FRAME_RANGE, seed=SEED) -> None:
-    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`, replacing it
-    whole and atomically (no stale file survives; an interrupted run leaves the old sample), and only when it holds a
-    sample (its README.md says so)."""
+    """Write the sample into `output_dir`, replacing it whole and atomically, and only when it holds a sample."""
     output_dir = Path(output_dir)
     readme = output_dir / "README.md"
     if output_dir.exists() and not (readme.is_file() and readme.read_text(encoding="utf-8").startswith(SAMPLE_TITLE)):
