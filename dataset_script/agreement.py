@@ -93,16 +93,11 @@ def agreement_table(results: dict, sample_file: str | None = None) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
-    parser.add_argument(
-        "--answers_files",
-        nargs="+",
-        type=Path,
-        help="Crowd answers CSVs with annotator ids (the layouts of `fiberbench answers`), joined to FILE's clips "
-        "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
-    )
-    add_output_arguments(
-        parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.", required=False
-    )
+    parser.add_argument("--answers_files", nargs="+", type=Path, help="Crowd answers CSVs with annotator ids (the "
+                        "layouts of `fiberbench answers`), joined to FILE's clips by video_id and times; they replace "
+                        "FILE's additional_answers and give the deviation across annotators.")
+    add_output_arguments(parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.",
+                         required=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,10 +105,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--overwrite_output_file needs --output_file")
     with output_lock(args.output_file, "--output_file") if args.output_file else contextlib.nullcontext():
         if args.output_file:
-            check_output(
-                args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file,
-                inputs=[args.file, *(args.answers_files or [])],
-            )
+            check_output(args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file,
+                         inputs=[args.file, *(args.answers_files or [])])
         results = agreement_of_file(args.file, args.answers_files)
         sample_file = sample_file_name(args.file, "Human agreement")
         results["synthetic"] = sample_file is not None

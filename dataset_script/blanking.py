@@ -120,19 +120,13 @@ def _input_records(args: argparse.Namespace) -> Iterable[object]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "input",
-        help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved with "
-        "`save_to_disk`, or a Hub dataset name (streamed).",
-    )
+    parser.add_argument("input", help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset "
+                        "folder saved with `save_to_disk`, or a Hub dataset name (streamed).")
     add_output_arguments(parser, "Blanked records: .json (a JSON array) or .jsonl (JSON Lines).",
                          "Replace what blank wrote there.")
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
-    parser.add_argument(
-        "--spacy_model",
-        help="spaCy pipeline (default: $FIBERBENCH_SPACY_MODEL, else the release's, en_core_web_trf; if missing, an "
-        "installed smaller one, with a warning).",
-    )
+    parser.add_argument("--spacy_model", help="spaCy pipeline (default: $FIBERBENCH_SPACY_MODEL, else the release's, "
+                        "en_core_web_trf; if missing, an installed smaller one, with a warning).")
     parser.add_argument("--num_proc", type=positive_int, default=1, help="Processes that parse (the same output).")
     parser.add_argument("--batch_size", type=positive_int, help="Texts per nlp.pipe batch (default: the pipeline's).")
     parser.add_argument("--video_id_column", default="videoID", help="Field holding '{video_id}_{start}_{end}'.")

@@ -75,10 +75,9 @@ def read_features(sources: Sources) -> dict[str, tuple[FeaturesInfo, str]]:
             raise DataError(f"{features_dir}: {problem} (the video features folder)")
         info = FeaturesInfo.read(features_dir)
         if info.name in features:
-            raise UsageError(
-                f"--features_dir {features[info.name][1]} and {features_dir} are both the {info.name!r} config: give "
-                "features of different encoders (or settings), or build them into different datasets"
-            )
+            raise UsageError(f"--features_dir {features[info.name][1]} and {features_dir} are both the {info.name!r} "
+                             "config: give features of different encoders (or settings), or build them into different "
+                             "datasets")
         features[info.name] = (info, features_dir)
     return features
 
@@ -95,19 +94,15 @@ def _prepare(config: str, sources: Sources, staging: Path, features: tuple | Non
             clip_features = f"{info.describe()} (T, {info.feature_size})"
             video |= {"name": config, "description": f"Captions, blanks and answers, plus each clip's {clip_features}."}
     work_dir = staging / ".build"  # the builder's cache and shards: a fresh cache, no earlier build's info in it
-    builder = Fiber(
-        config_name="text" if features is None else "i3d", cache_dir=str(work_dir / "cache"),
-        split_files=sources.split_files, category_files=sources.category_files, skip_invalid=skip_invalid, **video,
-    )
+    builder = Fiber(config_name="text" if features is None else "i3d", cache_dir=str(work_dir / "cache"),
+                    split_files=sources.split_files, category_files=sources.category_files, skip_invalid=skip_invalid,
+                    **video)
     logger.info("Building the %r config from %s", config, sources.description)
     try:
-        builder.download_and_prepare(
-            str(work_dir / config),
-            # Downloads go to the shared cache, so that a rebuild does not fetch the release again.
-            download_config=datasets.DownloadConfig(cache_dir=datasets.config.DOWNLOADED_DATASETS_PATH),
-            file_format="parquet",
-            max_shard_size=max_shard_size,
-        )
+        # Downloads go to the shared cache, so that a rebuild does not fetch the release again.
+        download_config = datasets.DownloadConfig(cache_dir=datasets.config.DOWNLOADED_DATASETS_PATH)
+        builder.download_and_prepare(str(work_dir / config), download_config=download_config, file_format="parquet",
+                                     max_shard_size=max_shard_size)
     except datasets.exceptions.DatasetGenerationError as error:  # the invalid record, or full disk, behind it
         raise users_cause(error) or error from None
     (staging / config).mkdir()
@@ -196,10 +191,8 @@ def build_dataset(
     output_dir = Path(output_dir).expanduser().absolute()
     builders = {}
     with output_lock(output_dir, "--output_dir"):
-        check_output(
-            output_dir, command=COMMAND, flag="--output_dir", overwrite=overwrite, folder=True,
-            inputs=[path for path in (*sources.split_files.values(), *sources.features_dirs) if "://" not in path],
-        )
+        inputs = [path for path in (*sources.split_files.values(), *sources.features_dirs) if "://" not in path]
+        check_output(output_dir, command=COMMAND, flag="--output_dir", overwrite=overwrite, folder=True, inputs=inputs)
         try:
             with atomic_folder(output_dir) as staging:
                 record = start_output(staging, COMMAND, None, folder=True, arguments=arguments or {})
@@ -220,24 +213,17 @@ def build_dataset(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--data_dir",
-        help="Folder with train.json, val.json, test.json (and categories_val.tsv, categories_test.tsv). Default: "
-        "the bundled SYNTHETIC sample, with its features.",
-    )
-    source.add_argument(
-        "--release", action="store_true", help="Download the official FIBER release (JSON and category files)."
-    )
-    parser.add_argument(
-        "--features_dir", type=Path, nargs="+", default=[],
-        help="Folders of video features, {video_id}_{start:06d}_{end:06d}.npy of shape (1, T, D), each a config: "
-        "VaTeX's I3D features (D = 1024) the `i3d` config, a folder written by `fiberbench extract-features` the "
-        "config its features.json names.",
-    )
-    add_output_arguments(
-        parser, "Folder to write (default: ./fiber).", "Replace --output_dir if build-dataset wrote it.", folder=True,
-        required=False, default=Path("fiber"),
-    )
+    source.add_argument("--data_dir", help="Folder with train.json, val.json, test.json (and categories_val.tsv, "
+                        "categories_test.tsv). Default: the bundled SYNTHETIC sample, with its features.")
+    source.add_argument("--release", action="store_true",
+                        help="Download the official FIBER release (JSON and category files).")
+    parser.add_argument("--features_dir", type=Path, nargs="+", default=[], help="Folders of video features, "
+                        "{video_id}_{start:06d}_{end:06d}.npy of shape (1, T, D), each a config: VaTeX's I3D features "
+                        "(D = 1024) the `i3d` config, a folder written by `fiberbench extract-features` the config its "
+                        "features.json names.")
+    add_output_arguments(parser, "Folder to write (default: ./fiber).",
+                         "Replace --output_dir if build-dataset wrote it.", folder=True, required=False,
+                         default=Path("fiber"))
     parser.add_argument("--skip_invalid", action="store_true", help="Skip (and count) invalid records.")
     parser.add_argument("--max_shard_size", default=DEFAULT_MAX_SHARD_SIZE, help="Largest Parquet shard.")
     parser.add_argument("--push_to_hub", metavar="REPO_ID", help="Push the built folder to this Hub dataset repo.")
@@ -256,10 +242,9 @@ def run(args: argparse.Namespace) -> int:
         sources = Sources.from_location(args.data_dir or SAMPLE_DIR, *args.features_dir)
     if not sys.stderr.isatty():  # a log file gets these lines, not the fragments of a progress bar
         datasets.disable_progress_bars()
-    builders = build_dataset(
-        sources, args.output_dir, skip_invalid=args.skip_invalid, max_shard_size=args.max_shard_size,
-        overwrite=args.overwrite_output_dir, repo_id=args.push_to_hub, arguments=arguments_of(args),
-    )
+    builders = build_dataset(sources, args.output_dir, skip_invalid=args.skip_invalid,
+                             max_shard_size=args.max_shard_size, overwrite=args.overwrite_output_dir,
+                             repo_id=args.push_to_hub, arguments=arguments_of(args))
     for config, builder in builders.items():
         logger.info("%s: %s", config, ", ".join(f"{split} {info.num_examples:,}"
                                                  for split, info in builder.info.splits.items()))
@@ -274,11 +259,9 @@ def run(args: argparse.Namespace) -> int:
         # The build's record names this machine's host and process: it stays here.
         files = [path for path in sorted(args.output_dir.rglob("*")) if path.is_file() and path.name != FOLDER_RECORD]
         try:
-            url = push_folder(
-                args.output_dir, args.push_to_hub, repo_type="dataset", private=args.hub_private_repo,
-                commit_message="Upload FIBER built with `fiberbench build-dataset`",
-                paths=[path.relative_to(args.output_dir).as_posix() for path in files],
-            )
+            url = push_folder(args.output_dir, args.push_to_hub, repo_type="dataset", private=args.hub_private_repo,
+                              commit_message="Upload FIBER built with `fiberbench build-dataset`",
+                              paths=[path.relative_to(args.output_dir).as_posix() for path in files])
         except HubPushError as error:
             raise HubPushError(f"Built {args.output_dir}, but the push failed: {error}") from error
         logger.info("Pushed to %s", url)

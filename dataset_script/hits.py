@@ -42,10 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions_per_hit", type=positive_int, default=CLIPS_PER_TASK, help="Clips per task.")
     add_output_arguments(parser, "The task input CSV to write.",
                          "Replace what hit-inputs wrote there (and --page_file).")
-    parser.add_argument(
-        "--page_file", type=Path, help=f"Also write the annotation page with one slot per clip of a task (the shipped "
-        f"page, {PAGE_PATH.name}, has {CLIPS_PER_TASK})."
-    )
+    parser.add_argument("--page_file", type=Path, help="Also write the annotation page with one slot per clip of a "
+                        f"task (the shipped page, {PAGE_PATH.name}, has {CLIPS_PER_TASK}).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,9 +56,8 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         for flag, path in outputs.items():
             stack.enter_context(output_lock(path, flag))
-            check_output(
-                path, command=COMMAND, flag=flag, overwrite=args.overwrite_output_file, inputs=[args.blanked_file]
-            )
+            check_output(path, command=COMMAND, flag=flag, overwrite=args.overwrite_output_file,
+                         inputs=[args.blanked_file])
         records = read_release_records(args.blanked_file)
         if not records:
             raise DataError(f"{args.blanked_file}: holds no clips")

@@ -42,10 +42,8 @@ def load_fiber(dataset_name: str | None, config_name: str) -> datasets.DatasetDi
     a folder's in a cache keyed by its files. A config it has not is a `UsageError` listing those it has; a dataset
     that cannot be read, a null text field or a video id that is not a plain id (`check_tables`) a `DataError`."""
     if dataset_name is None:
-        logger.warning(
-            "Loading the bundled SYNTHETIC sample (config %r): made-up data for tests and demos, not FIBER; no number "
-            "measured on it says anything about FIBER.", config_name,
-        )
+        logger.warning("Loading the bundled SYNTHETIC sample (config %r): made-up data for tests and demos, not FIBER; "
+                       "no number measured on it says anything about FIBER.", config_name)
         folder = built_sample_dir()
         location, described, flag = str(folder), "the bundled sample", "the bundled sample"
     else:

@@ -198,10 +198,8 @@ def check_lengths(records: list[dict], nlp, file: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with output_lock(args.output_dir, "--output_dir"):
-        check_output(
-            args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
-            inputs=[args.file], folder=True,
-        )
+        check_output(args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+                     inputs=[args.file], folder=True)
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")

@@ -48,11 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli extract-features ..."
     )
     add_model_arguments(parser, required=True, remote_code_needed_by="the encoders transformers has")
-    parser.add_argument(
-        "--pooling", choices=["pooler_output", "cls", "mean"],
-        help="Which output is a feature: pooler_output (image encoders' default: the pooled output, a dual encoder's "
-        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video encoders' only).",
-    )
+    parser.add_argument("--pooling", choices=["pooler_output", "cls", "mean"], help="Which output is a feature: "
+                        "pooler_output (image encoders' default: the pooled output, a dual encoder's "
+                        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video "
+                        "encoders' only).")
     add_video_dir_argument(parser, "The videos", required=True)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset_name", help="A FIBER dataset folder or Hub id: encode its clips.")
@@ -63,16 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--fps", type=positive_float, help=f"Frames a second (image encoders': {DEFAULT_FPS:g}).")
     sampling.add_argument("--num_frames", type=positive_int, help="Frames per clip (video encoders': one window).")
     parser.add_argument("--max_frames", type=positive_int, help="With --fps: at most this many frames.")
-    add_output_arguments(
-        parser, "The features folder to write (or resume).",
-        "Replace a features folder of other settings (its files are removed first) instead of resuming.", folder=True,
-    )
+    add_output_arguments(parser, "The features folder to write (or resume).", "Replace a features folder of other "
+                         "settings (its files are removed first) instead of resuming.", folder=True)
     parser.add_argument("--features_name", help="The dataset config they become (default: the model's name).")
     parser.add_argument("--per_device_batch_size", type=positive_int, default=8, help="Clips per encoder call.")
-    parser.add_argument(
-        "--dataloader_num_workers", type=non_negative_int, help="Processes decoding ahead (default: a share of the "
-        "CPU cores; 0: in the process itself)."
-    )
+    parser.add_argument("--dataloader_num_workers", type=non_negative_int, help="Processes decoding ahead (default: "
+                        "a share of the CPU cores; 0: in the process itself).")
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -103,9 +98,8 @@ def frame_sampling(args: argparse.Namespace, spec) -> FrameSampling:
     return choose_sampling(args.num_frames, args.fps, args.max_frames, default)
 
 
-def dataset_clips(
-    dataset_name: str | None, data_dir: Path | None, splits: list[str] | None, video_dir: Path
-) -> list[Clip]:
+def dataset_clips(dataset_name: str | None, data_dir: Path | None, splits: list[str] | None,
+                  video_dir: Path) -> list[Clip]:
     """The distinct clips of the `splits` (all when None) of a built dataset or a release folder, with their videos."""
     if data_dir is not None:
         files = {split: data_dir / name for split, name in SPLIT_FILES.items() if (data_dir / name).is_file()}
@@ -151,9 +145,8 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(source)
         spec = encoder_spec(config, args.pooling, args.model_name_or_path)
         sampling = frame_sampling(args, spec)
-        from_data = args.dataset_name is not None or args.data_dir is not None
-        clips = dataset_clips(args.dataset_name, args.data_dir, args.split, args.video_dir) if from_data else (
-            folder_clips(args.video_dir))
+        clips = (folder_clips(args.video_dir) if args.dataset_name is None and args.data_dir is None
+                 else dataset_clips(args.dataset_name, args.data_dir, args.split, args.video_dir))
         if not clips:
             raise DataError("No clips to encode: the splits chosen are empty")
     dtype = inference_dtype(accelerator.device)
@@ -170,11 +163,10 @@ def run(args: argparse.Namespace) -> int:
         fiberbench_version=fiberbench.__version__,
     )
     inputs = [args.model_name_or_path, args.dataset_name, args.data_dir, args.video_dir]
+    inputs = [path for path in inputs if path is not None and Path(path).expanduser().exists()]
     with output_lock(output_dir, "--output_dir") if main else contextlib.nullcontext(), alike_on_every_process():
-        previous = check_output(
-            output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir, folder=True,
-            inputs=[path for path in inputs if path is not None and Path(path).expanduser().exists()], resume=True,
-        )
+        previous = check_output(output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+                                folder=True, inputs=inputs, resume=True)
         earlier = None  # the features of an earlier run to resume: of the same settings
         if previous and not args.overwrite_output_dir and (output_dir / FEATURES_INFO_FILE).exists():
             earlier = FeaturesInfo.read(output_dir)
@@ -186,11 +178,10 @@ def run(args: argparse.Namespace) -> int:
         done = {clip.name for clip in clips if earlier and (output_dir / f"{clip.name}.npy").is_file()}
         # Each video opened and checked for the sampling; a missing one refused, or skipped with --skip_missing_videos.
         pending = [clip for clip in clips if clip.name not in done]
-        check_clip_videos(
-            pending, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
-            skipping="encode the others (the skipped ones are counted)",
-            unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
-        )
+        check_clip_videos(pending, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
+                          skipping="encode the others (the skipped ones are counted)",
+                          unusable_advice="replace or remove them (with --skip_missing_videos a removed one is "
+                          "skipped)")
         pending = [clip for clip in pending if clip.video is not None]
         preparer = ClipPreparer.load(spec, args.model_name_or_path, source.loading())
         encoder = Encoder.load(spec, args.model_name_or_path, source.loading(), accelerator.device, dtype)
@@ -204,15 +195,13 @@ def run(args: argparse.Namespace) -> int:
             write_json(record_path(output_dir, folder=True), record)
             write_json(output_dir / FEATURES_INFO_FILE, info.to_json())
             skipped = len(clips) - len(pending) - len(done)
-            logger.info(
-                "%s: %d of %d clips already done, %d to encode%s; %s, D = %d", output_dir, len(done), len(clips),
-                len(pending), f", {skipped} skipped for a missing video" if skipped else "", info.describe(),
-                info.feature_size,
-            )
+            logger.info("%s: %d of %d clips already done, %d to encode%s; %s, D = %d", output_dir, len(done),
+                        len(clips), len(pending), f", {skipped} skipped for a missing video" if skipped else "",
+                        info.describe(), info.feature_size)
         accelerator.wait_for_everyone()
         shard = pending[accelerator.process_index :: accelerator.num_processes]
         workers = args.dataloader_num_workers
-        if workers is None:
+        if workers is None:  # a share of this machine's cores for each of its processes
             workers = default_num_workers(int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes)))
         loader = make_loader(shard, sampling, preparer, batch_size=args.per_device_batch_size, num_workers=workers,
                              pin_memory=accelerator.device.type == "cuda")

@@ -78,10 +78,9 @@ def encoder_spec(config, pooling: str | None, name: str) -> EncoderSpec:
         return EncoderSpec(VIDEO, "mean", input_name=input_name, window_frames=window, tubelet_size=tubelet_size)
     dual = getattr(config, "vision_config", None) is not None and hasattr(model_class, "get_image_features")
     if not dual and "pixel_values" not in forward:
-        raise UsageError(
-            f"--model_name_or_path {name}: a {config.model_type!r} model has no vision tower that reads frames: give "
-            "an image encoder (CLIP, SigLIP, SigLIP 2, DINOv2, ...) or a video encoder (VideoMAE, V-JEPA 2)"
-        )
+        raise UsageError(f"--model_name_or_path {name}: a {config.model_type!r} model has no vision tower that reads "
+                         "frames: give an image encoder (CLIP, SigLIP, SigLIP 2, DINOv2, ...) or a video encoder "
+                         "(VideoMAE, V-JEPA 2)")
     return EncoderSpec(IMAGE, pooling or "pooler_output", dual=dual)
 
 
@@ -100,10 +99,8 @@ class ClipPreparer:
         try:
             processor = auto_class.from_pretrained(name, **loading)
         except (OSError, ValueError, ImportError) as error:
-            raise DataError(
-                f"--model_name_or_path {name}: cannot load its {auto_class.__name__.removeprefix('Auto')} "
-                f"({' '.join(str(error).split())})"
-            ) from error
+            raise DataError(f"--model_name_or_path {name}: cannot load its {auto_class.__name__.removeprefix('Auto')} "
+                            f"({' '.join(str(error).split())})") from error
         return cls(spec, processor)
 
     def __call__(self, frames: list[np.ndarray]) -> dict[str, torch.Tensor]:
@@ -169,17 +166,13 @@ class Encoder:
         try:
             outputs = self._run(inputs)
             if spec.kind == IMAGE and spec.pooling == "cls" and not self._has_class_token(inputs, outputs):
-                raise UsageError(
-                    f"--pooling cls: {name} has no class token (its last hidden state is one token per patch); "
-                    "use --pooling pooler_output or mean"
-                )
+                raise UsageError(f"--pooling cls: {name} has no class token (its last hidden state is one token per "
+                                 "patch); use --pooling pooler_output or mean")
             features = self._pool(outputs)
         except (AttributeError, TypeError, RuntimeError) as error:
             output = "get_image_features" if spec.dual else "forward"
-            raise UsageError(
-                f"--model_name_or_path {name}: its {output} gives no {spec.pooling} to take as features "
-                f"({type(error).__name__}: {' '.join(str(error).split())})"
-            ) from error
+            raise UsageError(f"--model_name_or_path {name}: its {output} gives no {spec.pooling} to take as features "
+                             f"({type(error).__name__}: {' '.join(str(error).split())})") from error
         return features.shape[-1]
 
     def _has_class_token(self, inputs: dict, outputs) -> bool:
@@ -220,15 +213,12 @@ def prepare_clips(clips: list[Clip], sampling: FrameSampling, preparer: ClipPrep
     return PreparedClips(names, num_frames, {name: torch.cat([item[name] for item in inputs]) for name in inputs[0]})
 
 
-def make_loader(
-    clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer, *, batch_size: int, num_workers: int,
-    pin_memory: bool = False,
-) -> torch.utils.data.DataLoader:
+def make_loader(clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer, *, batch_size: int,
+                num_workers: int, pin_memory: bool = False) -> torch.utils.data.DataLoader:
     """Batches of `batch_size` clips in order, decoded ahead by `num_workers` processes (0: in this one)."""
-    return torch.utils.data.DataLoader(
-        clips, batch_size=batch_size, collate_fn=functools.partial(prepare_clips, sampling=sampling, preparer=preparer),
-        num_workers=num_workers, pin_memory=pin_memory, prefetch_factor=4 if num_workers > 0 else None,
-    )
+    prepare = functools.partial(prepare_clips, sampling=sampling, preparer=preparer)
+    return torch.utils.data.DataLoader(clips, batch_size=batch_size, collate_fn=prepare, num_workers=num_workers,
+                                       pin_memory=pin_memory, prefetch_factor=4 if num_workers > 0 else None)
 
 
 def encode_clips(encoder: Encoder, batches, folder: Path | None, progress: Callable[[int], None]) -> int:

@@ -52,10 +52,8 @@ class FeaturesInfo:
         if self.is_i3d:
             return "VaTeX's I3D features (one 1024-d vector per 16-frame window)"
         origin = ", ".join(f"{key} {self.encoder[key]}" for key in ("revision", "commit") if self.encoder.get(key))
-        return (
-            f"`{self.encoder['name_or_path']}`{f' ({origin})' if origin else ''} features: "
-            f"{self.output['description']}; frames: {self.sampling['rule']}"
-        )
+        return (f"`{self.encoder['name_or_path']}`{f' ({origin})' if origin else ''} features: "
+                f"{self.output['description']}; frames: {self.sampling['rule']}")
 
     def to_json(self) -> dict:
         """`features.json`'s content (VaTeX's I3D: its name, D and layout only)."""

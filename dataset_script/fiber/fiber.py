@@ -108,10 +108,8 @@ class Fiber(datasets.GeneratorBasedBuilder):
         try:
             paths, category_paths = dl_manager.download((self.config.split_files, self.config.category_files))
         except OSError as error:  # datasets reports an unreachable URL as FileNotFoundError(url)
-            raise ConnectionError(
-                f"Could not get the data files ({error}). Without the internet, build the bundled sample "
-                "or a local copy of the release instead."
-            ) from error
+            raise ConnectionError(f"Could not get the data files ({error}). Without the internet, build the bundled "
+                                  "sample or a local copy of the release instead.") from error
         sources = self.config.category_files
         return [
             datasets.SplitGenerator(split, gen_kwargs={
@@ -155,9 +153,8 @@ class Fiber(datasets.GeneratorBasedBuilder):
                     example["additional_answers"] = dropped.scorable(example["additional_answers"])
                     if self.config.with_video_features:
                         features_file = Path(self.config.features_dir) / feature_file_name(*clip_key(example))
-                        example["video_features"] = load_video_features(
-                            features_file, file=source, index=index, feature_size=self.config.feature_size
-                        )
+                        example["video_features"] = load_video_features(features_file, file=source, index=index,
+                                                                        feature_size=self.config.feature_size)
                 except InvalidRecordError as error:
                     self._skip_or_raise(error)
                     continue

@@ -67,22 +67,16 @@ class Item:
 # Each Table 4 category's items, each item's answers most natural first. Some answer words are shared across items
 # ("a person", "a room", "an instrument") so that F1 gives partial credit, as it does on the real data.
 ANSWERS_BY_CATEGORY = {
-    "Passive entity": (
-        ("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"),
-        ("a bicycle", "a bike", "a vehicle"),
-        ("a laptop", "a computer", "a laptop computer"), ("a pizza", "some food", "a pizza pie"),
-        ("a kite", "a flying toy", "a toy"),
-    ),
-    "Person": (
-        ("a chef", "a cook", "a person"), ("a firefighter", "a fireman", "a person"),
-        ("a ballerina", "a dancer", "a young woman"), ("a doctor", "a physician", "a person"),
-        ("a police officer", "a policeman", "a cop", "a person"),
-    ),
-    "Location": (
-        ("a beach", "the seaside", "the shore"), ("a kitchen", "a room", "a cooking area"),
-        ("a gym", "a fitness room", "a room"), ("a park", "a public park", "a green area"),
-        ("a stage", "a concert stage", "a platform"),
-    ),
+    "Passive entity": (("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"),
+                       ("a bicycle", "a bike", "a vehicle"),
+                       ("a laptop", "a computer", "a laptop computer"), ("a pizza", "some food", "a pizza pie"),
+                       ("a kite", "a flying toy", "a toy")),
+    "Person": (("a chef", "a cook", "a person"), ("a firefighter", "a fireman", "a person"),
+               ("a ballerina", "a dancer", "a young woman"), ("a doctor", "a physician", "a person"),
+               ("a police officer", "a policeman", "a cop", "a person")),
+    "Location": (("a beach", "the seaside", "the shore"), ("a kitchen", "a room", "a cooking area"),
+                 ("a gym", "a fitness room", "a room"), ("a park", "a public park", "a green area"),
+                 ("a stage", "a concert stage", "a platform")),
 }
 ITEMS = tuple(Item(answers, category) for category, items in ANSWERS_BY_CATEGORY.items() for answers in items)
 
@@ -96,18 +90,6 @@ TEMPLATES = (
     "_____ appears on the screen for a few seconds.", "{subject} walks toward _____ slowly.",
     "There is _____ in the video while {subject_lower} speaks.", "{subject} describes _____ to the viewers.",
 )
-
-
-def make_video_id(rng: random.Random) -> str:
-    """A YouTube-style id: 11 characters of [A-Za-z0-9_-]."""
-    return "".join(rng.choice(VIDEO_ID_ALPHABET) for _ in range(11))
-
-
-def make_caption(template: str, subject: str, answer: str) -> tuple[str, str, str]:
-    """(caption, masked_caption, label); a blank that opens the caption gets a capital, as in the release."""
-    masked_caption = template.format(subject=subject, subject_lower=subject.lower())
-    label = answer[0].upper() + answer[1:] if masked_caption.startswith(BLANK) else answer
-    return masked_caption.replace(BLANK, label), masked_caption, label
 
 
 def make_annotations(rng: random.Random, item: Item) -> list[list[str]]:
@@ -137,10 +119,11 @@ def make_features(rng: np.random.Generator, item_index: int, num_frames: int) ->
 
 def make_record(rng: random.Random, video_id: str, item: Item, annotated: bool) -> dict:
     """One release-format record showing `item`, in a random template (with annotators if `annotated`)."""
-    start = rng.randrange(0, 300)
-    caption, masked_caption, label = make_caption(rng.choice(TEMPLATES), rng.choice(SUBJECTS), item.answers[0])
-    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS, "caption": caption,
-            "masked_caption": masked_caption, "label": label,
+    answer, start, template, subject = item.answers[0], rng.randrange(300), rng.choice(TEMPLATES), rng.choice(SUBJECTS)
+    masked_caption = template.format(subject=subject, subject_lower=subject.lower())
+    label = answer[0].upper() + answer[1:] if masked_caption.startswith(BLANK) else answer  # as the release did
+    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS,
+            "caption": masked_caption.replace(BLANK, label), "masked_caption": masked_caption, "label": label,
             "additional_answers": make_annotations(rng, item) if annotated else []}
 
 
@@ -149,7 +132,7 @@ def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_ran
     text_rng, feature_rng = rngs
     records, category_lines = [], ["video_id\tcategory"]
     while len(records) < num_clips:
-        video_id = make_video_id(text_rng)
+        video_id = "".join(text_rng.choice(VIDEO_ID_ALPHABET) for _ in range(11))  # YouTube's ids' length
         if video_id in video_ids:
             continue
         video_ids.add(video_id)
