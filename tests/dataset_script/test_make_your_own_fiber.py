@@ -31,10 +31,9 @@ def readme_commands() -> list[list[str]]:
 def write_features(release: Path, features_dir: Path) -> None:
     """Random I3D features, in the release's file layout, for every clip of the release folder's splits."""
     features_dir.mkdir()
-    for split in ("train", "val", "test"):
-        for record in json.loads((release / f"{split}.json").read_text()):
-            features = np.random.default_rng(0).random((1, 4, 1024), "f4")
-            np.save(features_dir / feature_file_name(*clip_key(record)), features)
+    for split_file in (release / "train.json", release / "val.json", release / "test.json"):
+        for record in json.loads(split_file.read_text()):
+            np.save(features_dir / feature_file_name(*clip_key(record)), np.random.default_rng(0).random((1, 4, 1024), "f4"))
 
 
 def crowd_results(hits: Path, blanked: Path, results: Path) -> None:

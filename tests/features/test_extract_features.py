@@ -64,18 +64,14 @@ def by_hand(encoder: Path, kind: str, frames: list[np.ndarray], pooling: str) ->
         return pooled.get(pooling, outputs.pooler_output).numpy()
 
 
-@pytest.mark.parametrize(
-    ("kind", "flags", "sampling", "size"),
-    [
-        ("clip", [], FrameSampling(fps=1), 48),
-        ("clip", ["--pooling", "cls", "--num_frames", 4], FrameSampling(num_frames=4), 48),
-        ("clip", ["--pooling", "mean", "--fps", 2, "--max_frames", 9], FrameSampling(fps=2, max_frames=9), 48),
-        ("clip_dual", [], FrameSampling(fps=1), 24),
-        ("videomae", [], FrameSampling(num_frames=4), 40),  # one window
-        ("videomae", ["--fps", 1], FrameSampling(fps=1), 40),  # 3, 7 or 10 frames: windows filled up
-    ],
-    ids=["clip", "clip-cls-4-frames", "clip-mean-2fps", "clip-dual", "videomae", "videomae-1fps"],
-)
+@pytest.mark.parametrize(("kind", "flags", "sampling", "size"), [
+    ("clip", [], FrameSampling(fps=1), 48),
+    ("clip", ["--pooling", "cls", "--num_frames", 4], FrameSampling(num_frames=4), 48),
+    ("clip", ["--pooling", "mean", "--fps", 2, "--max_frames", 9], FrameSampling(fps=2, max_frames=9), 48),
+    ("clip_dual", [], FrameSampling(fps=1), 24),
+    ("videomae", [], FrameSampling(num_frames=4), 40),  # one window
+    ("videomae", ["--fps", 1], FrameSampling(fps=1), 40),  # 3, 7 or 10 frames: windows filled up
+])
 def test_features_are_the_encoder_run_by_hand_on_the_same_frames(encoders, video_dir, tmp_path, kind, flags, sampling, size):
     output_dir = tmp_path / "features"
     assert extract("--video_dir", video_dir, "--model_name_or_path", encoders[kind], "--output_dir", output_dir, *flags) == 0
@@ -264,29 +260,17 @@ def test_a_features_folder_is_a_config_of_its_size_with_the_encoder_in_the_card(
     assert described and "pooler_output of forward" in described.group() and "clip = load_dataset(" in card.text
 
 
-def damaged_info(clip, tmp_path):
-    shutil.copytree(clip, tmp_path / "damaged")
-    info = json.loads((tmp_path / "damaged" / "features.json").read_text())
+def test_bad_features_folders_are_one_line(release, tmp_path, cli_error):
+    data_dir, clip = release
+    for name in ("damaged", "again"):
+        shutil.copytree(clip, tmp_path / name)
+    info = json.loads((clip / "features.json").read_text())
     (tmp_path / "damaged" / "features.json").write_text(json.dumps({**info, "feature_size": "48"}))
-    return [tmp_path / "damaged"]
-
-
-def same_name_twice(clip, tmp_path):
-    shutil.copytree(clip, tmp_path / "again")
-    return [clip, tmp_path / "again"]
-
-
-@pytest.mark.parametrize(
-    ("make", "status", "message"),
-    [
-        (damaged_info, 1, r"damaged/features.json: field 'feature_size' must be a positive integer, got \"48\""),
-        (same_name_twice, 2, r"--features_dir .*clip and .*again are both the 'clip' config"),
-    ],
-    ids=["damaged features.json", "two folders of one name"],
-)
-def test_bad_features_folders_are_one_line(make, status, message, release, tmp_path, cli_error):
-    folders = make(release[1], tmp_path)
-    arguments = ["--data_dir", release[0], "--features_dir", *folders, "--output_dir", tmp_path / "f"]
-    code, line = cli_error("build-dataset", *arguments)
-    assert code == status and re.search(message, line), line
-    assert not (tmp_path / "f").exists()
+    for folders, status, message in [
+        ([tmp_path / "damaged"], 1, r"damaged/features.json: field 'feature_size' must be a positive integer, got \"48\""),
+        ([clip, tmp_path / "again"], 2, r"--features_dir .*clip and .*again are both the 'clip' config"),
+    ]:
+        arguments = ["--data_dir", data_dir, "--features_dir", *folders, "--output_dir", tmp_path / "f"]
+        code, line = cli_error("build-dataset", *arguments)
+        assert code == status and re.search(message, line), line
+        assert not (tmp_path / "f").exists()

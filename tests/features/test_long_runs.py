@@ -20,9 +20,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 
 
 def command(encoder, videos, output_dir, *flags) -> list[str]:
-    arguments = ["--model_name_or_path", encoder, "--video_dir", videos, "--data_dir", SAMPLE_DIR]
-    arguments += ["--output_dir", output_dir]
-    return ["extract-features", *map(str, arguments), *map(str, flags)]
+    flags = ["--model_name_or_path", encoder, "--video_dir", videos, "--data_dir", SAMPLE_DIR, "--output_dir", output_dir, *flags]
+    return ["extract-features", *map(str, flags)]
 
 
 def written(folder) -> dict[str, tuple[int, int]]:
