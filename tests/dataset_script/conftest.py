@@ -1,5 +1,6 @@
 """Fixtures of the data tools' tests: a small copy of the sample in the release layout, to break; helpers."""
 
+import csv
 import hashlib
 import json
 import os
@@ -63,6 +64,15 @@ def refused(cli_error):
 def cases(table: list[tuple]) -> list:
     """A table of (case, *values) rows as pytest parameters, each named by its case."""
     return [pytest.param(*row[1:], id=row[0]) for row in table]
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    """A CSV file of `rows`, with the columns of them all in the order first seen (a row without one: empty)."""
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, list(dict.fromkeys(column for row in rows for column in row)), restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def blanked_record(video_id: str, caption: str, label: str, start: int = 10, end: int = 20) -> dict:

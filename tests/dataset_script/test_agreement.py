@@ -1,6 +1,5 @@
 """`fiberbench agreement` (Table 2) of a hand-worked release-format file, and of crowd answers with annotator ids."""
 
-import csv
 import json
 import logging
 import shutil
@@ -11,7 +10,7 @@ import pytest
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 
-from .conftest import blanked_record, cases
+from .conftest import blanked_record, cases, write_csv
 
 RECORDS = [
     blanked_record("v1", "A dog runs.", "A dog", 0, 10) | {"additional_answers": [["dog", "puppy"], ["a puppy"], ["cat"]]},
@@ -42,10 +41,8 @@ CSV_ROWS = [["v1", 0, 10, "w1", "dog", "puppy"], ["v1", 0, 10, "w2", "a puppy", 
 
 
 def write_answers_csv(path: Path, rows) -> Path:
-    with path.open("w", newline="") as file:
-        csv.writer(file).writerows([["video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1",
-                                     "answer_2"], *rows])
-    return path
+    columns = ("video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1", "answer_2")
+    return write_csv(path, [dict(zip(columns, row)) for row in rows])
 
 
 def agreement(tmp_path, records, *flags) -> dict:

@@ -110,9 +110,8 @@ def add_answers(browser, clip, *answers):
 
 def test_a_worker_answers_a_task_and_mechanical_turk_receives_it(tasks, mturk, browser):
     mturk.task = tasks[0]
-    query = urllib.parse.urlencode(
-        {"assignmentId": "3ASSIGN", "hitId": "3HIT", "turkSubmitTo": mturk.url, "workerId": "WORKER1"}
-    )
+    query = urllib.parse.urlencode({"assignmentId": "3ASSIGN", "hitId": "3HIT", "turkSubmitTo": mturk.url,
+                                    "workerId": "WORKER1"})
     open_page(browser, f"{mturk.url}/task?{query}")
 
     assert browser.evaluate("document.querySelectorAll('section.clip:not([hidden])').length") == 5

@@ -1,7 +1,6 @@
 """`fiberbench answers`: crowd answers, in the three CSV layouts, merged into the release format; bad inputs (one row
 per case) are one line naming the file (line, column, record, field), and nothing is written or lost."""
 
-import csv
 import json
 import logging
 
@@ -9,7 +8,7 @@ import pytest
 
 from fiberbench.cli import main
 
-from .conftest import PIPELINE, blanked_record, cases
+from .conftest import PIPELINE, blanked_record, cases, write_csv
 
 VAL = [
     blanked_record("vid_a_1", "A man is cutting a cake in the kitchen.", "A man", start=0, end=10),
@@ -36,14 +35,6 @@ EXPECTED_COUNTS = {
     "dropped: the clip is an unavailable video": 0, "annotators left with no answer": 1, "clips written": 3,
     "clips left out: unavailable video": 0, "clips left out: no answers": 0,
 }
-
-
-def write_csv(path, rows: list[dict]) -> None:
-    columns = list(dict.fromkeys(column for row in rows for column in row))
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, columns, restval="")
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def write_fiber_csv(path, rows):
@@ -129,10 +120,9 @@ def test_answers_split_over_files_and_layouts_merge_in_file_order_and_non_noun_p
     merge(blanked, [first, second, third], tmp_path / "out")
     assert additional_answers(tmp_path / "out" / "val.json") == EXPECTED_VAL
     merge(blanked, [first, second, third], tmp_path / "kept", "--keep_non_noun_phrases")
-    assert additional_answers(tmp_path / "kept" / "val.json") == [
-        [["a man", "A guy", "A person", "a baker"], ["Chef", "is cutting"], ["a boy"]],
-        [["a cake", "a cake in", "bread"], ["cake and"]],
-    ]
+    kept = [[["a man", "A guy", "A person", "a baker"], ["Chef", "is cutting"], ["a boy"]],
+            [["a cake", "a cake in", "bread"], ["cake and"]]]
+    assert additional_answers(tmp_path / "kept" / "val.json") == kept
 
 
 def test_clips_without_answers_are_left_out_and_counted(tmp_path, blanked, caplog):
@@ -163,9 +153,8 @@ def test_the_release_layout_several_clips_per_task_unavailable_videos_and_reject
     ])
     with caplog.at_level(logging.INFO):
         assert merge(blanked, [results], tmp_path / "out") == 0
-    assert additional_answers(tmp_path / "out" / "val.json") == [
-        [["a man", "a chef", "a baker", "a cook", "a woman"], ["a person"]]
-    ]
+    assert additional_answers(tmp_path / "out" / "val.json") == [[["a man", "a chef", "a baker", "a cook", "a woman"],
+                                                                  ["a person"]]]
     assert additional_answers(tmp_path / "out" / "test.json") == [[["the sand", "the sea"]]]
     counts = logged_counts(caplog)
     assert counts["dropped: the clip is an unavailable video"] == 3  # w1's two and w2's report

@@ -6,7 +6,6 @@ import shutil
 from collections import Counter
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 import yaml
 from datasets import Array2D, List, Value, load_dataset
@@ -25,16 +24,8 @@ TEXT_FEATURES = {"video_id": Value("string"), "video_start_time": Value("int32")
 TEXT_FEATURES |= {name: Value("string") for name in ("caption", "masked_caption", "label")}
 TEXT_FEATURES |= {"additional_answers": List(List(Value("string"))), "category": Value("string")}
 RECORDS = {split: json.loads((SAMPLE_DIR / name).read_text()) for split, name in SPLIT_FILES.items()}
-CATEGORIES = {
-    split: dict(line.split("\t") for line in (SAMPLE_DIR / f"categories_{split}.tsv").read_text().splitlines()[1:])
-    for split in ("val", "test")
-}
-
-
-def rows(output_dir) -> dict[str, int]:
-    """Rows per config and split ("text/train") of a built folder, from its Parquet files' metadata."""
-    return {path.parent.name + "/" + path.name.split("-")[0]: pq.read_metadata(path).num_rows
-            for path in output_dir.glob("*/*.parquet")}
+CATEGORIES = {split: dict(line.split("\t") for line in (SAMPLE_DIR / f"categories_{split}.tsv").read_text().splitlines()[1:])
+              for split in ("val", "test")}
 
 
 def test_the_folder_holds_the_configs_card_and_record(built_sample):
@@ -47,7 +38,7 @@ def test_the_folder_holds_the_configs_card_and_record(built_sample):
     assert not [path for path in built_sample.parent.iterdir() if path.name.startswith(".fiber.tmp")]
 
 
-def test_every_record_loads_back_with_its_category_and_features(built_sample, tmp_path, monkeypatch):
+def test_every_record_loads_back_with_its_category_and_features(built_sample, tmp_path):
     text = load_dataset(str(built_sample), cache_dir=str(tmp_path))
     i3d = load_dataset(str(built_sample), "i3d", cache_dir=str(tmp_path)).with_format("numpy")
     categories = {**CATEGORIES["val"], **CATEGORIES["test"]}
@@ -58,8 +49,6 @@ def test_every_record_loads_back_with_its_category_and_features(built_sample, tm
         for index in (0, len(records) - 1):
             expected = np.load(SAMPLE_DIR / "i3d" / feature_file_name(*clip_key(records[index])))[0]
             np.testing.assert_array_equal(i3d[split][index]["video_features"], expected)
-    monkeypatch.chdir(built_sample.parent)  # by name, from the folder that holds it
-    assert load_dataset("fiber", split="validation", cache_dir=str(tmp_path / "named")).num_rows == 60
 
 
 def test_the_card_matches_the_data_and_says_synthetic(built_sample):
@@ -100,9 +89,8 @@ def test_an_output_is_replaced_only_with_the_flag(tmp_path, release_dir):
     with pytest.raises(UsageError, match="pass --overwrite_output_dir to replace it"):
         build_dataset(SAMPLE_DIR, tmp_path / "fiber")
     builders = build_dataset(SAMPLE_DIR, tmp_path / "fiber", overwrite=True)
-    assert {split: info.num_examples for split, info in builders["text"].info.splits.items()} == {
-        "train": 400, "validation": 60, "test": 60
-    }
+    splits = builders["text"].info.splits
+    assert {split: info.num_examples for split, info in splits.items()} == {"train": 400, "validation": 60, "test": 60}
 
 
 def test_a_failed_build_leaves_nothing(tmp_path, monkeypatch):
@@ -120,7 +108,7 @@ def test_a_full_disk_is_one_line_naming_the_output_and_keeps_the_previous_build(
     previous = snapshot(disk)
     status, line = cli_error("build-dataset", "--output_dir", output_dir, "--overwrite_output_dir")
     assert status == 1 and line.endswith(f"error: {output_dir}: No space left on device"), line
-    assert snapshot(disk) == previous and rows(output_dir) == {"text/train": 20, "text/validation": 10, "text/test": 10}
+    assert snapshot(disk) == previous  # the previous build, whole
 
 
 def test_answers_that_normalize_to_nothing_are_dropped_and_counted(release_dir, tmp_path, caplog):

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fiberbench.cli import main
-from fiberbench.records import clip_key, feature_file_name
+from fiberbench.records import KEY_FIELDS, clip_key, feature_file_name
 
 from .conftest import cases, snapshot
 
@@ -58,10 +58,8 @@ RECORD_FAULTS = [
      r"val.json: record 3: field '\(record\)': holds bytes that are not UTF-8 text \(byte 0xe9\)", "text"),
     ("record not an object", lambda d: replace_record(d, b'["a", "list"]'),
      r"val.json: record 3: field '\(record\)': expected a JSON object, got list", "text"),
-    ("clip twice in a split", lambda d: edit_record(d, **dict(zip(("video_id", "video_start_time", "video_end_time"),
-                                                               clip_key(records(d)[1])))),
-     r"val.json: record 3: field 'video_id': the clip \('.*', \d+, \d+\) is record 1 too: a split holds each clip once",
-     "text"),
+    ("clip twice in a split", lambda d: edit_record(d, **dict(zip(KEY_FIELDS, clip_key(records(d)[1])))),
+     r"val.json: record 3: field 'video_id': the clip \('.*', \d+, \d+\) is record 1 too: a split holds each clip", "text"),
     ("path-like video id", lambda d: edit_record(d, video_id="../../../../etc/passwd"),
      r"val.json: record 3: field 'video_id': '../../../../etc/passwd' is not a plain video id", "i3d"),
     ("category row not utf8",

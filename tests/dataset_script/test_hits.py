@@ -59,9 +59,8 @@ def test_no_cell_is_a_formula_or_markup_and_each_reads_back_as_written(tmp_path)
     columns, rows = read_csv(tmp_path / "hits.csv")
     cells = [row[column] for row in rows for column in columns]
     assert not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r") or set('"<>\'') & set(cell)]
-    assert [clip for clip in clips_of(rows, CLIPS_PER_TASK) if clip["video_id"]] == [
-        {field: str(record[field]) for field in input_columns(1)} for record in FORMULAS
-    ]
+    expected = [{field: str(record[field]) for field in input_columns(1)} for record in FORMULAS]
+    assert [clip for clip in clips_of(rows, CLIPS_PER_TASK) if clip["video_id"]] == expected
 
 
 def test_the_shipped_page_is_the_page_of_five_clips_and_page_file_writes_another(tmp_path, caplog):
@@ -74,9 +73,8 @@ def test_the_shipped_page_is_the_page_of_five_clips_and_page_file_writes_another
         assert main(["hit-inputs", str(SAMPLE_DIR / "val.json"), "--questions_per_hit", "3", "--output_file",
                      str(tmp_path / "hits.csv"), "--page_file", str(tmp_path / "task.html")]) == 0
     written = (tmp_path / "task.html").read_text()
-    assert written == annotation_page(3) and re.findall(r'data-video-id="\$\{(\w+)\}"', written) == [
-        "video1_id", "video2_id", "video3_id"
-    ]
+    slots = re.findall(r'data-video-id="\$\{(\w+)\}"', written)
+    assert written == annotation_page(3) and slots == ["video1_id", "video2_id", "video3_id"]
     assert f"Preview the first task in a browser: {(tmp_path / 'task.html').resolve().as_uri()}?video1_id=" in caplog.text
 
 
@@ -98,6 +96,4 @@ def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, refused, content, a
     path, output = tmp_path / "val.json", tmp_path / "hits.csv"
     path.write_text(content)
     arguments = [argument.format(input=path, output=output, page=tmp_path / "hits.html") for argument in arguments]
-    if "--output_file" not in arguments:
-        arguments += ["--output_file", str(output)]
-    refused(tmp_path, status, message, "hit-inputs", path, *arguments)
+    refused(tmp_path, status, message, "hit-inputs", path, "--output_file", output, *arguments)  # the row's flag wins

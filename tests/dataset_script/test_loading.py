@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -16,8 +17,6 @@ from .conftest import cases
 
 
 def test_the_bundled_sample_is_built_once_and_says_synthetic(tmp_path, monkeypatch, caplog):
-    import datasets
-
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path)
     with caplog.at_level(logging.WARNING):
         sample = load_sample("i3d")
