@@ -1,8 +1,7 @@
 """`fiberbench agreement`: human agreement (the paper's Table 2) of a release-format file or of crowd answers.
 
-The metric's `human_agreement` computes it as the FIBER release did (leave one annotator out, the label counting as
-one more annotator), of the file's `additional_answers` or, with `--answers_files`, of the crowd answers of CSVs joined
-to its clips: those carry annotator ids, which the paper's per-answer deviation (across annotators) needs.
+The metric's `human_agreement` computes it as the release did; the crowd answers of `--answers_files` carry the
+annotator ids that the paper's per-answer deviation (across annotators) needs.
 """
 
 import argparse
@@ -32,9 +31,8 @@ PAPER_TABLE_2 = {
 
 
 def crowd_answers(records: list[dict], answers_files: list[Path]) -> tuple[list, list]:
-    """Each record's answers by annotator and its annotators' ids, from CSVs in the layouts of `fiberbench answers`,
-    as written (before the noun-phrase filter), as in the release's analysis. Rows of other clips are skipped and
-    counted; a clip an answer says is an unavailable video has no annotator (`answers` leaves it out too)."""
+    """Each record's answers by annotator and its annotators' ids, from answers CSVs, before the noun-phrase filter
+    (as the release's analysis); a clip an answer calls an unavailable video has none (`answers` leaves it out too)."""
     by_clip = {clip_key(record): {} for record in records}  # clip -> annotator id -> answers
     skipped = unavailable = 0
     for submission in (submission for path in answers_files for submission in read_submissions(path)):
@@ -73,45 +71,33 @@ def agreement_table(results: dict, sample_file: str | None = None) -> str:
     """Table 2 as Markdown: F1 and EM with their standard deviations, beside the paper's values; headed SYNTHETIC when
     the file is the bundled sample's `sample_file`."""
     with_ids = "all_answers_per_answer_f1_std_across_annotators" in results
-    per_answer_deviation = "_std_across_annotators" if with_ids else "_std_across_answers"
-    rows = {
-        "first answers, per caption": ("first_answers_per_caption", "_std"),
-        "all answers, per answer": ("all_answers_per_answer", per_answer_deviation),
-    }
-    lines = ["| Table 2 | F1 (%) | EM (%) | paper F1 | paper EM |", "|---|---|---|---|---|"]
+    per_answer = "_std_across_annotators" if with_ids else "_std_across_answers"
+    rows = {"first answers, per caption": ("first_answers_per_caption", "_std"),
+            "all answers, per answer": ("all_answers_per_answer", per_answer)}
+    lines = [synthetic_file_notice(sample_file), ""] if sample_file is not None else []
+    lines += ["| Table 2 | F1 (%) | EM (%) | paper F1 | paper EM |", "|---|---|---|---|---|"]
     for title, (prefix, deviation) in rows.items():
-        cells = [
-            f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}{deviation}']:.1f})"
-            for metric in ("f1", "exact_match")
-        ]
+        cells = [f"{results[f'{prefix}_{metric}']:.1f} (± {results[f'{prefix}_{metric}{deviation}']:.1f})"
+                 for metric in ("f1", "exact_match")]
         paper = [f"{mean} (± {std})" for mean, std in PAPER_TABLE_2[prefix]]
         lines.append(f"| {title} | {' | '.join(cells + paper)} |")
     counts = [f"{value} {key[4:].replace('_', ' ')}" for key, value in results.items() if key.startswith("num_")]
     if with_ids:
         deviation = "the per-answer deviation is across annotators (each annotator's mean), as in the paper"
     else:
-        deviation = (
-            "the per-answer deviation is across answers: this file has no annotator ids, and the paper's deviation "
-            "across annotators needs them (pass the crowd answers with --answers_files)"
-        )
+        deviation = ("the per-answer deviation is across answers: this file has no annotator ids, and the paper's "
+                     "deviation across annotators needs them (pass the crowd answers with --answers_files)")
     notes = f"Leave one annotator out, the label counting as one more annotator; {', '.join(counts)}; {deviation}."
-    if sample_file is not None:
-        lines = [synthetic_file_notice(sample_file), "", *lines]
     return "\n".join(lines) + f"\n\n{notes}\n"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="Release-format JSON / JSON Lines file (e.g. val.json).")
-    parser.add_argument(
-        "--answers_files",
-        nargs="+",
-        type=Path,
-        help="Crowd answers CSVs with annotator ids (the layouts of `fiberbench answers`), joined to FILE's clips "
-        "by video_id and times; they replace FILE's additional_answers and give the deviation across annotators.",
-    )
-    add_output_arguments(
-        parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.", required=False
-    )
+    parser.add_argument("--answers_files", nargs="+", type=Path, help="Crowd answers CSVs with annotator ids (the "
+                        "layouts of `fiberbench answers`), joined to FILE's clips by video_id and times; they replace "
+                        "FILE's additional_answers and give the deviation across annotators.")
+    add_output_arguments(parser, "Also write the numbers here as JSON.", "Replace what agreement wrote.",
+                         required=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,10 +105,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--overwrite_output_file needs --output_file")
     with output_lock(args.output_file, "--output_file") if args.output_file else contextlib.nullcontext():
         if args.output_file:
-            check_output(
-                args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file,
-                inputs=[args.file, *(args.answers_files or [])],
-            )
+            check_output(args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file,
+                         inputs=[args.file, *(args.answers_files or [])])
         results = agreement_of_file(args.file, args.answers_files)
         sample_file = sample_file_name(args.file, "Human agreement")
         results["synthetic"] = sample_file is not None

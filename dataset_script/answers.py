@@ -1,9 +1,4 @@
-"""`fiberbench answers`: merge crowd answers into the release format's `additional_answers`.
-
-As in the paper (§3.2), each annotator's order is kept, an annotator's repeats after normalization are dropped, and
-only answers that are noun phrases in the blank's context are kept. As the release did, clips that an annotator
-reported as an "unavailable video" and clips left with no answers are left out of the output; every drop is counted.
-"""
+"""`fiberbench answers`: merge crowd answers into the release format's `additional_answers` (the paper's §3.2)."""
 
 import argparse
 import itertools
@@ -80,9 +75,8 @@ def _collect(records: list[dict], submissions: Iterable[Submission], counts: Cou
 
 
 def merge_answers(records: list[dict], submissions: Iterable[Submission], nlp, batch_size=256) -> tuple[list, Counter]:
-    """The `records` (each clip once) that end up with answers, their `additional_answers` the submissions' (those
-    that are noun phrases in their blank, parsed in one `nlp.pipe`; all with `nlp=None`), and every reason an answer
-    or a clip was dropped counted: answers read = answers kept + the answers dropped."""
+    """The `records` (each clip once) left with answers, their `additional_answers` the submissions' that are noun
+    phrases in their blank (all with `nlp=None`); every drop counted: answers read = answers kept + answers dropped."""
     counts = Counter(dict.fromkeys(COUNTS, 0))
     clips = _collect(records, submissions, counts)
     if nlp is None:
@@ -117,10 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = CSV_LAYOUTS
     parser.add_argument("--blanked_files", nargs="+", type=Path, required=True, help="Blanked release-format files.")
     parser.add_argument("--answers_files", nargs="+", type=Path, required=True, help="Answers CSVs (layouts below).")
-    add_output_arguments(
-        parser, "Each blanked file is written here under its own name, with additional_answers.",
-        "Replace files in --output_dir that an earlier answers run wrote (never other files).", folder=True,
-    )
+    add_output_arguments(parser, "Each blanked file is written here under its own name, with additional_answers.",
+                         "Replace files in --output_dir that an earlier answers run wrote (never other files).",
+                         folder=True)
     parser.add_argument("--spacy_model", help="spaCy pipeline of the noun-phrase rule (default: as `blank`'s).")
     parser.add_argument("--batch_size", type=positive_int, default=256, help="Texts per nlp.pipe batch.")
     parser.add_argument("--keep_non_noun_phrases", action="store_true", help="Skip the noun-phrase filter.")
@@ -135,16 +128,14 @@ def run(args: argparse.Namespace) -> int:
     inputs = [*args.blanked_files, *args.answers_files]
     with output_lock(args.output_dir, "--output_dir"):
         for output in outputs:
-            check_output(
-                output, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir, inputs=inputs
-            )
+            check_output(output, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+                         inputs=inputs)
         files = {path: read_release_records(path) for path in args.blanked_files}
         check_unique_clips(files)
         # Every answers file is read and checked before the (slow) pipeline loads.
         submissions = [submission for path in args.answers_files for submission in read_submissions(path)]
         nlp = None if args.keep_non_noun_phrases else load_spacy_pipeline(args.spacy_model)
-        all_records = [record for records in files.values() for record in records]
-        merged, counts = merge_answers(all_records, submissions, nlp, args.batch_size)
+        merged, counts = merge_answers(sum(files.values(), []), submissions, nlp, args.batch_size)
         kept = {clip_key(record): record for record in merged}
         for output, records in zip(outputs, files.values()):
             record = start_output(output, COMMAND, None, folder=False, arguments=arguments_of(args))

@@ -39,7 +39,7 @@ def tidy_caption(caption: str) -> str:
 
 def parse_clip_id(clip_id: str) -> ClipKey:
     """Split a VaTeX `videoID` "{video_id}_{start:06d}_{end:06d}"; the video id may contain "_"."""
-    parts = clip_id.rsplit("_", maxsplit=2)
+    parts = clip_id.rsplit("_", maxsplit=2) if isinstance(clip_id, str) else []
     if len(parts) != 3 or not (parts[0] and parts[1].isdigit() and parts[2].isdigit()):
         raise ValueError(f"expected '{{video_id}}_{{start}}_{{end}}' with integer times, got {clip_id!r}")
     start, end = whole_seconds(parts[1], text=True), whole_seconds(parts[2], text=True)
@@ -49,39 +49,32 @@ def parse_clip_id(clip_id: str) -> ClipKey:
 
 
 def clip_from_record(record, video_id_column: str, captions_column: str, max_chars: int) -> tuple[ClipKey, list[str]]:
-    """A clip's key and captions from an input record; a ValueError names the bad field (a caption longer than
-    `max_chars`, the spaCy pipeline's `max_length`, included)."""
+    """A clip's key and captions from an input record; a ValueError names the bad field."""
     if isinstance(record, JsonRecordError):
         raise ValueError(record.problem)
     if not isinstance(record, dict):
         raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-    for column in (video_id_column, captions_column):
-        if column not in record:
-            raise ValueError(f"field {column!r} is missing (fields: {sorted(record)})")
-    clip_id, captions = record[video_id_column], record[captions_column]
-    if not isinstance(clip_id, str):
-        raise ValueError(f"field {video_id_column!r} must be a string, got {clip_id!r}")
+    if missing := [column for column in (video_id_column, captions_column) if column not in record]:
+        raise ValueError(f"field {missing[0]!r} is missing (fields: {sorted(record)})")
+    captions = record[captions_column]
     if not isinstance(captions, list | tuple) or not all(isinstance(caption, str) for caption in captions):
         raise ValueError(f"field {captions_column!r} must be a list of strings, got {captions!r}")
     try:
-        key = parse_clip_id(clip_id)
+        key = parse_clip_id(record[video_id_column])
     except ValueError as error:
         raise ValueError(f"field {video_id_column!r}: {error}") from None
-    for position, caption in enumerate(captions):
-        if len(caption) > max_chars:
-            problem = f"caption {position} has {len(caption):,} characters, more than the spaCy pipeline takes"
-            raise ValueError(f"field {captions_column!r}: {problem} ({max_chars:,})")
+    if long := [(position, len(caption)) for position, caption in enumerate(captions) if len(caption) > max_chars]:
+        problem = f"caption {long[0][0]} has {long[0][1]:,} characters, more than the spaCy pipeline takes"
+        raise ValueError(f"field {captions_column!r}: {problem} ({max_chars:,})")
     return key, list(captions)
 
 
-def first_captions_with_noun_chunks(
-    caption_lists: list[list[str]], nlp, num_proc: int = 1, batch_size: int | None = None
-) -> list[Candidate | None]:
+def first_captions_with_noun_chunks(caption_lists: list[list[str]], nlp, num_proc: int = 1,
+                                    batch_size: int | None = None) -> list[Candidate | None]:
     """For each clip, its first tidied caption with a noun chunk and the chunks' spans (None when it has none).
-
-    In rounds: the first caption of every clip, then the next caption of the clips still without a chunk, and so on:
-    the result of parsing every caption, with a tenth of the work on VaTeX. Blank captions are skipped (the official
-    script failed on them)."""
+    
+    In rounds (the next caption only of the clips still without a chunk): the result of parsing every caption, with a
+    tenth of the work on VaTeX. Blank captions are skipped (the official script failed on them)."""
     found: list[Candidate | None] = [None] * len(caption_lists)
     tidied = ([tidy_caption(caption) for caption in captions if caption.strip()] for captions in caption_lists)
     pending = [(index, captions) for index, captions in enumerate(tidied) if captions]
@@ -104,22 +97,18 @@ def blank_record(key: ClipKey, candidate: Candidate, rng: random.Random) -> dict
     order, `random.Random(seed)` gives the same stream as the official `random.seed(seed)` and `random.choice`."""
     caption, spans = candidate
     start, end = rng.choice(spans)
-    masked_caption = caption[:start] + BLANK + caption[end:]
-    clip = {"video_id": key[0], "video_start_time": key[1], "video_end_time": key[2]}
-    return clip | {"caption": caption, "masked_caption": masked_caption, "label": caption[start:end]}
+    return {"video_id": key[0], "video_start_time": key[1], "video_end_time": key[2], "caption": caption,
+            "masked_caption": caption[:start] + BLANK + caption[end:], "label": caption[start:end]}
 
 
 def _input_records(args: argparse.Namespace) -> Iterable[object]:
-    """The input's records: of a JSON / JSON Lines file (a record that cannot be decoded comes as a
-    `JsonRecordError`), a folder saved with `save_to_disk`, or a Hub dataset (streamed)."""
+    """The records of a JSON / JSON Lines file, a folder saved with `save_to_disk`, or a Hub dataset (streamed)."""
     path = Path(args.input)
     if path.is_file():
         return read_json_values(path)
     if path.is_dir():
         try:
             dataset = datasets.load_from_disk(str(path))
-        except FileNotFoundError:
-            raise
         except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:  # a damaged folder: many ways
             raise DataError(f"{path}: not a readable saved dataset ({type(error).__name__}: {error})") from error
         if isinstance(dataset, datasets.DatasetDict) and args.split not in dataset:
@@ -131,20 +120,13 @@ def _input_records(args: argparse.Namespace) -> Iterable[object]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "input",
-        help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset folder saved with "
-        "`save_to_disk`, or a Hub dataset name (streamed).",
-    )
-    add_output_arguments(
-        parser, "Blanked records: .json (a JSON array) or .jsonl (JSON Lines).", "Replace what blank wrote there."
-    )
+    parser.add_argument("input", help="VaTeX-format JSON (a list of {videoID, enCap}) or JSON Lines file, a dataset "
+                        "folder saved with `save_to_disk`, or a Hub dataset name (streamed).")
+    add_output_arguments(parser, "Blanked records: .json (a JSON array) or .jsonl (JSON Lines).",
+                         "Replace what blank wrote there.")
     parser.add_argument("--seed", type=int, default=2, help="Seed of Python's `random` (the release used 2).")
-    parser.add_argument(
-        "--spacy_model",
-        help="spaCy pipeline (default: $FIBERBENCH_SPACY_MODEL, else the release's, en_core_web_trf; if missing, an "
-        "installed smaller one, with a warning).",
-    )
+    parser.add_argument("--spacy_model", help="spaCy pipeline (default: $FIBERBENCH_SPACY_MODEL, else the release's, "
+                        "en_core_web_trf; if missing, an installed smaller one, with a warning).")
     parser.add_argument("--num_proc", type=positive_int, default=1, help="Processes that parse (the same output).")
     parser.add_argument("--batch_size", type=positive_int, help="Texts per nlp.pipe batch (default: the pipeline's).")
     parser.add_argument("--video_id_column", default="videoID", help="Field holding '{video_id}_{start}_{end}'.")
@@ -155,14 +137,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.output_file.suffix not in (".json", ".jsonl"):
-        raise UsageError(
-            f"--output_file {args.output_file}: name a .json file (a JSON array) or a .jsonl file (JSON Lines)"
-        )
+        raise UsageError(f"--output_file {args.output_file}: name a .json file (a JSON array) or a .jsonl file "
+                         "(JSON Lines)")
     with output_lock(args.output_file, "--output_file"):
-        inputs = [args.input] if Path(args.input).exists() else []
-        check_output(
-            args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file, inputs=inputs
-        )
+        check_output(args.output_file, command=COMMAND, flag="--output_file", overwrite=args.overwrite_output_file,
+                     inputs=[args.input] if Path(args.input).exists() else [])
         records = _input_records(args)
         nlp = load_spacy_pipeline(args.spacy_model)
         counts, clips, seen = Counter(), [], {}
@@ -181,9 +160,8 @@ def run(args: argparse.Namespace) -> int:
                 counts["dropped: invalid record"] += 1
         if not counts["clips read"]:
             raise DataError(f"{args.input}: holds no records (an empty file?)")
-        candidates = first_captions_with_noun_chunks(
-            [captions for _, captions in clips], nlp, args.num_proc, args.batch_size
-        )
+        candidates = first_captions_with_noun_chunks([captions for _, captions in clips], nlp, args.num_proc,
+                                                     args.batch_size)
         rng, blanked = random.Random(args.seed), []
         for (key, captions), candidate in zip(clips, candidates):
             if candidate is not None:

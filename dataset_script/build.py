@@ -1,8 +1,7 @@
-"""`fiberbench build-dataset`: run the FIBER builder and write a Hub-native Parquet dataset folder.
+"""`fiberbench build-dataset`: run the FIBER builder into a Hub-native folder of Parquet shards and a dataset card.
 
-The folder holds `text/{split}-*.parquet`, one `{config}/{split}-*.parquet` per features folder (`i3d` for VaTeX's
-I3D, else the name in its `features.json`) and a README.md card whose YAML declares the configs and their features:
-`load_dataset(folder)` and `load_dataset(folder, "i3d")` read it, and `--push_to_hub` publishes it as it is.
+`text/{split}-*.parquet`, one `{config}/{split}-*.parquet` per features folder and a README.md whose YAML declares
+the configs: `load_dataset(folder, config)` reads it, and `--push_to_hub` publishes it as it is.
 """
 
 import argparse
@@ -37,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 COMMAND = "fiberbench build-dataset"
 DEFAULT_MAX_SHARD_SIZE = "500MB"
+CARD_TEMPLATE_PATH = Path(__file__).parent / "fiber" / "card_template.md"
 
 
 @dataclass(frozen=True)
@@ -51,25 +51,19 @@ class Sources:
 
     @classmethod
     def from_location(cls, location: str | Path, *features_dirs: str | Path) -> "Sources":
-        """A local folder of train/val/test.json (with categories_val.tsv or val_label_categories.tsv, and the same of
-        test, when there), and `features_dirs`; SYNTHETIC when its split files are the bundled sample's."""
+        """A local folder of the release's files and `features_dirs`; SYNTHETIC if its split files are the sample's."""
         folder = Path(location).absolute()
         if missing := [name for name in SPLIT_FILES.values() if not (folder / name).is_file()]:
             raise FileNotFoundError(f"{folder}: no {', '.join(missing)} (expected the release's train/val/test JSON)")
         synthetic = all(sample_file_name(folder / name) == name for name in SPLIT_FILES.values())
+        description = f"the local folder `{folder.name}`" + (", a copy of the bundled SYNTHETIC sample" * synthetic)
         if folder.resolve() == SAMPLE_DIR.resolve():
             description = "the bundled SYNTHETIC sample"
-        else:
-            copy = ", a copy of the bundled SYNTHETIC sample" if synthetic else ""
-            description = f"the local folder `{folder.name}`{copy}"
-        categories = {
-            split: str(path)
-            for split, names in CATEGORY_FILES.items()
-            if (path := next((folder / name for name in names if (folder / name).is_file()), None))
-        }
+        categories = {split: str(path) for split, names in CATEGORY_FILES.items()
+                      if (path := next((folder / name for name in names if (folder / name).is_file()), None))}
         split_files = {split: str(folder / name) for split, name in SPLIT_FILES.items()}
-        features_dirs = tuple(str(Path(path).absolute()) for path in features_dirs)
-        return cls(split_files, categories, features_dirs, description, synthetic)
+        return cls(split_files, categories, tuple(str(Path(path).absolute()) for path in features_dirs), description,
+                   synthetic)
 
 
 def read_features(sources: Sources) -> dict[str, tuple[FeaturesInfo, str]]:
@@ -81,43 +75,34 @@ def read_features(sources: Sources) -> dict[str, tuple[FeaturesInfo, str]]:
             raise DataError(f"{features_dir}: {problem} (the video features folder)")
         info = FeaturesInfo.read(features_dir)
         if info.name in features:
-            raise UsageError(
-                f"--features_dir {features[info.name][1]} and {features_dir} are both the {info.name!r} config: give "
-                "features of different encoders (or settings), or build them into different datasets"
-            )
+            raise UsageError(f"--features_dir {features[info.name][1]} and {features_dir} are both the {info.name!r} "
+                             "config: give features of different encoders (or settings), or build them into different "
+                             "datasets")
         features[info.name] = (info, features_dir)
     return features
 
 
-def _prepare(config: str, sources: Sources, staging: Path, features: tuple | None, **options) -> Fiber:
-    """Run the builder for one config (`text`, or that of `features`) and move its Parquet shards into
-    `staging/{config}/{split}-i-of-n.parquet`."""
+def _prepare(config: str, sources: Sources, staging: Path, features: tuple | None, skip_invalid: bool,
+             max_shard_size: str) -> Fiber:
+    """Run the builder for one config and move its Parquet shards into `staging/{config}/{split}-i-of-n.parquet`."""
     video = {}
     if features is not None:
         info, features_dir = features
-        video = {"features_dir": features_dir, "feature_size": info.feature_size}
-        video["writer_batch_size"] = I3D_WRITER_BATCH_SIZE
+        video = {"features_dir": features_dir, "feature_size": info.feature_size,
+                 "writer_batch_size": I3D_WRITER_BATCH_SIZE}
         if not info.is_i3d:  # the i3d config, renamed (see FiberConfig)
             clip_features = f"{info.describe()} (T, {info.feature_size})"
             video |= {"name": config, "description": f"Captions, blanks and answers, plus each clip's {clip_features}."}
     work_dir = staging / ".build"  # the builder's cache and shards: a fresh cache, no earlier build's info in it
-    builder = Fiber(
-        config_name="text" if features is None else "i3d",
-        cache_dir=str(work_dir / "cache"),
-        split_files=sources.split_files,
-        category_files=sources.category_files,
-        skip_invalid=options["skip_invalid"],
-        **video,
-    )
+    builder = Fiber(config_name="text" if features is None else "i3d", cache_dir=str(work_dir / "cache"),
+                    split_files=sources.split_files, category_files=sources.category_files, skip_invalid=skip_invalid,
+                    **video)
     logger.info("Building the %r config from %s", config, sources.description)
     try:
-        builder.download_and_prepare(
-            str(work_dir / config),
-            # Downloads go to the shared cache, so that a rebuild does not fetch the release again.
-            download_config=datasets.DownloadConfig(cache_dir=datasets.config.DOWNLOADED_DATASETS_PATH),
-            file_format="parquet",
-            max_shard_size=options["max_shard_size"],
-        )
+        # Downloads go to the shared cache, so that a rebuild does not fetch the release again.
+        download_config = datasets.DownloadConfig(cache_dir=datasets.config.DOWNLOADED_DATASETS_PATH)
+        builder.download_and_prepare(str(work_dir / config), download_config=download_config, file_format="parquet",
+                                     max_shard_size=max_shard_size)
     except datasets.exceptions.DatasetGenerationError as error:  # the invalid record, or full disk, behind it
         raise users_cause(error) or error from None
     (staging / config).mkdir()
@@ -128,9 +113,6 @@ def _prepare(config: str, sources: Sources, staging: Path, features: tuple | Non
     # On the Hub, `download_size` is what a user downloads: this config's Parquet files.
     builder.info.download_size = sum(path.stat().st_size for path in (staging / config).iterdir())
     return builder
-
-
-CARD_TEMPLATE_PATH = Path(__file__).parent / "fiber" / "card_template.md"
 
 
 def card_statistics(split: str, parquet_files: list[Path]) -> tuple[dict, Counter]:
@@ -148,92 +130,55 @@ def card_statistics(split: str, parquet_files: list[Path]) -> tuple[dict, Counte
     return {"split": split, "clips": table.num_rows, **means}, categories
 
 
-def make_dataset_card(
-    builders: dict[str, Fiber], folder: Path, *, source: str, synthetic: bool, repo_hint: str,
-    features: dict[str, FeaturesInfo],
-) -> DatasetCard:
-    """The card of the configs `builders` built into `folder` (`{config}/{split}-*.parquet`): YAML `configs` (`text`
-    the default) and `dataset_info` (so that Array2D features survive), and prose: where the data came from
-    (`source`, SYNTHETIC everywhere when `synthetic`), `repo_hint` in its `load_dataset` example, and for each config
-    of `features` the video features it adds (their `features.json` in the YAML)."""
+def make_dataset_card(builders: dict[str, Fiber], folder: Path, sources: Sources, repo_hint: str,
+                      features: dict[str, FeaturesInfo]) -> DatasetCard:
+    """The card of the configs `builders` built into `folder`: YAML `configs`, `dataset_info` (so that Array2D features
+    survive) and each features config's `features.json`; prose from `card_template.md`."""
     infos = {config: builder.info for config, builder in builders.items()}
+    synthetic = sources.synthetic
+    build_info = {"built_by": BUILT_BY, "version": __version__, "synthetic": synthetic,
+                  "video_features": {config: info.to_json() for config, info in features.items()}}
     card_data = DatasetCardData(
-        pretty_name="FIBER (SYNTHETIC sample)" if synthetic else "FIBER",
-        language=["en"],
-        license="other",
-        task_categories=["text-generation", "video-text-to-text"],
-        tags=["video", "fill-in-the-blanks", "vatex"]
-        + (["i3d"] if any(info.is_i3d for info in features.values()) else [])
-        + (["synthetic"] if synthetic else []),
-        source_datasets=["extended|vatex"],
-        **{
-            BUILD_INFO_KEY: {
-                "built_by": BUILT_BY,
-                "version": __version__,
-                "synthetic": synthetic,
-                "video_features": {config: info.to_json() for config, info in features.items()},
-            }
-        },
+        pretty_name="FIBER (SYNTHETIC sample)" if synthetic else "FIBER", language=["en"], license="other",
+        task_categories=["text-generation", "video-text-to-text"], source_datasets=["extended|vatex"],
+        tags=["video", "fill-in-the-blanks", "vatex"] + ["i3d"] * any(info.is_i3d for info in features.values())
+        + ["synthetic"] * synthetic,
+        **{BUILD_INFO_KEY: build_info},
     )
-    MetadataConfigs(
-        {
-            config: {
-                "data_files": [{"split": split, "path": f"{config}/{split}-*.parquet"} for split in info.splits],
-                **({"default": True} if config == Fiber.DEFAULT_CONFIG_NAME else {}),
-            }
-            for config, info in infos.items()
-        }
-    ).to_dataset_card_data(card_data)
+    MetadataConfigs({
+        config: {"data_files": [{"split": split, "path": f"{config}/{split}-*.parquet"} for split in info.splits],
+                 **({"default": True} if config == Fiber.DEFAULT_CONFIG_NAME else {})}
+        for config, info in infos.items()
+    }).to_dataset_card_data(card_data)
     DatasetInfosDict(infos).to_dataset_card_data(card_data)
     info = infos[Fiber.DEFAULT_CONFIG_NAME]
     per_split = [card_statistics(split, sorted(folder.glob(f"text/{split}-*"))) for split in info.splits]
-    category_counts = {row["split"]: counts for row, counts in per_split if counts}
-    categories = None
-    if category_counts:
-        totals = sum(category_counts.values(), Counter())
-        by_category = {
-            category: {split: counts[category] for split, counts in category_counts.items()}
-            for category, _ in totals.most_common()
-        }
-        categories = {"splits": list(category_counts), "counts": by_category}
+    by_split = {row["split"]: counts for row, counts in per_split if counts}
+    categories = {
+        "splits": list(by_split),
+        "counts": {category: {split: counts[category] for split, counts in by_split.items()}
+                   for category, _ in sum(by_split.values(), Counter()).most_common()},
+    }
     return DatasetCard.from_template(
-        card_data,
-        template_path=str(CARD_TEMPLATE_PATH),
-        pretty_name=card_data.pretty_name,
-        synthetic=synthetic,
-        description=info.description.strip(),
-        homepage=info.homepage,
-        splits=list(info.splits),
-        split_sizes={
-            config: {split: size.num_examples for split, size in config_info.splits.items()}
-            for config, config_info in infos.items()
-        },
-        repo_hint=repo_hint,
-        answer_statistics=[row for row, _ in per_split],
-        categories=categories,
-        source=source,
+        card_data, template_path=str(CARD_TEMPLATE_PATH), pretty_name=card_data.pretty_name, synthetic=synthetic,
+        description=info.description.strip(), homepage=info.homepage, splits=list(info.splits),
+        split_sizes={config: {split: size.num_examples for split, size in config_info.splits.items()}
+                     for config, config_info in infos.items()},
+        repo_hint=repo_hint, answer_statistics=[row for row, _ in per_split], categories=by_split and categories,
+        source=sources.description, citation=info.citation.strip(), features=features,
         skipped={config: len(errors) for config, builder in builders.items() if (errors := builder.invalid_records)},
         dropped_answers=describe_dropped_answers(builders[Fiber.DEFAULT_CONFIG_NAME].dropped_answers),
-        citation=info.citation.strip(),
-        features=features,
     )
 
 
 def build_dataset(
-    sources: Sources | str | Path,
-    output_dir: str | Path,
-    *,
-    skip_invalid: bool = False,
-    max_shard_size: str = DEFAULT_MAX_SHARD_SIZE,
-    overwrite: bool = False,
-    arguments: dict | None = None,
+    sources: Sources | str | Path, output_dir: str | Path, *, skip_invalid: bool = False,
+    max_shard_size: str = DEFAULT_MAX_SHARD_SIZE, overwrite: bool = False, arguments: dict | None = None,
     repo_id: str | None = None,
 ) -> dict[str, Fiber]:
-    """Build FIBER (or data in its release format) into the Hub-native folder `output_dir`: the `text` config, and a
-    config per features folder of `sources` (a `Sources`, or a folder). Returns each config's builder (`info`,
-    `invalid_records`, `dropped_answers`). A failed or killed build leaves no output, or the previous one whole; an
-    existing `output_dir` is replaced only with `overwrite`, and only when `build-dataset` wrote it and nothing else
-    is there. `repo_id` is the Hub repository named in the card's `load_dataset` example."""
+    """Build data in the release format (`sources`, or a folder) into the Hub-native folder `output_dir`: the `text`
+    config and one per features folder; returns each config's builder. A failed or killed build leaves no output, or the
+    previous one whole; `overwrite` replaces only a folder `build-dataset` wrote. `repo_id` is named in the card."""
     if not isinstance(sources, Sources):
         sources = Sources.from_location(sources)
     features = read_features(sources)
@@ -246,22 +191,16 @@ def build_dataset(
     output_dir = Path(output_dir).expanduser().absolute()
     builders = {}
     with output_lock(output_dir, "--output_dir"):
-        check_output(
-            output_dir, command=COMMAND, flag="--output_dir", overwrite=overwrite, folder=True,
-            inputs=[path for path in (*sources.split_files.values(), *sources.features_dirs) if "://" not in path],
-        )
+        inputs = [path for path in (*sources.split_files.values(), *sources.features_dirs) if "://" not in path]
+        check_output(output_dir, command=COMMAND, flag="--output_dir", overwrite=overwrite, folder=True, inputs=inputs)
         try:
             with atomic_folder(output_dir) as staging:
                 record = start_output(staging, COMMAND, None, folder=True, arguments=arguments or {})
                 for config in ["text", *features]:
-                    builders[config] = _prepare(
-                        config, sources, staging, features.get(config), skip_invalid=skip_invalid,
-                        max_shard_size=max_shard_size,
-                    )
-                card = make_dataset_card(
-                    builders, staging, source=sources.description, synthetic=sources.synthetic,
-                    repo_hint=repo_id or output_dir.name, features={name: info for name, (info, _) in features.items()},
-                )
+                    builders[config] = _prepare(config, sources, staging, features.get(config), skip_invalid,
+                                                max_shard_size)
+                features_info = {name: info for name, (info, _) in features.items()}
+                card = make_dataset_card(builders, staging, sources, repo_id or output_dir.name, features_info)
                 card.save(staging / "README.md")
                 shutil.rmtree(staging / ".build")
                 finish_output(staging, record)
@@ -274,24 +213,17 @@ def build_dataset(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group()
-    source.add_argument(
-        "--data_dir",
-        help="Folder with train.json, val.json, test.json (and categories_val.tsv, categories_test.tsv). Default: "
-        "the bundled SYNTHETIC sample, with its features.",
-    )
-    source.add_argument(
-        "--release", action="store_true", help="Download the official FIBER release (JSON and category files)."
-    )
-    parser.add_argument(
-        "--features_dir", type=Path, nargs="+", default=[],
-        help="Folders of video features, {video_id}_{start:06d}_{end:06d}.npy of shape (1, T, D), each a config: "
-        "VaTeX's I3D features (D = 1024) the `i3d` config, a folder written by `fiberbench extract-features` the "
-        "config its features.json names.",
-    )
-    add_output_arguments(
-        parser, "Folder to write (default: ./fiber).", "Replace --output_dir if build-dataset wrote it.", folder=True,
-        required=False, default=Path("fiber"),
-    )
+    source.add_argument("--data_dir", help="Folder with train.json, val.json, test.json (and categories_val.tsv, "
+                        "categories_test.tsv). Default: the bundled SYNTHETIC sample, with its features.")
+    source.add_argument("--release", action="store_true",
+                        help="Download the official FIBER release (JSON and category files).")
+    parser.add_argument("--features_dir", type=Path, nargs="+", default=[], help="Folders of video features, "
+                        "{video_id}_{start:06d}_{end:06d}.npy of shape (1, T, D), each a config: VaTeX's I3D features "
+                        "(D = 1024) the `i3d` config, a folder written by `fiberbench extract-features` the config its "
+                        "features.json names.")
+    add_output_arguments(parser, "Folder to write (default: ./fiber).",
+                         "Replace --output_dir if build-dataset wrote it.", folder=True, required=False,
+                         default=Path("fiber"))
     parser.add_argument("--skip_invalid", action="store_true", help="Skip (and count) invalid records.")
     parser.add_argument("--max_shard_size", default=DEFAULT_MAX_SHARD_SIZE, help="Largest Parquet shard.")
     parser.add_argument("--push_to_hub", metavar="REPO_ID", help="Push the built folder to this Hub dataset repo.")
@@ -310,13 +242,12 @@ def run(args: argparse.Namespace) -> int:
         sources = Sources.from_location(args.data_dir or SAMPLE_DIR, *args.features_dir)
     if not sys.stderr.isatty():  # a log file gets these lines, not the fragments of a progress bar
         datasets.disable_progress_bars()
-    builders = build_dataset(
-        sources, args.output_dir, skip_invalid=args.skip_invalid, max_shard_size=args.max_shard_size,
-        overwrite=args.overwrite_output_dir, repo_id=args.push_to_hub, arguments=arguments_of(args),
-    )
+    builders = build_dataset(sources, args.output_dir, skip_invalid=args.skip_invalid,
+                             max_shard_size=args.max_shard_size, overwrite=args.overwrite_output_dir,
+                             repo_id=args.push_to_hub, arguments=arguments_of(args))
     for config, builder in builders.items():
-        sizes = ", ".join(f"{split} {info.num_examples:,}" for split, info in builder.info.splits.items())
-        logger.info("%s: %s", config, sizes)
+        logger.info("%s: %s", config, ", ".join(f"{split} {info.num_examples:,}"
+                                                 for split, info in builder.info.splits.items()))
         if errors := builder.invalid_records:
             counts = Counter((error.file, error.field) for error in errors)
             details = "; ".join(f"{count} in {file} ({field})" for (file, field), count in counts.items())
@@ -328,11 +259,9 @@ def run(args: argparse.Namespace) -> int:
         # The build's record names this machine's host and process: it stays here.
         files = [path for path in sorted(args.output_dir.rglob("*")) if path.is_file() and path.name != FOLDER_RECORD]
         try:
-            url = push_folder(
-                args.output_dir, args.push_to_hub, repo_type="dataset", private=args.hub_private_repo,
-                commit_message="Upload FIBER built with `fiberbench build-dataset`",
-                paths=[path.relative_to(args.output_dir).as_posix() for path in files],
-            )
+            url = push_folder(args.output_dir, args.push_to_hub, repo_type="dataset", private=args.hub_private_repo,
+                              commit_message="Upload FIBER built with `fiberbench build-dataset`",
+                              paths=[path.relative_to(args.output_dir).as_posix() for path in files])
         except HubPushError as error:
             raise HubPushError(f"Built {args.output_dir}, but the push failed: {error}") from error
         logger.info("Pushed to %s", url)

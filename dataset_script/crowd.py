@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fiberbench.errors import DataError
-from fiberbench.records import ClipKey, clip_key, whole_seconds
+from fiberbench.records import KEY_FIELDS, ClipKey, clip_key, whole_seconds
 
 from .annotation import ANSWER_KEY, PENDING_ANSWER_KEY, input_columns, task_input_value
 
@@ -29,9 +29,8 @@ rejected assignments are skipped. See docs/make-your-own-fiber.md.
 """
 # Layout name -> (annotator column, clip id columns, answer column pattern with the rank as group 1).
 LAYOUTS = {
-    "fiber": ("annotator_id", ("video_id", "video_start_time", "video_end_time"), re.compile(r"answer_(\d+)")),
-    "mturk": ("WorkerId", tuple(f"Input.{column}" for column in ("video_id", "video_start_time", "video_end_time")),
-              re.compile(r"Answer\.\D*(\d+)")),
+    "fiber": ("annotator_id", KEY_FIELDS, re.compile(r"answer_(\d+)")),
+    "mturk": ("WorkerId", tuple(f"Input.{column}" for column in KEY_FIELDS), re.compile(r"Answer\.\D*(\d+)")),
 }
 TASK_ANSWERS_COLUMN = "Answer.taskAnswers"
 TASK_CLIP_COLUMN = re.compile(r"Input\.video(\d+)_id")
@@ -70,8 +69,7 @@ class CsvTable:
             raise DataError(f"{path}, line 1: the header names column {repeated[0]!r} twice (which one is meant?)")
 
     def rows(self) -> Iterator[tuple[int, dict[str, str]]]:
-        """(line, column -> cell) of the rows after the header (missing cells at a row's end read as ''), those of
-        rejected assignments skipped and counted (`rejected`)."""
+        """(line, column -> cell) of the rows after the header, those of rejected assignments skipped and counted."""
         try:
             for row in self._reader:
                 line = self._reader.line_num
@@ -146,8 +144,7 @@ def task_answers(text: str, where: str, clips: list[int]) -> dict[int, list[str]
 def _task_submissions(table: CsvTable) -> Iterator[Submission]:
     """The release's task layout: one submission per clip of each row."""
     clips = sorted(int(match[1]) for column in table.columns if (match := TASK_CLIP_COLUMN.fullmatch(column)))
-    keys = ("video_id", "video_start_time", "video_end_time")
-    inputs = {clip: [f"Input.{input_columns(clip)[key]}" for key in keys] for clip in clips}
+    inputs = {clip: [f"Input.{input_columns(clip)[key]}" for key in KEY_FIELDS] for clip in clips}
     table.require(["WorkerId", TASK_ANSWERS_COLUMN, *itertools.chain(*inputs.values())], "task")
     if not clips:
         raise DataError(f"{table.path}: the task layout needs the clip columns Input.video1_id, Input.video2_id, ...")
@@ -177,7 +174,6 @@ def check_unique_clips(files: dict[Path, list[dict]]) -> None:
     first_seen: dict[ClipKey, tuple[Path, int]] = {}
     for path, records in files.items():
         for index, record in enumerate(records):
-            first_path, first_index = first_seen.setdefault(clip_key(record), (path, index))
-            if (first_path, first_index) != (path, index):
-                problem = f"clip {clip_key(record)} is also record {first_index} of {first_path}"
+            if (first := first_seen.setdefault(clip_key(record), (path, index))) != (path, index):
+                problem = f"clip {clip_key(record)} is also record {first[1]} of {first[0]}"
                 raise DataError(f"{path}: record {index}: {problem}")

@@ -1,8 +1,5 @@
-"""`fiberbench hit-inputs`: the input CSV of the crowd tasks that collect answers for blanked clips (§3.2).
-
-As in the paper, each task (a Mechanical Turk HIT) shows several clips, five by default: one row of the CSV, with the
-columns the annotation page (`fiberbench.data.annotation`) reads, the clips in the blanked file's order (the last task
-holds what remains). Each cell is HTML, as Mechanical Turk pastes it into the page, and never a spreadsheet formula.
+"""`fiberbench hit-inputs`: the input CSV of the crowd tasks (§3.2), one row per task of several clips (five by
+default) in the blanked file's order; each cell HTML, as Mechanical Turk pastes it, and never a spreadsheet formula.
 """
 
 import argparse
@@ -43,13 +40,10 @@ def task_rows(records: list[dict], questions_per_hit: int) -> list[dict[str, str
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("blanked_file", type=Path, help="Blanked clips in the release format (`fiberbench blank`).")
     parser.add_argument("--questions_per_hit", type=positive_int, default=CLIPS_PER_TASK, help="Clips per task.")
-    add_output_arguments(
-        parser, "The task input CSV to write.", "Replace what hit-inputs wrote there (and --page_file)."
-    )
-    parser.add_argument(
-        "--page_file", type=Path, help=f"Also write the annotation page with one slot per clip of a task (the shipped "
-        f"page, {PAGE_PATH.name}, has {CLIPS_PER_TASK})."
-    )
+    add_output_arguments(parser, "The task input CSV to write.",
+                         "Replace what hit-inputs wrote there (and --page_file).")
+    parser.add_argument("--page_file", type=Path, help="Also write the annotation page with one slot per clip of a "
+                        f"task (the shipped page, {PAGE_PATH.name}, has {CLIPS_PER_TASK}).")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,9 +56,8 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         for flag, path in outputs.items():
             stack.enter_context(output_lock(path, flag))
-            check_output(
-                path, command=COMMAND, flag=flag, overwrite=args.overwrite_output_file, inputs=[args.blanked_file]
-            )
+            check_output(path, command=COMMAND, flag=flag, overwrite=args.overwrite_output_file,
+                         inputs=[args.blanked_file])
         records = read_release_records(args.blanked_file)
         if not records:
             raise DataError(f"{args.blanked_file}: holds no clips")
@@ -81,10 +74,8 @@ def run(args: argparse.Namespace) -> int:
         for path, record in written.items():
             finish_output(path, record)
     remainder = len(records) % args.questions_per_hit or args.questions_per_hit
-    logger.info(
-        "Wrote %s: %d tasks of %d clips (%d clips; the last task holds %d)",
-        args.output_file, len(rows), args.questions_per_hit, len(records), remainder,
-    )
+    logger.info("Wrote %s: %d tasks of %d clips (%d clips; the last task holds %d)", args.output_file, len(rows),
+                args.questions_per_hit, len(records), remainder)
     if args.page_file is not None:
         logger.info("Wrote %s, the annotation page for %d clips per task", args.page_file, args.questions_per_hit)
     elif args.questions_per_hit != CLIPS_PER_TASK:

@@ -1,8 +1,4 @@
-"""FIBER as the commands that read it load it (training, `predict`, `evaluate`): one way, one set of errors.
-
-A dataset is a folder written by `fiberbench build-dataset`, a Hub dataset id, or None for the bundled SYNTHETIC
-sample, which is built once into the Hugging Face cache (`load_sample`).
-"""
+"""FIBER as the commands that read it load it (training, `predict`, `evaluate`): one way, one set of errors."""
 
 import hashlib
 import logging
@@ -32,9 +28,8 @@ def check_dataset_name(dataset_name: str) -> None:
 
 
 def local_cache_dir(folder: Path) -> str:
-    """A `datasets` cache of its own for the files of `folder` as they are now (each file's path, size and time):
-    `datasets` keys a local folder's cache by its name and config, so that a rebuilt folder, or another of the same
-    name, would be read from the first one's cache."""
+    """A `datasets` cache of its own for the files of `folder` as they are now: `datasets` keys a local folder's cache
+    by its name and config, so that a rebuilt folder, or another of the same name, would be read from the first's."""
     digest = hashlib.sha256(str(folder.resolve()).encode())
     for path in sorted(path for path in folder.rglob("*") if path.is_file()):
         stat = path.stat()
@@ -47,12 +42,10 @@ def load_fiber(dataset_name: str | None, config_name: str) -> datasets.DatasetDi
     a folder's in a cache keyed by its files. A config it has not is a `UsageError` listing those it has; a dataset
     that cannot be read, a null text field or a video id that is not a plain id (`check_tables`) a `DataError`."""
     if dataset_name is None:
-        logger.warning(
-            "Loading the bundled SYNTHETIC sample (config %r): made-up data for tests and demos, not FIBER; no number "
-            "measured on it says anything about FIBER.", config_name,
-        )
-        folder, described = built_sample_dir(), "the bundled sample"
-        location, flag = str(folder), described
+        logger.warning("Loading the bundled SYNTHETIC sample (config %r): made-up data for tests and demos, not FIBER; "
+                       "no number measured on it says anything about FIBER.", config_name)
+        folder = built_sample_dir()
+        location, described, flag = str(folder), "the bundled sample", "the bundled sample"
     else:
         check_dataset_name(dataset_name)
         folder, described, flag = Path(dataset_name).expanduser(), dataset_name, f"--dataset_name {dataset_name}"
@@ -87,8 +80,7 @@ def split_fingerprint(split: datasets.Dataset, columns: list[str]) -> str:
         for column in columns:
             for value in batch[column]:
                 if isinstance(value, np.ndarray):
-                    digest.update(f"{value.dtype}{value.shape}".encode())
-                    digest.update(np.ascontiguousarray(value).tobytes())
+                    digest.update(f"{value.dtype}{value.shape}".encode() + np.ascontiguousarray(value).tobytes())
                 else:
                     digest.update(repr(value).encode())
                 digest.update(b"\0")

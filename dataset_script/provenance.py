@@ -18,34 +18,28 @@ BUILD_INFO_KEY = "fiberbench"
 BUILT_BY = "fiberbench build-dataset"
 
 
-def card_metadata(folder: str | Path) -> dict:
-    """The YAML header of a dataset folder's card (README.md) as a dict: {} without a card or a header."""
-    readme = Path(folder) / "README.md"
-    return DatasetCard.load(readme).data.to_dict() if readme.is_file() else {}
-
-
 def is_synthetic(dataset_name: str | None) -> bool:
     """Whether `dataset_name` (None for the bundled sample, a local folder or a Hub id) is synthetic; a dataset whose
     card was not written by `build-dataset` is not known to be, and counts as real data."""
     if dataset_name is None:
         return True
-    folder = Path(dataset_name)
-    if not folder.is_dir():
+    readme = Path(dataset_name) / "README.md"
+    if not Path(dataset_name).is_dir():
         try:
-            folder = Path(hf_hub_download(str(dataset_name), "README.md", repo_type="dataset")).parent
+            readme = Path(hf_hub_download(str(dataset_name), "README.md", repo_type="dataset"))
         except Exception as error:  # noqa: BLE001 - any failure to read the card means "not known to be synthetic"
             logger.warning("Could not read the dataset card of %s (%s); taking it for real data", dataset_name, error)
             return False
-    info = card_metadata(folder).get(BUILD_INFO_KEY)
+    info = DatasetCard.load(readme).data.to_dict().get(BUILD_INFO_KEY) if readme.is_file() else None
     return isinstance(info, dict) and info.get("built_by") == BUILT_BY and info.get("synthetic") is True
 
 
 def sample_file_name(path: str | Path, what: str | None = None) -> str | None:
     """The name of the bundled sample's split file (`val.json`) that the file at `path` is, or is a byte-for-byte copy
     of (None for any other file); with `what` ("Statistics"), a warning says that the numbers of it are SYNTHETIC."""
-    size = Path(path).stat().st_size
     for name in SPLIT_FILES.values():
-        if (SAMPLE_DIR / name).stat().st_size == size and (SAMPLE_DIR / name).read_bytes() == Path(path).read_bytes():
+        sample = SAMPLE_DIR / name
+        if sample.stat().st_size == Path(path).stat().st_size and sample.read_bytes() == Path(path).read_bytes():
             if what:
                 logger.warning("%s of SYNTHETIC data (the bundled sample's %s): the numbers say nothing about FIBER",
                                what, name)

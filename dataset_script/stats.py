@@ -1,8 +1,5 @@
-"""`fiberbench stats`: answer statistics of a release-format file, as in the paper's Table 1 and appendix.
-
-For the original phrases (labels) and the annotated answers: Table 1 (noun-phrase share, unique answers per caption
-and per annotator, characters per token, tokens per answer, visual-word use), gender-word shares (§A.5), the top-20
-answers (Fig. 5) and POS sequences (Fig. 7), as JSON and Markdown, and PNG charts with matplotlib (the `plots` extra).
+"""`fiberbench stats`: answer statistics of a release-format file, as in the paper's Table 1 and appendix
+(gender words §A.5, top answers Fig. 5, POS sequences Fig. 7), as JSON, Markdown and PNG charts (the `plots` extra).
 """
 
 import argparse
@@ -64,20 +61,17 @@ def answer_statistics(answers: list[str], spans: list) -> dict:
     word_sets = [set(answer_tokens) for answer_tokens in tokens]
     visual_words = {word for words in VISUAL_WORDS.values() for word in words}
     pos_sequences = Counter(" ".join(token.pos_ for token in span) for span in spans if span is not None)
+    total = len(answers)
     return {
-        "num_answers": len(answers),
-        "noun_phrases_percent": _percent(
-            sum(span is not None and is_noun_phrase_span(span) for span in spans), len(answers)
-        ),
+        "num_answers": total,
+        "noun_phrases_percent": _percent(sum(span is not None and is_noun_phrase_span(span) for span in spans), total),
         "characters_per_token": _mean_std([len(token) for answer_tokens in tokens for token in answer_tokens]),
         "tokens": _mean_std([len(answer_tokens) for answer_tokens in tokens]),
-        "visual_words_percent": _percent(sum(bool(words & visual_words) for words in word_sets), len(answers)),
-        "gender_words_percent": {
-            gender: _percent(sum(bool(words.intersection(gender_words)) for words in word_sets), len(answers))
-            for gender, gender_words in GENDER_WORDS.items()
-        },
-        "top_answers": _ranked(Counter(" ".join(answer_tokens) for answer_tokens in tokens), len(answers), TOP_ANSWERS),
-        "pos_sequences": _ranked(pos_sequences, len(answers), TOP_POS_SEQUENCES),
+        "visual_words_percent": _percent(sum(bool(words & visual_words) for words in word_sets), total),
+        "gender_words_percent": {gender: _percent(sum(bool(words.intersection(gender_words)) for words in word_sets),
+                                                  total) for gender, gender_words in GENDER_WORDS.items()},
+        "top_answers": _ranked(Counter(" ".join(answer_tokens) for answer_tokens in tokens), total, TOP_ANSWERS),
+        "pos_sequences": _ranked(pos_sequences, total, TOP_POS_SEQUENCES),
     }
 
 
@@ -85,10 +79,8 @@ def compute_stats(records: list[dict], nlp, batch_size: int = 256) -> dict:
     """All statistics of validated release-format records (`additional_answers` is [] in train)."""
     groups = {
         "labels": [(record["masked_caption"], record["label"]) for record in records],
-        "annotations": [
-            (record["masked_caption"], answer) for record in records for answers in record["additional_answers"]
-            for answer in answers
-        ],
+        "annotations": [(record["masked_caption"], answer) for record in records
+                        for answers in record["additional_answers"] for answer in answers],
     }
     pairs = groups["labels"] + groups["annotations"]
     spans = list(answer_spans([caption for caption, _ in pairs], [answer for _, answer in pairs], nlp, batch_size))
@@ -96,9 +88,8 @@ def compute_stats(records: list[dict], nlp, batch_size: int = 256) -> dict:
     split = len(groups["labels"])
     for name, group_spans in (("labels", spans[:split]), ("annotations", spans[split:])):
         stats[name] = answer_statistics([answer for _, answer in groups[name]], group_spans)
-
-    annotated = [record["additional_answers"] for record in records if record.get("additional_answers")]
-    unique = [[{normalize_answer(answer) for answer in answers} - {""} for answers in group] for group in annotated]
+    unique = [[{normalize_answer(answer) for answer in answers} - {""} for answers in record["additional_answers"]]
+              for record in records if record["additional_answers"]]
     stats["annotations"]["unique_answers_per_caption"] = _mean_std([len(set().union(*sets)) for sets in unique])
     per_annotator = [statistics.fmean(len(answers) for answers in sets) for sets in unique]
     stats["annotations"]["unique_answers_per_caption_per_annotator"] = _mean_std(per_annotator)
@@ -130,31 +121,25 @@ def stats_markdown(stats: dict, source: str, sample_file: str | None = None) -> 
     the file is the bundled sample's `sample_file`."""
     groups = labels, annotations = stats["labels"], stats["annotations"]
     rows = [(title, *(cell(group.get(key)) for group in groups)) for title, key, cell in TABLE_1_ROWS]
-    rows += [
-        (f"{gender.capitalize()} words", *(_percent_cell(group["gender_words_percent"][gender]) for group in groups))
-        for gender in GENDER_WORDS
-    ]
+    shares = [group["gender_words_percent"] for group in groups]
+    rows += [(f"{gender.capitalize()} words", *(_percent_cell(share[gender]) for share in shares))
+             for gender in GENDER_WORDS]
     lines = [
-        f"# FIBER answer statistics of {source}",
-        "",
+        f"# FIBER answer statistics of {source}", "",
         *([synthetic_file_notice(sample_file), ""] if sample_file is not None else []),
         f"{stats['num_captions']} captions; {labels['num_answers']} original phrases, {annotations['num_answers']} "
         f"annotated answers. spaCy pipeline: {stats['spacy_pipeline']}. Tokens are counted after normalization; "
         "the noun-phrase share is of the answers as given (use `fiberbench answers --keep_non_noun_phrases` "
-        "for the share before filtering).",
-        "",
-        "| Statistic | Original phrases | Annotated |",
-        "|---|---|---|",
-        *(f"| {' | '.join(row)} |" for row in rows),
+        "for the share before filtering).", "",
+        "| Statistic | Original phrases | Annotated |", "|---|---|---|", *(f"| {' | '.join(row)} |" for row in rows),
     ]
     for title, key in (("Top answers (normalized)", "top_answers"), ("POS sequences", "pos_sequences")):
         lines += ["", f"## {title}", "", "| Rank | Original phrases | % | Annotated | % |", "|---|---|---|---|---|"]
         ranked = (labels[key], annotations[key])
         for rank in range(max(map(len, ranked))):
-            cells = [
-                f"{row[rank]['value']} | {row[rank]['percent']:.2f}" if rank < len(row) else " | " for row in ranked
-            ]
-            lines.append(f"| {rank + 1} | {cells[0]} | {cells[1]} |")
+            cells = [f"{row[rank]['value']} | {row[rank]['percent']:.2f}" if rank < len(row) else " | "
+                     for row in ranked]
+            lines.append(f"| {rank + 1} | {' | '.join(cells)} |")
     lines += ["", "## Word lists", ""]
     for kind, lists in stats["word_lists"].items():
         lines += [f"- {kind}, {name}: {', '.join(words)}" for name, words in lists.items()]
@@ -213,10 +198,8 @@ def check_lengths(records: list[dict], nlp, file: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     with output_lock(args.output_dir, "--output_dir"):
-        check_output(
-            args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
-            inputs=[args.file], folder=True,
-        )
+        check_output(args.output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+                     inputs=[args.file], folder=True)
         records = read_release_records(args.file)
         if not records:
             raise DataError(f"{args.file}: holds no records (an empty file?)")

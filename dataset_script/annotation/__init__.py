@@ -27,23 +27,14 @@ _SLOTS_START, _SLOTS_END = "<!-- clip slots: one per clip of a task -->\n", "<!-
 
 def input_columns(clip: int) -> dict[str, str]:
     """Release field -> task input column of clip number `clip` (from 1)."""
-    return {
-        "video_id": f"video{clip}_id",
-        "video_start_time": f"video{clip}_start_time",
-        "video_end_time": f"video{clip}_end_time",
-        "masked_caption": f"question{clip}",
-        "label": f"label{clip}",
-    }
+    return {"video_id": f"video{clip}_id", "video_start_time": f"video{clip}_start_time",
+            "video_end_time": f"video{clip}_end_time", "masked_caption": f"question{clip}", "label": f"label{clip}"}
 
 
 def task_input_cell(value: str) -> str:
-    """A task input as its CSV cell: HTML-escaped text that no spreadsheet runs as a formula.
-
-    Mechanical Turk pastes each cell into the page as it is, so quotes, `<` and `&` are escaped. A
-    spreadsheet opening the CSV runs a cell that starts with `=`, `+`, `-`, `@`, a tab or a carriage
-    return as a formula (OWASP, "CSV Injection"): such a first character is written as its character
-    reference (`=` as `&#61;`), which the page shows as the character itself.
-    """
+    """A task input as its CSV cell: HTML-escaped (Mechanical Turk pastes each cell into the page as it is), and never a
+    spreadsheet formula (OWASP, "CSV Injection"): a first `=`, `+`, `-`, `@`, tab or carriage return is written as its
+    character reference (`=` as `&#61;`), which the page shows as the character itself."""
     cell = html.escape(value)
     return f"&#{ord(cell[0])};{cell[1:]}" if cell.startswith(FORMULA_STARTS) else cell
 
@@ -63,15 +54,11 @@ def annotation_page(clips_per_task: int = CLIPS_PER_TASK) -> str:
     page = PAGE_PATH.read_text(encoding="utf-8")
     start = page.index(_SLOTS_START) + len(_SLOTS_START)
     end = page.rindex("\n", 0, page.index(_SLOTS_END, start)) + 1  # keep the indentation of the closing line
-    slots = []
-    for clip in range(1, clips_per_task + 1):
-        columns = input_columns(clip)
-        attributes = {"video-id": "video_id", "start-time": "video_start_time", "end-time": "video_end_time"}
-        placeholders = " ".join(f'data-{name}="${{{columns[field]}}}"' for name, field in attributes.items())
-        slots.append(
-            f'    <section class="clip" id="clip-{clip}" data-clip="{clip}" {placeholders} '
-            f'data-question="${{{columns["masked_caption"]}}}"></section>\n'
-        )
+    attributes = {"video-id": "video_id", "start-time": "video_start_time", "end-time": "video_end_time",
+                  "question": "masked_caption"}
+    slots = [f'    <section class="clip" id="clip-{clip}" data-clip="{clip}" '
+             + " ".join(f'data-{name}="${{{input_columns(clip)[field]}}}"' for name, field in attributes.items())
+             + "></section>\n" for clip in range(1, clips_per_task + 1)]
     return page[:start] + "".join(slots) + page[end:]
 
 

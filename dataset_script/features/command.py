@@ -1,11 +1,5 @@
 """`fiberbench extract-features`: the video features of every clip, from its video, with any current encoder.
 
-    fiberbench extract-features --video_dir videos --model_name_or_path openai/clip-vit-large-patch14 \\
-        --data_dir release --output_dir features/clip-vit-large-patch14
-    fiberbench build-dataset --data_dir release --features_dir features/clip-vit-large-patch14 --output_dir my_fiber
-
-Each clip's frames are decoded as `fiberbench predict` decodes them (`fiberbench.videos`), encoded (`encoders`) and
-written as `{clip_id}.npy`, float32 (1, T, D): VaTeX's I3D layout, beside `features.json` (`fiber.features_info`).
 All that can refuse the run is checked first; then each process (several under `accelerate launch`) encodes its
 share of the clips not written yet. The folder's record lists every file before it is written: a killed run is
 resumed by the same command.
@@ -31,7 +25,7 @@ from fiberbench.errors import DataError, UsageError, alike_on_every_process
 from fiberbench.models import add_model_arguments, inference_dtype, load_config, local_or_hub, locate_model
 from fiberbench.models import model_commit, model_files
 from fiberbench.outputs import check_output, finish_output, output_lock, record_path, start_output, write_json
-from fiberbench.records import VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
+from fiberbench.records import KEY_FIELDS, VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
 from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, choose_sampling
 from fiberbench.videos import find_clip_video
 
@@ -54,11 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli extract-features ..."
     )
     add_model_arguments(parser, required=True, remote_code_needed_by="the encoders transformers has")
-    parser.add_argument(
-        "--pooling", choices=["pooler_output", "cls", "mean"],
-        help="Which output is a feature: pooler_output (image encoders' default: the pooled output, a dual encoder's "
-        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video encoders' only).",
-    )
+    parser.add_argument("--pooling", choices=["pooler_output", "cls", "mean"], help="Which output is a feature: "
+                        "pooler_output (image encoders' default: the pooled output, a dual encoder's "
+                        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video "
+                        "encoders' only).")
     add_video_dir_argument(parser, "The videos", required=True)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--dataset_name", help="A FIBER dataset folder or Hub id: encode its clips.")
@@ -69,16 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument("--fps", type=positive_float, help=f"Frames a second (image encoders': {DEFAULT_FPS:g}).")
     sampling.add_argument("--num_frames", type=positive_int, help="Frames per clip (video encoders': one window).")
     parser.add_argument("--max_frames", type=positive_int, help="With --fps: at most this many frames.")
-    add_output_arguments(
-        parser, "The features folder to write (or resume).",
-        "Replace a features folder of other settings (its files are removed first) instead of resuming.", folder=True,
-    )
+    add_output_arguments(parser, "The features folder to write (or resume).", "Replace a features folder of other "
+                         "settings (its files are removed first) instead of resuming.", folder=True)
     parser.add_argument("--features_name", help="The dataset config they become (default: the model's name).")
     parser.add_argument("--per_device_batch_size", type=positive_int, default=8, help="Clips per encoder call.")
-    parser.add_argument(
-        "--dataloader_num_workers", type=non_negative_int, help="Processes decoding ahead (default: a share of the "
-        "CPU cores; 0: in the process itself)."
-    )
+    parser.add_argument("--dataloader_num_workers", type=non_negative_int, help="Processes decoding ahead (default: "
+                        "a share of the CPU cores; 0: in the process itself).")
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -95,8 +84,7 @@ def check_flags(args: argparse.Namespace) -> None:
 
 
 def default_features_name(model_name_or_path: str) -> str:
-    """The config name of the features: the model's name (a Hub id's or folder's last part), lower-cased, with any
-    other character than letters, digits, '_' and '-' as '-'."""
+    """The model's name (a Hub id's or folder's last part) as a config name: lower-case, others characters as '-'."""
     name = re.sub(r"[^a-z0-9_-]+", "-", Path(model_name_or_path.rstrip("/")).name.lower()).strip("-_")
     if problem := check_config_name(name):
         raise UsageError(f"--model_name_or_path {model_name_or_path} (give --features_name): {problem}")
@@ -110,37 +98,30 @@ def frame_sampling(args: argparse.Namespace, spec) -> FrameSampling:
     return choose_sampling(args.num_frames, args.fps, args.max_frames, default)
 
 
-def dataset_clips(
-    dataset_name: str | None, data_dir: Path | None, splits: list[str] | None, video_dir: Path
-) -> list[Clip]:
-    """The distinct clips of the chosen `splits` (all when None) of a built dataset or a release folder, in order, each
-    named by its clip id, with its video in `video_dir` (None where there is none)."""
+def dataset_clips(dataset_name: str | None, data_dir: Path | None, splits: list[str] | None,
+                  video_dir: Path) -> list[Clip]:
+    """The distinct clips of the `splits` (all when None) of a built dataset or a release folder, with their videos."""
     if data_dir is not None:
         files = {split: data_dir / name for split, name in SPLIT_FILES.items() if (data_dir / name).is_file()}
         if not files:
             raise DataError(f"--data_dir {data_dir}: holds none of {', '.join(SPLIT_FILES.values())}")
-        chosen = _chosen_splits(splits, list(files), f"--data_dir {data_dir}")
-        keys = [clip_key(record) for split in chosen for record in read_release_records(files[split])]
+        described, available = f"--data_dir {data_dir}", list(files)
     else:
         dataset = load_fiber(dataset_name, "text")
-        chosen = _chosen_splits(splits, list(dataset), f"--dataset_name {dataset_name}")
-        keys = []
-        for split in chosen:
-            columns = dataset[split].select_columns(["video_id", "video_start_time", "video_end_time"])
-            keys += zip(columns["video_id"], columns["video_start_time"], columns["video_end_time"])
+        described, available = f"--dataset_name {dataset_name}", list(dataset)
+    if unknown := [split for split in splits or [] if split not in available]:
+        raise UsageError(f"--split {unknown[0]}: {described} has no such split (it has: {', '.join(available)})")
+    keys = []
+    for split in dict.fromkeys(splits or available):
+        if data_dir is not None:
+            keys += map(clip_key, read_release_records(files[split]))
+        else:
+            keys += zip(*(dataset[split][field] for field in KEY_FIELDS))
     return [Clip(clip_id(*key), find_clip_video(video_dir, *key), key) for key in dict.fromkeys(keys)]
 
 
-def _chosen_splits(splits: list[str] | None, available: list[str], described: str) -> list[str]:
-    unknown = [split for split in splits or [] if split not in available]
-    if unknown:
-        raise UsageError(f"--split {unknown[0]}: {described} has no such split (it has: {', '.join(available)})")
-    return list(dict.fromkeys(splits)) if splits else available
-
-
 def folder_clips(video_dir: Path) -> list[Clip]:
-    """Every video file of `video_dir` (.mp4, .mkv, .webm), whole, named by its file name without extension; a
-    `DataError` when there is none, a name is not a plain id, or two files have one name."""
+    """Every video file of `video_dir`, whole, named by its file name without extension."""
     files = sorted(path for path in video_dir.iterdir() if path.suffix in VIDEO_EXTENSIONS and path.is_file())
     if not files:
         raise DataError(f"--video_dir {video_dir}: holds no video ({', '.join(VIDEO_EXTENSIONS)})")
@@ -164,10 +145,8 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(source)
         spec = encoder_spec(config, args.pooling, args.model_name_or_path)
         sampling = frame_sampling(args, spec)
-        if args.dataset_name is not None or args.data_dir is not None:
-            clips = dataset_clips(args.dataset_name, args.data_dir, args.split, args.video_dir)
-        else:
-            clips = folder_clips(args.video_dir)
+        clips = (folder_clips(args.video_dir) if args.dataset_name is None and args.data_dir is None
+                 else dataset_clips(args.dataset_name, args.data_dir, args.split, args.video_dir))
         if not clips:
             raise DataError("No clips to encode: the splits chosen are empty")
     dtype = inference_dtype(accelerator.device)
@@ -184,28 +163,25 @@ def run(args: argparse.Namespace) -> int:
         fiberbench_version=fiberbench.__version__,
     )
     inputs = [args.model_name_or_path, args.dataset_name, args.data_dir, args.video_dir]
+    inputs = [path for path in inputs if path is not None and Path(path).expanduser().exists()]
     with output_lock(output_dir, "--output_dir") if main else contextlib.nullcontext(), alike_on_every_process():
-        previous = check_output(
-            output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir, folder=True,
-            inputs=[path for path in inputs if path is not None and Path(path).expanduser().exists()], resume=True,
-        )
+        previous = check_output(output_dir, command=COMMAND, flag="--output_dir", overwrite=args.overwrite_output_dir,
+                                folder=True, inputs=inputs, resume=True)
         earlier = None  # the features of an earlier run to resume: of the same settings
         if previous and not args.overwrite_output_dir and (output_dir / FEATURES_INFO_FILE).exists():
             earlier = FeaturesInfo.read(output_dir)
             wanted, found = info.settings(), earlier.settings()
             if differ := sorted(key for key in wanted.keys() | found.keys() if wanted.get(key) != found.get(key)):
-                raise UsageError(
-                    f"--output_dir {output_dir} holds features made with other settings ({', '.join(differ)}); pass "
-                    "--overwrite_output_dir to replace them, or choose another folder"
-                )
+                problem = f"holds features made with other settings ({', '.join(differ)})"
+                raise UsageError(f"--output_dir {output_dir} {problem}; pass --overwrite_output_dir to replace them, "
+                                 "or choose another folder")
         done = {clip.name for clip in clips if earlier and (output_dir / f"{clip.name}.npy").is_file()}
         # Each video opened and checked for the sampling; a missing one refused, or skipped with --skip_missing_videos.
         pending = [clip for clip in clips if clip.name not in done]
-        check_clip_videos(
-            pending, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
-            skipping="encode the others (the skipped ones are counted)",
-            unusable_advice="replace or remove them (with --skip_missing_videos a removed one is skipped)",
-        )
+        check_clip_videos(pending, sampling, args.video_dir, args.skip_missing_videos, skipped="skipped",
+                          skipping="encode the others (the skipped ones are counted)",
+                          unusable_advice="replace or remove them (with --skip_missing_videos a removed one is "
+                          "skipped)")
         pending = [clip for clip in pending if clip.video is not None]
         preparer = ClipPreparer.load(spec, args.model_name_or_path, source.loading())
         encoder = Encoder.load(spec, args.model_name_or_path, source.loading(), accelerator.device, dtype)
@@ -219,20 +195,16 @@ def run(args: argparse.Namespace) -> int:
             write_json(record_path(output_dir, folder=True), record)
             write_json(output_dir / FEATURES_INFO_FILE, info.to_json())
             skipped = len(clips) - len(pending) - len(done)
-            logger.info(
-                "%s: %d of %d clips already done, %d to encode%s; %s, D = %d", output_dir, len(done), len(clips),
-                len(pending), f", {skipped} skipped for a missing video" if skipped else "", info.describe(),
-                info.feature_size,
-            )
+            logger.info("%s: %d of %d clips already done, %d to encode%s; %s, D = %d", output_dir, len(done),
+                        len(clips), len(pending), f", {skipped} skipped for a missing video" if skipped else "",
+                        info.describe(), info.feature_size)
         accelerator.wait_for_everyone()
         shard = pending[accelerator.process_index :: accelerator.num_processes]
         workers = args.dataloader_num_workers
-        if workers is None:
+        if workers is None:  # a share of this machine's cores for each of its processes
             workers = default_num_workers(int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes)))
-        loader = make_loader(
-            shard, sampling, preparer, batch_size=args.per_device_batch_size, num_workers=workers,
-            pin_memory=accelerator.device.type == "cuda",
-        )
+        loader = make_loader(shard, sampling, preparer, batch_size=args.per_device_batch_size, num_workers=workers,
+                             pin_memory=accelerator.device.type == "cuda")
         process = f"process {accelerator.process_index + 1} of {accelerator.num_processes}"
         with tqdm(total=len(shard), unit="clip", desc=f"Encoding ({process})", disable=None) as progress:
             written = encode_clips(encoder, loader, output_dir, progress.update)
@@ -243,6 +215,6 @@ def run(args: argparse.Namespace) -> int:
             missing = [clip.name for clip in clips if clip.video is None and clip.name not in done]
             output = {"clips": len(clips), "encoded": encoded, "already_done": len(done)}
             finish_output(output_dir, record, output=output | {"skipped_missing_videos": missing})
-            written = len(clips) - len(missing)
-            logger.info("Wrote the features of %d clips to %s (%d encoded now)", written, output_dir, encoded)
+            logger.info("Wrote the features of %d clips to %s (%d encoded now)", len(clips) - len(missing), output_dir,
+                        encoded)
     return 0

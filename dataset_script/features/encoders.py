@@ -1,17 +1,13 @@
 """The encoders `fiberbench extract-features` runs: image encoders applied to each frame, video encoders to windows.
 
-Image encoders (`AutoModel` + `AutoImageProcessor`: CLIP, SigLIP, DINOv2, ViT, ..., or a dual encoder's
-`get_image_features`) give one feature per frame: its `pooler_output`, class token (`cls`) or mean of tokens (`mean`).
-Video encoders (a config with an integer `tubelet_size`: VideoMAE, V-JEPA 2) read windows of their own number of
-frames, the last filled up with its last frame, and give the mean of the tokens of each temporal patch (patches of
-filler alone dropped). `ClipPreparer` turns frames into inputs in the workers of a `DataLoader` of `DecodedClips`,
-which keeps batches coming while `encode_clips` runs the `Encoder`. A video that fails while decoding is an item
-carrying its error, raised in the main process as one line.
+`ClipPreparer` turns frames into inputs in a `DataLoader`'s workers (`make_loader`) while `encode_clips` runs the
+`Encoder`; a video that fails while decoding is a batch carrying its error, raised in the main process as one line.
 """
 
+import functools
 import inspect
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,12 +54,10 @@ class EncoderSpec:
             through = "get_image_features" if self.dual else "forward"
             description = f"{POOLINGS[self.pooling]} ({self.pooling} of {through}) of each sampled frame"
             return {"pooling": self.pooling, "description": description}
-        description = (
-            f"{POOLINGS[self.pooling]} of each temporal patch ({self.tubelet_size} frames) of windows of "
-            f"{self.window_frames} sampled frames (the last window filled up with its last frame)"
-        )
-        fields = {"window_frames": self.window_frames, "tubelet_size": self.tubelet_size}
-        return {"pooling": self.pooling, "description": description, **fields}
+        description = (f"{POOLINGS[self.pooling]} of each temporal patch ({self.tubelet_size} frames) of windows of "
+                       f"{self.window_frames} sampled frames (the last window filled up with its last frame)")
+        return {"pooling": self.pooling, "description": description, "window_frames": self.window_frames,
+                "tubelet_size": self.tubelet_size}
 
 
 def encoder_spec(config, pooling: str | None, name: str) -> EncoderSpec:
@@ -76,29 +70,26 @@ def encoder_spec(config, pooling: str | None, name: str) -> EncoderSpec:
         input_name = next((name for name in ("pixel_values_videos", "pixel_values") if name in forward), None)
         window = getattr(config, "num_frames", None) or getattr(config, "frames_per_clip", None)
         if input_name is None or not isinstance(window, int):
-            raise UsageError(
-                f"--model_name_or_path {name}: a {config.model_type!r} model of tubelets, but not one "
-                "fiberbench knows how to read (no pixel input or number of frames)"
-            )
+            raise UsageError(f"--model_name_or_path {name}: a {config.model_type!r} model of tubelets, but not one "
+                             "fiberbench knows how to read (no pixel input or number of frames)")
         if pooling not in (None, "mean"):
-            raise UsageError(
-                f"--pooling {pooling}: a video encoder's features are the mean of each temporal patch (--pooling mean)"
-            )
+            raise UsageError(f"--pooling {pooling}: a video encoder's features are the mean of each temporal patch "
+                             "(--pooling mean)")
         return EncoderSpec(VIDEO, "mean", input_name=input_name, window_frames=window, tubelet_size=tubelet_size)
     dual = getattr(config, "vision_config", None) is not None and hasattr(model_class, "get_image_features")
     if not dual and "pixel_values" not in forward:
-        raise UsageError(
-            f"--model_name_or_path {name}: a {config.model_type!r} model has no vision tower that reads frames: give "
-            "an image encoder (CLIP, SigLIP, SigLIP 2, DINOv2, ...) or a video encoder (VideoMAE, V-JEPA 2)"
-        )
+        raise UsageError(f"--model_name_or_path {name}: a {config.model_type!r} model has no vision tower that reads "
+                         "frames: give an image encoder (CLIP, SigLIP, SigLIP 2, DINOv2, ...) or a video encoder "
+                         "(VideoMAE, V-JEPA 2)")
     return EncoderSpec(IMAGE, pooling or "pooler_output", dual=dual)
 
 
+@dataclass(frozen=True)
 class ClipPreparer:
     """Turns a clip's sampled frames into the encoder's inputs with its processor: what data loader workers run."""
 
-    def __init__(self, spec: EncoderSpec, processor):
-        self.spec, self.processor = spec, processor
+    spec: EncoderSpec
+    processor: object
 
     @classmethod
     def load(cls, spec: EncoderSpec, name: str, loading: dict) -> "ClipPreparer":
@@ -108,14 +99,12 @@ class ClipPreparer:
         try:
             processor = auto_class.from_pretrained(name, **loading)
         except (OSError, ValueError, ImportError) as error:
-            raise DataError(
-                f"--model_name_or_path {name}: cannot load its {auto_class.__name__.removeprefix('Auto')} "
-                f"({' '.join(str(error).split())})"
-            ) from error
+            raise DataError(f"--model_name_or_path {name}: cannot load its {auto_class.__name__.removeprefix('Auto')} "
+                            f"({' '.join(str(error).split())})") from error
         return cls(spec, processor)
 
     def __call__(self, frames: list[np.ndarray]) -> dict[str, torch.Tensor]:
-        """The model inputs of a clip's frames, one row per unit (`EncoderSpec.units`): a frame or a window."""
+        """Each unit's features, float32 (units, steps per unit, D): a step per frame, or per temporal patch."""
         if self.spec.kind == IMAGE:
             return dict(self.processor(images=frames, return_tensors="pt"))
         window = self.spec.window_frames
@@ -153,10 +142,8 @@ class Encoder:
     def _run(self, inputs: dict[str, torch.Tensor]):
         """The model's outputs for a batch of inputs, moved to its device (floats in its dtype)."""
         device, dtype = self.model.device, self.model.dtype
-        inputs = {
-            name: value.to(device, dtype=dtype if value.is_floating_point() else None, non_blocking=True)
-            for name, value in inputs.items()
-        }
+        inputs = {name: value.to(device, dtype=dtype if value.is_floating_point() else None, non_blocking=True)
+                  for name, value in inputs.items()}
         if self.spec.kind == VIDEO:
             return self.model(**inputs, **self.extra)
         return self.model.get_image_features(**inputs) if self.spec.dual else self.model(**inputs)
@@ -167,12 +154,9 @@ class Encoder:
             steps = self.spec.window_frames // self.spec.tubelet_size
             return hidden.unflatten(1, (steps, -1)).mean(dim=2).float()
         if self.spec.pooling == "pooler_output":
-            pooled = outputs.pooler_output
-        elif self.spec.pooling == "cls":
-            pooled = outputs.last_hidden_state[:, 0]
-        else:
-            pooled = outputs.last_hidden_state.mean(dim=1)
-        return pooled[:, None, :].float()
+            return outputs.pooler_output[:, None, :].float()
+        hidden = outputs.last_hidden_state
+        return (hidden[:, :1] if self.spec.pooling == "cls" else hidden.mean(dim=1, keepdim=True)).float()
 
     def probe(self, preparer: ClipPreparer, name: str) -> int:
         """D, from a run of the model on a black clip; a `UsageError` when it has not the output chosen (no
@@ -182,17 +166,13 @@ class Encoder:
         try:
             outputs = self._run(inputs)
             if spec.kind == IMAGE and spec.pooling == "cls" and not self._has_class_token(inputs, outputs):
-                raise UsageError(
-                    f"--pooling cls: {name} has no class token (its last hidden state is one token per patch); "
-                    "use --pooling pooler_output or mean"
-                )
+                raise UsageError(f"--pooling cls: {name} has no class token (its last hidden state is one token per "
+                                 "patch); use --pooling pooler_output or mean")
             features = self._pool(outputs)
         except (AttributeError, TypeError, RuntimeError) as error:
             output = "get_image_features" if spec.dual else "forward"
-            raise UsageError(
-                f"--model_name_or_path {name}: its {output} gives no {spec.pooling} to take as features "
-                f"({type(error).__name__}: {' '.join(str(error).split())})"
-            ) from error
+            raise UsageError(f"--model_name_or_path {name}: its {output} gives no {spec.pooling} to take as features "
+                             f"({type(error).__name__}: {' '.join(str(error).split())})") from error
         return features.shape[-1]
 
     def _has_class_token(self, inputs: dict, outputs) -> bool:
@@ -218,70 +198,43 @@ class PreparedClips:
         return self
 
 
-class DecodedClips(torch.utils.data.Dataset):
-    """`clips` as their model inputs: each clip's frames sampled (`sampling`) and prepared (`preparer`)."""
-
-    def __init__(self, clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer):
-        self.clips, self.sampling, self.preparer = clips, sampling, preparer
-
-    def __len__(self) -> int:
-        return len(self.clips)
-
-    def __getitem__(self, index: int) -> PreparedClips:
-        clip = self.clips[index]
+def prepare_clips(clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer) -> PreparedClips:
+    """One batch (what a data loader's worker runs): each clip's frames sampled (`sampling`) and prepared, the inputs
+    concatenated along the units; the error of the first video that cannot be decoded instead."""
+    names, num_frames, inputs = [], [], []
+    for clip in clips:
         try:
-            frames = sample_frames(clip.video, self.sampling).frames
+            frames = sample_frames(clip.video, sampling).frames
         except DataError as error:
             return PreparedClips([clip.name], [0], {}, error=f"{error} (the video of clip {clip.name})")
-        return PreparedClips([clip.name], [len(frames)], self.preparer(frames))
+        names.append(clip.name)
+        num_frames.append(len(frames))
+        inputs.append(preparer(frames))
+    return PreparedClips(names, num_frames, {name: torch.cat([item[name] for item in inputs]) for name in inputs[0]})
 
 
-def collate(items: list[PreparedClips]) -> PreparedClips:
-    """One batch of clips: their inputs concatenated along the units; the first error, if any, instead."""
-    failed = next((item for item in items if item.error is not None), None)
-    if failed is not None:
-        return failed
-    return PreparedClips(
-        [name for item in items for name in item.names],
-        [count for item in items for count in item.num_frames],
-        {name: torch.cat([item.inputs[name] for item in items]) for name in items[0].inputs},
-    )
-
-
-def make_loader(
-    clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer, *, batch_size: int, num_workers: int,
-    pin_memory: bool = False,
-) -> torch.utils.data.DataLoader:
+def make_loader(clips: list[Clip], sampling: FrameSampling, preparer: ClipPreparer, *, batch_size: int,
+                num_workers: int, pin_memory: bool = False) -> torch.utils.data.DataLoader:
     """Batches of `batch_size` clips in order, decoded ahead by `num_workers` processes (0: in this one)."""
-    return torch.utils.data.DataLoader(
-        DecodedClips(clips, sampling, preparer), batch_size=batch_size, collate_fn=collate, num_workers=num_workers,
-        pin_memory=pin_memory, prefetch_factor=4 if num_workers > 0 else None,
-    )
-
-
-def clip_features(encoder: Encoder, batch: PreparedClips) -> Iterator[tuple[str, np.ndarray]]:
-    """Encode a batch: each clip's name and features, float32 of shape (T, D); a `DataError` for a batch holding a
-    video that could not be decoded."""
-    if batch.error is not None:
-        raise DataError(batch.error)
-    spec = encoder.spec
-    units = encoder(batch.inputs).cpu()  # (units, steps per unit, D)
-    start = 0
-    for name, num_frames in zip(batch.names, batch.num_frames):
-        count = spec.units(num_frames)
-        yield name, units[start : start + count].flatten(0, 1)[: spec.steps(num_frames)].numpy()
-        start += count
+    prepare = functools.partial(prepare_clips, sampling=sampling, preparer=preparer)
+    return torch.utils.data.DataLoader(clips, batch_size=batch_size, collate_fn=prepare, num_workers=num_workers,
+                                       pin_memory=pin_memory, prefetch_factor=4 if num_workers > 0 else None)
 
 
 def encode_clips(encoder: Encoder, batches, folder: Path | None, progress: Callable[[int], None]) -> int:
     """Encode every batch, writing each clip's features as it comes into `folder` (None: nowhere) as `{name}.npy`,
     float32 (1, T, D) like VaTeX's I3D files, atomically; returns how many clips were encoded."""
-    encoded = 0
+    encoded, spec = 0, encoder.spec
     for batch in batches:
-        for name, features in clip_features(encoder, batch):
+        if batch.error is not None:
+            raise DataError(batch.error)
+        units = encoder(batch.inputs).cpu()  # (units, steps per unit, D)
+        for name, num_frames in zip(batch.names, batch.num_frames):
+            count = spec.units(num_frames)
+            features, units = units[:count].flatten(0, 1)[: spec.steps(num_frames)], units[count:]
             if folder is not None:
                 with atomic_path(folder / f"{name}.npy") as temporary, open(temporary, "wb") as file:
-                    np.save(file, features[None].astype(np.float32, copy=False), allow_pickle=False)
+                    np.save(file, features.numpy()[None].astype(np.float32, copy=False), allow_pickle=False)
             encoded += 1
         progress(len(batch.names))
     return encoded

@@ -1,6 +1,5 @@
-"""What a folder of video features holds: VaTeX's I3D (one `{video_id}_{start:06d}_{end:06d}.npy` per clip, float32
-of shape (1, T, 1024): the `i3d` config), or an encoder's features in that layout, with a `features.json` (written by
-`fiberbench extract-features`) that `build-dataset` builds their config from and copies into the card.
+"""What a folder of video features holds: VaTeX's I3D (the `i3d` config), or an encoder's features in that layout with
+a `features.json` (written by `fiberbench extract-features`) that `build-dataset` makes their config from.
 """
 
 import json
@@ -9,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fiberbench.errors import DataError
+from fiberbench.json_records import read_json_records
 from fiberbench.records import VIDEO_FEATURE_SIZE
 
 FEATURES_INFO_FILE = "features.json"
@@ -52,18 +52,15 @@ class FeaturesInfo:
         if self.is_i3d:
             return "VaTeX's I3D features (one 1024-d vector per 16-frame window)"
         origin = ", ".join(f"{key} {self.encoder[key]}" for key in ("revision", "commit") if self.encoder.get(key))
-        return (
-            f"`{self.encoder['name_or_path']}`{f' ({origin})' if origin else ''} features: "
-            f"{self.output['description']}; frames: {self.sampling['rule']}"
-        )
+        return (f"`{self.encoder['name_or_path']}`{f' ({origin})' if origin else ''} features: "
+                f"{self.output['description']}; frames: {self.sampling['rule']}")
 
     def to_json(self) -> dict:
         """`features.json`'s content (VaTeX's I3D: its name, D and layout only)."""
         return {key: value for key, value in asdict(self).items() if value is not None}
 
     def settings(self) -> dict:
-        """What the features depend on (all but D, which follows from them): a folder is resumed only when these are
-        the same."""
+        """What the features depend on (all but D): a folder is resumed only when these are the same."""
         return {key: value for key, value in self.to_json().items() if key != "feature_size"}
 
     @classmethod
@@ -73,12 +70,10 @@ class FeaturesInfo:
         path = Path(folder) / FEATURES_INFO_FILE
         if not path.exists():
             return cls()
-        try:
-            content = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
-            raise DataError(f"{path}: not a readable JSON file ({error})") from error
-        if not isinstance(content, dict):
-            raise DataError(f"{path}: expected a JSON object, got {type(content).__name__}")
+        values = list(read_json_records(path))  # a file that is not JSON objects is a DataError naming it
+        if len(values) != 1:
+            raise DataError(f"{path}: expected one JSON object, got {len(values)}")
+        content = values[0]
         name, size = content.get("name"), content.get("feature_size")
         problem = check_config_name(name) if isinstance(name, str) else "missing or not a string"
         if problem:

@@ -1,8 +1,4 @@
-"""FIBER as a `datasets` builder: the release's JSON files (and a features folder) to checked rows, one per clip.
-
-`fiberbench build-dataset` (build.py) runs it into Parquet shards and writes them, with the dataset
-card, into a Hub-native folder that `load_dataset(folder)` and `load_dataset(folder, "i3d")` read.
-"""
+"""FIBER as a `datasets` builder: the release's JSON files (and a features folder) to checked rows, one per clip."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,11 +83,8 @@ class Fiber(datasets.GeneratorBasedBuilder):
     BUILDER_CONFIG_CLASS = FiberConfig
     BUILDER_CONFIGS = [
         FiberConfig(name="text", description="Captions, blanks and answers."),
-        FiberConfig(
-            name="i3d",
-            description="Captions, blanks and answers, plus each clip's I3D features (T, 1024).",
-            with_video_features=True,
-        ),
+        FiberConfig(name="i3d", description="Captions, blanks and answers, plus each clip's I3D features (T, 1024).",
+                    with_video_features=True),
     ]
     DEFAULT_CONFIG_NAME = "text"
 
@@ -103,35 +96,26 @@ class Fiber(datasets.GeneratorBasedBuilder):
 
     def _info(self) -> datasets.DatasetInfo:
         text, time = datasets.Value("string"), datasets.Value("int32")
-        features = {"video_id": text, "video_start_time": time, "video_end_time": time, "caption": text}
-        features |= {"masked_caption": text, "label": text, "additional_answers": datasets.List(datasets.List(text))}
-        features["category"] = text
+        features = {"video_id": text, "video_start_time": time, "video_end_time": time, "caption": text,
+                    "masked_caption": text, "label": text, "additional_answers": datasets.List(datasets.List(text)),
+                    "category": text}
         if self.config.with_video_features:
             features["video_features"] = datasets.Array2D(shape=(None, self.config.feature_size), dtype="float32")
-        features = datasets.Features(features)
-        return datasets.DatasetInfo(description=_DESCRIPTION, features=features, homepage=_HOMEPAGE, citation=CITATION)
+        return datasets.DatasetInfo(description=_DESCRIPTION, features=datasets.Features(features), homepage=_HOMEPAGE,
+                                    citation=CITATION)
 
     def _split_generators(self, dl_manager: datasets.DownloadManager) -> list[datasets.SplitGenerator]:
         try:
-            paths = dl_manager.download(self.config.split_files)
-            category_paths = dl_manager.download(self.config.category_files)
+            paths, category_paths = dl_manager.download((self.config.split_files, self.config.category_files))
         except OSError as error:  # datasets reports an unreachable URL as FileNotFoundError(url)
-            raise ConnectionError(
-                f"Could not get the data files ({error}). Without the internet, build the bundled sample "
-                "or a local copy of the release instead."
-            ) from error
+            raise ConnectionError(f"Could not get the data files ({error}). Without the internet, build the bundled "
+                                  "sample or a local copy of the release instead.") from error
+        sources = self.config.category_files
         return [
-            datasets.SplitGenerator(
-                name=split,
-                gen_kwargs={
-                    "source": self.config.split_files[split],
-                    "path": paths[split],
-                    "split": split,
-                    "categories": self._read_categories(
-                        self.config.category_files.get(split), category_paths.get(split)
-                    ),
-                },
-            )
+            datasets.SplitGenerator(split, gen_kwargs={
+                "source": self.config.split_files[split], "path": paths[split], "split": split,
+                "categories": self._read_categories(sources.get(split), category_paths.get(split)),
+            })
             for split in SPLIT_FILES
         ]
 
@@ -154,38 +138,30 @@ class Fiber(datasets.GeneratorBasedBuilder):
         return categories
 
     def _generate_examples(self, source: str, path: str, split: str, categories: dict[str, str]) -> Iterator:
-        """Each record validated, its answers that normalize to nothing dropped (`dropped_answers`), its category
-        joined and, for a features config, its features read. A clip is known by its id and times (predictions are
-        joined to it by them): a second record of a clip already in the split is invalid."""
-        clips, dropped = {}, self.dropped_answers.setdefault(split, DroppedAnswers())
-        for index, record in enumerate(_read_values(source, path)):
-            try:
-                if isinstance(record, JsonRecordError):
-                    raise InvalidRecordError(source, index, "(record)", record.problem)
-                example = validate_record(record, file=source, index=index)
-                if (first := clips.setdefault(clip_key(example), index)) != index:
-                    problem = f"the clip {clip_key(example)} is record {first} too: a split holds each clip once"
-                    raise InvalidRecordError(source, index, "video_id", problem)
-                example["additional_answers"] = dropped.scorable(example["additional_answers"])
-                if self.config.with_video_features:
-                    features_file = Path(self.config.features_dir) / feature_file_name(*clip_key(example))
-                    example["video_features"] = load_video_features(
-                        features_file, file=source, index=index, feature_size=self.config.feature_size
-                    )
-            except InvalidRecordError as error:
-                self._skip_or_raise(error)
-                continue
-            yield index, example | {"category": categories.get(example["video_id"])}
-
-
-def _read_values(source: str, path: str) -> Iterator[object]:
-    """The values of a release JSON file; a file that cannot be read on, or holds no record, is an
-    `InvalidRecordError` of the whole file (index None: `--skip_invalid` cannot help)."""
-    count = 0
-    try:
-        for count, value in enumerate(read_json_values(path), start=1):
-            yield value
-    except DataError as error:
-        raise InvalidRecordError(source, None, None, str(error).removeprefix(f"{path}: ")) from error
-    if not count:
-        raise InvalidRecordError(source, None, None, "holds no records (an empty file?)")
+        """Each record validated, its empty answers dropped, its category joined and its features read. A second record
+        of a clip in a split is invalid; a file that cannot be read on, or holds no record, is an error of the file."""
+        clips, dropped, index = {}, self.dropped_answers.setdefault(split, DroppedAnswers()), None
+        try:
+            for index, record in enumerate(read_json_values(path)):
+                try:
+                    if isinstance(record, JsonRecordError):
+                        raise InvalidRecordError(source, index, "(record)", record.problem)
+                    example = validate_record(record, file=source, index=index)
+                    if (first := clips.setdefault(clip_key(example), index)) != index:
+                        problem = f"the clip {clip_key(example)} is record {first} too: a split holds each clip once"
+                        raise InvalidRecordError(source, index, "video_id", problem)
+                    example["additional_answers"] = dropped.scorable(example["additional_answers"])
+                    if self.config.with_video_features:
+                        features_file = Path(self.config.features_dir) / feature_file_name(*clip_key(example))
+                        example["video_features"] = load_video_features(features_file, file=source, index=index,
+                                                                        feature_size=self.config.feature_size)
+                except InvalidRecordError as error:
+                    self._skip_or_raise(error)
+                    continue
+                yield index, example | {"category": categories.get(example["video_id"])}
+        except InvalidRecordError:
+            raise
+        except DataError as error:  # named by the release's file, not by its copy in the download cache
+            raise InvalidRecordError(source, None, None, str(error).removeprefix(f"{path}: ")) from error
+        if index is None:
+            raise InvalidRecordError(source, None, None, "holds no records (an empty file?)")

@@ -67,22 +67,16 @@ class Item:
 # Each Table 4 category's items, each item's answers most natural first. Some answer words are shared across items
 # ("a person", "a room", "an instrument") so that F1 gives partial credit, as it does on the real data.
 ANSWERS_BY_CATEGORY = {
-    "Passive entity": (
-        ("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"),
-        ("a bicycle", "a bike", "a vehicle"),
-        ("a laptop", "a computer", "a laptop computer"), ("a pizza", "some food", "a pizza pie"),
-        ("a kite", "a flying toy", "a toy"),
-    ),
-    "Person": (
-        ("a chef", "a cook", "a person"), ("a firefighter", "a fireman", "a person"),
-        ("a ballerina", "a dancer", "a young woman"), ("a doctor", "a physician", "a person"),
-        ("a police officer", "a policeman", "a cop", "a person"),
-    ),
-    "Location": (
-        ("a beach", "the seaside", "the shore"), ("a kitchen", "a room", "a cooking area"),
-        ("a gym", "a fitness room", "a room"), ("a park", "a public park", "a green area"),
-        ("a stage", "a concert stage", "a platform"),
-    ),
+    "Passive entity": (("a guitar", "an acoustic guitar", "a musical instrument", "an instrument"),
+                       ("a bicycle", "a bike", "a vehicle"),
+                       ("a laptop", "a computer", "a laptop computer"), ("a pizza", "some food", "a pizza pie"),
+                       ("a kite", "a flying toy", "a toy")),
+    "Person": (("a chef", "a cook", "a person"), ("a firefighter", "a fireman", "a person"),
+               ("a ballerina", "a dancer", "a young woman"), ("a doctor", "a physician", "a person"),
+               ("a police officer", "a policeman", "a cop", "a person")),
+    "Location": (("a beach", "the seaside", "the shore"), ("a kitchen", "a room", "a cooking area"),
+                 ("a gym", "a fitness room", "a room"), ("a park", "a public park", "a green area"),
+                 ("a stage", "a concert stage", "a platform")),
 }
 ITEMS = tuple(Item(answers, category) for category, items in ANSWERS_BY_CATEGORY.items() for answers in items)
 
@@ -98,26 +92,12 @@ TEMPLATES = (
 )
 
 
-def make_video_id(rng: random.Random) -> str:
-    """A YouTube-style id: 11 characters of [A-Za-z0-9_-]."""
-    return "".join(rng.choice(VIDEO_ID_ALPHABET) for _ in range(11))
-
-
-def make_caption(template: str, subject: str, answer: str) -> tuple[str, str, str]:
-    """(caption, masked_caption, label); a blank that opens the caption gets a capital, as in the release."""
-    masked_caption = template.format(subject=subject, subject_lower=subject.lower())
-    label = answer[0].upper() + answer[1:] if masked_caption.startswith(BLANK) else answer
-    return masked_caption.replace(BLANK, label), masked_caption, label
-
-
 def make_annotations(rng: random.Random, item: Item) -> list[list[str]]:
     """3 to 5 annotators, each giving 1 to 3 of the item's answers, the most natural ones likelier first."""
     weights = [1.0 / (rank + 1) for rank in range(len(item.answers))]
     annotations = []
     for _ in range(rng.randint(3, 5)):
-        remaining = list(item.answers)
-        remaining_weights = list(weights)
-        answers = []
+        remaining, remaining_weights, answers = list(item.answers), list(weights), []
         for _ in range(rng.randint(1, min(3, len(item.answers)))):
             choice = rng.choices(range(len(remaining)), weights=remaining_weights)[0]
             answers.append(remaining.pop(choice))
@@ -139,40 +119,35 @@ def make_features(rng: np.random.Generator, item_index: int, num_frames: int) ->
 
 def make_record(rng: random.Random, video_id: str, item: Item, annotated: bool) -> dict:
     """One release-format record showing `item`, in a random template (with annotators if `annotated`)."""
-    start = rng.randrange(0, 300)
-    caption, masked_caption, label = make_caption(rng.choice(TEMPLATES), rng.choice(SUBJECTS), item.answers[0])
-    text = {"caption": caption, "masked_caption": masked_caption, "label": label}
-    answers = make_annotations(rng, item) if annotated else []
-    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS, **text,
-            "additional_answers": answers}
+    answer, start, template, subject = item.answers[0], rng.randrange(300), rng.choice(TEMPLATES), rng.choice(SUBJECTS)
+    masked_caption = template.format(subject=subject, subject_lower=subject.lower())
+    label = answer[0].upper() + answer[1:] if masked_caption.startswith(BLANK) else answer  # as the release did
+    return {"video_id": video_id, "video_start_time": start, "video_end_time": start + CLIP_SECONDS,
+            "caption": masked_caption.replace(BLANK, label), "masked_caption": masked_caption, "label": label,
+            "additional_answers": make_annotations(rng, item) if annotated else []}
 
 
 def write_split(folder: Path, split: str, num_clips: int, rngs: tuple, frame_range: tuple, video_ids: set) -> None:
-    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`; `rngs` are the text's
-    `random.Random` and the features' NumPy generator."""
+    """Write `{split}.json`, its clips' features and (except train) `categories_{split}.tsv`."""
     text_rng, feature_rng = rngs
     records, category_lines = [], ["video_id\tcategory"]
     while len(records) < num_clips:
-        video_id = make_video_id(text_rng)
+        video_id = "".join(text_rng.choice(VIDEO_ID_ALPHABET) for _ in range(11))  # YouTube's ids' length
         if video_id in video_ids:
             continue
         video_ids.add(video_id)
         item_index = text_rng.randrange(len(ITEMS))
-        record = make_record(text_rng, video_id, ITEMS[item_index], annotated=split != "train")
-        records.append(record)
+        records.append(make_record(text_rng, video_id, ITEMS[item_index], annotated=split != "train"))
         category_lines.append(f"{video_id}\t{ITEMS[item_index].category}")
-        num_frames = int(feature_rng.integers(frame_range[0], frame_range[1] + 1))
-        features = make_features(feature_rng, item_index, num_frames)
-        np.save(folder / "i3d" / feature_file_name(*clip_key(record)), features)
+        features = make_features(feature_rng, item_index, int(feature_rng.integers(frame_range[0], frame_range[1] + 1)))
+        np.save(folder / "i3d" / feature_file_name(*clip_key(records[-1])), features)
     (folder / f"{split}.json").write_text(json.dumps(records, indent=1) + "\n", encoding="utf-8")
     if split != "train":
         (folder / f"categories_{split}.tsv").write_text("\n".join(category_lines) + "\n", encoding="utf-8")
 
 
 def make_sample(output_dir: Path, clips_per_split: dict = CLIPS_PER_SPLIT, frame_range=FRAME_RANGE, seed=SEED) -> None:
-    """Write {train,val,test}.json, categories_{val,test}.tsv, i3d/*.npy and README.md into `output_dir`, replacing it
-    whole and atomically (no stale file survives; an interrupted run leaves the old sample), and only when it holds a
-    sample (its README.md says so)."""
+    """Write the sample into `output_dir`, replacing it whole and atomically, and only when it holds a sample."""
     output_dir = Path(output_dir)
     readme = output_dir / "README.md"
     if output_dir.exists() and not (readme.is_file() and readme.read_text(encoding="utf-8").startswith(SAMPLE_TITLE)):

@@ -1,8 +1,10 @@
 """Fixtures of the data tools' tests: a small copy of the sample in the release layout, to break; helpers."""
 
+import csv
 import hashlib
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -30,7 +32,7 @@ def release_dir(tmp_path):
 
 
 def snapshot(folder: Path) -> dict[str, str]:
-    """Every file and link under `folder` but the outputs' lock files: its content's hash, or its link's target."""
+    """Every file, folder and link under `folder` but the outputs' lock files: a file's hash, a link's target."""
     entries = {}
     for root, folders, files in os.walk(folder):
         for name in folders + files:
@@ -39,7 +41,38 @@ def snapshot(folder: Path) -> dict[str, str]:
                 entries[str(path)] = f"-> {os.readlink(path)}"
             elif path.is_file() and not name.endswith(".lock"):
                 entries[str(path)] = hashlib.sha256(path.read_bytes()).hexdigest()
+            elif path.is_dir():
+                entries[str(path)] = "a folder"
     return entries
+
+
+@pytest.fixture
+def refused(cli_error):
+    """`refused(folder, status, message, *arguments)`: `fiberbench ARGUMENTS` exits with `status` and one line matching
+    `message`, and nothing under `folder` is written or lost. Returns the line."""
+
+    def run(folder: Path, status: int, message: str, *arguments) -> str:
+        before = snapshot(folder)
+        code, line = cli_error(*arguments)
+        assert code == status and re.search(message, line), line
+        assert snapshot(folder) == before
+        return line
+
+    return run
+
+
+def cases(table: list[tuple]) -> list:
+    """A table of (case, *values) rows as pytest parameters, each named by its case."""
+    return [pytest.param(*row[1:], id=row[0]) for row in table]
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    """A CSV file of `rows`, with the columns of them all in the order first seen (a row without one: empty)."""
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, list(dict.fromkeys(column for row in rows for column in row)), restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def blanked_record(video_id: str, caption: str, label: str, start: int = 10, end: int = 20) -> dict:

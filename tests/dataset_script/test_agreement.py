@@ -1,9 +1,7 @@
 """`fiberbench agreement` (Table 2) of a hand-worked release-format file, and of crowd answers with annotator ids."""
 
-import csv
 import json
 import logging
-import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR
 
-from .conftest import blanked_record, snapshot
+from .conftest import blanked_record, cases, write_csv
 
 RECORDS = [
     blanked_record("v1", "A dog runs.", "A dog", 0, 10) | {"additional_answers": [["dog", "puppy"], ["a puppy"], ["cat"]]},
@@ -43,10 +41,8 @@ CSV_ROWS = [["v1", 0, 10, "w1", "dog", "puppy"], ["v1", 0, 10, "w2", "a puppy", 
 
 
 def write_answers_csv(path: Path, rows) -> Path:
-    with path.open("w", newline="") as file:
-        csv.writer(file).writerows([["video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1",
-                                     "answer_2"], *rows])
-    return path
+    columns = ("video_id", "video_start_time", "video_end_time", "annotator_id", "answer_1", "answer_2")
+    return write_csv(path, [dict(zip(columns, row)) for row in rows])
 
 
 def agreement(tmp_path, records, *flags) -> dict:
@@ -105,13 +101,9 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("content", "rows", "output", "status", "message"), [c[1:] for c in BAD_INPUTS],
-                         ids=[c[0] for c in BAD_INPUTS])
-def test_a_bad_input_is_one_line_and_writes_nothing(tmp_path, cli_error, content, rows, output, status, message):
+@pytest.mark.parametrize(("content", "rows", "output", "status", "message"), cases(BAD_INPUTS))
+def test_a_bad_input_is_one_line_and_writes_nothing(tmp_path, refused, content, rows, output, status, message):
     if content is not None:
         (tmp_path / "val.json").write_bytes(content)
     flags = ["--answers_files", write_answers_csv(tmp_path / "answers.csv", rows)] if rows else []
-    before = snapshot(tmp_path)
-    code, line = cli_error("agreement", tmp_path / "val.json", "--output_file", tmp_path / output, *flags)
-    assert code == status and re.search(message, line), line
-    assert snapshot(tmp_path) == before
+    refused(tmp_path, status, message, "agreement", tmp_path / "val.json", "--output_file", tmp_path / output, *flags)

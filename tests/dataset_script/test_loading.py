@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import datasets
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -12,10 +13,10 @@ import pytest
 from fiberbench.data import load_fiber, load_sample
 from fiberbench.errors import DataError, UsageError
 
+from .conftest import cases
+
 
 def test_the_bundled_sample_is_built_once_and_says_synthetic(tmp_path, monkeypatch, caplog):
-    import datasets
-
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path)
     with caplog.at_level(logging.WARNING):
         sample = load_sample("i3d")
@@ -37,14 +38,7 @@ def test_two_first_loads_at_once_build_the_sample_once(tmp_path):
     assert sum(err.count("Building the bundled sample into") for _, err in outputs) == 1
 
 
-def test_a_built_folder_is_loaded_whatever_the_working_directory(built_sample, monkeypatch, tmp_path):
-    monkeypatch.chdir(built_sample.parent)
-    relative = load_fiber(built_sample.name, "text")
-    monkeypatch.chdir(tmp_path)
-    assert load_fiber(str(built_sample), "text")["test"].to_list() == relative["test"].to_list()
-
-
-def test_two_folders_of_the_same_name_are_never_read_from_one_cache(built_sample, tmp_path):
+def test_two_folders_of_the_same_name_are_never_read_from_one_cache(built_sample, tmp_path, monkeypatch):
     first, second = tmp_path / "a" / "fiber", tmp_path / "b" / "fiber"
     shutil.copytree(built_sample, first)
     shutil.copytree(built_sample, second)
@@ -53,7 +47,8 @@ def test_two_folders_of_the_same_name_are_never_read_from_one_cache(built_sample
     table = pq.read_table(shard)
     pq.write_table(table.set_column(table.column_names.index("label"), "label", pa.array(["new"] * len(table))), shard)
     assert set(load_fiber(str(second), "text")["test"]["label"]) == {"new"}
-    assert load_fiber(str(first), "text")["test"]["label"] == labels
+    monkeypatch.chdir(first.parent)  # and a relative name is the folder of this working directory
+    assert load_fiber("fiber", "text")["test"]["label"] == labels
 
 
 def damage_shard(folder):
@@ -78,9 +73,7 @@ BAD_DATASETS = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("breaks", "config", "error", "message"), [c[1:] for c in BAD_DATASETS], ids=[c[0] for c in BAD_DATASETS]
-)
+@pytest.mark.parametrize(("breaks", "config", "error", "message"), cases(BAD_DATASETS))
 def test_a_bad_dataset_is_one_error_naming_it(built_sample, sample_with, tmp_path, breaks, config, error, message):
     if isinstance(breaks, tuple):  # a dataset made by other means may hold this value in the text test split
         folder = sample_with(*breaks)
@@ -93,12 +86,10 @@ def test_a_bad_dataset_is_one_error_naming_it(built_sample, sample_with, tmp_pat
         load_fiber(str(folder), config)
 
 
-@pytest.mark.parametrize(
-    ("name", "message"),
-    [("{tmp}/no_such_fiber", r"no_such_fiber: no such folder \(and not a Hub dataset id\)"),
-     ("{tmp}", r"cannot load its 'text' config"),
-     ("{sample}/README.md", r"README.md is a file; give a dataset folder or a Hub dataset id")],
-)
+@pytest.mark.parametrize(("name", "message"), [
+    ("{tmp}/no_such_fiber", r"no_such_fiber: no such folder \(and not a Hub dataset id\)"),
+    ("{tmp}", r"cannot load its 'text' config"), ("{sample}/README.md", r"README.md is a file; give a dataset folder"),
+])
 def test_a_name_that_is_not_a_dataset_is_one_error(built_sample, tmp_path, name, message):
     with pytest.raises(DataError, match=message):
         load_fiber(name.format(tmp=tmp_path, sample=built_sample), "text")

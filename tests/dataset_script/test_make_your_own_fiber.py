@@ -8,13 +8,15 @@ import re
 import shlex
 from pathlib import Path
 
+import datasets
 import numpy as np
 import pytest
 
 from fiberbench.cli import main
+from fiberbench.modeling import noun_phrases
 from fiberbench.records import clip_key, feature_file_name
 
-from .conftest import PIPELINE
+from .conftest import PIPELINE, write_csv
 
 VATEX_SAMPLE = Path(__file__).parent / "data" / "vatex_sample.json"
 PAGE = Path(__file__).parents[2] / "docs" / "make-your-own-fiber.md"
@@ -31,10 +33,9 @@ def readme_commands() -> list[list[str]]:
 def write_features(release: Path, features_dir: Path) -> None:
     """Random I3D features, in the release's file layout, for every clip of the release folder's splits."""
     features_dir.mkdir()
-    for split in ("train", "val", "test"):
-        for record in json.loads((release / f"{split}.json").read_text()):
-            features = np.random.default_rng(0).random((1, 4, 1024), "f4")
-            np.save(features_dir / feature_file_name(*clip_key(record)), features)
+    for split_file in (release / "train.json", release / "val.json", release / "test.json"):
+        for record in json.loads(split_file.read_text()):
+            np.save(features_dir / feature_file_name(*clip_key(record)), np.random.default_rng(0).random((1, 4, 1024), "f4"))
 
 
 def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
@@ -53,22 +54,14 @@ def crowd_results(hits: Path, blanked: Path, results: Path) -> None:
                 answers["answer-2-1"] = "unavailable video"
             rows.append({"HITId": f"H{task_number}", "WorkerId": worker, **{f"Input.{c}": v for c, v in task.items()},
                          "Answer.taskAnswers": json.dumps([answers])})
-    with results.open("w", newline="") as file:
-        writer = csv.DictWriter(file, list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(results, rows)
 
 
 @pytest.mark.slow
 def test_make_your_own_fiber(tmp_path, monkeypatch, capsys):
-    import datasets
-
-    from fiberbench.modeling import noun_phrases
-
     commands = readme_commands()
-    assert [command[0] for command in commands] == [
-        "blank", "blank", "blank", "hit-inputs", "hit-inputs", "answers", "agreement", "stats", "build-dataset"
-    ]
+    names = ["blank", "blank", "blank", "hit-inputs", "hit-inputs", "answers", "agreement", "stats", "build-dataset"]
+    assert [command[0] for command in commands] == names
     # The page names no pipeline: its default, en_core_web_trf, is the tests' small one here.
     monkeypatch.setattr(noun_phrases, "DEFAULT_PIPELINE", PIPELINE)
     monkeypatch.chdir(tmp_path)

@@ -3,7 +3,7 @@
 import pytest
 
 from fiberbench.data import SAMPLE_DIR, SPLIT_FILES
-from fiberbench.records import clip_id
+from fiberbench.records import clip_id, clip_key
 from fiberbench.testing.tiny_encoders import save_clip, save_videomae
 from fiberbench.testing.tiny_videos import read_records, write_video
 
@@ -36,14 +36,12 @@ def sample_videos(tmp_path_factory):
 
     def write_all(folder):
         folder.mkdir()
-        number = 0
-        for split in SPLIT_FILES:
-            for index, record in enumerate(read_records(SAMPLE_DIR, split)):
-                video_id, start, end = record["video_id"], record["video_start_time"], record["video_end_time"]
-                if split == "test" and index % 3 == 1:
-                    write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))
-                else:
-                    write_video(folder / f"{clip_id(video_id, start, end)}.mp4", end - start, 2, level=clip_level(number))
-                number += 1
+        clips = [(split, i, record) for split in SPLIT_FILES for i, record in enumerate(read_records(SAMPLE_DIR, split))]
+        for number, (split, index, record) in enumerate(clips):
+            video_id, start, end = clip_key(record)
+            if split == "test" and index % 3 == 1:
+                write_video(folder / f"{video_id}.mp4", seconds=end + 1, fps=1, level=clip_level(number))
+            else:
+                write_video(folder / f"{clip_id(video_id, start, end)}.mp4", end - start, 2, level=clip_level(number))
 
     return built_once(tmp_path_factory, "sample_videos", lambda folder: write_all(folder / "videos")) / "videos"

@@ -20,7 +20,7 @@ from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR, SPLIT_FILES
 from fiberbench.data.features.command import default_features_name
 from fiberbench.data.features.encoders import Encoder, EncoderSpec, encoder_spec
-from fiberbench.records import clip_id
+from fiberbench.records import clip_id, clip_key
 from fiberbench.testing.tiny_videos import read_records, write_video
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
@@ -64,18 +64,14 @@ def by_hand(encoder: Path, kind: str, frames: list[np.ndarray], pooling: str) ->
         return pooled.get(pooling, outputs.pooler_output).numpy()
 
 
-@pytest.mark.parametrize(
-    ("kind", "flags", "sampling", "size"),
-    [
-        ("clip", [], FrameSampling(fps=1), 48),
-        ("clip", ["--pooling", "cls", "--num_frames", 4], FrameSampling(num_frames=4), 48),
-        ("clip", ["--pooling", "mean", "--fps", 2, "--max_frames", 9], FrameSampling(fps=2, max_frames=9), 48),
-        ("clip_dual", [], FrameSampling(fps=1), 24),
-        ("videomae", [], FrameSampling(num_frames=4), 40),  # one window
-        ("videomae", ["--fps", 1], FrameSampling(fps=1), 40),  # 3, 7 or 10 frames: windows filled up
-    ],
-    ids=["clip", "clip-cls-4-frames", "clip-mean-2fps", "clip-dual", "videomae", "videomae-1fps"],
-)
+@pytest.mark.parametrize(("kind", "flags", "sampling", "size"), [
+    ("clip", [], FrameSampling(fps=1), 48),
+    ("clip", ["--pooling", "cls", "--num_frames", 4], FrameSampling(num_frames=4), 48),
+    ("clip", ["--pooling", "mean", "--fps", 2, "--max_frames", 9], FrameSampling(fps=2, max_frames=9), 48),
+    ("clip_dual", [], FrameSampling(fps=1), 24),
+    ("videomae", [], FrameSampling(num_frames=4), 40),  # one window
+    ("videomae", ["--fps", 1], FrameSampling(fps=1), 40),  # 3, 7 or 10 frames: windows filled up
+])
 def test_features_are_the_encoder_run_by_hand_on_the_same_frames(encoders, video_dir, tmp_path, kind, flags, sampling, size):
     output_dir = tmp_path / "features"
     assert extract("--video_dir", video_dir, "--model_name_or_path", encoders[kind], "--output_dir", output_dir, *flags) == 0
@@ -139,7 +135,7 @@ def test_dataset_clips_with_a_whole_video_and_a_missing_one(encoders, tmp_path, 
     first, second, third = read_records(SAMPLE_DIR, "test")[:3]
     videos = tmp_path / "videos"
     videos.mkdir()
-    write_video(videos / f"{clip_id(first['video_id'], first['video_start_time'], first['video_end_time'])}.mp4", 10, 2)
+    write_video(videos / f"{clip_id(*clip_key(first))}.mp4", 10, 2)
     write_video(videos / f"{second['video_id']}.mp4", seconds=second["video_end_time"] + 1, fps=1)
     arguments = ["--video_dir", videos, "--model_name_or_path", encoders["clip"], "--data_dir", SAMPLE_DIR, "--split",
                  "test", "--output_dir", tmp_path / "features"]
@@ -148,8 +144,7 @@ def test_dataset_clips_with_a_whole_video_and_a_missing_one(encoders, tmp_path, 
     assert "58 of 60 clips have none" in line and "--skip_missing_videos" in line and not (tmp_path / "features").exists()
     assert extract(*arguments, "--skip_missing_videos") == 0
     assert "58 of 60 clips have no video" in caplog.text
-    assert sorted(features_of(tmp_path / "features")) == sorted(clip_id(r["video_id"], r["video_start_time"],
-                                                                        r["video_end_time"]) for r in (first, second))
+    assert sorted(features_of(tmp_path / "features")) == sorted(clip_id(*clip_key(r)) for r in (first, second))
     record = json.loads((tmp_path / "features" / "fiberbench_output.json").read_text())
     assert len(record["output"]["skipped_missing_videos"]) == 58
 
@@ -167,11 +162,6 @@ def a_t5(folder: Path) -> Path:
     return folder
 
 
-def undecodable(folder: Path, encoders, videos: Path) -> dict:
-    (videos / "garbage.mp4").write_bytes(b"not a video" * 100)
-    return {}
-
-
 def video_ending_in_its_clip(folder: Path, encoders, videos: Path) -> dict:
     write_video(videos / "early.mp4", seconds=22, fps=2)
     release = folder / "release"
@@ -182,13 +172,8 @@ def video_ending_in_its_clip(folder: Path, encoders, videos: Path) -> dict:
     return {"--data_dir": release, "--split": "test"}
 
 
-def not_its_folder(folder: Path, encoders, videos: Path) -> dict:
-    shutil.copytree(SAMPLE_DIR / "i3d", folder / "features")
-    return {}
-
-
-# (case, the flags that differ from a good run's, or a function setting the case up that returns them; exit status;
-# what the line says)
+# (case, the flags that differ from a good run's, or a function (folder, encoders, videos) setting the case up and
+# returning those flags (anything else: none); exit status; what the line says)
 BAD_INPUTS = [
     ("no vision tower", lambda d, e, v: {"--model_name_or_path": a_t5(d / "t5")}, 2, r"a 't5' model has no vision tower"),
     ("no class token", lambda d, e, v: {"--model_name_or_path": a_siglip(d / "siglip"), "--pooling": "cls"}, 2,
@@ -201,21 +186,24 @@ BAD_INPUTS = [
     ("not a config name", {"--features_name": "My CLIP"}, 2, r"--features_name: 'My CLIP' is not a config"),
     ("an unknown split", {"--data_dir": SAMPLE_DIR, "--split": "dev"}, 2,
      r"--split dev: --data_dir .* has no such split \(it has: train, validation, test\)"),
-    ("an undecodable video", undecodable, 1, r"garbage.mp4: cannot be decoded .* \(the video of clip garbage\); 1 of 4"),
+    ("an undecodable video", lambda d, e, v: (v / "garbage.mp4").write_bytes(b"not a video" * 100), 1,
+     r"garbage.mp4: cannot be decoded .* \(the video of clip garbage\); 1 of 4"),
     ("fewer frames than asked", {"--num_frames": 12}, 1, r"three.mp4: the clip .* has 6 frames, fewer than"),
     ("a whole video ending in its clip", video_ending_in_its_clip, 1,
      r"early.mp4: the clip runs from 20 s to 30 s, but the video ends at 22 s"),
-    ("not its folder", not_its_folder, 2, r"features exists and has no record .*, not fiberbench extract-features's"),
+    ("not its folder", lambda d, e, v: shutil.copytree(SAMPLE_DIR / "i3d", d / "features"), 2,
+     r"features exists and has no record .*, not fiberbench extract-features's"),
     ("no videos", {"--video_dir": SAMPLE_DIR / "i3d"}, 1, r"--video_dir .*: holds no video \(.mp4, .mkv, .webm\)"),
 ]
 
 
-@pytest.mark.parametrize(("set_up", "status", "message"), [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
+@pytest.mark.parametrize(("set_up", "status", "message"), [pytest.param(*c[1:], id=c[0]) for c in BAD_INPUTS])
 def test_bad_inputs_are_one_line_before_any_work(encoders, video_dir, tmp_path, cli_error, set_up, status, message):
     videos = tmp_path / "videos"
     shutil.copytree(video_dir, videos)
     flags = {"--video_dir": videos, "--model_name_or_path": encoders["clip"], "--output_dir": tmp_path / "features"}
-    flags |= set_up(tmp_path, encoders, videos) if callable(set_up) else set_up
+    changes = set_up(tmp_path, encoders, videos) if callable(set_up) else set_up
+    flags |= changes if isinstance(changes, dict) else {}
     code, line = cli_error("extract-features", *[part for pair in flags.items() for part in pair])
     assert code == status and re.search(message, line), line
     assert not (tmp_path / "features" / "features.json").exists()
@@ -234,8 +222,7 @@ def release(tmp_path_factory, encoders):
         records = read_records(SAMPLE_DIR, split)[: SIZES[split]]
         (root / "release" / name).write_text(json.dumps(records))
         for number, record in enumerate(records):
-            key = (record["video_id"], record["video_start_time"], record["video_end_time"])
-            write_video(root / "videos" / f"{clip_id(*key)}.mp4", seconds=10, fps=2, level=clip_level(number))
+            write_video(root / "videos" / f"{clip_id(*clip_key(record))}.mp4", seconds=10, fps=2, level=clip_level(number))
     arguments = ["--video_dir", root / "videos", "--model_name_or_path", encoders["clip"], "--data_dir", root / "release"]
     assert main(["extract-features", *map(str, arguments), "--output_dir", str(root / "clip")]) == 0
     return root / "release", root / "clip"
@@ -254,8 +241,7 @@ def test_a_features_folder_is_a_config_of_its_size_with_the_encoder_in_the_card(
     assert built["test"].features["video_features"] == Array2D(shape=(None, 48), dtype="float32")
     assert {split: built[split].num_rows for split in built} == SIZES
     for row in built["validation"].with_format("numpy"):
-        file = clip / f"{clip_id(row['video_id'], row['video_start_time'], row['video_end_time'])}.npy"
-        np.testing.assert_array_equal(row["video_features"], np.load(file)[0])
+        np.testing.assert_array_equal(row["video_features"], np.load(clip / f"{clip_id(*clip_key(row))}.npy")[0])
     card = DatasetCard.load(tmp_path / "fiber" / "README.md")
     recorded = card.data.to_dict()["fiberbench"]["video_features"]
     assert recorded["clip"] == json.loads((clip / "features.json").read_text())
@@ -264,29 +250,17 @@ def test_a_features_folder_is_a_config_of_its_size_with_the_encoder_in_the_card(
     assert described and "pooler_output of forward" in described.group() and "clip = load_dataset(" in card.text
 
 
-def damaged_info(clip, tmp_path):
-    shutil.copytree(clip, tmp_path / "damaged")
-    info = json.loads((tmp_path / "damaged" / "features.json").read_text())
+def test_bad_features_folders_are_one_line(release, tmp_path, cli_error):
+    data_dir, clip = release
+    for name in ("damaged", "again"):
+        shutil.copytree(clip, tmp_path / name)
+    info = json.loads((clip / "features.json").read_text())
     (tmp_path / "damaged" / "features.json").write_text(json.dumps({**info, "feature_size": "48"}))
-    return [tmp_path / "damaged"]
-
-
-def same_name_twice(clip, tmp_path):
-    shutil.copytree(clip, tmp_path / "again")
-    return [clip, tmp_path / "again"]
-
-
-@pytest.mark.parametrize(
-    ("make", "status", "message"),
-    [
-        (damaged_info, 1, r"damaged/features.json: field 'feature_size' must be a positive integer, got \"48\""),
-        (same_name_twice, 2, r"--features_dir .*clip and .*again are both the 'clip' config"),
-    ],
-    ids=["damaged features.json", "two folders of one name"],
-)
-def test_bad_features_folders_are_one_line(make, status, message, release, tmp_path, cli_error):
-    folders = make(release[1], tmp_path)
-    arguments = ["--data_dir", release[0], "--features_dir", *folders, "--output_dir", tmp_path / "f"]
-    code, line = cli_error("build-dataset", *arguments)
-    assert code == status and re.search(message, line), line
-    assert not (tmp_path / "f").exists()
+    for folders, status, message in [
+        ([tmp_path / "damaged"], 1, r"damaged/features.json: field 'feature_size' must be a positive integer, got \"48\""),
+        ([clip, tmp_path / "again"], 2, r"--features_dir .*clip and .*again are both the 'clip' config"),
+    ]:
+        arguments = ["--data_dir", data_dir, "--features_dir", *folders, "--output_dir", tmp_path / "f"]
+        code, line = cli_error("build-dataset", *arguments)
+        assert code == status and re.search(message, line), line
+        assert not (tmp_path / "f").exists()

@@ -20,9 +20,8 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALL
 
 
 def command(encoder, videos, output_dir, *flags) -> list[str]:
-    arguments = ["--model_name_or_path", encoder, "--video_dir", videos, "--data_dir", SAMPLE_DIR]
-    arguments += ["--output_dir", output_dir]
-    return ["extract-features", *map(str, arguments), *map(str, flags)]
+    arguments = ["--model_name_or_path", encoder, "--video_dir", videos, "--data_dir", SAMPLE_DIR, "--output_dir"]
+    return ["extract-features", *map(str, [*arguments, output_dir, *flags])]
 
 
 def written(folder) -> dict[str, tuple[int, int]]:
@@ -60,12 +59,10 @@ def test_two_processes_encode_every_clip_once_as_one_does(encoders, sample_video
     flags = ["--split", "test", "--per_device_batch_size", 4]
     assert main(command(encoders["videomae"], sample_videos, one, *flags)) == 0
     launch = ["--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"]
-    launch += ["--dynamo_backend", "no"]
-    result = subprocess.run(
-        [sys.executable, "-m", "accelerate.commands.launch", *launch, "-m", "fiberbench.cli",
-         *command(encoders["videomae"], sample_videos, two, *flags)],
-        env={**os.environ, **OFFLINE, "ACCELERATE_USE_CPU": "1"}, capture_output=True, text=True, timeout=600,
-    )
+    result = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", *launch, "--dynamo_backend", "no", "-m",
+                             "fiberbench.cli", *command(encoders["videomae"], sample_videos, two, *flags)],
+                            env={**os.environ, **OFFLINE, "ACCELERATE_USE_CPU": "1"}, capture_output=True, text=True,
+                            timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     counts = {int(rank): int(count) for rank, count in re.findall(r"Process (\d) of 2: encoded (\d+) clips", result.stderr)}
     # Each file is written by the one process that encodes it: 60 encodings in all, 60 files.
