@@ -22,8 +22,7 @@ import fiberbench
 from fiberbench.cli import add_output_arguments, add_video_dir_argument, default_num_workers, non_negative_int
 from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, UsageError, alike_on_every_process
-from fiberbench.models import add_model_arguments, inference_dtype, load_config, local_or_hub, locate_model
-from fiberbench.models import model_commit, model_files
+from fiberbench.models import add_model_arguments, inference_dtype, load_config, locate_model
 from fiberbench.outputs import check_output, finish_output, output_lock, record_path, start_output, write_json
 from fiberbench.records import KEY_FIELDS, VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
 from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, choose_sampling
@@ -153,11 +152,8 @@ def run(args: argparse.Namespace) -> int:
     info = FeaturesInfo(
         name=args.features_name or default_features_name(args.model_name_or_path),
         feature_size=0,  # D, known once the model has run (`Encoder.probe`): not one of the settings compared
-        # A local folder's files (a Hub model's are its commit's): re-saved weights are other features.
-        encoder={"name_or_path": local_or_hub(args.model_name_or_path), "revision": args.revision,
-                 "commit": model_commit(source), "files": model_files(args.model_name_or_path),
-                 "model_type": config.model_type, "architectures": config.architectures, "kind": spec.kind,
-                 "dtype": str(dtype).removeprefix("torch.")},
+        encoder={**source.describe(), "model_type": config.model_type, "architectures": config.architectures,
+                 "kind": spec.kind, "dtype": str(dtype).removeprefix("torch.")},
         output=spec.describe(),
         sampling=dataclasses.asdict(sampling) | {"rule": sampling.rule()},
         fiberbench_version=fiberbench.__version__,
