@@ -210,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
         if main:
             missing = [clip.name for clip in clips if clip.video is None and clip.name not in done]
             output = {"clips": len(clips), "encoded": encoded, "already_done": len(done)}
-            finish_output(output_dir, record, output=output | {"skipped_missing_videos": missing})
+            finish_output(output_dir, record, output=output | {"missing_clips": missing})
             logger.info("Wrote the features of %d clips to %s (%d encoded now)", len(clips) - len(missing), output_dir,
                         encoded)
     return 0

@@ -146,7 +146,7 @@ def test_dataset_clips_with_a_whole_video_and_a_missing_one(encoders, tmp_path, 
     assert "58 of 60 clips have no video" in caplog.text
     assert sorted(features_of(tmp_path / "features")) == sorted(clip_id(*clip_key(r)) for r in (first, second))
     record = json.loads((tmp_path / "features" / "fiberbench_output.json").read_text())
-    assert len(record["output"]["skipped_missing_videos"]) == 58
+    assert len(record["output"]["missing_clips"]) == 58
 
 
 def a_siglip(folder: Path) -> Path:
