@@ -39,8 +39,9 @@ def too_long_integer() -> str:
     return f"an integer too long to read (more than {sys.get_int_max_str_digits():,} digits)"
 
 
-# A JSON string, escapes included, to be passed over when counting brackets.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+# A JSON string, escapes included, to be passed over when counting brackets; one never closed runs to the end of the
+# text, so that each character is looked at once (a match tried again from each later quote made it quadratic).
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.?)*+(?:"|\Z)', re.DOTALL)
 
 
 def nesting_depth(text: str) -> int:

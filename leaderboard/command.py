@@ -1,17 +1,13 @@
 """`fiberbench leaderboard`: build (and push) the FIBER leaderboard Space from a store of results.
 
-The store is a Hub dataset repo (`--results_repo ORG/fiber-results`) or a local folder (`--results_dir`), one folder
-per submission: the predictions file, its `fiberbench evaluate` results and its metadata. `--add FILE --name NAME ...`
-first adds a predictions file to the store, checked and scored as the Space's Submit tab does; the flags after an
---add, up to the next --add, describe that system, so one call adds several (all or none). The board is then computed
-(a stored submission that cannot be shown stops the command with one line) and printed, and the Space folder is
-written into `--output_dir`, replacing the one this command wrote there before: app.py, src/, README.md (the Space's
-card), requirements.txt (which installs this package, so that the Space scores with the very code of `fiberbench
-evaluate`), leaderboard.json and a copy of a local store. `--push_to_hub ORG/NAME` pushes it as a Gradio Space.
+The store is a Hub dataset repo (`--results_repo`) or a local folder (`--results_dir`). `--add FILE --name NAME ...`
+first adds a predictions file, checked and scored as the Submit tab does; the flags after an --add, up to the next,
+describe that system (all or none are added). The board is printed and the Space folder written into `--output_dir`
+(replacing this command's earlier one): app.py, src/, its card, requirements.txt (this package, so that the Space
+scores with `fiberbench evaluate`'s code) and leaderboard.json. `--push_to_hub ORG/NAME` pushes it as a Gradio Space.
 """
 
 import argparse
-import shutil
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -23,13 +19,12 @@ from fiberbench.data import SAMPLE_DIR
 from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import check_can_push, push_folder
 from fiberbench.metric.evaluate.predictions import load_split
-from fiberbench.outputs import (atomic_path, check_output, finish_output, output_lock, start_output, write_json,
-                               write_text)
+from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json, write_text
 
 from .src.display import table_rows
-from .src.metadata import KINDS, RUNS, VIDEO_INPUTS, Refused, name_key
-from .src.populate import SUBMISSIONS, Board, open_store
-from .src.submission import METADATA_FILE, RESULTS_FILE, commit, prepare
+from .src.metadata import FIELDS, Refused, name_key
+from .src.populate import SUBMISSIONS, Board, HubStore, LocalStore
+from .src.submission import commit, prepare
 
 COMMAND, HERE = "fiberbench leaderboard", Path(__file__).resolve().parent
 
@@ -69,27 +64,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--dataset_config_name", default="text", help="The dataset config.")
     data.add_argument("--split", default="test", help="The split the board scores.")
     data.add_argument("--confidence_level", type=float, default=0.95, help="Of the bootstrap intervals.")
-    data.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Resamples, randomization trials.")
-    data.add_argument("--seed", type=seed, default=0, help="Seed of the resamples and the randomization trials.")
+    data.add_argument("--num_bootstrap", type=positive_int, default=10_000, help="Bootstrap resamples.")
+    data.add_argument("--seed", type=seed, default=0, help="Seed of the bootstrap resamples.")
     add = parser.add_argument_group("adding systems to the store first (each flag after the --add it describes)")
     parser.set_defaults(systems=None)
-    for flag, kwargs in {
-        "--add": dict(type=Path, metavar="PREDICTIONS", help="A predictions file to add (as evaluate reads)."),
-        "--name": dict(help="Its system name."),
-        "--link": dict(help="A link to the model, paper or code (https://...)."),
-        "--kind": dict(choices=KINDS, help="What kind of system it is (default: other)."),
-        "--parameters": dict(help="Its number of parameters, e.g. 7B or 220M."),
-        "--open_weights": dict(choices=["yes", "no"], help="Whether its weights are published."),
-        "--video_input": dict(choices=VIDEO_INPUTS, help="What it sees of a clip: frames (a number per clip), fps "
-                              "(frames per second), features (e.g. I3D) or none."),
-        "--frames": dict(help="Frames per clip it reads (with fps: the most it reads)."),
-        "--fps": dict(help="Frames per second it reads (with --video_input fps)."),
-        "--run_with": dict(choices=RUNS, help="How its predictions were made (default: other)."),
-        "--task_version": dict(help="With --run_with lmms-eval: the FIBER task's version."),
-        "--answer_reading": dict(help="How the answer is read from its reply."),
-        "--verified": dict(nargs=0, help="The maintainers ran it themselves: the row is marked verified."),
-    }.items():
-        add.add_argument(flag, action=_SystemFlag, dest=flag[2:], **kwargs)
+    add.add_argument("--add", action=_SystemFlag, type=Path, metavar="PREDICTIONS", help="A predictions file to add.")
+    add.add_argument("--control", action=_SystemFlag, type=Path, metavar="PREDICTIONS", help="Its blind control: the "
+                     "same system without the video (`fiberbench predict --video_input none`), for its video gain.")
+    for field, (_, hint, choices) in FIELDS.items():
+        add.add_argument("--name" if field == "system" else f"--{field}", action=_SystemFlag, dest=field,
+                         choices=choices, help=hint)
+    add.add_argument("--verified", action=_SystemFlag, nargs=0, help="The maintainers ran it: the row is verified.")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,18 +83,19 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.confidence_level < 1:
         raise UsageError(f"--confidence_level must be between 0 and 1 (e.g. 0.95), got {args.confidence_level}")
     for system in systems:
-        if "name" not in system:
+        if "system" not in system:
             raise UsageError(f"--add {system['add']}: give its --name after it")
-        if not system["add"].is_file():
-            raise UsageError(f"--add {system['add']}: no such file")
+        for flag in ("add", "control"):
+            if flag in system and not system[flag].is_file():
+                raise UsageError(f"--{flag} {system[flag]}: no such file")
     if args.results_dir is not None and not systems and not (args.results_dir / SUBMISSIONS).is_dir():
         raise UsageError(f"--results_dir {args.results_dir}: not a store (no {SUBMISSIONS}/ folder in it); the first "
                          "--add makes one")
     if args.push_to_hub is not None:
+        if local := args.results_dir or (args.dataset_name if local_dataset else None):
+            raise UsageError(f"--push_to_hub: the Space on the Hub cannot read the local folder {local}; push it to "
+                             "the Hub (--results_repo; build-dataset --push_to_hub) and name it by its Hub id")
         check_can_push(args.push_to_hub, args.hub_token)
-        if local_dataset:
-            raise UsageError(f"--push_to_hub: the Space on the Hub cannot read the local folder {args.dataset_name}; "
-                             "push the dataset (build-dataset --push_to_hub) and give its Hub id as --dataset_name")
     try:
         sdk_version = version("gradio")
     except PackageNotFoundError:
@@ -117,42 +103,30 @@ def run(args: argparse.Namespace) -> int:
     with output_lock(args.output_dir, "--output_dir"):
         dataset = SAMPLE_DIR if args.dataset_name is None else args.dataset_name if local_dataset else None
         # The Space folder is made from the store alone: this command's earlier one is replaced without asking.
+        inputs = [args.results_dir, dataset, *(system.get(flag) for system in systems for flag in ("add", "control"))]
         previous = check_output(args.output_dir, command=COMMAND, flag="--output_dir", folder=True, overwrite=True,
-                                inputs=[args.results_dir, *(system["add"] for system in systems), dataset])
+                                inputs=inputs)
         settings = {"confidence_level": args.confidence_level, "num_bootstrap": args.num_bootstrap, "seed": args.seed}
         split = load_split(args.dataset_name, args.dataset_config_name, args.split)
-        store = open_store(args.results_repo, args.results_dir, args.hub_token)
+        store = HubStore(args.results_repo, args.hub_token) if args.results_repo else LocalStore(args.results_dir)
         add_systems(store, split, settings, systems)
-        head = store.head(args.split)
-        entries, problems = store.read(args.split, head)
-        board = Board(split, settings).update(entries, problems)
+        board = Board(split, settings).update(*store.read(args.split, store.head(args.split)))
         if board["problems"]:
             raise DataError(f"{len(board['problems'])} stored submission(s) cannot be shown: {board['problems'][0]}")
         for row in table_rows(board):
             print(" | ".join("" if cell is None else str(cell) for cell in row[:6]))
-        config = {
-            "title": args.title,
-            "results_repo": args.results_repo,
-            "results_dir": "results" if args.results_dir is not None else None,
-            # The Space runs in its own folder: a local dataset folder is named by its absolute path.
-            "dataset_name": str(Path(args.dataset_name).resolve()) if local_dataset else args.dataset_name,
-            "dataset_config_name": args.dataset_config_name,
-            "split": args.split,
-            "settings": settings,
-            "submissions_per_day": args.submissions_per_day,
-        }
+        # The Space runs in its own folder: a local store or dataset folder is named by its absolute path.
+        config = {"title": args.title, "results_repo": args.results_repo,
+                  "results_dir": args.results_dir and str(args.results_dir.resolve()),
+                  "dataset_name": str(Path(args.dataset_name).resolve()) if local_dataset else args.dataset_name,
+                  "dataset_config_name": args.dataset_config_name, "split": args.split, "settings": settings,
+                  "submissions_per_day": args.submissions_per_day}
         record = start_output(args.output_dir, COMMAND, previous, folder=True)
         write_space(args.output_dir, config, args.package_requirement, sdk_version)
-        for entry in entries if args.results_dir is not None else []:  # only its files: no link is followed
-            for name in (METADATA_FILE, RESULTS_FILE, entry.path.name):
-                source = entry.path.with_name(name)
-                if source.is_symlink():
-                    raise DataError(f"{source}: a link, not a file of the store's own; remove it")
-                with atomic_path(args.output_dir / "results" / source.relative_to(args.results_dir)) as temporary:
-                    shutil.copyfile(source, temporary)
         finish_output(args.output_dir, record)
-    print(f"Wrote the Space folder {args.output_dir} ({len(entries)} system{'s' * (len(entries) != 1)}); run it with "
-          "`python app.py` there")
+    count = len(board["metadata"])
+    print(f"Wrote the Space folder {args.output_dir} ({count} system{'s' * (count != 1)}); run it with `python app.py` "
+          "there")
     if args.push_to_hub is not None:
         url = push_folder(args.output_dir, args.push_to_hub, repo_type="space", token=args.hub_token,
                           private=args.private, paths=record["files"],
@@ -168,10 +142,12 @@ def add_systems(store, split, settings: dict, systems: list[dict]) -> None:
     store.create()
     head, prepared = store.head(split.name), []
     for system in systems:
-        fields = {field: value for field, value in system.items() if field != "add"} | {"system": system["name"]}
+        fields = {field: value for field, value in system.items() if field not in ("add", "control")}
+        control = (system["control"], str(system["control"])) if "control" in system else None
         taken = {name_key(metadata["system"]) for metadata, _ in prepared}
         try:
-            prepared.append(prepare(split, settings, store, system["add"], fields, str(system["add"]), head, taken))
+            prepared.append(prepare(split, settings, store, system["add"], fields, str(system["add"]), head, taken,
+                                    control))
         except Refused as refusal:
             raise UsageError(f"--add {system['add']}: {refusal}") from None
     for metadata, files in prepared:

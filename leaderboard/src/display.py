@@ -1,13 +1,9 @@
-"""What the board page shows: its texts, the table and its filters, the paper's rows, the pairwise matrix and the chart.
-
-Each is made from a computed board (`populate.Board`) and nothing else: the numbers are `fiberbench evaluate`'s,
-rounded for display. Names are shown as text: the table holds plain strings, the matrix escapes them, the chart reads
-no mathtext.
-"""
+"""What the board page shows of a computed board: its texts, the table and its filters, the paper's rows, the pairwise
+matrix and the chart; names as text (plain strings in the table, escaped in the matrix, no mathtext in the chart)."""
 
 import html
 
-from fiberbench.metric.evaluate.report import category_figure, leaderboard_rows
+from fiberbench.metric.evaluate.report import METRIC_NAMES, category_figure, leaderboard_rows, p_value_text
 
 # The paper's Table 3 (EM, F1 in percent) by split: shown as reported, with no interval and never ranked. Its models'
 # F1 is the release's code's (`F1ScoreMany`: raw answers split on white space, not normalized); its human row's F1 is
@@ -28,31 +24,36 @@ F1_TEXT = (
     "**Which F1.** F1 here is the paper's text's: normalized answers (case, articles, punctuation), token sets. The "
     "paper's model rows are the F1 its released code computed for models, on raw answers split on white space; on "
     "data shaped like FIBER that F1 ran 1.7 to 3.5 points above the normalized one, EM identical, so they are not "
-    "comparable point for point. The column \"F1, release's\" (where scored) puts a system on the paper's footing."
+    "comparable point for point. The column \"F1, release's\" puts each scored system on the paper's footing."
 )
 RANKS_TEXT = (
-    "**Rank** orders the systems by F1. **Rank interval**: the middle 95% of the ranks a system takes across the "
-    "same paired bootstrap resamples of the blanks (every system scored on the same resampled blanks); two systems "
-    "whose rank intervals overlap may be in either order on other blanks like these. Baselines and the paper's rows "
-    "are not ranked. "
+    "**Rank** orders the systems by F1. **Rank interval**: from 1 + the systems significantly better in F1 to n - "
+    "those significantly worse, by the Holm-corrected comparisons below, so two systems whose rank intervals do not "
+    "overlap always differ significantly there (ranks drawn from bootstrap resamples, each system alone, can separate "
+    "systems the corrected tests cannot tell apart). Baselines and the paper's rows are not ranked. **Answered**: the "
+    "blanks of the split a system answered (a clip whose video it lacked is missing, not wrong); its scores stand on "
+    "them, and each pair is compared on the blanks both answered. **Video gain**: F1 with the video minus F1 of the "
+    "system's blind control (the same system without the video, where one was submitted), with its 95% interval. "
     "**Verified**: scored from a run the maintainers made, or from lmms-eval logged samples that carry the FIBER "
     "task's version and settings; every other row is self-reported."
 )
 PAIRWISE_TEXT = (
-    "**Pairwise comparisons**: row - column on the same blanks, with the two-sided p-value of approximate "
-    "randomization (as `fiberbench evaluate` gives it) and that p-value after **Holm's correction** for the number "
-    "of pairs compared (which keeps the chance of any false difference among them at 5%). **Bold**: Holm-corrected "
-    "p below 0.05, a difference unlikely to be luck of the blanks."
+    "**Pairwise comparisons**: row - column on the blanks both answered, with the two-sided p-value `fiberbench "
+    "evaluate` gives (EM: McNemar's exact test; F1 and VQA accuracy: the sign-flip test, which has no floor) and that "
+    "p-value after **Holm's correction** for the number of pairs compared (which keeps the chance of any false "
+    "difference among them at 5%). **Bold**: Holm-corrected p below 0.05, a difference unlikely to be luck of the "
+    "blanks; the rank intervals are drawn from the F1 matrix."
 )
-SCORES = {"F1": ("f1",), "EM": ("exact_match",), "F1, label only": ("f1_label_only",),
-          "EM, label only": ("exact_match_label_only",), "Correct@1": ("correct_at_k", "1"), "MAP": ("map",)}
-RELEASE_COLUMN = "F1, release's"  # evaluate's `f1_release`, shown where the results carry it
-COLUMNS = ["rank", "rank interval", "system", "verified", "F1", "F1 interval", "EM", "EM interval", "kind",
-           "parameters (B)", "open weights", "video input", "run with", "date", "F1, label only", "EM, label only",
-           "Correct@1", "MAP", RELEASE_COLUMN, "blanks", "answer reading", "link"]
-NUMBERS = {*SCORES, RELEASE_COLUMN, "blanks", "parameters (B)"}  # sorted highest first; the others alphabetically
-WIDTHS = {"rank": 90, "system": 200, "verified": 130, "F1 interval": 140, "EM interval": 140, "video input": 130,
-          "run with": 150, "date": 110, "answer reading": 150, "link": 220}  # pixels; the others 80
+SCORES = {"F1": ("f1",), "EM": ("exact_match",), "VQA accuracy": ("vqa_accuracy",),
+          "F1, label only": ("f1_label_only",), "EM, label only": ("exact_match_label_only",),
+          "Correct@1": ("correct_at_k", "1"), "MAP": ("map",), "F1, release's": ("f1_release",)}
+COLUMNS = ["rank", "rank interval", "system", "verified", "F1", "F1 interval", "EM", "EM interval", "VQA accuracy",
+           "answered", "video gain", "video gain interval", "kind", "parameters (B)", "open weights", "video input",
+           "run with", "date", "F1, label only", "EM, label only", "Correct@1", "MAP", "F1, release's",
+           "answer reading", "link"]
+NUMBERS = {*SCORES, "answered", "video gain", "parameters (B)"}  # sorted as numbers
+WIDTHS = {"rank": 90, "system": 200, "verified": 130, "F1 interval": 140, "EM interval": 140, "video gain interval": 140,
+          "video input": 130, "run with": 150, "date": 110, "answer reading": 150, "link": 220}  # pixels; others 80
 ALL = "all"
 
 
@@ -62,8 +63,9 @@ def introduction(title: str, dataset: dict, settings: dict) -> str:
     level = f"{100 * settings['confidence_level']:g}%"
     return (
         f"# {title}\n\nThe {dataset['split']} split of {dataset['name']} ({dataset['num_blanks']:,} blanks), scored by "
-        f"`fiberbench evaluate`: EM and F1 in percent, each with its {level} confidence interval (percentile bootstrap "
-        f"over the blanks, {settings['num_bootstrap']:,} resamples, seed {settings['seed']}).{synthetic}"
+        f"`fiberbench evaluate`: EM, F1 and VQA accuracy (agreement-weighted) in percent, each with its {level} "
+        f"confidence interval (percentile bootstrap over the blanks, {settings['num_bootstrap']:,} resamples, seed "
+        f"{settings['seed']}).{synthetic}"
     )
 
 
@@ -80,55 +82,37 @@ def _video_input(metadata: dict) -> str | None:
     return f"{frames} frames" if rule == "frames" and frames else rule
 
 
-def columns(board: dict) -> list[str]:
-    """The table's columns: "F1, release's" only where a system's results carry it."""
-    release = any("f1_release" in row for row in board["results"]["systems"].values())
-    return [column for column in COLUMNS if column != RELEASE_COLUMN or release]
-
-
 def table_rows(board: dict, kind: str = ALL, open_weights: str = ALL, video_input: str = ALL) -> list[list]:
-    """The board's table, best F1 first: a row per system that passes the filters (rank, rank interval, scores, how
-    it was run) and per baseline (no rank, always shown)."""
-    results, shown = board["results"], columns(board)
-    rows, rank = [], 0
+    """The board's table, best F1 first: a row per system that passes the filters (rank, rank interval, scores,
+    coverage, gain from the video, how it was run) and per baseline (no rank, always shown)."""
+    results, rows = board["results"], []
     for name, row in leaderboard_rows(results).items():
         metadata = board["metadata"].get(name)
-        cells = {"system": name, "blanks": row.get("num_blanks", results["dataset"]["num_blanks"]),
+        cells = {"system": name, "answered": row.get("num_blanks", results["dataset"]["num_blanks"]),
                  **{column: _score(row, keys) for column, keys in SCORES.items()},
-                 RELEASE_COLUMN: _score(row, ("f1_release",)),
                  **{f"{label} interval": "[{:.1f}, {:.1f}]".format(*row["confidence_intervals"][metric])
                     for label, metric in (("F1", "f1"), ("EM", "exact_match"))}}
         if metadata is None:
             cells["rank"] = "baseline"
         else:
-            rank += 1
-            low, high = board["rank_intervals"][name]
             filters = {"kind": kind, "open_weights": open_weights, "video_input": video_input}
             if any(value not in (ALL, metadata[field]) for field, value in filters.items()):
                 continue
-            parameters = metadata["parameters"]
+            (low, high), parameters, gain = row["rank_interval"], metadata["parameters"], row.get("video_gain")
             cells.update({
-                "rank": str(rank), "rank interval": str(low) if low == high else f"{low}-{high}",
+                "rank": str(row["rank"]), "rank interval": str(low) if low == high else f"{low}-{high}",
                 "verified": "✓ verified" if metadata["verified"] else "self-reported",
+                "answered": row["coverage"]["answered"],
+                "video gain": gain and round(gain["f1"]["gain"], 1),
+                "video gain interval": gain and "[{:+.1f}, {:+.1f}]".format(*gain["f1"]["gain_ci"]),
                 "parameters (B)": None if parameters is None else float(f"{parameters / 1e9:.3g}"),
                 "video input": _video_input(metadata),
                 "run with": ", task ".join(filter(None, (metadata["run_with"], metadata["task_version"]))),
                 **{column: metadata[column.replace(" ", "_")]
                    for column in ("kind", "open weights", "answer reading", "date", "link")},
             })
-        rows.append([cells.get(column) for column in shown])
+        rows.append([cells.get(column) for column in COLUMNS])
     return rows
-
-
-def sorted_rows(rows: list[list], shown: list[str], column: str) -> list[list]:
-    """The table's rows sorted by `column`: numbers highest first, texts in alphabetical order, empty cells last;
-    "rank" and "rank interval" keep the board's order (best F1 first), and ties keep it too."""
-    if column in ("rank", "rank interval") or column not in shown:
-        return rows
-    index, number = shown.index(column), column in NUMBERS
-    filled = sorted((row for row in rows if row[index] not in (None, "")),
-                    key=lambda row: -row[index] if number else str(row[index]).casefold())
-    return filled + [row for row in rows if row[index] in (None, "")]
 
 
 def paper_rows(split: str) -> list[list]:
@@ -138,26 +122,26 @@ def paper_rows(split: str) -> list[list]:
 
 
 def pairwise_html(board: dict, metric: str) -> str:
-    """The matrix of paired differences (row - column) on `metric`, each with its Holm-corrected p-value, bold where
-    that is below 0.05."""
-    names = [name for name in leaderboard_rows(board["results"]) if name in board["metadata"]]
-    cells = {}
-    for comparison, adjusted in zip(board["results"]["comparisons"], board["holm_p_values"]):
+    """The smallest difference these blanks can detect, and the matrix of paired differences (row - column) on `metric`,
+    each with its p-value and its Holm-corrected p-value (bold where that is below 0.05)."""
+    results, shown = board["results"], METRIC_NAMES[metric]
+    names, blanks, cells = list(results["systems"]), results["dataset"]["num_blanks"], {}
+    for comparison in results["comparisons"]:
         if comparison["metric"] == metric:
-            a, b = comparison["systems"]
-            cells[a, b] = (comparison["difference"], comparison["p_value"], adjusted)
-            cells[b, a] = (0.0 - comparison["difference"], comparison["p_value"], adjusted)  # never "-0.0"
-    lines = ["<table class='pairwise'><tr><th>row - column</th>"
-             + "".join(f"<th>{html.escape(name)}</th>" for name in names) + "</tr>"]
+            (a, b), adjusted = comparison["systems"], comparison["p_value_holm"]
+            on = f"; on {comparison['blanks']:,} blanks" * (comparison["blanks"] < blanks)
+            text = html.escape(f" (p {p_value_text(comparison['p_value'])}, Holm {p_value_text(adjusted)}{on})")
+            cells[a, b] = f"{comparison['difference']:+.1f}{text}", adjusted
+            cells[b, a] = f"{0.0 - comparison['difference']:+.1f}{text}", adjusted  # never "-0.0"
+    smallest = results["minimum_detectable_difference"][metric]
+    lines = [f"<p>Differences under {smallest:.1f} {shown} points cannot be told from luck on these "
+             f"{results['compared_blanks']:,} blanks (those every system answered).</p>"
+             if smallest is not None else "",
+             "<table class='pairwise'><tr><th>row - column</th>", *(f"<th>{html.escape(name)}</th>" for name in names),
+             "</tr>"]
     for row in names:
-        tds = []
-        for column in names:
-            if row == column:
-                tds.append("<td>–</td>")
-                continue
-            difference, p_value, adjusted = cells[row, column]
-            text = f"{difference:+.1f} (p {p_value:.2g}, Holm {adjusted:.2g})"
-            tds.append(f"<td><b>{text}</b></td>" if adjusted < 0.05 else f"<td>{text}</td>")
+        tds = ("<td>–</td>" if row == column else f"<td><b>{cells[row, column][0]}</b></td>"
+               if cells[row, column][1] < 0.05 else f"<td>{cells[row, column][0]}</td>" for column in names)
         lines.append(f"<tr><th>{html.escape(row)}</th>{''.join(tds)}</tr>")
     return "".join(lines) + "</table>"
 

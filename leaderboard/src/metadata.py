@@ -1,7 +1,5 @@
-"""What a submission says of its system (name, link, kind, size, video input, how it was run), each field checked the
-same way from the Submit tab, the command line and a stored metadata.json (`Refused` names the first bad one), and
-system names compared as a reader sees them: two names that look alike are one name.
-"""
+"""What a submission says of its system, each field checked the same way from the Submit tab, the command line and a
+stored metadata.json (`Refused` names the first bad one), and system names compared as a reader sees them."""
 
 import re
 import unicodedata
@@ -14,11 +12,25 @@ MAX_NAME_CHARS, MAX_TEXT_CHARS = 80, 200
 KINDS = ("fiber", "seq2seq", "causal", "video", "other")  # fiberbench predict's --model_type, or other
 VIDEO_INPUTS = ("frames", "fps", "features", "none")  # a number of frames per clip, frames per second, ...
 RUNS = ("fiberbench predict", "lmms-eval", "other")
-FORMATS = (".jsonl", ".json", ".csv")
+# The fields a submission gives (the Submit tab's label, what to give, the choices), `--FIELD` on the command line.
+FIELDS = {
+    "system": ("system name", f"At most {MAX_NAME_CHARS} characters, one script, unlike any name on the board.", None),
+    "link": ("link", "A link to the model, paper or code (https://...).", None),
+    "kind": ("kind", "What kind of system it is (default: other).", KINDS),
+    "parameters": ("parameters", "Its number of parameters, e.g. 7B or 220M.", None),
+    "open_weights": ("open weights", "Whether its weights are published.", ("yes", "no")),
+    "video_input": ("video input", "What it sees of a clip: frames (a number per clip), fps (frames per second), "
+                    "features (e.g. I3D) or none.", VIDEO_INPUTS),
+    "frames": ("frames per clip", "Frames per clip it reads (with fps: the most it reads).", None),
+    "fps": ("frames per second", "Frames per second it reads (with video input fps).", None),
+    "run_with": ("run with", "How its predictions were made (default: other).", RUNS),
+    "task_version": ("task version", "With run with lmms-eval: the FIBER task's version.", None),
+    "answer_reading": ("answer reading", "How the answer is read from its reply.", None),
+}
 # Letters (any script), digits, spaces and a few signs: no markup, no quotes, no $ (mathtext), no control characters.
-PLAIN_TEXT = re.compile(r"[\w .,:;+\-_()/#@%&=?!]*")
-LINK = re.compile(r"https://[A-Za-z0-9.\-]+(?:/[A-Za-z0-9._~/?#@!$&*+,;=%\-]*)?")
 SIGNS = ".,:;+-_()/#@%&=?!"
+PLAIN_TEXT = re.compile(rf"[\w {re.escape(SIGNS)}]*")
+LINK = re.compile(r"https://[A-Za-z0-9.\-]+(?:/[A-Za-z0-9._~/?#@!$&*+,;=%\-]*)?")
 # Letters a reader does not see (the Hangul fillers): `\w` takes them, so "T5" and "T5" + U+3164 would be two names.
 INVISIBLE = "\u115f\u1160\u3164\uffa0"
 # Unicode TR39's confusables that matter here, as a small table rather than a dependency: the Cyrillic, Greek and
@@ -30,6 +42,9 @@ LOOK_ALIKES = str.maketrans(
     "ABEKMHOPCTXYSIJQWYIaeopcyxsijhdqwlyABEZHIKMNOPTYXCoivpxcjyuaOSUounhg",
 )
 EAST_ASIAN = {"LATIN", "CJK", "HIRAGANA", "KATAKANA", "HANGUL", "BOPOMOFO"}
+# What the store adds to a submission's metadata: its files' names (no path), their sha256, the date.
+STORED = {"predictions": r"predictions\.(jsonl|json|csv)", "sha256": "[0-9a-f]{64}", "date": r"\d{4}-\d\d-\d\d"}
+CONTROL = {"control": r"control\.(jsonl|json|csv)", "control_sha256": "[0-9a-f]{64}"}  # with a blind control
 RESERVED = (*PAPER_TABLE_3, MOST_FREQUENT_ANSWER, HUMAN_AGREEMENT)  # the baselines' and the paper's rows
 
 
@@ -39,11 +54,7 @@ class Refused(ValueError):
 
 def name_key(name: str) -> str:
     """What a reader sees of a name: NFKC (fullwidth and styled letters as plain ones), look-alikes as the Latin letters
-    they imitate, case folded, white space as one space. Two names with one key are one name.
-
-    >>> name_key("\u0422\uff15 +  I3D") == name_key("t5 + i3d")  # a Cyrillic T and a fullwidth 5
-    True
-    """
+    they imitate, case folded, white space as one space. Two names with one key are one name."""
     return " ".join(unicodedata.normalize("NFKC", name).translate(LOOK_ALIKES).casefold().split())
 
 
@@ -52,8 +63,8 @@ BASELINE_KEYS = (name_key(MOST_FREQUENT_ANSWER), name_key(HUMAN_AGREEMENT))  # s
 
 
 def plain(value, field: str, limit: int = MAX_TEXT_CHARS, required: bool = False) -> str | None:
-    """A text field in NFKC form with its white space collapsed: letters, digits, spaces and `SIGNS`, starting with a
-    letter or a digit (a spreadsheet reads a cell starting with = + - @ as a formula), at most `limit` characters."""
+    """A text field in NFKC, white space collapsed: letters, digits, spaces and `SIGNS`, at most `limit` characters,
+    starting with a letter or a digit (a spreadsheet reads a cell starting with = + - @ as a formula)."""
     if value is not None and not isinstance(value, str):
         raise Refused(f"{field}: expected text, got {type(value).__name__}")
     text = " ".join(unicodedata.normalize("NFKC", value or "").split())
@@ -109,8 +120,8 @@ def _choice(value, field: str, choices: tuple, default: str | None = None) -> st
 
 
 def check_metadata(fields: dict, taken: set[str] = frozenset()) -> dict:
-    """A submission's metadata from what a person gave (texts, as the page and the command line give them, or a stored
-    metadata.json's values): each field checked, in the order shown."""
+    """A submission's metadata from what a person gave (the page's or the command line's texts, or a stored
+    metadata.json's values), each field checked in the order shown."""
     link = fields.get("link") or ""
     if link and not (isinstance(link, str) and len(link) <= MAX_TEXT_CHARS and LINK.fullmatch(link)):
         raise Refused(f"link: {str(link)[:60]!r} is not an https:// address of at most {MAX_TEXT_CHARS} characters")
@@ -139,13 +150,12 @@ def check_metadata(fields: dict, taken: set[str] = frozenset()) -> dict:
 
 
 def check_stored(metadata) -> dict:
-    """A stored metadata.json's fields checked again (the store may have been edited), with what the store adds: the
-    predictions file's name (a file of the submission's folder: no path), its sha256 and the date."""
+    """A stored metadata.json checked again (the store may have been edited), with what the store adds (`STORED`,
+    `CONTROL`): file names within the submission's folder (no path), their sha256, the date."""
     if not isinstance(metadata, dict):
         raise Refused(f"expected a JSON object, got {type(metadata).__name__}")
     checked = check_metadata(metadata)
-    for field, pattern in ("predictions", r"predictions\.(jsonl|json|csv)"), ("sha256", "[0-9a-f]{64}"), (
-            "date", r"\d{4}-\d\d-\d\d"):
+    for field, pattern in {**STORED, **(CONTROL if "control" in metadata else {})}.items():
         if not (isinstance(metadata.get(field), str) and re.fullmatch(pattern, metadata[field])):
             raise Refused(f"field {field!r}: {str(metadata.get(field))[:60]!r} is not {pattern}")
         checked[field] = metadata[field]

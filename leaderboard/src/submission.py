@@ -1,18 +1,9 @@
-"""A submission to the board: its file read within stated bounds and scored by `fiberbench evaluate`'s code on the
-server, in a process of its own, then stored in one commit.
+"""A submission: its files checked, read by `fiberbench evaluate`'s bounded reader and scored in a process of its own
+(`in_child`: what reading costs goes with it), then stored in one commit; a refusal is one line (`Refused`)."""
 
-Everything a person sends is checked before anything is stored, and a refusal is one line (`Refused`) naming the field,
-the file and the record (`metadata` says what the fields may be). Each bound of the file is checked before the cost of
-reading grows with it (`check_file`, one pass over the text); the file is read and scored in a child process
-(`in_child`), so what reading it costs, the metric's caches included, goes with that process, and a crash ends it
-alone. Two submissions at once are both kept (`commit`); a submitter may send a few a day (`DailyLimit`).
-"""
-
-import csv
 import datetime
 import hashlib
 import json
-import re
 import threading
 import uuid
 from collections import Counter
@@ -22,27 +13,23 @@ from itertools import chain
 from multiprocessing import get_context
 from pathlib import Path
 
-import numpy as np
-
 from fiberbench.errors import DataError, describe
-from fiberbench.metric.evaluate.predictions import Split, System, join, read_rows, recorded_reading
-from fiberbench.metric.evaluate.results import evaluate_systems, score_columns
+from fiberbench.metric.evaluate.predictions import (FORMATS, MAX_COLUMNS, MAX_DEPTH, MAX_LINE_CHARS, Split, System,
+                                                    join, read_rows, recorded_reading)
+from fiberbench.metric.evaluate.results import COMPARED, answered, evaluate_systems, score_columns
 
-from .metadata import FORMATS, Refused, check_metadata, check_name, name_key
+from .metadata import Refused, check_metadata, check_name, name_key
 
-METADATA_FILE, RESULTS_FILE = "metadata.json", "results.json"
-MAX_FILE_BYTES = 20 * 2**20  # an lmms-eval samples file of 1,000 blanks is a few MB
-MAX_LINE_CHARS, MAX_DEPTH, MAX_COLUMNS, MAX_ANSWER_CHARS = 2**16, 16, 32, 500
+METADATA_FILE, RESULTS_FILE, MAX_ATTEMPTS = "metadata.json", "results.json", 5
+MAX_FILE_BYTES, MAX_ANSWER_CHARS = 20 * 2**20, 500  # an lmms-eval samples file of 1,000 blanks is a few MB
 BOUNDS = (
     f"A predictions file of at most {MAX_FILE_BYTES // 2**20} MB ({', '.join(FORMATS)}; an lmms-eval samples file "
-    f"too) with one prediction for every blank of the split: lines of at most {MAX_LINE_CHARS:,} characters (JSON "
-    f"Lines, CSV), JSON nested at most {MAX_DEPTH} deep, at most {MAX_COLUMNS} CSV columns, answers (and candidates) "
-    f"of at most {MAX_ANSWER_CHARS} characters."
+    f"too) with one prediction for every blank of the split, read as `fiberbench evaluate` reads it: lines of at most "
+    f"{MAX_LINE_CHARS:,} characters, JSON nested at most {MAX_DEPTH} deep, at most {MAX_COLUMNS} CSV columns; answers "
+    f"(and candidates) of at most {MAX_ANSWER_CHARS} characters. Its blind control, optional, is a file of the same "
+    "kind: the same system run without the video (`fiberbench predict --video_input none`)."
 )
 FIBER_TASKS = ("fiber_test", "fiber_val")  # the lmms-eval task's names
-# A JSON string, or the rest of the text where one is never closed: each character is looked at once.
-_STRING = re.compile(r'"(?:[^"\\]|\\.?)*+(?:"|\Z)', re.DOTALL)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _CHILDREN = get_context("forkserver")
 _CHILDREN.set_forkserver_preload(["fiberbench.metric.evaluate.results"])
 
@@ -52,7 +39,7 @@ class HeadMoved(Exception):
 
 
 def in_child(function, *args):
-    """`function(*args)` in a new process, which ends with it; its user errors come back as they were raised."""
+    """`function(*args)` in a new process, which ends with it (and its memory); its errors come back as raised."""
     try:
         with ProcessPoolExecutor(1, mp_context=_CHILDREN) as pool:
             return pool.submit(function, *args).result()
@@ -60,35 +47,9 @@ def in_child(function, *args):
         raise DataError("the file could not be read: its reader ended abruptly") from None
 
 
-def check_file(path: Path, shown: str) -> None:
-    """`Refused` where the file is past a bound: its size, its format, a line's length, its JSON's depth, its CSV
-    columns."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise Refused(f"{shown}: {size / 2**20:.1f} MB, more than the {MAX_FILE_BYTES // 2**20} MB a submission may be")
-    suffix = path.suffix.lower()
-    if suffix not in FORMATS:
-        raise Refused(f"{shown}: a {suffix or 'file without a suffix'}; give {', '.join(FORMATS)}")
-    text = path.read_bytes().decode("utf-8-sig", errors="replace")
-    if suffix != ".json":
-        lengths = [len(line) for line in text.split("\n")]
-        if max(lengths) > MAX_LINE_CHARS:
-            number = next(index for index, length in enumerate(lengths, 1) if length > MAX_LINE_CHARS)
-            raise Refused(f"{shown}: line {number}: {lengths[number - 1]:,} characters, more than {MAX_LINE_CHARS:,}")
-    if suffix == ".csv":
-        header = next(csv.reader([text.split("\n", 1)[0]]), [])
-        if len(header) > MAX_COLUMNS:
-            raise Refused(f"{shown}: {len(header):,} columns in its header, more than {MAX_COLUMNS}")
-        return
-    brackets = np.frombuffer(_NOT_BRACKET.sub("", _STRING.sub("", text)).encode(), dtype=np.uint8)
-    depth = np.cumsum(np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)).max(initial=0)
-    if depth > MAX_DEPTH:
-        raise Refused(f"{shown}: JSON nested {depth:,} deep, more than {MAX_DEPTH}")
-
-
 def logged_task(rows: list) -> str | None:
-    """The FIBER lmms-eval task's version where every row is a logged sample that carries the task (name and version)
-    and the answer reader's settings, alike; None otherwise."""
+    """The FIBER lmms-eval task's version where every row is a logged sample carrying the same task (name, version)
+    and reader settings; None otherwise."""
     first = rows[0][1] if rows and isinstance(rows[0][1], dict) else {}
     task, reader = first.get("task"), first.get("reader")
     if not (isinstance(task, dict) and task.get("name") in FIBER_TASKS and isinstance(reader, dict)
@@ -98,11 +59,11 @@ def logged_task(rows: list) -> str | None:
     return str(task["version"]) if alike else None
 
 
-def score_file(split: Split, settings: dict, path: Path, name: str, shown: str, sha256: str | None = None):
-    """evaluate's results for the file alone (system `name`), its per-blank scores and the lmms-eval task version its
-    samples carry (or None); `Refused`, naming the file as `shown`, where it is past a bound, has changed since its
-    `sha256` was recorded or does not join the split."""
-    check_file(path, shown)
+def read_file(split: Split, path: Path, name: str, shown: str, sha256: str | None = None) -> tuple[System, list]:
+    """The file joined to the split as system `name`, and its rows; `Refused` (naming it `shown`) past a bound, where
+    it changed since its `sha256` was recorded or does not join the split."""
+    if (size := path.stat().st_size) > MAX_FILE_BYTES:
+        raise Refused(f"{shown}: {size / 2**20:.1f} MB, more than the {MAX_FILE_BYTES // 2**20} MB a submission may be")
     if sha256 is not None and hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
         raise Refused(f"{shown}: changed since it was scored (its sha256 is not the one metadata.json records)")
     try:
@@ -110,28 +71,35 @@ def score_file(split: Split, settings: dict, path: Path, name: str, shown: str, 
         system = System(name, shown, *join(path, rows, split), recorded_reading(path, rows))
     except DataError as error:  # it names the file by its path on the server; it may quote a long value: cut
         raise Refused(describe(error).replace(str(path), shown)) from None
-    answers = chain(system.predictions, *(system.candidates or []))
-    longest = max(map(len, answers), default=0)
+    longest = max(map(len, chain(system.predictions, *(system.candidates or []))), default=0)
     if longest > MAX_ANSWER_CHARS:
         raise Refused(f"{shown}: an answer of {longest:,} characters, more than {MAX_ANSWER_CHARS}")
-    results = evaluate_systems([system], split, settings, with_baselines=False)
-    return results, score_columns(system, split), logged_task(rows)
+    return system, rows
 
 
-def score_files(split: Split, settings: dict, files: list[tuple[Path, str, str]]) -> list:
-    """For each stored (predictions file, shown as, recorded sha256): evaluate's row for it and its per-blank scores,
-    or the line that says why it cannot be scored."""
+def score_file(split: Split, settings: dict, path: Path, name: str, shown: str, sha256: str | None = None,
+               control: tuple | None = None):
+    """evaluate's results for the file alone (with the release's F1 and, given its blind `control` (path, shown,
+    sha256), the gain from the video), its per-blank scores, the blanks it answered and its logged task version."""
+    system, rows = read_file(split, path, name, shown, sha256)
+    controls = None if control is None else {name: read_file(split, control[0], f"{name} without the video",
+                                                             *control[1:])[0]}
+    results = evaluate_systems([system], split, settings, False, controls, release_f1=True)
+    columns = score_columns(system, split)
+    return results, {metric: columns[metric] for metric in COMPARED}, answered(system, split), logged_task(rows)
+
+
+def score_files(split: Split, settings: dict, files: list[tuple]) -> list:
+    """For each stored (file, shown as, sha256, control or None): evaluate's row, per-blank scores and blanks
+    answered, or the line that says why it cannot be scored."""
     outcomes = []
-    for path, shown, sha256 in files:
+    for path, shown, sha256, control in files:
         try:
-            results, columns, _ = score_file(split, settings, path, shown, shown, sha256)
-            outcomes.append((results["systems"][shown], columns))
+            results, *scores, _ = score_file(split, settings, path, shown, shown, sha256, control)
+            outcomes.append((results["systems"][shown], *scores))
         except Refused as refusal:
             outcomes.append(describe(refusal))
     return outcomes
-
-
-MAX_ATTEMPTS = 5
 
 
 def _json_bytes(data) -> bytes:
@@ -143,24 +111,28 @@ def _taken(store, split: Split, head: str) -> set[str]:
 
 
 def prepare(split: Split, settings: dict, store, path: Path, fields: dict, shown: str, head: str,
-            taken: set[str] = frozenset()) -> tuple[dict, dict[str, bytes]]:
-    """One submission checked against the store at `head` (and the names `taken` besides) and scored: its metadata
-    and the files of its folder (`Refused` says why not). Logged samples of the FIBER lmms-eval task that carry its
-    version and settings are marked verified."""
+            taken: set[str] = frozenset(), control: tuple[Path, str] | None = None) -> tuple[dict, dict[str, bytes]]:
+    """One submission (and its blind `control`, (file, shown as)) checked against the store at `head` and the names
+    `taken`, and scored: its metadata and its folder's files. Logged samples of the FIBER task are marked verified."""
     metadata = check_metadata(fields, _taken(store, split, head) | taken)
-    results, _, task_version = in_child(score_file, split, settings, path, metadata["system"], shown)
+    results, *_, task_version = in_child(score_file, split, settings, path, metadata["system"], shown, None,
+                                         control and (*control, None))
     if task_version is not None:
         metadata = check_metadata({**metadata, "run_with": "lmms-eval", "task_version": task_version, "verified": True})
-    content = path.read_bytes()
-    predictions = f"predictions{path.suffix.lower()}"
     metadata.update(date=datetime.datetime.now(datetime.timezone.utc).date().isoformat(), dataset=split.dataset,
-                    file=shown, sha256=hashlib.sha256(content).hexdigest(), predictions=predictions)
-    return metadata, {predictions: content, RESULTS_FILE: _json_bytes(results), METADATA_FILE: _json_bytes(metadata)}
+                    file=shown)
+    files = {}
+    kept = [("predictions", path, "sha256"), *([("control", control[0], "control_sha256")] if control else [])]
+    for kind, file, digest in kept:
+        stored = f"{kind}{file.suffix.lower()}"
+        files[stored] = file.read_bytes()
+        metadata.update({kind: stored, digest: hashlib.sha256(files[stored]).hexdigest()})
+    return metadata, {**files, RESULTS_FILE: _json_bytes(results), METADATA_FILE: _json_bytes(metadata)}
 
 
 def commit(store, split: Split, metadata: dict, files: dict[str, bytes], head: str) -> str:
-    """Store a prepared submission on top of `head`; when the store moved past it, its name is checked again against
-    the new head and the commit made there (`MAX_ATTEMPTS` times at most). The store's new head."""
+    """Store a prepared submission on top of `head` or, where the store moved past it, on the new head after checking
+    its name again (`MAX_ATTEMPTS` times at most): the store's new head."""
     submission_id = f"{datetime.datetime.now(datetime.timezone.utc):%Y%m%dT%H%M%S.%fZ}-{uuid.uuid4().hex[:8]}"
     for _ in range(MAX_ATTEMPTS):
         try:
@@ -171,16 +143,16 @@ def commit(store, split: Split, metadata: dict, files: dict[str, bytes], head: s
     raise Refused(f"{store.describe()} kept changing during {MAX_ATTEMPTS} attempts: submit again")
 
 
-def submit(split: Split, settings: dict, store, path: Path, fields: dict, shown: str, parent: str | None = None) -> str:
-    """Check, score and store one submission (`fields`: what `check_metadata` takes); the store's new head. `parent`
-    is the revision the person saw (default: the head now)."""
+def submit(split: Split, settings: dict, store, path: Path, fields: dict, shown: str, parent: str | None = None,
+           control: tuple[Path, str] | None = None) -> str:
+    """Check, score and store one submission on top of `parent`, the revision the person saw (default: the head)."""
     head = store.head(split.name) if parent is None else parent
-    return commit(store, split, *prepare(split, settings, store, path, fields, shown, head), head)
+    return commit(store, split, *prepare(split, settings, store, path, fields, shown, head, control=control), head)
 
 
 class DailyLimit:
-    """At most `per_day` submissions a day (UTC) from each submitter, counted in this process: two files that differ in
-    one blank would otherwise tell that blank's answer, one query at a time."""
+    """At most `per_day` submissions a day (UTC) from each submitter: two files that differ in one blank would
+    otherwise tell that blank's answer."""
 
     def __init__(self, per_day: int):
         self.per_day, self.day, self.counts, self.lock = per_day, None, Counter(), threading.Lock()
