@@ -179,7 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:  # OneLineErrorParser's: exits as argparse does, naming the (sub)command refused
         parser.exit(error.exit_status, f"{getattr(error, 'prog', parser.prog)}: error: {describe(error)}\n")
     configure_logging()
-    return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
+    try:
+        return run_reporting_errors(lambda: args.run(args), prog=f"fiberbench {args.command}", debug=args.debug)
+    finally:
+        end_process_group()
+
+
+def end_process_group() -> None:
+    """Close the process group of a command run under `accelerate launch` (predict, extract-features) before the
+    interpreter exits: left to the interpreter's teardown, gloo's threads can abort a finished process."""
+    distributed = sys.modules.get("torch.distributed")  # never imported here: --help stays fast
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 MAX_DEFAULT_WORKERS = 8

@@ -13,7 +13,6 @@ import pytest
 
 from fiberbench.metric import METRIC_PATH, score_predictions
 from fiberbench.metric.fiber_metric import fiber_metric as metric_module
-from fiberbench.leaderboard.src import populate
 from fiberbench.metric.evaluate import report
 from fiberbench.metric.fiber_metric import agreement, scores, statistics
 
@@ -141,7 +140,7 @@ def test_unknown_config_is_refused():
         evaluate.load(str(METRIC_PATH), "table_2")
 
 
-@pytest.mark.parametrize("module", [metric_module, scores, statistics, agreement, report, populate],
+@pytest.mark.parametrize("module", [metric_module, scores, statistics, agreement, report],
                          ids=lambda module: module.__name__)
 def test_docstring_examples_run(module, monkeypatch):
     monkeypatch.chdir(REPO_ROOT)  # the examples load "metric/fiber_metric"
