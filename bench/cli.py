@@ -16,9 +16,11 @@ import quick
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="Runs per command; the best is kept.")
-    args = quick.parse_args(parser, repeats=1)
+    parser.add_argument("--commands", nargs="+", choices=list(COMMANDS), default=list(COMMANDS),
+                        help="The subcommands whose --help is timed (default: all).")
+    args = quick.parse_args(parser, repeats=1, commands=list(COMMANDS)[:2])
     commands = {"python -c pass": [sys.executable, "-c", "pass"]}
-    for words in [[], *([name] for name in COMMANDS)]:
+    for words in [[], *([name] for name in args.commands)]:
         commands[" ".join(["fiberbench", *words, "--help"])] = [sys.executable, "-m", "fiberbench.cli", *words,
                                                                  "--help"]
     print("| command | seconds | x python |\n|---|---|---|")
