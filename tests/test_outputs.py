@@ -15,7 +15,6 @@ from fiberbench.cli import main
 from fiberbench.errors import UsageError
 from fiberbench.outputs import (
     atomic_folder,
-    atomic_path,
     check_output,
     finish_output,
     output_lock,

@@ -13,7 +13,6 @@ import os
 import re
 from pathlib import Path
 
-import numpy as np
 from accelerate import Accelerator
 from accelerate.utils import gather_object
 from tqdm.auto import tqdm
