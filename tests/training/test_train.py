@@ -15,8 +15,10 @@ from fiberbench.cli import main as fiberbench
 from fiberbench.data import load_sample
 from fiberbench.metric import normalize_answer
 from fiberbench.outputs import FOLDER_RECORD
+from fiberbench.training.train import main as train
 
-from .conftest import RESUMABLE_RUN, SPACY, Payload, assert_same_run, error_line, kill_after_save, read_outputs
+from .conftest import (RESUMABLE_RUN, SPACY, TRAIN_SCRIPT, Payload, assert_same_run, error_line, kill_after_save,
+                       read_outputs)
 
 pytestmark = pytest.mark.slow
 
@@ -114,15 +116,17 @@ def test_a_run_killed_after_a_save_resumes_as_if_it_had_never_stopped(launch, un
     (None, None, ["--learning_rate", 0.01, "--seed", 7], "learning_rate: 0.01 here, 0.003 there; seed: 7 here, 42 there"),
 ], ids=["optimizer with code", "RNG state with code", "another pickle", "other settings"])
 def test_a_checkpoint_that_would_run_code_or_train_otherwise_is_refused_before_anything_loads(
-    launch, uninterrupted_resumable_run, tmp_path, file, write, arguments, message
+    uninterrupted_resumable_run, tmp_path, monkeypatch, capfd, file, write, arguments, message
 ):
     checkpoint = tmp_path / "copy" / "checkpoint-45"
     shutil.copytree(uninterrupted_resumable_run / "checkpoint-45", checkpoint)
     marker = tmp_path / "payload_ran"
     if file:
         write(checkpoint / file, Payload(marker))
-    result = launch([*RESUMABLE_RUN, *arguments, "--resume_from_checkpoint", checkpoint, "--output_dir",
-                     tmp_path / "resumed"], check=False)
-    line = error_line(result)
-    assert message in line and str(checkpoint) in line, line
+    monkeypatch.chdir(TRAIN_SCRIPT.parents[1])  # in-process: the refusal comes before anything is loaded
+    status = train([str(argument) for argument in [*RESUMABLE_RUN, *arguments, "--resume_from_checkpoint", checkpoint,
+                                                   "--output_dir", tmp_path / "resumed"]])
+    error = capfd.readouterr().err
+    (line,) = [line for line in error.splitlines() if line.startswith("train.py: error: ")]
+    assert status in (1, 2) and "Traceback" not in error and message in line and str(checkpoint) in line, error
     assert not marker.exists() and not (tmp_path / "resumed").exists()
