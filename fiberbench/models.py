@@ -16,7 +16,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 from transformers import AutoConfig
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import hub_problem, is_hub_id
+from fiberbench.hub import hub_problem, is_hub_id, local_or_hub
 
 
 def add_model_arguments(group, required: bool, remote_code_needed_by: str) -> None:
@@ -135,13 +135,6 @@ def model_commit(source: ModelSource) -> str | None:
         return None
     config_file = hf_hub_download(source.name_or_path, "config.json", revision=source.revision, **source.hub_options)
     return Path(config_file).parent.name  # the Hub cache keeps each revision's files in snapshots/<commit>/
-
-
-def local_or_hub(name: str | None) -> str | None:
-    """A local folder as its absolute path (the same however it was spelled), a Hub id as it is."""
-    if name is None or not Path(name).expanduser().exists():
-        return name
-    return str(Path(name).expanduser().resolve())
 
 
 def inference_dtype(device):

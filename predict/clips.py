@@ -9,7 +9,7 @@ from pathlib import Path
 from fiberbench.cli import add_output_arguments
 from fiberbench.data import load_fiber
 from fiberbench.errors import DataError
-from fiberbench.models import local_or_hub
+from fiberbench.hub import local_or_hub
 from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json
 from fiberbench.records import KEY_FIELDS, clip_id, clips_fingerprint
 from fiberbench.videos import find_clip_video

@@ -27,7 +27,8 @@ from fiberbench.cli import default_num_workers
 from fiberbench.data.loading import split_fingerprint
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
-from fiberbench.models import inference_dtype, load_config, local_or_hub, locate_model
+from fiberbench.hub import local_or_hub
+from fiberbench.models import inference_dtype, load_config, locate_model
 from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
                                 start_output, write_jsonl)
 from fiberbench.predict.answers import Answerer
