@@ -75,8 +75,8 @@ def test_a_killed_run_resumed_writes_the_uninterrupted_file(tiny_models, tmp_pat
         ".predictions.jsonl.lock", "predictions.jsonl", "predictions.metadata.json"]  # no temporary file
 
 
-@pytest.mark.parametrize("kind", ["seq2seq", "causal"])
-def test_two_processes_write_the_file_of_one(kind, tiny_models, tmp_path):
+def test_two_processes_write_the_file_of_one(tiny_models, tmp_path):
+    kind = "causal"  # the kind whose steps do the most (a chat template, replies read); the writer is every kind's
     one, two = tmp_path / "one" / "predictions.jsonl", tmp_path / "two" / "predictions.jsonl"
     flags = ["--per_device_eval_batch_size", 4, "--max_predict_samples", 22]
     assert predict(tiny_models[kind], one, *flags, *SPACY) == 0

@@ -42,7 +42,11 @@ TWO_PROCESS_REPO_ID = "fiber-org/fiber-t5-run"
 
 
 def train_command(args: list, launch_args: list = ()) -> list[str]:
-    """`accelerate launch --config_file training/accelerate.yaml [launch_args] training/train.py args`, as an argv."""
+    """`accelerate launch --config_file training/accelerate.yaml LAUNCH_ARGS training/train.py ARGS` as an argv; with
+    no launch arguments, one process: `python training/train.py ARGS` (the launcher's own process adds nothing to one
+    process on CPU; the README's main job runs through it)."""
+    if not launch_args:
+        return [sys.executable, str(TRAIN_SCRIPT), *map(str, args)]
     launch = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(ACCELERATE_CONFIG)]
     return [*launch, *map(str, launch_args), str(TRAIN_SCRIPT), *map(str, args)]
 
