@@ -27,6 +27,14 @@ def check_dataset_name(dataset_name: str) -> None:
         raise DataError(f"--dataset_name {dataset_name}: no such folder (and not a Hub dataset id)")
 
 
+def dataset_location(dataset_name: str | None) -> str | None:
+    """What a run's record says it read: a local dataset folder as its absolute path (the same however it was
+    spelled); a Hub id, or None (the bundled sample), as it is."""
+    if dataset_name is None or not Path(dataset_name).expanduser().exists():
+        return dataset_name
+    return str(Path(dataset_name).expanduser().resolve())
+
+
 def local_cache_dir(folder: Path) -> str:
     """A `datasets` cache of its own for the files of `folder` as they are now: `datasets` keys a local folder's cache
     by its name and config, so that a rebuilt folder, or another of the same name, would be read from the first's."""

@@ -69,13 +69,6 @@ def push_folder(
     return str(url)
 
 
-def local_or_hub(name: str | None) -> str | None:
-    """A local folder as its absolute path (the same however it was spelled), a Hub id as it is."""
-    if name is None or not Path(name).expanduser().exists():
-        return name
-    return str(Path(name).expanduser().resolve())
-
-
 def check_can_push(repo_id: str, token: str | None = None) -> str:
     """Check, without any request, that a push to `repo_id` can start (a valid id, a token); returns the token.
 

@@ -16,7 +16,7 @@ from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 from transformers import AutoConfig
 
 from fiberbench.errors import DataError, UsageError
-from fiberbench.hub import hub_problem, is_hub_id, local_or_hub
+from fiberbench.hub import hub_problem, is_hub_id
 
 
 def add_model_arguments(group, required: bool, remote_code_needed_by: str) -> None:
@@ -55,7 +55,8 @@ class ModelSource:
     def describe(self) -> dict:
         """Which model a run read, for its record: where (a folder as its absolute path), the revision, and the Hub
         commit or the local folder's files (re-saved weights are another model)."""
-        return {"name_or_path": local_or_hub(self.name_or_path), "revision": self.revision,
+        where = str(self.folder.resolve()) if self.folder else self.name_or_path  # a folder however it was spelled
+        return {"name_or_path": where, "revision": self.revision,
                 "commit": model_commit(self), "files": model_files(self.name_or_path)}
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fiberbench.cli import add_output_arguments
 from fiberbench.data import load_fiber
+from fiberbench.data.loading import dataset_location
 from fiberbench.errors import DataError
-from fiberbench.hub import local_or_hub
 from fiberbench.outputs import check_output, finish_output, output_lock, start_output, write_json
 from fiberbench.records import KEY_FIELDS, clip_id, clips_fingerprint
 from fiberbench.videos import find_clip_video
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     found = {clip_id(*key): find_clip_video(args.video_dir, *key) is not None for key in keys}
     present = [clip for clip, there in found.items() if there]
     missing = [clip for clip, there in found.items() if not there]
-    manifest = {"dataset": local_or_hub(args.dataset_name), "split": args.split, "clips": len(keys),
+    manifest = {"dataset": dataset_location(args.dataset_name), "split": args.split, "clips": len(keys),
                 "present": present, "missing": missing, "clips_fingerprint": clips_fingerprint(present)}
     with output_lock(args.output_file, "--output_file"):
         previous = check_output(args.output_file, command=COMMAND, flag="--output_file",

@@ -24,10 +24,9 @@ from tqdm.auto import tqdm
 
 from fiberbench import __version__
 from fiberbench.cli import default_num_workers
-from fiberbench.data.loading import split_fingerprint
+from fiberbench.data.loading import dataset_location, split_fingerprint
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
-from fiberbench.hub import local_or_hub
 from fiberbench.models import inference_dtype, load_config, locate_model
 from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
                                 start_output, write_jsonl)
@@ -58,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         if args.reread is not None:
             return reread(args)
         source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
-        config, model, dataset_name = load_config(source), source.describe(), local_or_hub(args.dataset_name)
+        config, model, dataset_name = load_config(source), source.describe(), dataset_location(args.dataset_name)
         kind = choose_kind(args, config)
         if kind in PROMPTED_KINDS and args.prompt is None:
             args = argparse.Namespace(**{**vars(args), "prompt": DEFAULT_PROMPT})
