@@ -15,6 +15,7 @@ import yaml
 import fiberbench.training
 from fiberbench.outputs import FOLDER_RECORD
 from fiberbench.training.arguments import SAMPLE_DEMO_CONFIG
+from fiberbench.training.train import main as train_main
 
 from ..processes import run_to_end
 from ..readme_walks import DOCS, MAIN_JOB, after_main_job, block_run, kept_runs
@@ -98,6 +99,17 @@ def error_line(result: subprocess.CompletedProcess) -> str:
     lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
     assert result.returncode != 0 and len(lines) == 1, result.stderr[-3000:]
     assert "Traceback" not in result.stderr.split(lines[0])[0], result.stderr[-3000:]
+    return lines[0]
+
+
+def refusal_in_process(args: list, monkeypatch, capfd) -> str:
+    """The one `train.py: error: ...` line of the training script run in this process on `args`, for a refusal that
+    comes before anything loads (no process to start), with no traceback."""
+    monkeypatch.chdir(TRAIN_SCRIPT.parents[1])
+    status = train_main([str(argument) for argument in args])
+    error = capfd.readouterr().err
+    lines = [line for line in error.splitlines() if line.startswith("train.py: error: ")]
+    assert status in (1, 2) and len(lines) == 1 and "Traceback" not in error, error
     return lines[0]
 
 
