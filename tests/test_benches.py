@@ -72,6 +72,7 @@ RATIO_COLUMNS = {
     "blank.py": ["vs 1 process"],
     "cli.py": ["x python"],
     "dataset_build.py": ["numpy format / np.load"],
+    "leaderboard.py": ["submit vs first 10"],
     "metric.py": ["speed vs (c)"],
     "replies.py": ["time vs baseline"],
     "scoring.py": ["evaluate / loop"],

@@ -2,20 +2,18 @@
 comparisons on a near-tie, the columns researchers filter by, and submissions refused in one line and stored nowhere."""
 
 import json
-import os
 import re
 import threading
-import time
 
-import numpy as np
 import pytest
-
-from fiberbench.cli import main
+from fiberbench.leaderboard.src import populate
 from fiberbench.leaderboard.src.display import COLUMNS, pairwise_html, table_rows
 from fiberbench.leaderboard.src.metadata import Refused, name_key
 from fiberbench.leaderboard.src.populate import Board, LocalStore
 from fiberbench.leaderboard.src.submission import DailyLimit, submit
 from fiberbench.metric.evaluate.predictions import load_split
+
+from fiberbench.cli import main
 from fiberbench.outputs import write_jsonl
 from fiberbench.records import KEY_FIELDS
 
@@ -247,31 +245,20 @@ def test_a_submitter_may_send_a_few_a_day():
         limit.take("a")
 
 
-def resident_mb() -> float:
-    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-@pytest.mark.slow
-def test_a_hundred_submissions_after_the_first_ten_cost_what_the_first_did(split, sample_splits, tmp_path):
-    """Each submission is scored once, in a child process, and only its own pairs compared: its time stays flat as the
-    board grows, and memory comes back after a refused one (the figures: pytest -s)."""
-    store, board, rng = LocalStore(tmp_path / "store"), Board(split, SETTINGS), np.random.default_rng(0)
-    timings = []
-    for number in range(110):
-        right = set(rng.choice(60, size=int(rng.integers(5, 55)), replace=False).tolist())
+def test_each_stored_file_is_scored_once_and_each_pair_compared_once(split, sample_splits, tmp_path, monkeypatch):
+    """However many submissions came before, a new one costs its own scoring and its pairs with the others: the board
+    scores only the files it has not scored, and compares only the pairs it has not compared (`python
+    bench/leaderboard.py` times 100 submissions in a row against the first 10)."""
+    scored, compared = [], []
+    in_child, compare = populate.in_child, Board.compare
+    monkeypatch.setattr(populate, "in_child", lambda function, split, settings, files: scored.append(len(files)) or
+                        in_child(function, split, settings, files))
+    monkeypatch.setattr(Board, "compare", lambda self, a, b: compared.append((a, b)) or compare(self, a, b))
+    store, board = LocalStore(tmp_path / "store"), Board(split, SETTINGS)
+    for number in range(5):
         path = tmp_path / f"system_{number}.jsonl"
-        write_jsonl(path, prediction_rows(sample_splits["test"], lambda index: index in right))
-        start = time.perf_counter()
+        write_jsonl(path, prediction_rows(sample_splits["test"], lambda index, number=number: index % 5 <= number))
         submit(split, SETTINGS, store, path, fields(f"system {number}"), path.name)
-        stored = time.perf_counter()
-        board.update(*store.read("test", ""))
-        timings.append((stored - start, time.perf_counter() - stored, resident_mb()))
-    before = resident_mb()
-    with pytest.raises(Refused):
-        submit(split, SETTINGS, store, path, fields("system 0"), path.name)
-    refused = resident_mb()
-    blocks = np.array([np.mean(timings[start:start + 10], axis=0) for start in range(0, 110, 10)])
-    print("\nmeans per 10 submissions (submit s, board update s, resident MB):", blocks.round(3).tolist(),
-          f"\na refused submission: resident {before:.1f} MB before, {refused:.1f} MB after")
-    assert blocks[-1][0] < 3 * blocks[0][0] and refused - before < 1
-    assert timings[-1][2] - timings[9][2] < 50  # the board's own figures for 100 more systems, not their files
+        results = board.update(*store.read("test", ""))["results"]
+        assert len(results["systems"]) == number + 1 and scored == [1] * (number + 1)
+        assert len(compared) == len(set(compared)) == number * (number + 1) // 2
