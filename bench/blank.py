@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--num_proc", type=int, nargs="+", default=[1, 2])
     installed = [name for name in PIPELINES if spacy.util.is_package(name)]
     parser.add_argument("--spacy_models", nargs="+", default=installed, help="Pipelines to time (default: installed).")
-    args = quick.parse_args(parser, clips=100, spacy_models=installed[:1])
+    args = quick.parse_args(parser, clips=100, num_proc=[1], spacy_models=installed[:1])
     print("| pipeline | processes | seconds | start-up (s) | clips/s | vs 1 process |\n|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:
         corpus = write_corpus(Path(folder) / "vatex.json", args.clips)

@@ -14,6 +14,9 @@ import pytest
 
 from .readme_walks import REPOSITORY, not_copied
 
+# One worker copies the checkout and builds the wheel (pyproject.toml's --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("package_build")
+
 SUBPACKAGES = [
     "fiberbench",
     "fiberbench.cli",

@@ -12,7 +12,8 @@ import pytest
 
 from .conftest import FLAGS
 
-pytestmark = pytest.mark.slow  # a Space process, Chromium and the local Hub: minutes
+# A Space process, Chromium and the local Hub: minutes. One worker starts the Space (pyproject.toml's --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("leaderboard_space")]
 
 # The Space runs in a process of its own: gradio is needed installed here, not imported (a second of CPU).
 if importlib.util.find_spec("gradio") is None:

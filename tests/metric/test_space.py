@@ -21,6 +21,9 @@ if importlib.util.find_spec("gradio") is None:
     pytest.skip("the Space needs the `test` extra's gradio", allow_module_level=True)
 from gradio_client import Client  # noqa: E402
 
+# One worker starts the Space (pyproject.toml's --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("metric_space")
+
 
 ROWS = [
     ["a mountain", "adirondacks | cliff | mountain"],
