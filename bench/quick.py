@@ -5,9 +5,8 @@ Scripts import it as `quick` (Python puts the script's folder, bench/, first on 
 
 import argparse
 import subprocess
+import sys
 import time
-
-import torch
 
 
 def parse_args(parser: argparse.ArgumentParser, **quick_defaults) -> argparse.Namespace:
@@ -29,7 +28,8 @@ def best_seconds(function, repeats: int = 1) -> float:
     for _ in range(repeats):
         start = time.perf_counter()
         function()
-        if torch.cuda.is_initialized():
+        torch = sys.modules.get("torch")  # only a script that imported torch can have started GPU work
+        if torch is not None and torch.cuda.is_initialized():
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return best

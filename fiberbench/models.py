@@ -1,9 +1,9 @@
 """A model named on the command line (`--model_name_or_path`): its flags, where it is, its config and fingerprints.
 
 `fiberbench predict`, `fiberbench extract-features` and training take a local folder or a Hub id, with `--revision`
-and `--trust_remote_code`. `locate_model` checks the name in seconds before anything slow is imported (a mistyped
-folder or an unreachable Hub is one line) and gives the `ModelSource` every `from_pretrained` of a run reads its
-options from; its `describe()` (a folder's files, a Hub model's commit) says which model a run read.
+and `--trust_remote_code`. `locate_model` checks the name in seconds, before any weights load (a mistyped folder or
+an unreachable Hub is one line), and gives the `ModelSource` every `from_pretrained` of a run reads its options from;
+its `describe()` (a folder's files, a Hub model's commit) says which model a run read.
 """
 
 import hashlib

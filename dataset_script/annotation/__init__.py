@@ -14,7 +14,6 @@ from pathlib import Path
 
 PAGE_PATH = Path(__file__).resolve().parent / "annotation.html"
 CLIPS_PER_TASK = 5  # as in the paper
-UNAVAILABLE_VIDEO = "unavailable video"  # what the page submits for a clip that does not play
 # `answer-{clip}-{rank}` holds an answer; `answer-input-{clip}` is what the release's page still had in a clip's
 # text box at submission, which the release counted as that clip's last answer.
 ANSWER_KEY = re.compile(r"answer-(\d+)-(\d+)")
