@@ -1,14 +1,21 @@
 """The Trainer's pushes at each save (`--hub_strategy every_save`): every pushed model loads with trust_remote_code,
-in a process without fiberbench, and answers as the checkpoint it was pushed from."""
+in a process without fiberbench, and answers as the checkpoint it was pushed from; the pushed card is the local one,
+with the run's test scores."""
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
+from huggingface_hub import ModelCard, hf_hub_download
+
+from fiberbench.data import SAMPLE_DIR
+from fiberbench.records import feature_file_name
 
 from ..training.conftest import run_train
 
 REPO_ID = "fiber-org/fiber-t5-every-save"
+NUM_EXAMPLES = 4
 
 # Runs in a fresh process that never imports fiberbench: each source loads through its remote code and
 # processor and fills the same blanks. Sources are "FOLDER" or "REPO_ID@REVISION[/SUBFOLDER]".
@@ -37,13 +44,18 @@ print(json.dumps(report))
 """
 
 
+def sample_blanks() -> list[dict]:
+    """The first test blanks of the bundled sample, with the path of each clip's I3D features."""
+    records = json.loads((SAMPLE_DIR / "test.json").read_text(encoding="utf-8"))[:NUM_EXAMPLES]
+    return [{"masked_caption": record["masked_caption"], "features": str(SAMPLE_DIR / "i3d" / feature_file_name(
+        record["video_id"], record["video_start_time"], record["video_end_time"]))} for record in records]
+
+
 @pytest.mark.slow
 def test_every_pushed_model_loads_without_fiberbench_and_answers_as_its_checkpoint(hub_server, run_client, tmp_path):
-    from test_model_round_trip import sample_blanks  # tests/hub is on sys.path (see conftest.py)
-
     output_dir = tmp_path / "run"
     saved = ["--max_steps", 8, "--save_strategy", "steps", "--save_steps", 4, "--save_total_limit", 2, "--do_eval",
-             "false", "--do_predict", "false"]
+             "false"]
     run_train([*saved, "--push_to_hub", "--hub_model_id", REPO_ID, "--hub_strategy", "every_save", "--output_dir",
                output_dir], offline=False)
     # A save's push is skipped while the one before is still going: step 4's or step 8's may be missing.
@@ -57,3 +69,11 @@ def test_every_pushed_model_loads_without_fiberbench_and_answers_as_its_checkpoi
     assert not report["imported_fiberbench"] and report[final] == report[str(output_dir / "model")]
     # The Trainer's push uploads the files of `output_dir` as they are when it runs: step 4's, or a later save's.
     assert report[first] in (report[str(saved).format(4)], report[str(saved).format(8)])
+    assert len(report[final]) == NUM_EXAMPLES
+
+    card_path = hf_hub_download(REPO_ID, "README.md")
+    assert Path(card_path).read_text(encoding="utf-8") == (output_dir / "model/README.md").read_text(encoding="utf-8")
+    card_scores = {result.metric_type: result.metric_value for result in ModelCard.load(card_path).data.eval_results}
+    test_results = json.loads((output_dir / "results.json").read_text(encoding="utf-8"))["test"]
+    assert {"exact_match", "f1"} <= set(card_scores)
+    assert all(value == pytest.approx(test_results[name]) for name, value in card_scores.items()), card_scores
