@@ -55,15 +55,15 @@ def fiberbench(env: dict, *args) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def pulled_space(hub, predictions_files, tmp_path_factory):
-    """The four systems added to the results repo one by one (the board rebuilt each time), the Space pushed after
-    the last, and pulled back."""
+    """The four systems added to the results repo: three in one call, then the fourth to that board with the Space
+    pushed; the Space pulled back."""
     local_hub, env = hub
     built = tmp_path_factory.mktemp("built") / "space"
-    for name, path in predictions_files.items():
-        push = ["--push_to_hub", SPACE_REPO] if name == list(predictions_files)[-1] else []
-        fiberbench(env, "leaderboard", "--results_repo", RESULTS_REPO, "--add", path, "--name", name, "--kind", "video",
-                   "--link", "https://example.org/fiber", "--video_input", "frames", "--frames", "8", *METADATA[name],
-                   "--output_dir", built, "--submissions_per_day", "100", *FLAGS, *push)
+    systems = [[*("--add", path, "--name", name, "--kind", "video", "--link", "https://example.org/fiber"),
+                *("--video_input", "frames", "--frames", "8"), *METADATA[name]] for name, path in predictions_files.items()]
+    for added, push in ((systems[:-1], []), (systems[-1:], ["--push_to_hub", SPACE_REPO])):
+        fiberbench(env, "leaderboard", "--results_repo", RESULTS_REPO, *sum(added, []), "--output_dir", built,
+                   "--submissions_per_day", "100", *FLAGS, *push)
     pulled = Path(snapshot_download(SPACE_REPO, repo_type="space", endpoint=local_hub.url, token=env["HF_TOKEN"],
                                     local_dir=tmp_path_factory.mktemp("pulled") / "space"))
     pushed = sorted(path.relative_to(pulled).as_posix() for path in pulled.rglob("*")
