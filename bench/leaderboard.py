@@ -23,8 +23,7 @@ from fiberbench.outputs import write_jsonl
 from fiberbench.records import KEY_FIELDS
 
 SETTINGS = {"confidence_level": 0.95, "num_bootstrap": 1000, "seed": 0}
-FIELDS = {"link": "https://example.org/system", "kind": "video", "video_input": "frames", "frames": "8",
-          "answer_reading": "the reply as it is"}
+FIELDS = {"link": "https://example.org", "kind": "video", "video_input": "frames", "frames": "8", "answer_reading": "as is"}
 
 
 def resident_mb() -> float:

@@ -239,7 +239,8 @@ def build_model(model_args, data_args, splits, fusion: str, options: dict, base:
                 "trained on, or start from a T5 or text-only checkpoint")
         model = FiberT5ForConditionalGeneration.from_pretrained(name, fusion=fusion, **features, **options)
         tokenizer = AutoTokenizer.from_pretrained(name, **options)
-    model.generation_config.num_beams = model_args.num_beams or model.generation_config.num_beams
+    beams = model_args.num_beams or model.generation_config.num_beams  # early stopping is beam search's alone
+    model.generation_config.update(num_beams=beams, early_stopping=beams > 1 and model.generation_config.early_stopping)
     return model, FiberProcessor(tokenizer, single_feature=model_args.single_feature)
 
 
