@@ -56,6 +56,7 @@ def main() -> None:
         before = resident_mb()
         with contextlib.suppress(Refused):  # its name is taken
             submit(split, SETTINGS, store, path, {**FIELDS, "system": "system 0"}, path.name)
+            raise SystemExit("a submission under a name taken was not refused")
         print(f"\nA refused submission: resident {before:.1f} MB before, {resident_mb():.1f} after.")
 
 

@@ -6,14 +6,14 @@ import re
 import threading
 
 import pytest
+
+from fiberbench.cli import main
 from fiberbench.leaderboard.src import populate
 from fiberbench.leaderboard.src.display import COLUMNS, pairwise_html, table_rows
 from fiberbench.leaderboard.src.metadata import Refused, name_key
 from fiberbench.leaderboard.src.populate import Board, LocalStore
 from fiberbench.leaderboard.src.submission import DailyLimit, submit
 from fiberbench.metric.evaluate.predictions import load_split
-
-from fiberbench.cli import main
 from fiberbench.outputs import write_jsonl
 from fiberbench.records import KEY_FIELDS
 
