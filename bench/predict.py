@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 
 from fiberbench.data import SAMPLE_DIR
-from fiberbench.models import load_config, locate_model
+from fiberbench.model_config import load_config
+from fiberbench.models import locate_model
 from fiberbench.predict.arguments import parser_of
 from fiberbench.predict.predictors import PROMPTED_KINDS, choose_kind, make_predictor
 from fiberbench.predict.prompts import DEFAULT_PROMPT

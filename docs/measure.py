@@ -4,13 +4,9 @@
     python docs/measure.py --only suite,fast_tests        # `pytest -n 2`, `pytest -n 2 -m "not slow"`
     python docs/measure.py --only video_tests --video_python .venv-video/bin/python   # `pytest -n 2 -m video`
 
-Each figure sits in the Markdown between `<!-- measured: NAME -->` and `<!-- /measured -->` (in README.md and the
-pages of docs/, wherever it is quoted): a part replaces what stands there with the new figure and the conditions it
-was measured in (the machine's CPU cores, its load average when the command started and ended, the date), so
-that no figure is older than its text claims. The main job and the picture run in a fresh copy of the committed
-tree (`git archive HEAD`, as a clone has it) with an empty Hugging Face cache, offline; the picture is drawn by
-running the block of docs/score-your-own-system.md that makes it, after that main job. The test suites run from
-the repository root, as the README's commands do. A part whose command fails writes nothing.
+Each figure sits in the Markdown between `<!-- measured: NAME -->` and `<!-- /measured -->`: a part replaces it with
+the new figure and the conditions it was measured in (CPU cores, load average at the start and the end, the date); a
+part whose command fails writes nothing. docs/benchmarks.md says how each part runs.
 """
 
 import argparse

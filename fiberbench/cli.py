@@ -5,10 +5,11 @@ import importlib
 import logging
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 from . import __version__
-from .errors import UsageError, describe, run_reporting_errors
+from .errors import UsageError, alike_on_every_process, describe, run_reporting_errors
 
 # Subcommand -> (module, one-line help). Each module has `add_arguments(parser)` and `run(args)`; only the one named
 # is imported (`build_parser`), so that `fiberbench --help` loads no command's libraries (bench/cli.py measures it).
@@ -27,16 +28,16 @@ COMMANDS = {
     "lmms-eval-task": ("fiberbench.lmms_eval_tasks.command", "The folder of FIBER's lmms-eval task."),
     "push-metric": ("fiberbench.metric.push", "Push the fiber_metric module to the Hub as a Space."),
 }
+# A command whose flags are in a light module (no torch): its `add_arguments(parser)`, and its `check(args)`, run before
+# the command's module is imported, so that a mistyped folder or an unreachable Hub is one line in a second.
+FLAGS_MODULES = {"predict": "fiberbench.predict.arguments"}
 
 
 class OneLineErrorParser(argparse.ArgumentParser):
-    """The ArgumentParser of every command line (`fiberbench` and its subcommands, `training/train.py`): its errors (a
-    bad flag value, a missing or unknown argument) are `UsageError`s, reported like every user error in one line with
-    exit status 2, pointing at --help.
-
-    Raising rather than exiting lets a caller say where the arguments came from (train.py prefixes a
-    YAML config file's name). The error's `prog` is the parser that refused them ("fiberbench evaluate"),
-    which `main` names.
+    """The ArgumentParser of every command line (`fiberbench` and its subcommands, `training/train.py`): a bad flag
+    value, a missing or unknown argument is a `UsageError`, one line with exit status 2 pointing at --help. It raises
+    rather than exits, so that a caller can say where the arguments came from (train.py names a YAML config file);
+    the error's `prog` is the parser that refused them ("fiberbench evaluate"), which `main` names.
     """
 
     def error(self, message: str):
@@ -45,14 +46,9 @@ class OneLineErrorParser(argparse.ArgumentParser):
         raise error
 
 
-def add_output_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    output_help: str,
-    overwrite_help: str,
-    folder: bool = False,
-    required: bool = True,
-    default: Path | None = None,
-) -> None:
+def add_output_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup, output_help: str,
+                         overwrite_help: str, folder: bool = False, required: bool = True,
+                         default: Path | None = None) -> None:
     """Declare a command's output flags, as the transformers example scripts name them: `--output_file` and
     `--overwrite_output_file`, or with `folder`, `--output_dir` and `--overwrite_output_dir`.
 
@@ -64,18 +60,12 @@ def add_output_arguments(
     parser.add_argument(f"--overwrite_{name}", action="store_true", help=overwrite_help)
 
 
-def add_video_dir_argument(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, use: str, required: bool = False
-) -> None:
+def add_video_dir_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup, use: str,
+                           required: bool = False) -> None:
     """Declare `--video_dir`, the folder of clip videos that `fiberbench.videos.find_clip_video` reads; its help says
     what the command reads them for (`use`), then the file names looked for."""
-    parser.add_argument(
-        "--video_dir",
-        type=Path,
-        required=required,
-        default=None,
-        help=f"{use}: VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4 (or .mkv, .webm).",
-    )
+    parser.add_argument("--video_dir", type=Path, required=required, default=None,
+                        help=f"{use}: VIDEO_ID_START_END.mp4 (clip ids) or whole VIDEO_ID.mp4 (or .mkv, .webm).")
 
 
 def positive_int(text: str) -> int:
@@ -125,21 +115,26 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
         description="FIBER, the video fill-in-the-blanks benchmark: data, scoring and tools.",
     )
     parser.add_argument("--version", action="version", version=f"fiberbench {__version__}")
-    parser.add_argument(
-        "--debug",
-        action="store_true",
-        help="Show the traceback of a user error (also: FIBERBENCH_DEBUG=1); by default it is one line.",
-    )
-    subparsers = parser.add_subparsers(
-        dest="command", required=True, metavar="COMMAND", parser_class=OneLineErrorParser
-    )
+    parser.add_argument("--debug", action="store_true", help="Show the traceback of a user error (also: "
+                        "FIBERBENCH_DEBUG=1); by default it is one line.")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                       parser_class=OneLineErrorParser)
     for name, (module_name, help_text) in COMMANDS.items():
         subparser = subparsers.add_parser(name, help=help_text, description=help_text)
         if name in argv:
-            module = importlib.import_module(module_name)
-            module.add_arguments(subparser)
-            subparser.set_defaults(run=module.run)
+            flags = importlib.import_module(FLAGS_MODULES.get(name, module_name))
+            flags.add_arguments(subparser)
+            check = flags.check if name in FLAGS_MODULES else None
+            subparser.set_defaults(run=partial(run_command, module_name, check))
     return parser
+
+
+def run_command(module_name: str, check, args: argparse.Namespace) -> int | None:
+    """A command's light `check` (alike on every process of a launch: a refusal is said once), then its `run`."""
+    if check is not None:
+        with alike_on_every_process():
+            check(args)
+    return importlib.import_module(module_name).run(args)
 
 
 class StderrHandler(logging.StreamHandler):

@@ -3,17 +3,15 @@
 `fiberbench predict`, `fiberbench extract-features` and training take a local folder or a Hub id, with `--revision`
 and `--trust_remote_code`. `locate_model` checks the name in seconds, before any weights load (a mistyped folder or
 an unreachable Hub is one line), and gives the `ModelSource` every `from_pretrained` of a run reads its options from;
-its `describe()` (a folder's files, a Hub model's commit) says which model a run read.
+its `describe()` (a folder's files, a Hub model's commit) says which model a run read. It loads neither torch nor
+transformers (`fiberbench.model_config` reads the config), so that `predict` checks the name before they load.
 """
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
-from transformers import AutoConfig
 
 from fiberbench.errors import DataError, UsageError
 from fiberbench.hub import hub_problem, is_hub_id
@@ -96,26 +94,6 @@ def check_model_name(name: str, *, flag: str) -> None:
         raise DataError(f"{flag} {name}: no such folder (and not a Hub model id)")
 
 
-def load_config(source: ModelSource):
-    """The model's config: a local folder's (a `DataError` names a broken config.json), else the Hub's. Models of
-    this project's own types are read once their package has registered them (`import fiberbench.modeling`)."""
-    if source.folder is None:
-        try:
-            return AutoConfig.from_pretrained(source.name_or_path, **source.loading())
-        except (OSError, ValueError) as error:
-            raise UsageError(f"--model_name_or_path {source.name_or_path}: its config cannot be loaded ({error})") from error
-    config_file = source.folder / "config.json"
-    if not config_file.is_file():
-        raise DataError(f"--model_name_or_path {source.name_or_path}: no config.json in it: not a saved model")
-    try:
-        json.loads(config_file.read_text(encoding="utf-8"))
-        return AutoConfig.from_pretrained(source.folder, trust_remote_code=source.trust_remote_code)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DataError(f"{config_file}: not valid JSON ({error})") from error
-    except (OSError, ValueError) as error:
-        raise DataError(f"{config_file}: not a config transformers can read ({error})") from error
-
-
 def model_files(name_or_path: str) -> dict[str, str] | None:
     """A local model folder's files (hidden ones left out) -> size and sha256; None for a Hub id."""
     folder = Path(name_or_path).expanduser()
@@ -136,8 +114,3 @@ def model_commit(source: ModelSource) -> str | None:
         return None
     config_file = hf_hub_download(source.name_or_path, "config.json", revision=source.revision, **source.hub_options)
     return Path(config_file).parent.name  # the Hub cache keeps each revision's files in snapshots/<commit>/
-
-
-def inference_dtype(device):
-    """The dtype a model runs in on `device`: bfloat16 on a GPU that supports it, else float32."""
-    return torch.bfloat16 if device.type == "cuda" and torch.cuda.is_bf16_supported() else torch.float32

@@ -1,29 +1,16 @@
 """The locked environments: write each lock from pyproject.toml, check an installed environment against its lock, refresh.
 
-Every environment the project documents is installed through a lock file in this folder, so that a user on a
-fresh machine gets the versions CI tested and not whatever was released overnight (filelock 4.3 broke lmms-eval
-0.7.3 that way; README, "Install"):
+Every documented environment installs through a lock here, so that a fresh machine gets the versions CI tested
+(docs/index.md): `main.txt` (the `test` extra beside the CPU torch), `lower.txt` (every dependency at its declared lower
+bound, torch excepted) and `video.txt` (the `test`, `video` and `lmms-eval` extras beside the torch/torchvision pair
+that loads here). uv resolves them for every supported Python and platform (`uv pip compile --universal`); pip
+installs through them as constraints (`pip install -c locks/main.txt ...`), which add nothing that was not asked for.
 
-- `main.txt`: the package with its `test` extra beside the CPU torch: the README's install, CI's first environment;
-- `lower.txt`: the same with every dependency of pyproject.toml at the lower bound it declares (torch excepted:
-  the CPU build at hand is 2.13), CI's second environment, which proves the bounds;
-- `video.txt`: the `test`, `video` and `lmms-eval` extras beside the torch/torchvision pair that loads here
-  (README, "Evaluate a video LLM"), CI's third environment.
-
-uv resolves them (`uv pip compile --universal`): one file for every Python the package supports and every
-platform, forked by markers where a release differs (numpy 2.2 on Python 3.10, say), in seconds, where pip-tools
-resolves for the running interpreter alone and takes minutes here. pip installs through them as constraints
-(`pip install -c locks/main.txt ...`): they pin whatever is installed and add nothing that was not asked for,
-so the lock's CUDA libraries of torch's PyPI build stay out of an environment with the CPU build.
-
-    python locks/lock.py compile [ENV ...]   bring the locks in line with pyproject.toml after it changed (needs uv):
-                                             uv keeps every version already locked that the new ranges allow
+    python locks/lock.py compile [ENV ...]   bring the locks in line with pyproject.toml (needs uv)
     python locks/lock.py verify ENV          exit 1, naming each package, if this environment differs from ENV's lock
-    python locks/lock.py refresh [--write]   resolve every lock afresh in a temporary folder and say what moved;
-                                             --write then replaces the committed locks
+    python locks/lock.py refresh [--write]   resolve every lock afresh and say what moved; --write replaces them
 
-`refresh` is how the locks move: on purpose, never in CI, and then through CI (`.ci/run` installs every
-environment fresh from the new locks and runs its tests).
+`refresh` is how the locks move: on purpose, never in CI, and then through CI (`.ci/run` installs from the new locks).
 """
 
 import argparse

@@ -1,17 +1,19 @@
-"""`fiberbench predict`'s flags (`add_arguments`), and their checks that need neither the model nor the data."""
+"""`fiberbench predict`'s flags (`add_arguments`), and the checks that need neither torch nor the data (`check`): the
+CLI runs them before the command's module loads torch and transformers, so that a mistyped folder or an unreachable
+Hub is one line in a second, and `fiberbench predict --help` is quick."""
 
 import argparse
 import os
 from pathlib import Path
 
-import torch
-
 from fiberbench.cli import add_video_dir_argument, non_negative_int, positive_float, positive_int
 from fiberbench.errors import DataError, UsageError
-from fiberbench.models import add_model_arguments
-from fiberbench.predict.predictors import DEFAULT_NUM_FRAMES, KINDS
+from fiberbench.models import add_model_arguments, locate_model
 from fiberbench.predict.prompts import DEFAULT_PROMPT, check_template
 
+# The kinds of model, read from the config (`fiberbench.predict.predictors.KINDS`: each one's class) or --model_type.
+MODEL_TYPES = ("fiber", "video", "seq2seq", "causal")
+DEFAULT_NUM_FRAMES = 8  # when neither the flags nor the video processor choose them
 # --device_map's ways to spread a model (Accelerate's); any other value names one device.
 DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
 # The flags of the video's frames, which a blind run (--video_input none) does not read.
@@ -33,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     model = parser.add_argument_group("model")
     add_model_arguments(model, required=False, remote_code_needed_by="FIBER")
-    model.add_argument("--model_type", choices=list(KINDS), help="Override the kind read from the config.")
+    model.add_argument("--model_type", choices=MODEL_TYPES, help="Override the kind read from the config.")
     model.add_argument("--device_map", help="Spread the model over this machine's GPUs (auto, balanced, sequential) in "
                        "one process, for a model too big for one GPU (for speed on many GPUs: accelerate launch).")
     data = parser.add_argument_group("data")
@@ -98,9 +100,10 @@ def jsonl_file(text: str) -> Path:
     return Path(text)
 
 
-def check_flags(args: argparse.Namespace) -> None:
-    """The flags their parsing cannot judge alone: one missing, two that exclude each other, a device or folder this
-    machine does not have (a `UsageError` or `DataError` naming the flag)."""
+def check(args: argparse.Namespace) -> None:
+    """The flags their parsing cannot judge alone (one missing, two that exclude each other, a folder this machine
+    does not have, a file to --reread that is not there), then the model's folder or Hub id (`locate_model`): a
+    `UsageError` or `DataError` naming the flag."""
     if args.reread is not None:
         defaults = vars(parser_of().parse_args([]))
         given = [name for name, value in vars(args).items() if name in defaults and name not in REREAD_FLAGS
@@ -108,6 +111,8 @@ def check_flags(args: argparse.Namespace) -> None:
         if given:
             raise UsageError(f"--{given[0]} does not apply to --reread, which reads the replies kept in {args.reread} "
                              "again with the model, data and prompt recorded in its metadata")
+        if not args.reread.is_file():
+            raise DataError(f"--reread {args.reread}: no such file")
         return
     if args.model_name_or_path is None:
         raise UsageError("--model_name_or_path is required (or --reread, to read a predictions file's replies again)")
@@ -124,12 +129,7 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UsageError("--device_map spreads one model over the GPUs in one process; under accelerate launch each "
                          "process holds a copy of the model: use one or the other")
-    if args.device_map not in (None, *DEVICE_MAP_STRATEGIES):
-        try:  # a device this torch cannot use (a GPU of a CPU-only build, one past the last) fails here, not later
-            torch.empty(0, device=torch.device(args.device_map))
-        except (RuntimeError, ValueError, AssertionError) as error:  # torch says "not compiled with CUDA" by assert
-            raise UsageError(f"--device_map {args.device_map}: neither a way to spread the model ("
-                             f"{', '.join(DEVICE_MAP_STRATEGIES)}) nor a device this torch can use ({error})") from None
+    locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
 
 
 def parser_of() -> argparse.ArgumentParser:

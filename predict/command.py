@@ -27,11 +27,12 @@ from fiberbench.cli import default_num_workers
 from fiberbench.data.loading import dataset_location, split_fingerprint
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
-from fiberbench.models import inference_dtype, load_config, locate_model
+from fiberbench.model_config import inference_dtype, load_config
+from fiberbench.models import locate_model
 from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
                                 start_output, write_jsonl)
 from fiberbench.predict.answers import Answerer
-from fiberbench.predict.arguments import add_arguments, check_flags  # noqa: F401 - add_arguments: the CLI's
+from fiberbench.predict.arguments import DEVICE_MAP_STRATEGIES
 from fiberbench.predict.clips import clip_keys, load_split
 from fiberbench.predict.predictors import KINDS, PROMPTED_KINDS, choose_kind, make_predictor
 from fiberbench.predict.prompts import DEFAULT_PROMPT
@@ -50,10 +51,10 @@ READ_SETTINGS = (("model", "kind", (str,)), ("dataset", "name", (str, type(None)
 
 
 def run(args: argparse.Namespace) -> int:
-    """`fiberbench predict` with the parsed command line `args`."""
+    """`fiberbench predict` with the parsed command line `args`, which `fiberbench.predict.arguments.check` passed."""
     state = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     with alike_on_every_process():  # every process makes these checks alike: a refusal is said once
-        check_flags(args)
+        check_device(args)
         if args.reread is not None:
             return reread(args)
         source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
@@ -98,6 +99,17 @@ def run(args: argparse.Namespace) -> int:
         if state.is_main_process:
             finish(args.output_file, record, keys)
     return 0
+
+
+def check_device(args) -> None:
+    """--device_map naming a device this torch cannot use (a GPU of a CPU-only build, one past the last): refused here,
+    before anything loads."""
+    if args.device_map not in (None, *DEVICE_MAP_STRATEGIES):
+        try:
+            torch.empty(0, device=torch.device(args.device_map))
+        except (RuntimeError, ValueError, AssertionError) as error:  # torch says "not compiled with CUDA" by assert
+            raise UsageError(f"--device_map {args.device_map}: neither a way to spread the model ("
+                             f"{', '.join(DEVICE_MAP_STRATEGIES)}) nor a device this torch can use ({error})") from None
 
 
 def find_videos(args, predictor, split, keys) -> list:
@@ -289,8 +301,6 @@ def reread(args) -> int:
     model: the rows and metadata `fiberbench predict` writes with those settings. The masked captions come from the
     dataset split the metadata names, which must hold the same clips and captions (its fingerprint)."""
     source, metadata = args.reread, record_path(args.reread, folder=False)
-    if not source.is_file():
-        raise DataError(f"--reread {source}: no such file")
     record = read_record(source, folder=False)
     if record is None or record["written_by"] != COMMAND or record.get("state") != COMPLETE:
         raise DataError(f"--reread {source}: no {metadata.name} beside it: not a finished fiberbench predict output")

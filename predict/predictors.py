@@ -18,6 +18,7 @@ from fiberbench.errors import DataError, FiberbenchError, UsageError
 from fiberbench.modeling import FiberProcessor, FiberT5Config, FiberT5ForConditionalGeneration
 from fiberbench.modeling.decoding import PAPER_DECODING, PAPER_NUM_BEAMS, ZERO_SHOT_NUM_BEAMS, generate_candidates
 from fiberbench.modeling.modeling_fiber_t5 import weights_mismatch
+from fiberbench.predict.arguments import DEFAULT_NUM_FRAMES
 from fiberbench.videos import FrameSampling, choose_sampling, sample_frames
 
 # Kind (--model_type) -> how messages name it, the class and mapping that load it; in the order a config is matched (a
@@ -31,7 +32,6 @@ KINDS = {
 PROMPTED_KINDS = ("video", "causal")
 # The length T5 was trained on (Raffel et al., 2020, §3.1.2): --max_new_tokens at most, where no positions are stated.
 T5_TRAINED_LENGTH = 512
-DEFAULT_NUM_FRAMES = 8  # when neither the flags nor the video processor choose them
 SAMPLING_DEFAULTS = ("do_sample_frames", "fps", "num_frames", "min_frames", "max_frames")
 
 

@@ -10,8 +10,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Top-level folder -> its installed package.
 PACKAGES = {

@@ -21,7 +21,8 @@ import fiberbench
 from fiberbench.cli import add_output_arguments, add_video_dir_argument, default_num_workers, non_negative_int
 from fiberbench.cli import positive_float, positive_int
 from fiberbench.errors import DataError, UsageError, alike_on_every_process
-from fiberbench.models import add_model_arguments, inference_dtype, load_config, locate_model
+from fiberbench.model_config import inference_dtype, load_config
+from fiberbench.models import add_model_arguments, locate_model
 from fiberbench.outputs import check_output, finish_output, output_lock, record_path, start_output, write_json
 from fiberbench.records import KEY_FIELDS, VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
 from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, choose_sampling

@@ -3,7 +3,6 @@ the comparisons) and by_category.png (matplotlib, the `plots` extra, imported wh
 
 import hashlib
 import logging
-import math
 import re
 import unicodedata
 from pathlib import Path

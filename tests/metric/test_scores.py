@@ -5,7 +5,7 @@ import random
 import string
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from fiberbench.metric import (annotators_from_example, average_precision, correct_at_k, distinct_candidates, exact_match,

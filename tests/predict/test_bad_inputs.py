@@ -5,8 +5,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -17,6 +15,7 @@ from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGene
 from fiberbench.records import clip_id
 
 from ..built_once import built_once
+from ..processes import modules_loaded
 from .conftest import DATA, KEYS, SPACY, USAGE, predict, write_video, write_video_claiming, write_zero_duration_video
 
 
@@ -246,11 +245,12 @@ def test_overwrite_replaces_an_output_of_other_settings(finished_run, tmp_path):
                                          ({"HF_ENDPOINT": "http://127.0.0.1:9"}, "http://127.0.0.1:9 cannot")],
                          ids=["offline", "unreachable"])
 def test_a_model_id_that_cannot_be_loaded_is_one_line(tmp_path, hub, reason):
-    """Set before the libraries start, as users do: no retries, no warnings before the line."""
-    command = [sys.executable, "-m", "fiberbench.cli", "predict", "--model_name_or_path", "org/no-model"]
-    result = subprocess.run([*command, "--output_file", tmp_path / "p.jsonl"], capture_output=True, text=True,
-                            env={**os.environ, **hub, "HF_HOME": str(tmp_path)}, timeout=120)
+    """Set before the libraries start, as users do: no retries, no warnings before the line, which comes before torch
+    and transformers load (`fiberbench.predict.arguments.check`)."""
+    flags = ["predict", "--model_name_or_path", "org/no-model", "--output_file", str(tmp_path / "p.jsonl")]
+    loaded, result = modules_loaded(f"from fiberbench.cli import main\nassert main({flags!r}) == {DATA}",
+                                    ["torch", "transformers"], env={**os.environ, **hub, "HF_HOME": str(tmp_path)})
     [line] = result.stderr.strip().splitlines()
-    assert result.returncode == DATA and not (tmp_path / "p.jsonl").exists() and reason in line
+    assert loaded == [] and not (tmp_path / "p.jsonl").exists() and reason in line
     assert line.startswith("fiberbench predict: error: --model_name_or_path org/no-model: not a local folder, not in "
                            f"the Hugging Face cache ({tmp_path / 'hub'})")

@@ -16,7 +16,7 @@ from fiberbench.records import clip_id, clips_fingerprint
 from fiberbench.testing.tiny_models import save_seq2seq
 
 from ..processes import run_to_end
-from .conftest import KEYS, SPACY, metadata, predict, read_evaluate_format, scored_by_evaluate, videos_but_one
+from .conftest import KEYS, SPACY, metadata, predict, read_evaluate_format, videos_but_one
 
 pytestmark = pytest.mark.slow
 

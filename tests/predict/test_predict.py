@@ -9,8 +9,8 @@ from transformers import AutoConfig
 
 from fiberbench.modeling import FiberT5ForConditionalGeneration
 from fiberbench.models import model_files
-from fiberbench.predict.arguments import parser_of
-from fiberbench.predict.predictors import choose_kind
+from fiberbench.predict.arguments import MODEL_TYPES, parser_of
+from fiberbench.predict.predictors import KINDS, choose_kind
 from fiberbench.predict.prompts import DEFAULT_PROMPT
 from fiberbench.predict.replies import read_answers
 from fiberbench.records import clip_id, clips_fingerprint
@@ -20,6 +20,11 @@ from .conftest import CAPTIONS, KEYS, SPACY, metadata, predict, read_evaluate_fo
 # kind -> (extra flags, beams by default, what the metadata's prompt section holds, how it sees the video)
 RUNS = {"seq2seq": ([], 8, "format", "none"), "causal": ([], 1, "template", "none"),
         "fiber": ([], 4, "format", "features"), "video": (["--num_frames", "4"], 1, "template", "images")}
+
+
+def test_every_kind_of_model_is_a_model_type_and_each_is_run_here():
+    """--model_type's choices (in the light flags module) are the kinds `predict` loads, each run below."""
+    assert tuple(KINDS) == MODEL_TYPES and set(RUNS) == set(KINDS)
 
 
 @pytest.mark.slow

@@ -10,7 +10,8 @@ import shutil
 import pytest
 import torch
 
-from fiberbench.models import load_config, locate_model
+from fiberbench.model_config import load_config
+from fiberbench.models import locate_model
 from fiberbench.predict.arguments import parser_of
 from fiberbench.predict.predictors import choose_kind, make_predictor
 from fiberbench.testing.tiny_models import CHAT_TEMPLATE
