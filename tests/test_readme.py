@@ -108,6 +108,8 @@ def check_block(block: Block, run: Run) -> str | None:
         return None
     if run.returncode == 0:
         return f"needs the Hub, yet ran offline with exit status 0\n{output}"
+    if not block.runs_our_command and "offline" not in "\n".join(run.stderr.splitlines()[-5:]).lower():
+        return f"needs the Hub, yet stopped offline at something else than the Hub (a library's last lines)\n{output}"
     if block.runs_our_command:
         errors = OUR_ERROR.findall(run.stderr)
         first = OUR_ERROR.search(run.stderr)
@@ -115,6 +117,16 @@ def check_block(block: Block, run: Run) -> str | None:
         if len(errors) != 1 or "Traceback" in run.stderr[: first.start()]:
             return f"offline, not one error line of ours before anything else\n{output}"
     return None
+
+
+@pytest.mark.parametrize("last_line, problem", [
+    ("OSError: ... see how to run the library in offline mode at ...", None),
+    ("ModuleNotFoundError: No module named 'fiberbench.old_name'", "stopped offline at something else than the Hub"),
+], ids=["at the Hub", "before it"])
+def test_a_block_that_needs_the_hub_must_stop_at_the_hub(last_line, problem):
+    block = Block(README, 1, "python", "# needs the Hugging Face Hub\nfrom fiberbench.old_name import load\n")
+    found = check_block(block, Run(1, "", f"Traceback (most recent call last):\n{last_line}\n", 1.0, 1.0))
+    assert found is None if problem is None else problem in found
 
 
 def test_what_blocks_did_is_seen(tmp_path):
