@@ -28,8 +28,9 @@ COMMANDS = {
     "lmms-eval-task": ("fiberbench.lmms_eval_tasks.command", "The folder of FIBER's lmms-eval task."),
     "push-metric": ("fiberbench.metric.push", "Push the fiber_metric module to the Hub as a Space."),
 }
-# A command whose flags are in a light module (no torch): its `add_arguments(parser)`, and its `check(args)`, run before
-# the command's module is imported, so that a mistyped folder or an unreachable Hub is one line in a second.
+# A command whose flags are in a light module (no torch): its `add_arguments(parser)`, and its `check(args)`, which runs
+# before the command's module is imported (a mistyped folder or an unreachable Hub is one line in a second) and returns
+# the arguments the command runs with, what it found added.
 FLAGS_MODULES = {"predict": "fiberbench.predict.arguments"}
 
 
@@ -130,10 +131,11 @@ def build_parser(argv: list[str]) -> argparse.ArgumentParser:
 
 
 def run_command(module_name: str, check, args: argparse.Namespace) -> int | None:
-    """A command's light `check` (alike on every process of a launch: a refusal is said once), then its `run`."""
+    """A command's light `check` (alike on every process of a launch: a refusal is said once), then its `run` with the
+    arguments the check returned."""
     if check is not None:
         with alike_on_every_process():
-            check(args)
+            args = check(args)
     return importlib.import_module(module_name).run(args)
 
 

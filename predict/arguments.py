@@ -100,10 +100,10 @@ def jsonl_file(text: str) -> Path:
     return Path(text)
 
 
-def check(args: argparse.Namespace) -> None:
+def check(args: argparse.Namespace) -> argparse.Namespace:
     """The flags their parsing cannot judge alone (one missing, two that exclude each other, a folder this machine
-    does not have, a file to --reread that is not there), then the model's folder or Hub id (`locate_model`): a
-    `UsageError` or `DataError` naming the flag."""
+    does not have, a file to --reread that is not there), then the model's folder or Hub id: a `UsageError` or
+    `DataError` naming the flag. Returns the arguments with the located model (`model_source`, by `locate_model`)."""
     if args.reread is not None:
         defaults = vars(parser_of().parse_args([]))
         given = [name for name, value in vars(args).items() if name in defaults and name not in REREAD_FLAGS
@@ -113,7 +113,7 @@ def check(args: argparse.Namespace) -> None:
                              "again with the model, data and prompt recorded in its metadata")
         if not args.reread.is_file():
             raise DataError(f"--reread {args.reread}: no such file")
-        return
+        return args
     if args.model_name_or_path is None:
         raise UsageError("--model_name_or_path is required (or --reread, to read a predictions file's replies again)")
     if args.num_frames is not None and args.fps is not None:
@@ -129,7 +129,8 @@ def check(args: argparse.Namespace) -> None:
     if args.device_map is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UsageError("--device_map spreads one model over the GPUs in one process; under accelerate launch each "
                          "process holds a copy of the model: use one or the other")
-    locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+    source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+    return argparse.Namespace(**vars(args), model_source=source)
 
 
 def parser_of() -> argparse.ArgumentParser:

@@ -28,7 +28,6 @@ from fiberbench.data.loading import dataset_location, split_fingerprint
 from fiberbench.data.provenance import is_synthetic
 from fiberbench.errors import DataError, FiberbenchError, UsageError, alike_on_every_process
 from fiberbench.model_config import inference_dtype, load_config
-from fiberbench.models import locate_model
 from fiberbench.outputs import (COMPLETE, check_output, finish_output, output_lock, read_record, record_path,
                                 start_output, write_jsonl)
 from fiberbench.predict.answers import Answerer
@@ -51,13 +50,13 @@ READ_SETTINGS = (("model", "kind", (str,)), ("dataset", "name", (str, type(None)
 
 
 def run(args: argparse.Namespace) -> int:
-    """`fiberbench predict` with the parsed command line `args`, which `fiberbench.predict.arguments.check` passed."""
+    """`fiberbench predict` with the arguments `fiberbench.predict.arguments.check` returned (the model located)."""
     state = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     with alike_on_every_process():  # every process makes these checks alike: a refusal is said once
         check_device(args)
         if args.reread is not None:
             return reread(args)
-        source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
+        source = args.model_source
         config, model, dataset_name = load_config(source), source.describe(), dataset_location(args.dataset_name)
         kind = choose_kind(args, config)
         if kind in PROMPTED_KINDS and args.prompt is None:
