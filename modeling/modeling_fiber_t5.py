@@ -187,12 +187,8 @@ class FiberT5Encoder(T5Stack):
         text = super().forward(inputs_embeds=inputs_embeds, attention_mask=attention_mask, **kwargs)
         video = self.video_encoder(video, video_attention_mask)
         hidden, mask = pack(text.last_hidden_state, attention_mask, video, video_attention_mask)
-        return FiberT5EncoderOutput(
-            last_hidden_state=self.fusion_encoder(hidden, mask),
-            hidden_states=text.hidden_states,
-            attentions=text.attentions,
-            attention_mask=mask,
-        )
+        return FiberT5EncoderOutput(last_hidden_state=self.fusion_encoder(hidden, mask), attention_mask=mask,
+                                    hidden_states=text.hidden_states, attentions=text.attentions)
 
 
 class FiberT5ForConditionalGeneration(T5ForConditionalGeneration):

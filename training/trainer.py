@@ -103,10 +103,13 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
 
     def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
         """With `push_to_hub`, also a card, and the code files in `output_dir`, which the Trainer pushes at each save
-        with only the weights, configs and processor of the checkpoint."""
+        with only the weights, configs and processor of the checkpoint; not while the last push uploads `output_dir`
+        (a file rewritten under it can go up empty), when the Trainer skips this save's push."""
         super().save_model(output_dir, _internal_call=_internal_call)
         folder, root = Path(output_dir or self.args.output_dir), Path(self.args.output_dir)
-        if self.args.push_to_hub and self.args.should_save and self.args.hub_strategy != HubStrategy.END:
+        pushing = getattr(self, "push_in_progress", None)  # set with push_to_hub only
+        busy = pushing is not None and not pushing.is_done() and not self.args.hub_always_push
+        if self.args.push_to_hub and self.args.should_save and self.args.hub_strategy != HubStrategy.END and not busy:
             for code in folder.glob("*.py") if folder.resolve() != root.resolve() else ():
                 shutil.copyfile(code, root / code.name)
             write_model_card(self, root, final=False)
