@@ -104,14 +104,23 @@ def error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def train_in_process(args: list, monkeypatch, capfd, check: bool = True) -> subprocess.CompletedProcess:
+    """The training script's `main` run in this process on `args`, from the repository root, as `run_train` returns
+    a run: for a run whose subject is not its process, which then pays no start-up (about 4 CPU-s of imports)."""
+    monkeypatch.chdir(TRAIN_SCRIPT.parents[1])
+    status = train_main([str(argument) for argument in args])
+    out, err = capfd.readouterr()
+    if check and status != 0:
+        pytest.fail(f"train.py {' '.join(map(str, args))} exited with {status}\n--- stderr ---\n{err[-8000:]}")
+    return subprocess.CompletedProcess(["train.py", *args], status, out, err)
+
+
 def refusal_in_process(args: list, monkeypatch, capfd) -> str:
     """The one `train.py: error: ...` line of the training script run in this process on `args`, for a refusal that
     comes before anything loads (no process to start), with no traceback."""
-    monkeypatch.chdir(TRAIN_SCRIPT.parents[1])
-    status = train_main([str(argument) for argument in args])
-    error = capfd.readouterr().err
-    lines = [line for line in error.splitlines() if line.startswith("train.py: error: ")]
-    assert status in (1, 2) and len(lines) == 1 and "Traceback" not in error, error
+    result = train_in_process(args, monkeypatch, capfd, check=False)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("train.py: error: ")]
+    assert result.returncode in (1, 2) and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     return lines[0]
 
 
@@ -149,6 +158,12 @@ def read_outputs(output_dir: Path) -> tuple[dict, list[dict]]:
 def launch():
     """`run_train`: launch the training script in a subprocess (fails the test if it fails, unless check=False)."""
     return run_train
+
+
+@pytest.fixture
+def train_here(monkeypatch, capfd):
+    """`train_in_process` with this test's `monkeypatch` and `capfd`: `train_here(args, check=True)`."""
+    return lambda args, check=True: train_in_process(args, monkeypatch, capfd, check)
 
 
 @pytest.fixture(scope="session")

@@ -99,10 +99,10 @@ def test_bad_input_is_one_line_and_nothing_is_written(user_error, tmp_path, case
 
 
 @pytest.mark.slow
-def test_overwrite_replaces_only_what_the_earlier_run_wrote(launch, main_job, tmp_path):
+def test_overwrite_replaces_only_what_the_earlier_run_wrote(train_here, main_job, tmp_path):
     output_dir = tmp_path / "run"
     shutil.copytree(main_job[0], output_dir)
-    launch(["--baseline", "most_frequent_answer", "--output_dir", output_dir, "--overwrite_output_dir"])
+    train_here(["--baseline", "most_frequent_answer", "--output_dir", output_dir, "--overwrite_output_dir"])
     assert sorted(path.name for path in output_dir.iterdir()) == [FOLDER_RECORD, "predictions.jsonl", "results.json"]
     assert json.loads((output_dir / "results.json").read_text())["arguments"]["baseline"] == "most_frequent_answer"
 

@@ -19,13 +19,13 @@ def test_two_processes_train_as_one_group(two_processes_pushed_run):
     assert results["training"]["log_history"][-1]["epoch"] == pytest.approx(8 / 13)
 
 
-def test_two_processes_evaluate_like_one(launch, tmp_path_factory, tmp_path):
+def test_two_processes_evaluate_like_one(train_here, tmp_path_factory, tmp_path):
     """docs/training.md's run in two processes scored its model as one process scores it, and only its main process
     wrote and printed the results."""
     repository, run = block_run(tmp_path_factory, DOCS / "training.md", "outputs/sample_demo_2_processes")
     two_processes = repository / "outputs/sample_demo_2_processes"
     settings = ["--model_name_or_path", two_processes / "model", "--do_train", "false", *SPACY]
-    launch([*settings, "--output_dir", tmp_path / "one"])
+    train_here([*settings, "--output_dir", tmp_path / "one"])
     assert run.stdout.count("FIBER results") == 1, "only the main process writes and prints"
     (two, two_records), (one, one_records) = read_outputs(two_processes), read_outputs(tmp_path / "one")
     assert two["num_processes"] == 2 and one["num_processes"] == 1

@@ -82,8 +82,8 @@ def test_early_fusion_beats_text_only_by_15_f1(main_job, text_only_job):
 
 @pytest.mark.parametrize("baseline", [["--baseline", "most_frequent_answer"], ["--do_train", "false", "--fusion", "none"]],
                          ids=["most frequent answer", "zero-shot"])
-def test_baselines_write_the_same_outputs_without_a_model(launch, built_sample, tmp_path, baseline):
-    result = launch([*baseline, *SPACY, "--dataset_name", built_sample, "--output_dir", tmp_path])
+def test_baselines_write_the_same_outputs_without_a_model(train_here, built_sample, tmp_path, baseline):
+    result = train_here([*baseline, *SPACY, "--dataset_name", built_sample, "--output_dir", tmp_path])
     assert f"on {built_sample} (SYNTHETIC: built from the bundled sample)" in result.stderr
     results, records = read_outputs(tmp_path)
     assert results["synthetic"] is True and "training" not in results and not (tmp_path / "model").exists()
@@ -92,17 +92,18 @@ def test_baselines_write_the_same_outputs_without_a_model(launch, built_sample, 
         assert {record["prediction"] for record in records} == {results["answer"]}
 
 
-def test_a_loss_that_becomes_nan_stops_the_run_in_one_line(launch, tmp_path):
-    result = launch(["--learning_rate", 1e30, "--max_steps", 10, "--do_eval", "false", "--output_dir", tmp_path / "run"],
-                    check=False)
+def test_a_loss_that_becomes_nan_stops_the_run_in_one_line(train_here, tmp_path):
+    result = train_here(["--learning_rate", 1e30, "--max_steps", 10, "--do_eval", "false", "--output_dir",
+                         tmp_path / "run"], check=False)
     assert "The training loss became nan" in error_line(result)
     assert not (tmp_path / "run" / "results.json").exists()
 
 
-def test_a_run_killed_after_a_save_resumes_as_if_it_had_never_stopped(launch, uninterrupted_resumable_run, tmp_path):
+def test_a_run_killed_after_a_save_resumes_as_if_it_had_never_stopped(train_here, uninterrupted_resumable_run,
+                                                                       tmp_path):
     killed = tmp_path / "killed"
     kill_after_save(RESUMABLE_RUN, killed, "checkpoint-30")
-    launch([*RESUMABLE_RUN, "--output_dir", killed, "--resume_from_checkpoint", killed / "checkpoint-30"])
+    train_here([*RESUMABLE_RUN, "--output_dir", killed, "--resume_from_checkpoint", killed / "checkpoint-30"])
     assert_same_run(uninterrupted_resumable_run, killed)
     record = json.loads((killed / FOLDER_RECORD).read_text(encoding="utf-8"))
     assert record["state"] == "complete" and "checkpoint-45/trainer_state.json" in record["files"]
