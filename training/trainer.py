@@ -10,8 +10,8 @@ import datasets
 import numpy as np
 import torch
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
-from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer
-from transformers.trainer_utils import HubStrategy
+from transformers import EvalPrediction, LogitsProcessorList, Seq2SeqTrainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from fiberbench import CITATION
 from fiberbench.errors import FiberbenchError
@@ -82,6 +82,8 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
             raise ValueError("FiberSeq2SeqTrainer needs Seq2SeqTrainingArguments(remove_unused_columns=False): the "
                              "examples' masked_caption and label are what FiberDataCollator makes into model inputs.")
         self.label_names = ["labels"]  # FiberT5 takes them through **kwargs, where the Trainer does not look
+        if self.args.push_to_hub:
+            self.add_callback(PushedFolder(self))
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         loss = super().training_step(model, inputs, num_items_in_batch)
@@ -100,19 +102,6 @@ class FiberSeq2SeqTrainer(Seq2SeqTrainer):
 
     def get_test_dataloader(self, test_dataset):
         return seeded(super().get_test_dataloader(test_dataset), 0)
-
-    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
-        """With `push_to_hub`, also a card, and the code files in `output_dir`, which the Trainer pushes at each save
-        with only the weights, configs and processor of the checkpoint; not while the last push uploads `output_dir`
-        (a file rewritten under it can go up empty), when the Trainer skips this save's push."""
-        super().save_model(output_dir, _internal_call=_internal_call)
-        folder, root = Path(output_dir or self.args.output_dir), Path(self.args.output_dir)
-        pushing = getattr(self, "push_in_progress", None)  # set with push_to_hub only
-        busy = pushing is not None and not pushing.is_done() and not self.args.hub_always_push
-        if self.args.push_to_hub and self.args.should_save and self.args.hub_strategy != HubStrategy.END and not busy:
-            for code in folder.glob("*.py") if folder.resolve() != root.resolve() else ():
-                shutil.copyfile(code, root / code.name)
-            write_model_card(self, root, final=False)
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None, **gen_kwargs):
         """The loss, every beam of every example (examples, beams, tokens), and each example's label probability."""
@@ -175,6 +164,20 @@ class FiberMetrics:
         metrics, _ = score(self.metric, self.split, self.outputs(prediction), "validation")
         return {key: value for key, value in metrics.items() if isinstance(value, float)} | {  # the Trainer logs them
             "correct_at_1": metrics["correct_at_k"]["1"]}
+
+
+class PushedFolder(TrainerCallback):
+    """The code files and a card in `output_dir` as the Trainer starts a push at a save (it pushes that folder with
+    only the weights, configs and processor of the checkpoint): written then, never while an upload reads them."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_push_begin(self, args, state, control, **kwargs):
+        root = Path(args.output_dir)
+        for code in (root / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}").glob("*.py"):
+            shutil.copyfile(code, root / code.name)
+        write_model_card(self.trainer, root, final=False)
 
 
 def write_model_card(trainer, folder: Path, *, final: bool, results: dict | None = None, split="validation") -> None:

@@ -42,8 +42,8 @@ def test_checkpoint_strategy_pushes_the_model_its_card_and_the_last_checkpoint_a
         assert MODEL_FILES <= set(commit.files), title
         card = text(hub_server, commit, "README.md")
         assert "synthetic-data" in card and ("final model" in card) == (title == "End of training")
-        if title in saves:  # the files of `output_dir` as they were when the push ran: a later save's, maybe
-            assert any(f"after **{step} optimizer steps" in card for step in range(saves[title], 13, 4)), title
+        if title in saves:  # written as its push began; a later save leaves it alone while the upload runs
+            assert f"after **{saves[title]} optimizer steps" in card, title
     final = pushed["End of training"]
     for path in (output_dir / "model").iterdir():
         assert hub_server.store.read_blob(final.files[path.name].sha256) == path.read_bytes(), path.name
