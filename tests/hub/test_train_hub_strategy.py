@@ -13,9 +13,9 @@ pytestmark = pytest.mark.slow
 
 REPO_ID = "fiber-org/fiber-t5-strategy"
 PUSH = ["--push_to_hub", "--hub_model_id", REPO_ID]
-# 12 steps saved every 4 and kept, nothing evaluated.
+# 12 steps saved every 4 and kept, nothing evaluated (no spaCy).
 SAVED = ["--max_steps", 12, "--save_strategy", "steps", "--save_steps", 4, "--save_total_limit", 3, "--do_eval",
-         "false", "--do_predict", "false"]
+         "false", "--do_predict", "false", "--only_noun_phrases", "false"]
 # A loadable FIBER model: weights, config, the remote code, the processor and a card.
 MODEL_FILES = {"config.json", "model.safetensors", "configuration_fiber_t5.py", "modeling_fiber_t5.py",
                "processing_fiber.py", "processor_config.json", "tokenizer.json", "README.md"}
@@ -52,8 +52,8 @@ def test_checkpoint_strategy_pushes_the_model_its_card_and_the_last_checkpoint_a
 def test_a_final_push_that_fails_fails_the_run_in_one_line_after_its_outputs(hub_server, tmp_path):
     output_dir = tmp_path / "run"
     hub_server.fail("/commit/", status=500)
-    result = run_train(["--max_steps", 2, "--do_eval", "false", "--do_predict", "false", *PUSH, "--output_dir",
-                        output_dir], check=False, offline=False)
+    result = run_train(["--max_steps", 2, "--do_eval", "false", "--do_predict", "false", "--only_noun_phrases",
+                        "false", *PUSH, "--output_dir", output_dir], check=False, offline=False)
     assert result.returncode == 1 and REPO_ID in error_line(result)
     assert json.loads((output_dir / FOLDER_RECORD).read_text(encoding="utf-8"))["state"] == "complete"
     assert (output_dir / "model" / "README.md").is_file() and (output_dir / "results.json").is_file()

