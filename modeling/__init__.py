@@ -34,19 +34,9 @@ def build_tiny_config(tokenizer, fusion: str = "none", **overrides) -> FiberT5Co
     download (the main job, the tests and the benchmarks use it); `overrides` set any other field
     (`d_model=64`, ...). It lives here, not in the configuration file that ships with every model.
     """
-    fields = {
-        "vocab_size": len(tokenizer),
-        "d_model": 32,
-        "d_kv": 8,
-        "d_ff": 64,
-        "num_layers": 1,
-        "num_decoder_layers": 1,
-        "num_heads": 4,
-        "fusion": fusion,
-        "pad_token_id": tokenizer.pad_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "decoder_start_token_id": tokenizer.pad_token_id,
-    }
+    fields = {"vocab_size": len(tokenizer), "d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 1, "num_heads": 4,
+              "num_decoder_layers": 1, "fusion": fusion, "pad_token_id": tokenizer.pad_token_id,
+              "eos_token_id": tokenizer.eos_token_id, "decoder_start_token_id": tokenizer.pad_token_id}
     return FiberT5Config(**{**fields, **overrides})
 
 

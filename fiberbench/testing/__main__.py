@@ -5,16 +5,12 @@ import argparse
 from functools import partial
 from pathlib import Path
 
-from . import tiny_encoders, tiny_models
 from .tiny_videos import SPLIT_FILES, read_records, write_videos
-from .video_families import VIDEO_FAMILIES, save_video_family
 
-FAMILIES = {name: partial(save_video_family, name) for name in VIDEO_FAMILIES}
-MODELS = {**tiny_models.SAVERS, **FAMILIES, **tiny_encoders.SAVERS}  # a kind, a video-LLM family or an encoder
 parser = argparse.ArgumentParser(prog="python -m fiberbench.testing", description=__doc__)
 commands = parser.add_subparsers(dest="what", required=True)
 model = commands.add_parser("model", help="Save a tiny random model: a kind, a video-LLM family or an encoder.")
-model.add_argument("name", choices=list(MODELS))
+model.add_argument("name", help="A kind (seq2seq, causal, ...), a video-LLM family or an encoder.")
 model.add_argument("output_dir", type=Path)
 videos = commands.add_parser("videos", help="Write a synthetic video for every clip of a release-format folder.")
 videos.add_argument("output_dir", type=Path)
@@ -23,7 +19,14 @@ videos.add_argument("--whole_videos", action="store_true", help="Every other cli
 videos.add_argument("--split", nargs="+", choices=list(SPLIT_FILES), default=list(SPLIT_FILES), help="These splits.")
 args = parser.parse_args()
 if args.what == "model":
-    MODELS[args.name](args.output_dir)
+    # Here only: building models needs torch and transformers, which videos do not (seconds of imports).
+    from . import tiny_encoders, tiny_models
+    from .video_families import VIDEO_FAMILIES, save_video_family
+    families = {name: partial(save_video_family, name) for name in VIDEO_FAMILIES}
+    models = {**tiny_models.SAVERS, **families, **tiny_encoders.SAVERS}
+    if args.name not in models:
+        model.error(f"argument name: invalid choice: {args.name!r} (choose from {', '.join(models)})")
+    models[args.name](args.output_dir)
     print(f"Saved a tiny random {args.name} in {args.output_dir}")
 else:
     records = [record for split in args.split for record in read_records(args.data_dir, split)]

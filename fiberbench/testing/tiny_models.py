@@ -10,8 +10,9 @@ from transformers import (CLIPImageProcessorPil, LlamaConfig, LlamaForCausalLM, 
                           LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast, T5Config,
                           T5ForConditionalGeneration)
 
+from .tiny_videos import FRAME_SIZE
+
 SEED = 0
-FRAME_SIZE = 32  # pixels; the CLIP towers read 32x32 frames in 8x8 patches: 16 tokens per frame
 
 
 def chat_template(image: str, video: str = "") -> str:

@@ -7,8 +7,7 @@ import numpy as np
 
 from fiberbench.records import clip_id
 
-from .tiny_models import FRAME_SIZE
-
+FRAME_SIZE = 32  # pixels; the tiny models' CLIP towers read 32x32 frames in 8x8 patches: 16 tokens per frame
 # The release's file of each split (SPEC: train.json, val.json, test.json), as `--data_dir` folders hold them.
 SPLIT_FILES = {"train": "train.json", "validation": "val.json", "test": "test.json"}
 

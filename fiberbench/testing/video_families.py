@@ -6,7 +6,8 @@ from pathlib import Path
 
 import transformers as t
 
-from .tiny_models import FRAME_SIZE, chat_template, frame_sizes, llama_fields, save_seeded, tiny_tokenizer
+from .tiny_models import chat_template, frame_sizes, llama_fields, save_seeded, tiny_tokenizer
+from .tiny_videos import FRAME_SIZE
 
 TEXT, VISION, LAYERS = 64, 32, 2  # widths and depth
 FRAME = {"height": FRAME_SIZE, "width": FRAME_SIZE}
