@@ -31,7 +31,7 @@ COMMANDS = {
 # A command whose flags are in a light module (no torch): its `add_arguments(parser)`, and its `check(args)`, which runs
 # before the command's module is imported (a mistyped folder or an unreachable Hub is one line in a second) and returns
 # the arguments the command runs with, what it found added.
-FLAGS_MODULES = {"predict": "fiberbench.predict.arguments"}
+FLAGS_MODULES = {"predict": "fiberbench.predict.arguments", "extract-features": "fiberbench.data.features.arguments"}
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -40,11 +40,5 @@ def build_tiny_config(tokenizer, fusion: str = "none", **overrides) -> FiberT5Co
     return FiberT5Config(**{**fields, **overrides})
 
 
-__all__ = [
-    "FUSIONS",
-    "SAMPLE_TOKENIZER_PATH",
-    "FiberProcessor",
-    "FiberT5Config",
-    "FiberT5ForConditionalGeneration",
-    "build_tiny_config",
-]
+__all__ = ["FUSIONS", "SAMPLE_TOKENIZER_PATH", "FiberProcessor", "FiberT5Config", "FiberT5ForConditionalGeneration",
+           "build_tiny_config"]

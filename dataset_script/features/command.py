@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import re
 from pathlib import Path
 
 from accelerate import Accelerator
@@ -18,76 +17,23 @@ from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
 import fiberbench
-from fiberbench.cli import add_output_arguments, add_video_dir_argument, default_num_workers, non_negative_int
-from fiberbench.cli import positive_float, positive_int
+from fiberbench.cli import default_num_workers
 from fiberbench.errors import DataError, UsageError, alike_on_every_process
 from fiberbench.model_config import inference_dtype, load_config
-from fiberbench.models import add_model_arguments, locate_model
 from fiberbench.outputs import check_output, finish_output, output_lock, record_path, start_output, write_json
 from fiberbench.records import KEY_FIELDS, VIDEO_ID_PATTERN, clip_id, clip_key, read_release_records
 from fiberbench.videos import VIDEO_EXTENSIONS, Clip, ClipVideo, FrameSampling, check_clip_videos, choose_sampling
 from fiberbench.videos import find_clip_video
 
-from ..fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo, check_config_name
+from ..fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo
 from ..fiber.release import SPLIT_FILES
 from ..loading import load_fiber
+from .arguments import DEFAULT_FPS, default_features_name
 from .encoders import IMAGE, ClipPreparer, Encoder, encode_clips, encoder_spec, make_loader
 
 logger = logging.getLogger(__name__)
 
 COMMAND = "fiberbench extract-features"
-DEFAULT_FPS = 1.0
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "Image encoders (CLIP, SigLIP, SigLIP 2 vision towers or whole models, DINOv2, ...: AutoModel + "
-        "AutoImageProcessor) give one feature per sampled frame; video encoders (VideoMAE, V-JEPA 2) one per temporal "
-        "patch of windows of their own number of frames. Rerun to resume: clips already written are skipped. "
-        "Data-parallel: accelerate launch --multi_gpu --num_processes N -m fiberbench.cli extract-features ..."
-    )
-    add_model_arguments(parser, required=True, remote_code_needed_by="the encoders transformers has")
-    parser.add_argument("--pooling", choices=["pooler_output", "cls", "mean"], help="Which output is a feature: "
-                        "pooler_output (image encoders' default: the pooled output, a dual encoder's "
-                        "get_image_features), cls (the class token), mean (of the last hidden state's tokens; video "
-                        "encoders' only).")
-    add_video_dir_argument(parser, "The videos", required=True)
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--dataset_name", help="A FIBER dataset folder or Hub id: encode its clips.")
-    source.add_argument("--data_dir", type=Path, help="A folder of release-format train/val/test.json: their clips.")
-    parser.add_argument("--split", nargs="+", help="Only these splits (default: all).")
-    parser.add_argument("--skip_missing_videos", action="store_true", help="Skip (and count) clips without a video.")
-    sampling = parser.add_mutually_exclusive_group()
-    sampling.add_argument("--fps", type=positive_float, help=f"Frames a second (image encoders': {DEFAULT_FPS:g}).")
-    sampling.add_argument("--num_frames", type=positive_int, help="Frames per clip (video encoders': one window).")
-    parser.add_argument("--max_frames", type=positive_int, help="With --fps: at most this many frames.")
-    add_output_arguments(parser, "The features folder to write (or resume).", "Replace a features folder of other "
-                         "settings (its files are removed first) instead of resuming.", folder=True)
-    parser.add_argument("--features_name", help="The dataset config they become (default: the model's name).")
-    parser.add_argument("--per_device_batch_size", type=positive_int, default=8, help="Clips per encoder call.")
-    parser.add_argument("--dataloader_num_workers", type=non_negative_int, help="Processes decoding ahead (default: "
-                        "a share of the CPU cores; 0: in the process itself).")
-
-
-def check_flags(args: argparse.Namespace) -> None:
-    """The flag values on their own, before anything is loaded."""
-    if args.max_frames is not None and args.fps is None:
-        raise UsageError("--max_frames caps --fps sampling; with --num_frames the number is fixed")
-    if args.split is not None and args.dataset_name is None and args.data_dir is None:
-        raise UsageError("--split chooses splits of --dataset_name or --data_dir; without them every video is encoded")
-    for flag, folder in (("--video_dir", args.video_dir), ("--data_dir", args.data_dir)):
-        if folder is not None and not folder.is_dir():
-            raise DataError(f"{flag} {folder}: {'not a folder' if folder.exists() else 'no such folder'}")
-    if args.features_name is not None and (problem := check_config_name(args.features_name)):
-        raise UsageError(f"--features_name: {problem}")
-
-
-def default_features_name(model_name_or_path: str) -> str:
-    """The model's name (a Hub id's or folder's last part) as a config name: lower-case, others characters as '-'."""
-    name = re.sub(r"[^a-z0-9_-]+", "-", Path(model_name_or_path.rstrip("/")).name.lower()).strip("-_")
-    if problem := check_config_name(name):
-        raise UsageError(f"--model_name_or_path {model_name_or_path} (give --features_name): {problem}")
-    return name
 
 
 def frame_sampling(args: argparse.Namespace, spec) -> FrameSampling:
@@ -138,9 +84,8 @@ def folder_clips(video_dir: Path) -> list[Clip]:
 def run(args: argparse.Namespace) -> int:
     accelerator = Accelerator()  # under `accelerate launch`, its processes (with ACCELERATE_USE_CPU=1, on CPU)
     main, output_dir = accelerator.is_main_process, args.output_dir
+    source = args.model_source  # located by `arguments.check`, as the CLI ran it
     with alike_on_every_process():
-        check_flags(args)
-        source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
         config = load_config(source)
         spec = encoder_spec(config, args.pooling, args.model_name_or_path)
         sampling = frame_sampling(args, spec)

@@ -48,12 +48,10 @@ demo = gr.Interface(
     inputs=gr.Dataframe(headers=["prediction", f"correct answers (separated by {SEPARATOR})"], value=EXAMPLE,
                         column_count=(2, "fixed"), datatype=["str", "str"]),
     outputs=gr.JSON(label="fiber_metric"),
-    title="FIBER metric",
+    title="FIBER metric", flagging_mode="never", api_name="score",
     description="Exact match and token-set F1 (in percent) of fill-in-the-blank answers against many correct answers. "
     f"One row per blank, at most {MAX_ROWS:,} rows; more go through evaluate.load (see below).",
     article=card.split("---", 2)[2] if card.startswith("---") else card,  # the card without its YAML header
-    flagging_mode="never",
-    api_name="score",
 )
 
 if __name__ == "__main__":

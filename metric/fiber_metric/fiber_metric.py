@@ -97,11 +97,8 @@ class FiberMetric(evaluate.Metric):
         else:
             raise ValueError(f"Unknown config {self.config_name!r}: use 'default' or 'human_agreement'")
         return evaluate.MetricInfo(
-            description=_DESCRIPTION,
-            citation=_CITATION,
-            inputs_description=_KWARGS_DESCRIPTION,
-            features=datasets.Features(features),
-            homepage="https://lit.eecs.umich.edu/fiber/",
+            description=_DESCRIPTION, citation=_CITATION, inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(features), homepage="https://lit.eecs.umich.edu/fiber/",
             reference_urls=["https://arxiv.org/abs/2210.05038"],  # FIRE: Correct@K and MAP
         )
 

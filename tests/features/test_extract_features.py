@@ -18,12 +18,13 @@ from transformers import (CLIPImageProcessorPil, CLIPModel, CLIPVisionModel, Sig
 
 from fiberbench.cli import main
 from fiberbench.data import SAMPLE_DIR, SPLIT_FILES
-from fiberbench.data.features.command import default_features_name
+from fiberbench.data.features.arguments import default_features_name
 from fiberbench.data.features.encoders import Encoder, EncoderSpec, encoder_spec
 from fiberbench.records import clip_id, clip_key
 from fiberbench.testing.tiny_videos import read_records, write_video
 from fiberbench.videos import ClipVideo, FrameSampling, sample_frames
 
+from ..processes import modules_loaded
 from .conftest import clip_level
 
 VIDEOS = {"ten": (10, 2), "three": (3, 2), "seven": (7, 5)}  # whole videos of the folder: seconds, fps
@@ -207,6 +208,16 @@ def test_bad_inputs_are_one_line_before_any_work(encoders, video_dir, tmp_path, 
     code, line = cli_error("extract-features", *[part for pair in flags.items() for part in pair])
     assert code == status and re.search(message, line), line
     assert not (tmp_path / "features" / "features.json").exists()
+
+
+def test_a_mistyped_folder_is_one_line_before_torch_loads(tmp_path):
+    """The CLI runs `fiberbench.data.features.arguments.check` before the command's module loads torch."""
+    flags = ["extract-features", "--model_name_or_path", "org/encoder", "--video_dir", str(tmp_path / "nope"),
+             "--output_dir", str(tmp_path / "features")]
+    loaded, result = modules_loaded(f"from fiberbench.cli import main\nassert main({flags!r}) == 1", ["torch",
+                                                                                                      "transformers"])
+    assert loaded == [] and not (tmp_path / "features").exists()
+    assert result.stderr.strip() == f"fiberbench extract-features: error: --video_dir {tmp_path / 'nope'}: no such folder"
 
 
 SIZES = {"train": 6, "validation": 4, "test": 4}  # a small release: the first records of each split of the sample
