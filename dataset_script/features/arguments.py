@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check(args: argparse.Namespace) -> argparse.Namespace:
     """The flag values on their own and the name the features get, then the model's folder or Hub id: a `UsageError`
-    or `DataError` naming the flag. Returns the arguments with the located model (`model_source`)."""
+    or `DataError` naming the flag. Returns the arguments with that name (`features_name`, by default the model's) and
+    the located model (`model_source`)."""
     if args.max_frames is not None and args.fps is None:
         raise UsageError("--max_frames caps --fps sampling; with --num_frames the number is fixed")
     if args.split is not None and args.dataset_name is None and args.data_dir is None:
@@ -57,10 +58,9 @@ def check(args: argparse.Namespace) -> argparse.Namespace:
             raise DataError(f"{flag} {folder}: {'not a folder' if folder.exists() else 'no such folder'}")
     if args.features_name is not None and (problem := check_config_name(args.features_name)):
         raise UsageError(f"--features_name: {problem}")
-    if args.features_name is None:
-        default_features_name(args.model_name_or_path)
+    name = args.features_name or default_features_name(args.model_name_or_path)
     source = locate_model(args.model_name_or_path, args.revision, args.trust_remote_code)
-    return argparse.Namespace(**vars(args), model_source=source)
+    return argparse.Namespace(**vars(args) | {"features_name": name}, model_source=source)
 
 
 def default_features_name(model_name_or_path: str) -> str:

@@ -28,7 +28,7 @@ from fiberbench.videos import find_clip_video
 from ..fiber.features_info import FEATURES_INFO_FILE, FeaturesInfo
 from ..fiber.release import SPLIT_FILES
 from ..loading import load_fiber
-from .arguments import DEFAULT_FPS, default_features_name
+from .arguments import DEFAULT_FPS
 from .encoders import IMAGE, ClipPreparer, Encoder, encode_clips, encoder_spec, make_loader
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             raise DataError("No clips to encode: the splits chosen are empty")
     dtype = inference_dtype(accelerator.device)
     info = FeaturesInfo(
-        name=args.features_name or default_features_name(args.model_name_or_path),
+        name=args.features_name,
         feature_size=0,  # D, known once the model has run (`Encoder.probe`): not one of the settings compared
         encoder={**source.describe(), "model_type": config.model_type, "architectures": config.architectures,
                  "kind": spec.kind, "dtype": str(dtype).removeprefix("torch.")},
