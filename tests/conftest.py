@@ -113,13 +113,15 @@ def two_processes_pushed_run(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def uninterrupted_resumable_run(tmp_path_factory):
-    """The output folder of tests/training's `RESUMABLE_RUN` (`accelerate launch training/train.py`, offline, two
-    epochs saved every 15 steps) run to its end: once per test run, the reference that the training and Hub tests'
-    killed and resumed runs must equal."""
-    from .training.conftest import RESUMABLE_RUN, run_train
+    """The output folder of tests/training's `RESUMABLE_RUN` (training/train.py on the bundled sample, two epochs saved
+    every 15 steps) run to its end, in this process: once per test run, the reference that the training and Hub tests' killed
+    and resumed runs, in processes of their own, must equal."""
+    from .training.conftest import RESUMABLE_RUN, TRAIN_SCRIPT, train_main
 
     def run(folder):
-        run_train([*RESUMABLE_RUN, "--output_dir", folder / "run"])
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(TRAIN_SCRIPT.parents[1])
+            assert train_main([str(argument) for argument in [*RESUMABLE_RUN, "--output_dir", folder / "run"]]) == 0
 
     return built_once(tmp_path_factory, "uninterrupted_resumable_run", run) / "run"
 

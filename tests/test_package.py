@@ -55,6 +55,13 @@ PACKAGE_DATA = [
 ]
 
 
+def test_the_group_runs_on_one_worker(request):
+    """Under `pytest -n`, --dist loadgroup marks a grouped test's id with its group, and so runs the group on one
+    worker, which builds the wheel (or starts a Space) once; pytest 9.2 with xdist 3.8 stops it (pyproject.toml)."""
+    if getattr(request.config.option, "loadgroup", False):
+        assert request.node.nodeid.endswith("@package_build"), request.node.nodeid
+
+
 @pytest.fixture(scope="module")
 def source(tmp_path_factory) -> Path:
     """A copy of the checkout's files to build and install: pip builds in the source tree (its build/ and

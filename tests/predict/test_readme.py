@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fiberbench.cli import main
+
 REPO = Path(__file__).parents[2]
 PAGE = REPO / "docs" / "video-llm.md"
 ENVIRONMENT = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -30,6 +32,15 @@ def command_under(comment: str) -> str:
     return "\n".join(lines[first : end + 1])
 
 
+def as_bash_reads_it(command: str, cwd: Path, monkeypatch) -> None:
+    """A `fiberbench` command run by the CLI's `main` in this process (no process to start: about 4 CPU-s), on the
+    words bash makes of it (its quoting, its continued lines), from `cwd`."""
+    words = subprocess.run(["bash", "-euo", "pipefail", "-c", f"fiberbench() {{ printf '%s\\0' \"$@\"; }}\n{command}"],
+                           capture_output=True, check=True).stdout.split(b"\0")[:-1]
+    monkeypatch.chdir(cwd)
+    assert main([word.decode() for word in words]) == 0
+
+
 def bash(command: str, cwd, environment=ENVIRONMENT) -> None:
     result = subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=cwd, env=environment, capture_output=True,
                             text=True, timeout=600)
@@ -37,12 +48,14 @@ def bash(command: str, cwd, environment=ENVIRONMENT) -> None:
 
 
 @pytest.mark.slow
-def test_the_causal_example_has_a_real_line_break_in_its_prompt_and_its_replies_read_again(tiny_models, tmp_path):
+def test_the_causal_example_has_a_real_line_break_in_its_prompt_and_its_replies_read_again(tiny_models, tmp_path,
+                                                                                            monkeypatch):
     command = command_under("# A causal LM").replace("--dataset_name fiber", "--max_predict_samples 2")
-    bash(re.sub(r"--model_name_or_path \S+", f"--model_name_or_path {tiny_models['causal']}", command), tmp_path)
+    model = f"--model_name_or_path {tiny_models['causal']}"
+    as_bash_reads_it(re.sub(r"--model_name_or_path \S+", model, command), tmp_path, monkeypatch)
     template = json.loads((tmp_path / "qwen.metadata.json").read_text())["settings"]["prompt"]["template"]
     assert template == "Fill in the blank: {masked_caption}\nAnswer with the missing noun phrase only."
-    bash(command_under("# The replies of qwen.jsonl"), tmp_path)
+    as_bash_reads_it(command_under("# The replies of qwen.jsonl"), tmp_path, monkeypatch)
     settings = json.loads((tmp_path / "qwen_plain_reading.metadata.json").read_text())["settings"]
     assert "noun_phrase" not in settings["reader"]["readings"] and settings["prompt"]["template"] == template
 
