@@ -114,8 +114,8 @@ def two_processes_pushed_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def uninterrupted_resumable_run(tmp_path_factory):
     """The output folder of tests/training's `RESUMABLE_RUN` (training/train.py on the bundled sample, two epochs saved
-    every 15 steps) run to its end, in this process: once per test run, the reference that the training and Hub tests' killed
-    and resumed runs, in processes of their own, must equal."""
+    every 15 steps) run to its end, in this process: once per test run, the reference that the training and Hub
+    tests' killed and resumed runs, in processes of their own, must equal."""
     from .training.conftest import RESUMABLE_RUN, TRAIN_SCRIPT, train_main
 
     def run(folder):

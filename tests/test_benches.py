@@ -34,7 +34,8 @@ def run_quick(script: str, monkeypatch, capsys, *flags: str) -> str:
     try:
         runpy.run_path(str(REPO / "bench" / script), run_name="__main__")
     except SystemExit as exit_:
-        assert exit_.code in (0, None), f"bench/{script} --quick exited {exit_.code}:\n{capsys.readouterr().err[-4000:]}"
+        if exit_.code not in (0, None):
+            pytest.fail(f"bench/{script} --quick exited {exit_.code}:\n{capsys.readouterr().err[-4000:]}")
     return capsys.readouterr().out
 
 
