@@ -116,12 +116,11 @@ def uninterrupted_resumable_run(tmp_path_factory):
     """The output folder of tests/training's `RESUMABLE_RUN` (training/train.py on the bundled sample, two epochs saved
     every 15 steps) run to its end, in this process: once per test run, the reference that the training and Hub
     tests' killed and resumed runs, in processes of their own, must equal."""
-    from .training.conftest import RESUMABLE_RUN, TRAIN_SCRIPT, train_main
+    from .training.conftest import RESUMABLE_RUN, train_main_here
 
     def run(folder):
         with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(TRAIN_SCRIPT.parents[1])
-            assert train_main([str(argument) for argument in [*RESUMABLE_RUN, "--output_dir", folder / "run"]]) == 0
+            assert train_main_here([*RESUMABLE_RUN, "--output_dir", folder / "run"], patch) == 0
 
     return built_once(tmp_path_factory, "uninterrupted_resumable_run", run) / "run"
 

@@ -102,11 +102,16 @@ def error_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def train_in_process(args: list, monkeypatch, capfd, check: bool = True) -> subprocess.CompletedProcess:
-    """The training script's `main` run in this process on `args`, from the repository root, as `run_train` returns
-    a run: for a run whose subject is not its process, which then pays no start-up (about 4 CPU-s of imports)."""
+def train_main_here(args: list, monkeypatch) -> int:
+    """The training script's `main` run in this process on `args`, from the repository root: its exit status."""
     monkeypatch.chdir(TRAIN_SCRIPT.parents[1])
-    status = train_main([str(argument) for argument in args])
+    return train_main([str(argument) for argument in args])
+
+
+def train_in_process(args: list, monkeypatch, capfd, check: bool = True) -> subprocess.CompletedProcess:
+    """`train_main_here`, returned as `run_train` returns a run: for a run whose subject is not its process, which then
+    pays no start-up (about 4 CPU-s of imports)."""
+    status = train_main_here(args, monkeypatch)
     out, err = capfd.readouterr()
     if check and status != 0:
         pytest.fail(f"train.py {' '.join(map(str, args))} exited with {status}\n--- stderr ---\n{err[-8000:]}")
